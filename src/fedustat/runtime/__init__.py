@@ -1,0 +1,1 @@
+"""fedustat.runtime"""

@@ -103,7 +103,7 @@ def test_to_frame_with_pandas() -> None:
 EXPECTED = {
     "breast_cancer_scores": (285, ("score", "label"), "auc"),
     "diabetes_pairs": (442, ("age", "sex", "bmi", "bp", "tc", "ldl", "hdl", "tch", "ltg",
-                             "glu", "progression"), "kendall"),
+                             "glu", "progression", "progression_class"), "kendall"),
     "linnerud_exercise": (20, ("chins", "situps", "jumps", "weight", "waist", "pulse"),
                           "kendall"),
     "wine_cultivars": (178, ("cultivar", "alcohol", "magnesium", "flavanoids", "proline"),

@@ -1,3 +1,33 @@
-"""fedustat: private and secure U-statistics over data held by many parties."""
+"""fedustat: private and secure U-statistics over data held by many parties.
+
+The entry points mirror scikit-learn and SciPy (``roc_auc_score``, ``kendalltau``);
+``estimate`` takes any kernel and protocol. Every call returns an
+:class:`~fedustat.protocols.base.Estimate` carrying its privacy guarantee, standard error
+and measured communication cost.
+"""
+
+from fedustat.api import (
+    duplicate_pair_ratio,
+    estimate,
+    gini_mean_difference,
+    kendalltau,
+    rand_score,
+    roc_auc_score,
+)
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.protocols.base import Cost, Estimate
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Cost",
+    "Estimate",
+    "PrivacyGuarantee",
+    "PrivacyModel",
+    "duplicate_pair_ratio",
+    "estimate",
+    "gini_mean_difference",
+    "kendalltau",
+    "rand_score",
+    "roc_auc_score",
+]

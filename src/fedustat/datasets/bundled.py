@@ -244,8 +244,10 @@ def load_diabetes_pairs() -> Dataset:
     Dataset
         442 rows, float64 columns ``age``, ``sex``, ``bmi``, ``bp``, ``tc``, ``ldl``,
         ``hdl``, ``tch``, ``ltg``, ``glu`` (the ten baseline variables s1..s6 renamed by
-        their meaning) and ``progression`` (a quantitative measure of disease progression
-        one year after baseline, 25 to 346).
+        their meaning), ``progression`` (a quantitative measure of disease progression
+        one year after baseline, 25 to 346) and ``progression_class`` (0: progression
+        below 100, 1: 100 to 199, 2: 200 and above — fixed, public cut points, so the
+        three ordered classes suit the volume under the ROC surface).
 
     Notes
     -----
@@ -258,12 +260,16 @@ def load_diabetes_pairs() -> Dataset:
     columns = {name: bunch.data[:, j].astype(np.float64)
                for j, name in enumerate(_DIABETES_NAMES)}
     columns["progression"] = bunch.target.astype(np.float64)
+    # Cut points are fixed numbers, not data quantiles, so the classes leak nothing.
+    columns["progression_class"] = np.digitize(columns["progression"], [100.0, 200.0]
+                                               ).astype(np.float64)
     described = "; ".join(f"{k}: {v}" for k, v in _DIABETES_NAMES.items())
     return Dataset(
         name="diabetes_pairs",
         columns=columns,
         description=("One row per diabetes patient. " + described
-                     + "; progression: disease progression one year after baseline."),
+                     + "; progression: disease progression one year after baseline"
+                     + "; progression_class: 0 (< 100), 1 (100-199), 2 (>= 200)."),
         source=("Efron, Hastie, Johnstone & Tibshirani (2004), Least Angle Regression, "
                 f"Annals of Statistics; {_SKLEARN_LICENCE}"),
         task="kendall",

@@ -1,0 +1,203 @@
+"""The protocol contract: pure, vectorized steps over a batch of parties.
+
+A protocol never performs I/O (ARCHITECTURE.md, principle 1). It is written as two
+kinds of steps:
+
+* a **party step** maps (the state of a batch of parties, the server's last message)
+  to (new state, one message per party). Arrays in party state and party messages
+  have the party as their first axis, so the same step serves one real device (a
+  batch of one) and millions of simulated parties (one batch);
+* a **server step** maps (server state, the parties' messages) to (new state, a
+  message to the parties) or, at the end, to an :class:`Estimate`.
+
+Transports (``fedustat.runtime.simulate``, later a networked runtime) only move the
+:class:`Message` objects these steps emit and count their bits, so the costs an
+:class:`Estimate` reports are measured from what was actually sent.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+import numpy as np
+from scipy import stats as sps
+
+from fedustat.privacy.guarantee import PrivacyGuarantee
+
+
+class Role(StrEnum):
+    """Who sends or receives a message."""
+
+    PARTY = "party"
+    SERVER = "server"
+
+
+@dataclass(frozen=True)
+class Message:
+    """What one step sends: named array fields plus their wire size.
+
+    For a message from parties, every field's first axis is the party (row ``r``
+    belongs to party ``parties[r]``). A message from the server is either a broadcast
+    (the same fields for every party; ``parties`` is ``None``) or addressed row by row.
+
+    ``bits_per_value`` gives the encoded size of one element of each field, chosen by
+    the protocol from its encoding (a k-ary report costs ceil(log2 k) bits, a ring
+    element l bits, a float 64). The transport multiplies it by the element count.
+    """
+
+    sender: Role
+    receiver: Role
+    fields: Mapping[str, np.ndarray]
+    bits_per_value: Mapping[str, int]
+    parties: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        missing = set(self.fields) - set(self.bits_per_value)
+        if missing:
+            raise ValueError(f"message fields {sorted(missing)} have no declared wire size")
+        if self.parties is not None:
+            n_rows = len(self.parties)
+            for name, values in self.fields.items():
+                if np.ndim(values) == 0 or len(values) != n_rows:
+                    raise ValueError(f"field {name!r} must have one row per party ({n_rows})")
+
+    @property
+    def is_broadcast(self) -> bool:
+        return self.parties is None
+
+    def bits_per_row(self) -> np.ndarray | int:
+        """Bits carried for each party (per row), or in total for a broadcast."""
+        if self.parties is None:
+            return int(sum(np.size(v) * self.bits_per_value[k] for k, v in self.fields.items()))
+        per_row = np.zeros(len(self.parties), dtype=np.int64)
+        for name, values in self.fields.items():
+            arr = np.asarray(values)
+            per_elem = int(np.prod(arr.shape[1:], dtype=np.int64)) if arr.ndim > 1 else 1
+            per_row += per_elem * int(self.bits_per_value[name])
+        return per_row
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Communication and computation measured from the messages a run emitted.
+
+    ``bits_per_party`` is the mean number of bits a party sent (uploads);
+    ``max_bits_per_party`` the largest; ``bits_received_per_party`` what each party
+    downloaded (a broadcast counts once per receiving party); ``total_bits`` every bit
+    that crossed the network in either direction; ``rounds`` the number of sequential
+    message exchanges; ``server_operations`` a protocol-defined count of the
+    aggregator's work (documented by each protocol).
+    """
+
+    bits_per_party: float = 0.0
+    max_bits_per_party: int = 0
+    bits_received_per_party: float = 0.0
+    total_bits: int = 0
+    rounds: int = 0
+    server_operations: int = 0
+    offline_bits: int = 0
+
+
+class ConfidenceInterval(NamedTuple):
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A released statistic with its error bar, privacy guarantee and measured costs.
+
+    ``std_error`` is the standard error of ``value`` around the exact statistic of the
+    parties' data (the error the protocol adds: noise, randomization, subsampling). It
+    is computed from public quantities only, so releasing it costs no privacy; sampling
+    error of the data around a population parameter is not included. ``None`` where no
+    formula applies.
+    """
+
+    value: float
+    quantity: str
+    protocol: str
+    privacy: PrivacyGuarantee
+    std_error: float | None = None
+    cost: Cost = field(default_factory=Cost)
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
+
+    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """Normal-approximation interval value +- z * std_error."""
+        if not 0.0 < confidence_level < 1.0:
+            raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+        if self.std_error is None:
+            raise ValueError(f"protocol {self.protocol!r} gives no standard error for "
+                             f"{self.quantity}; no confidence interval is available")
+        z = float(sps.norm.ppf(0.5 + confidence_level / 2.0))
+        return ConfidenceInterval(self.value - z * self.std_error, self.value + z * self.std_error)
+
+    # SciPy's result objects call the released number ``statistic``; mirror that name.
+    @property
+    def statistic(self) -> float:
+        return self.value
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def with_cost(self, cost: Cost) -> Estimate:
+        return replace(self, cost=cost)
+
+    def __str__(self) -> str:
+        se = "" if self.std_error is None else f" ± {self.std_error:.3g} (s.e.)"
+        return (f"{self.quantity} = {self.value:.6g}{se} [{self.protocol}; {self.privacy}; "
+                f"{self.cost.bits_per_party:g} bits/party]")
+
+
+class Protocol(ABC):
+    """A protocol as pure steps. Subclasses name their paper, section and equations.
+
+    The runtime drives it like this::
+
+        party_state = protocol.init_parties(data, parties)
+        server_state = protocol.init_server(n_parties)
+        to_parties = None
+        while True:
+            party_state, to_server = protocol.party_step(party_state, to_parties, rng)
+            server_state, out = protocol.server_step(server_state, to_server, rng)
+            if isinstance(out, Estimate): break
+            to_parties = out
+
+    ``rng`` in a party step is that batch's randomness (a party's own coins); in the
+    server step it is the server's. Steps must not keep hidden state outside the state
+    objects they return.
+    """
+
+    name: str = "protocol"
+
+    @abstractmethod
+    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> Any:
+        """State of a batch of parties holding ``data`` (rows) with global ids ``parties``."""
+
+    @abstractmethod
+    def init_server(self, n_parties: int) -> Any:
+        """The aggregator's initial state."""
+
+    @abstractmethod
+    def party_step(self, state: Any, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[Any, Message]:
+        """One round of the parties in a batch."""
+
+    @abstractmethod
+    def server_step(self, state: Any, inbox: Message,
+                    rng: np.random.Generator) -> tuple[Any, Message | Estimate]:
+        """One round of the aggregator: a reply to the parties, or the final estimate."""
+
+
+def normal_std_error(variance: float) -> float:
+    """Standard error from a variance, refusing negative values from rounding."""
+    if variance < 0 and variance > -1e-15:
+        variance = 0.0
+    if not math.isfinite(variance) or variance < 0:
+        raise ValueError(f"variance must be finite and >= 0, got {variance}")
+    return math.sqrt(variance)

@@ -1,0 +1,692 @@
+"""Kernels of U-statistics: degree, output range (hence sensitivity), evaluation, fast paths.
+
+A kernel ``f`` of degree ``k`` maps k records to a number; its U-statistic is the average of
+``f`` over all k-subsets of the records (000 eq. 2). Data for a kernel is always a 2-D float
+array of shape ``(n, len(kernel.columns))``, one row per party / record; ``kernel.pack``
+builds it from columns and checks them.
+
+Each built-in documents how its U-statistic ``U`` relates to the statistic reported by
+``kernel.statistic(U, data)``:
+
+==========================  =========  ===================================================
+factory                     degree     reported statistic
+==========================  =========  ===================================================
+``auc_kernel``              2          AUC = U C(n,2) / (n+ n-)       (000 eq. 7)
+``mann_whitney_kernel``     2          Mann-Whitney U = U C(n,2)
+``kendall_tau_kernel("a")`` 2          tau-a = U                      (000 eq. 6)
+``kendall_tau_kernel("b")`` 2          tau-b = U C(n,2) / sqrt((C(n,2)-T_x)(C(n,2)-T_y))
+``gini_kernel``             2          Gini mean difference = U       (000 eq. 4)
+``duplicate_pair_kernel``   2          duplicate-pair ratio = U       (000 eq. 5, inner)
+``renyi2_entropy_kernel``   2          Rényi-2 entropy = -ln U        (000 eq. 5)
+``rand_index_kernel``       2          Rand index = U
+``variance_kernel``         2          sample variance (ddof=1) = U   (000 Remark 1)
+``vus_kernel``              3          VUS = U C(n,3) / (n0 n1 n2)
+``user_kernel``             any        U (or a user-supplied map)
+==========================  =========  ===================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from fedustat._validation import (
+    as_binary_labels,
+    as_float_array,
+    check_bounds,
+    check_consistent_length,
+    check_positive_int,
+)
+from fedustat.stats.ustat import (
+    _auc_row_sums,
+    _auc_twice_numerator,
+    _check_ordinal_classes,
+    _duplicate_pair_ratio,
+    _duplicate_row_sums,
+    _gini_mean_difference,
+    _gini_row_sums,
+    _kendall_counts,
+    _n_pairs,
+    _rand_index,
+    _rand_row_sums,
+    _tie_pairs,
+    _variance_row_sums,
+    _vus_twelve_numerator,
+)
+
+__all__ = [
+    "KERNEL_FACTORIES",
+    "Kernel",
+    "auc_kernel",
+    "duplicate_pair_kernel",
+    "gini_kernel",
+    "kendall_tau_kernel",
+    "mann_whitney_kernel",
+    "rand_index_kernel",
+    "renyi2_entropy_kernel",
+    "user_kernel",
+    "variance_kernel",
+    "vus_kernel",
+]
+
+KernelFunc = Callable[..., np.ndarray]
+
+# Labelled kernels follow the papers' setting: the class of each record (hence the class
+# sizes used by ``statistic``) is public, the score is private (000 Sec. 4).
+LABELS_PUBLIC = "replace one record's score; labels and class sizes public"
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    """A symmetric kernel of a U-statistic.
+
+    Parameters
+    ----------
+    name : str
+        Short identifier (e.g. ``"auc"``).
+    degree : int
+        Number of records the kernel takes (k >= 1).
+    columns : tuple of str
+        Names of the columns of one record; data is an (n, len(columns)) float array.
+    output_range : (float, float)
+        Every kernel value lies in ``[lo, hi]``; ``sensitivity = hi - lo`` follows.
+    func : callable
+        Vectorized kernel: ``func(rows_1, ..., rows_k)`` with each ``rows_i`` an
+        (m, len(columns)) array returns the m kernel values. Must be symmetric in its
+        arguments.
+    lipschitz : float or None
+        Lipschitz constant of ``f`` in each argument (absolute-value metric on each
+        column), or None if the kernel is not Lipschitz (e.g. indicator kernels).
+    exact : callable or None
+        ``exact(data) -> float``: the complete U-statistic in O(n log n), or None.
+    statistic_fn : callable or None
+        ``statistic_fn(u, data) -> float`` maps the U-statistic to the reported statistic;
+        None means the identity.
+    validate : callable or None
+        ``validate(data) -> data``: kernel-specific checks of a packed array (binary
+        labels, bounds, ...), returning the (possibly normalized) array.
+    row_sums : callable or None
+        Degree 2 only: ``row_sums(data) -> (R, Q)`` with ``R_i = sum_{j != i} f(x_i, x_j)``
+        and ``Q_i = sum_{j != i} f(x_i, x_j)^2`` in O(n log n), or None. Gives the Hoeffding
+        projection ``h_1(x_i) ~ R_i / (n - 1)`` without evaluating all pairs.
+    description : str
+        How U relates to the reported statistic, for users.
+    adjacency : str
+        The neighbouring relation under which ``sensitivity`` bounds the change of one
+        record's contribution; private releases state it in their guarantee.
+    active_share : callable or None
+        ``active_share(data) -> float``: the largest fraction of all k-subsets that contain
+        one given record and on which the kernel is not fixed by public information (for
+        AUC, the pairs of a record with the other class). None means every subset
+        counts, k / n. It tightens the sensitivity of the complete U-statistic to
+        ``active_share * sensitivity``.
+    statistic_is_public : bool
+        True when ``statistic(u, data)`` uses ``data`` only through public quantities
+        (n; the class sizes of labelled kernels, public as in 000 Sec. 4), so applying it
+        to a private U is post-processing. False for tau-b, whose tie correction reads
+        the private values: private protocols refuse it.
+    """
+
+    name: str
+    degree: int
+    columns: tuple[str, ...]
+    output_range: tuple[float, float]
+    func: KernelFunc = field(repr=False)
+    lipschitz: float | None = None
+    exact: Callable[[np.ndarray], float] | None = field(default=None, repr=False)
+    statistic_fn: Callable[[float, np.ndarray], float] | None = field(default=None, repr=False)
+    validate: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False)
+    row_sums: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = field(
+        default=None, repr=False)
+    description: str = field(default="", repr=False)
+    adjacency: str = field(default="replace one record", repr=False)
+    active_share: Callable[[np.ndarray], float] | None = field(default=None, repr=False)
+    statistic_is_public: bool = field(default=True, repr=False)
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.degree, "degree")
+        cols = (self.columns,) if isinstance(self.columns, str) else tuple(self.columns)
+        if not cols or not all(isinstance(c, str) and c for c in cols):
+            raise ValueError(f"columns must be a non-empty sequence of names, got {self.columns!r}")
+        if len(set(cols)) != len(cols):
+            raise ValueError(f"columns must be distinct, got {cols}")
+        object.__setattr__(self, "columns", cols)
+        try:
+            lo, hi = (float(v) for v in self.output_range)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"output_range must be a pair (lo, hi) of numbers, "
+                            f"got {self.output_range!r}") from exc
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"output_range must be finite with lo < hi, got {self.output_range!r}")
+        object.__setattr__(self, "output_range", (lo, hi))
+        if self.lipschitz is not None:
+            lip = float(self.lipschitz)
+            if not (math.isfinite(lip) and lip >= 0):
+                raise ValueError(f"lipschitz must be a finite number >= 0 or None, "
+                                 f"got {self.lipschitz!r}")
+            object.__setattr__(self, "lipschitz", lip)
+        if not callable(self.func):
+            raise TypeError(f"func must be callable, got {type(self.func).__name__}")
+        if self.row_sums is not None and self.degree != 2:
+            raise ValueError("row_sums is defined for degree-2 kernels only")
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def sensitivity(self) -> float:
+        """Largest change of one kernel value: ``hi - lo`` of ``output_range``."""
+        return self.output_range[1] - self.output_range[0]
+
+    @property
+    def n_columns(self) -> int:
+        return len(self.columns)
+
+    # ---------------------------------------------------------------- data
+    def pack(self, *columns: Any) -> np.ndarray:
+        """Stack one array per column into the (n, len(columns)) data array, checked.
+
+        Example: ``auc_kernel().pack(scores, labels)``.
+        """
+        if len(columns) != self.n_columns:
+            raise ValueError(f"kernel {self.name!r} takes {self.n_columns} column(s) "
+                             f"{self.columns}, got {len(columns)}")
+        arrays = [_as_column(col, name) for col, name in zip(columns, self.columns, strict=True)]
+        check_consistent_length(**dict(zip(self.columns, arrays, strict=True)))
+        return self.check_data(np.column_stack(arrays))
+
+    def check_data(self, data: Any) -> np.ndarray:
+        """Validate a data array (shape, finiteness, kernel-specific rules) and return it.
+
+        A 1-D array is accepted for one-column kernels.
+        """
+        arr = as_float_array(data, "data", ndim=(1, 2))
+        if arr.ndim == 1:
+            if self.n_columns != 1:
+                raise ValueError(f"data is 1-D but kernel {self.name!r} needs "
+                                 f"{self.n_columns} columns {self.columns}; build it with "
+                                 f"kernel.pack(...)")
+            arr = arr[:, None]
+        if arr.shape[1] != self.n_columns:
+            raise ValueError(f"data has {arr.shape[1]} column(s) but kernel {self.name!r} needs "
+                             f"{self.n_columns} {self.columns}; build it with kernel.pack(...)")
+        if arr.shape[0] < self.degree:
+            raise ValueError(f"data has {arr.shape[0]} record(s); a kernel of degree "
+                             f"{self.degree} needs at least {self.degree}")
+        if self.validate is not None:
+            arr = self.validate(arr)
+        return arr
+
+    def check_tuples(self, tuples: Any, n: int) -> np.ndarray:
+        """Validate an (m, degree) array of index tuples into n records; return int64."""
+        idx = np.asarray(tuples)
+        if idx.ndim != 2 or idx.shape[1] != self.degree:
+            raise ValueError(f"tuples must have shape (m, {self.degree}) for a kernel of degree "
+                             f"{self.degree}, got shape {idx.shape}")
+        if idx.size and not np.issubdtype(idx.dtype, np.integer):
+            raise TypeError(f"tuples must hold integer indices, got dtype {idx.dtype}")
+        idx = idx.astype(np.int64, copy=False)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise ValueError(f"tuples has indices outside [0, {n}) (min {idx.min()}, "
+                             f"max {idx.max()})")
+        if self.degree > 1 and idx.size:
+            srt = np.sort(idx, axis=1)
+            if np.any(srt[:, 1:] == srt[:, :-1]):
+                raise ValueError("tuples has a row with a repeated index; a U-statistic "
+                                 "averages over tuples of distinct records")
+        return idx
+
+    # ---------------------------------------------------------------- evaluation
+    def _evaluate_unchecked(self, data: np.ndarray, tuples: np.ndarray) -> np.ndarray:
+        values = np.asarray(self.func(*(data[tuples[:, c]] for c in range(self.degree))),
+                            dtype=np.float64)
+        if values.shape != (tuples.shape[0],):
+            raise ValueError(f"kernel {self.name!r} returned shape {values.shape} for "
+                             f"{tuples.shape[0]} tuples; func must return one value per tuple")
+        lo, hi = self.output_range
+        slack = 1e-12 * max(1.0, abs(lo), abs(hi))
+        if values.size and not (np.all(np.isfinite(values)) and values.min() >= lo - slack
+                                and values.max() <= hi + slack):
+            raise ValueError(f"kernel {self.name!r} returned values outside its declared "
+                             f"output_range [{lo}, {hi}] (or non-finite values); the "
+                             "sensitivity would be wrong")
+        return values
+
+    def evaluate(self, data: Any, tuples: Any) -> np.ndarray:
+        """Kernel values on each index tuple.
+
+        Parameters
+        ----------
+        data : array_like of shape (n, len(columns))
+        tuples : array_like of int, shape (m, degree)
+            Rows of distinct record indices.
+
+        Returns
+        -------
+        ndarray of shape (m,)
+        """
+        arr = self.check_data(data)
+        return self._evaluate_unchecked(arr, self.check_tuples(tuples, arr.shape[0]))
+
+    def statistic(self, u: float, data: Any) -> float:
+        """Map the U-statistic ``u`` of ``data`` to the reported statistic (see module table)."""
+        if self.statistic_fn is None:
+            return float(u)
+        return float(self.statistic_fn(float(u), self.check_data(data)))
+
+    def __repr__(self) -> str:
+        lip = "" if self.lipschitz is None else f", lipschitz={self.lipschitz:g}"
+        fast = ", exact fast path" if self.exact is not None else ""
+        return (f"Kernel({self.name!r}, degree={self.degree}, columns={self.columns}, "
+                f"output_range={self.output_range}{lip}{fast})")
+
+
+def _as_column(values: Any, name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype == bool:
+        arr = arr.astype(np.float64)
+    return as_float_array(arr, name)
+
+
+# --------------------------------------------------------------------------------------
+# Shared validators
+# --------------------------------------------------------------------------------------
+
+
+def _validate_binary_labels(data: np.ndarray, column: int, name: str) -> np.ndarray:
+    labels = as_binary_labels(data[:, column], name)
+    if not np.array_equal(labels, data[:, column]):
+        data = data.copy()
+        data[:, column] = labels
+    return data
+
+
+def _validate_auc(data: np.ndarray) -> np.ndarray:
+    return _validate_binary_labels(data, 1, "label")
+
+
+def _validate_bounded(data: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
+    check_bounds(data[:, 0], bounds, "x")
+    return data
+
+
+def _validate_vus(data: np.ndarray) -> np.ndarray:
+    _check_ordinal_classes(data[:, 1], "class")
+    return data
+
+
+def _check_bounds_arg(bounds: Any) -> tuple[float, float]:
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"bounds must be a pair (lower, upper), got {bounds!r}") from exc
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"bounds must be finite with lower < upper, got {bounds!r}")
+    return lo, hi
+
+
+# --------------------------------------------------------------------------------------
+# AUC and Mann-Whitney U (same kernel, 000 Sec. 2.1.2 with ties counted 1/2)
+# --------------------------------------------------------------------------------------
+
+
+def _auc_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    sa, la, sb, lb = a[:, 0], a[:, 1], b[:, 0], b[:, 1]
+    pos_higher = np.where(la > lb, sa > sb, sb > sa)
+    return (la != lb) * (pos_higher + 0.5 * (sa == sb))
+
+
+def _auc_exact(data: np.ndarray) -> float:
+    twice, _, _ = _auc_twice_numerator(data[:, 0], data[:, 1])
+    n = data.shape[0]
+    return twice / (n * (n - 1))
+
+
+def _auc_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return _auc_row_sums(data[:, 0], data[:, 1])
+
+
+def _class_sizes(data: np.ndarray) -> tuple[int, int]:
+    n_pos = int(np.count_nonzero(data[:, 1]))
+    return n_pos, data.shape[0] - n_pos
+
+
+def _auc_statistic(u: float, data: np.ndarray) -> float:
+    n_pos, n_neg = _class_sizes(data)
+    return u * _n_pairs(data.shape[0]) / (n_pos * n_neg)
+
+
+def _mann_whitney_statistic(u: float, data: np.ndarray) -> float:
+    return u * _n_pairs(data.shape[0])
+
+
+def _auc_active_share(data: np.ndarray) -> float:
+    # A record's kernel value can only be non-zero with records of the other class:
+    # max(n+, n-) of the C(n, 2) pairs, so Delta AUC = 1 / min(n+, n-).
+    n_pos, n_neg = _class_sizes(data)
+    return max(n_pos, n_neg) / _n_pairs(data.shape[0])
+
+
+def auc_kernel() -> Kernel:
+    """AUC kernel on records (score, label).
+
+    ``f = 1`` if the labels differ and the positive record has the higher score, ``1/2`` if
+    the labels differ and the scores tie, 0 otherwise (000 Sec. 2.1.2, ties as in
+    ``sklearn.metrics.roc_auc_score``). ``U = n+ n- AUC / C(n,2)``, so
+    ``statistic(U) = U C(n,2) / (n+ n-)`` is the AUC. Labels may be 0/1, -1/1 or booleans
+    (stored as 0/1); both classes must be present.
+    """
+    return Kernel(
+        name="auc", degree=2, columns=("score", "label"), output_range=(0.0, 1.0),
+        func=_auc_func, exact=_auc_exact, statistic_fn=_auc_statistic, validate=_validate_auc,
+        row_sums=_auc_rows, description="AUC = U * C(n,2) / (n_pos * n_neg)",
+        adjacency=LABELS_PUBLIC, active_share=_auc_active_share,
+    )
+
+
+def mann_whitney_kernel() -> Kernel:
+    """Mann-Whitney kernel: the AUC kernel, reported as ``U C(n,2)``.
+
+    ``statistic(U)`` equals ``scipy.stats.mannwhitneyu(pos_scores, neg_scores).statistic``:
+    the number of (positive, negative) pairs with the positive scored higher, ties 1/2.
+    """
+    return Kernel(
+        name="mann_whitney", degree=2, columns=("score", "label"), output_range=(0.0, 1.0),
+        func=_auc_func, exact=_auc_exact, statistic_fn=_mann_whitney_statistic,
+        validate=_validate_auc, row_sums=_auc_rows, description="Mann-Whitney U = U * C(n,2)",
+        adjacency=LABELS_PUBLIC, active_share=_auc_active_share,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Kendall's tau (000 eq. 6, 002 eq. 8)
+# --------------------------------------------------------------------------------------
+
+
+def _kendall_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sign(a[:, 0] - b[:, 0]) * np.sign(a[:, 1] - b[:, 1])
+
+
+def _kendall_exact(data: np.ndarray) -> float:
+    cmd, tot, _, _ = _kendall_counts(data[:, 0], data[:, 1])
+    return cmd / tot
+
+
+def _kendall_b_statistic(u: float, data: np.ndarray) -> float:
+    tot = _n_pairs(data.shape[0])
+    ties = []
+    for col, name in ((0, "x"), (1, "y")):
+        _, counts = np.unique(data[:, col], return_counts=True)
+        t = _tie_pairs(counts)
+        if t == tot:
+            raise ValueError(f"{name} is constant; Kendall's tau-b is undefined")
+        ties.append(t)
+    return float(u * tot / np.sqrt(tot - ties[0]) / np.sqrt(tot - ties[1]))
+
+
+def kendall_tau_kernel(variant: str = "b") -> Kernel:
+    """Kendall kernel ``sign(x_i - x_j) sign(y_i - y_j)`` on records (x, y).
+
+    ``U = (C - D) / C(n,2)`` is tau-a. For ``variant="b"``, ``statistic(U)`` rescales it to
+    tau-b, ``U C(n,2) / sqrt((C(n,2) - T_x)(C(n,2) - T_y))`` with T_x, T_y the pairs tied in
+    x, in y, as ``scipy.stats.kendalltau``. Output range [-1, 1]: sensitivity 2.
+    """
+    if variant not in ("a", "b"):
+        raise ValueError(f"variant must be 'a' or 'b', got {variant!r}")
+    return Kernel(
+        name=f"kendall_tau_{variant}", degree=2, columns=("x", "y"), output_range=(-1.0, 1.0),
+        func=_kendall_func, exact=_kendall_exact,
+        statistic_fn=_kendall_b_statistic if variant == "b" else None,
+        description=("tau-a = U" if variant == "a"
+                     else "tau-b = U * C(n,2) / sqrt((C(n,2) - T_x) (C(n,2) - T_y))"),
+        statistic_is_public=variant == "a",
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Gini mean difference and sample variance (000 eq. 4 and Remark 1)
+# --------------------------------------------------------------------------------------
+
+
+def _gini_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.abs(a[:, 0] - b[:, 0])
+
+
+def _gini_exact(data: np.ndarray) -> float:
+    return _gini_mean_difference(data[:, 0])
+
+
+def _gini_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return _gini_row_sums(data[:, 0])
+
+
+def gini_kernel(bounds: tuple[float, float]) -> Kernel:
+    """Gini mean difference kernel ``|x_i - x_j|`` on records (x,), values in ``bounds``.
+
+    ``U`` is the Gini mean difference (000 eq. 4). The declared bounds fix the output range
+    ``[0, hi - lo]`` (hence the sensitivity); data outside them is refused. Lipschitz 1.
+    """
+    lo, hi = _check_bounds_arg(bounds)
+    return Kernel(
+        name="gini_mean_difference", degree=2, columns=("x",), output_range=(0.0, hi - lo),
+        func=_gini_func, lipschitz=1.0, exact=_gini_exact, row_sums=_gini_rows,
+        validate=partial(_validate_bounded, bounds=(lo, hi)),
+        description="Gini mean difference = U",
+    )
+
+
+def _variance_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return 0.5 * (a[:, 0] - b[:, 0]) ** 2
+
+
+def _variance_exact(data: np.ndarray) -> float:
+    return float(np.var(data[:, 0], ddof=1))
+
+
+def _variance_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return _variance_row_sums(data[:, 0])
+
+
+def variance_kernel(bounds: tuple[float, float]) -> Kernel:
+    """Sample-variance kernel ``(x_i - x_j)^2 / 2`` on records (x,), values in ``bounds``.
+
+    ``U`` equals ``np.var(x, ddof=1)`` (000 Remark 1). Output range ``[0, (hi - lo)^2 / 2]``;
+    Lipschitz constant ``hi - lo`` (the derivative ``|x_i - x_j|`` is at most that).
+    """
+    lo, hi = _check_bounds_arg(bounds)
+    return Kernel(
+        name="variance", degree=2, columns=("x",), output_range=(0.0, 0.5 * (hi - lo) ** 2),
+        func=_variance_func, lipschitz=hi - lo, exact=_variance_exact, row_sums=_variance_rows,
+        validate=partial(_validate_bounded, bounds=(lo, hi)),
+        description="sample variance (ddof=1) = U",
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Duplicate-pair ratio and Rényi-2 entropy (000 eq. 5)
+# --------------------------------------------------------------------------------------
+
+
+def _duplicate_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a[:, 0] == b[:, 0]).astype(np.float64)
+
+
+def _duplicate_exact(data: np.ndarray) -> float:
+    return _duplicate_pair_ratio(data[:, 0])
+
+
+def _duplicate_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return _duplicate_row_sums(data[:, 0])
+
+
+def _renyi2_statistic(u: float, data: np.ndarray) -> float:
+    return math.inf if u <= 0.0 else -math.log(u)
+
+
+def duplicate_pair_kernel() -> Kernel:
+    """Duplicate-pair kernel ``I[x_i = x_j]`` on records (x,); ``U`` is the duplicate-pair ratio."""
+    return Kernel(
+        name="duplicate_pair_ratio", degree=2, columns=("x",), output_range=(0.0, 1.0),
+        func=_duplicate_func, exact=_duplicate_exact, row_sums=_duplicate_rows,
+        description="duplicate-pair ratio = U",
+    )
+
+
+def renyi2_entropy_kernel() -> Kernel:
+    """Rényi-2 entropy: kernel ``I[x_i = x_j]``, reported as ``-ln U`` (000 eq. 5).
+
+    ``statistic(0)`` is ``inf`` (no two records equal); an estimate of U that is <= 0
+    (e.g. after noise) also maps to ``inf``.
+    """
+    return Kernel(
+        name="renyi2_entropy", degree=2, columns=("x",), output_range=(0.0, 1.0),
+        func=_duplicate_func, exact=_duplicate_exact, statistic_fn=_renyi2_statistic,
+        row_sums=_duplicate_rows,
+        description="Rényi-2 entropy = -ln U",
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Rand index
+# --------------------------------------------------------------------------------------
+
+
+def _rand_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return ((a[:, 0] == b[:, 0]) == (a[:, 1] == b[:, 1])).astype(np.float64)
+
+
+def _rand_exact(data: np.ndarray) -> float:
+    return _rand_index(data[:, 0], data[:, 1])
+
+
+def _rand_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return _rand_row_sums(data[:, 0], data[:, 1])
+
+
+def rand_index_kernel() -> Kernel:
+    """Rand-index kernel on records (a, b) of two cluster labels.
+
+    ``f = 1`` if both clusterings put the two records together, or both apart; ``U`` is the
+    Rand index (equals ``sklearn.metrics.rand_score``). 002 eq. 11 is garbled (it compares
+    C_1(x_i) with C_2(x_j)); this is the standard definition.
+    """
+    return Kernel(
+        name="rand_index", degree=2, columns=("a", "b"), output_range=(0.0, 1.0),
+        func=_rand_func, exact=_rand_exact, row_sums=_rand_rows, description="Rand index = U",
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Volume under the ROC surface (degree 3)
+# --------------------------------------------------------------------------------------
+
+
+def _order_weight(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """1 if lo < hi, 1/2 if equal, 0 otherwise."""
+    return (lo < hi) + 0.5 * (lo == hi)
+
+
+def _vus_func(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    ca, cb, cc = a[:, 1], b[:, 1], c[:, 1]
+    one_each = (ca != cb) & (cb != cc) & (ca != cc)
+    scores = []
+    for k in (0.0, 1.0, 2.0):
+        scores.append(a[:, 0] * (ca == k) + b[:, 0] * (cb == k) + c[:, 0] * (cc == k))
+    s0, s1, s2 = scores
+    weight = _order_weight(s0, s1) * _order_weight(s1, s2)
+    # the product gives 1/4 to a three-way tie; uniform tie-breaking gives 1/6
+    weight = np.where((s0 == s1) & (s1 == s2), 1.0 / 6.0, weight)
+    return one_each * weight
+
+
+def _vus_exact(data: np.ndarray) -> float:
+    twelve, _, _, _ = _vus_twelve_numerator(data[:, 0], data[:, 1])
+    return twelve / (12 * math.comb(data.shape[0], 3))
+
+
+def _vus_statistic(u: float, data: np.ndarray) -> float:
+    counts = np.bincount(data[:, 1].astype(np.int64), minlength=3)
+    return u * math.comb(data.shape[0], 3) / (int(counts[0]) * int(counts[1]) * int(counts[2]))
+
+
+def _vus_active_share(data: np.ndarray) -> float:
+    # Only triples with one record of each class count: a class-c record is in the
+    # product of the other two class sizes of them.
+    sizes = np.bincount(data[:, 1].astype(np.int64), minlength=3).astype(np.float64)
+    n = data.shape[0]
+    most = max(sizes[1] * sizes[2], sizes[0] * sizes[2], sizes[0] * sizes[1])
+    return float(most / math.comb(n, 3))
+
+
+def vus_kernel() -> Kernel:
+    """Volume-under-the-ROC-surface kernel (degree 3) on records (score, class), class in {0,1,2}.
+
+    On a triple with one record of each class and scores s0, s1, s2 (by class), ``f`` is the
+    probability that breaking ties uniformly at random gives ``s0 < s1 < s2``: 1 if strictly
+    ordered, 1/2 if ``s0 = s1 < s2`` or ``s0 < s1 = s2``, 1/6 if all three tie, else 0;
+    ``f = 0`` on triples without one record of each class. ``U = n0 n1 n2 VUS / C(n,3)``, so
+    ``statistic(U) = U C(n,3) / (n0 n1 n2)`` estimates ``P(S_0 < S_1 < S_2)``.
+    """
+    return Kernel(
+        name="vus", degree=3, columns=("score", "class"), output_range=(0.0, 1.0),
+        func=_vus_func, exact=_vus_exact, statistic_fn=_vus_statistic, validate=_validate_vus,
+        description="VUS = U * C(n,3) / (n0 * n1 * n2)",
+        adjacency=LABELS_PUBLIC, active_share=_vus_active_share,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# User kernels
+# --------------------------------------------------------------------------------------
+
+
+def user_kernel(
+    func: KernelFunc,
+    degree: int,
+    columns: str | Sequence[str],
+    output_range: tuple[float, float],
+    lipschitz: float | None = None,
+    name: str = "user",
+    *,
+    statistic_fn: Callable[[float, np.ndarray], float] | None = None,
+) -> Kernel:
+    """A kernel from a vectorized Python callable.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(rows_1, ..., rows_degree)``; each ``rows_i`` is an (m, len(columns)) float
+        array (row t of each is one record of tuple t); returns m values. It must be
+        symmetric in its arguments and stay within ``output_range`` (checked on every
+        evaluation).
+    degree : int
+    columns : str or sequence of str
+    output_range : (float, float)
+    lipschitz : float, optional
+    name : str
+    statistic_fn : callable, optional
+        Map from the U-statistic to a reported statistic; identity by default.
+    """
+    if not callable(func):
+        raise TypeError(f"func must be callable, got {type(func).__name__}")
+    cols = (columns,) if isinstance(columns, str) else tuple(columns)
+    return Kernel(name=name, degree=degree, columns=cols, output_range=output_range, func=func,
+                  lipschitz=lipschitz, statistic_fn=statistic_fn,
+                  description="user-defined kernel")
+
+
+#: Built-in kernel factories by name (Gini and variance need ``bounds=(lo, hi)``).
+KERNEL_FACTORIES: dict[str, Callable[..., Kernel]] = {
+    "auc": auc_kernel,
+    "mann_whitney": mann_whitney_kernel,
+    "kendall_tau": kendall_tau_kernel,
+    "gini_mean_difference": gini_kernel,
+    "duplicate_pair_ratio": duplicate_pair_kernel,
+    "renyi2_entropy": renyi2_entropy_kernel,
+    "rand_index": rand_index_kernel,
+    "variance": variance_kernel,
+    "vus": vus_kernel,
+}

@@ -19,7 +19,7 @@ $(STAMP_TEST): pyproject.toml | $(BIN)/python
 	touch $@ $(STAMP_RUN)
 
 run: $(STAMP_RUN)
-	$(BIN)/fedustat compare
+	$(BIN)/fedustat estimate
 
 test: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks

@@ -27,6 +27,7 @@ import numpy as np
 
 from fedustat._validation import check_epsilon
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.mechanisms import LaplaceMechanism
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
 from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
 from fedustat.protocols.registry import register
@@ -131,17 +132,17 @@ class CentralLaplace(Protocol):
         else:
             u = incomplete_ustatistic(self.kernel, data, self.design.tuples)
             operations = self.design.size
-        diagnostics: dict[str, Any] = {"u_statistic_noise_scale": 0.0}
+        diagnostics: dict[str, Any] = {}
         if math.isinf(self.epsilon):
             noisy_u, std_u = u, 0.0
         else:
-            sensitivity = self.u_sensitivity(data)
-            scale = sensitivity / self.epsilon
+            mechanism = LaplaceMechanism(self.u_sensitivity(data), self.epsilon,
+                                         PrivacyModel.CENTRAL, self.kernel.adjacency)
             source = self.noise if self.noise is not None else SimulationNoise(rng)
-            noisy_u = u + float(source.laplace(scale, 1)[0])
-            std_u = math.sqrt(2.0) * scale
-            diagnostics = {"u_statistic_noise_scale": scale,
-                           "u_sensitivity": sensitivity,
+            noisy_u = float(mechanism.release(u, source))
+            std_u = mechanism.std
+            diagnostics = {"u_statistic_noise_scale": mechanism.scale,
+                           "u_sensitivity": mechanism.sensitivity,
                            "noise_source": source.kind}
         value = self.kernel.statistic(noisy_u, data)
         std_error = std_u * _slope(self.kernel, noisy_u, data)

@@ -57,7 +57,7 @@ def estimate(kernel: Kernel, data: Any, *, epsilon: float, delta: float = 0.0,
 def _protocol_for(epsilon: float, protocol: str | None) -> str:
     if protocol is not None:
         return protocol
-    return "exact" if math.isinf(float(epsilon)) else DEFAULT_PROTOCOL
+    return "exact" if math.isinf(check_epsilon(epsilon, allow_inf=True)) else DEFAULT_PROTOCOL
 
 
 def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0.0,

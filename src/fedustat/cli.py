@@ -89,7 +89,10 @@ def _load_columns(args: argparse.Namespace, spec: StatisticSpec) -> tuple[str, l
         if columns is None:
             raise SystemExit(f"error: --file needs --columns naming the file's columns for "
                              f"{spec.name} (in order: {', '.join(spec.default_columns)})")
-        table = datasets.read_table(args.file, columns=list(columns))
+        try:
+            table = datasets.read_table(args.file, columns=list(columns))
+        except (OSError, ValueError, ImportError) as exc:
+            raise SystemExit(f"error: {exc}") from None
         return f"{args.file}:{','.join(columns)}", [table[c] for c in columns]
     name = args.data or spec.default_data
     try:
@@ -154,6 +157,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: --epsilon must be > 0, got {args.epsilon}")
     if not 0 <= args.delta < 1:
         raise SystemExit(f"error: --delta must be in [0, 1), got {args.delta}")
+    known = [entry.name for entry in registry.available()]
+    if args.protocol not in known:
+        raise SystemExit(f"error: unknown protocol {args.protocol!r}; available protocols: "
+                         f"{', '.join(known)}")
     names = list(STATISTICS) if args.statistic == "all" else [args.statistic]
     if args.file and len(names) > 1:
         raise SystemExit("error: with --file choose one --statistic")

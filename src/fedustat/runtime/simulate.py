@@ -88,6 +88,19 @@ def _message_for_batch(message: Message | None, rows: slice) -> Message | None:
                    addressed[mine])
 
 
+def _root_seed(rng: RandomLike) -> np.random.SeedSequence:
+    """One SeedSequence from which the server's and every batch's streams are spawned."""
+    if isinstance(rng, np.random.SeedSequence):
+        return rng
+    if isinstance(rng, np.random.Generator):
+        # Derive child seeds from the Generator so runs stay reproducible.
+        return np.random.SeedSequence(int(rng.integers(0, 2**63 - 1)))
+    if rng is None or (isinstance(rng, int | np.integer) and not isinstance(rng, bool)):
+        return np.random.SeedSequence(rng)
+    raise TypeError("rng must be None, an integer seed, a SeedSequence or a "
+                    f"numpy.random.Generator, got {rng!r}")
+
+
 def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
              batch_size: int | None = None) -> Estimate:
     """Run ``protocol`` on ``data`` (one row per party) in this process.
@@ -113,10 +126,7 @@ def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
         records = records[:, None]
     n = records.shape[0]
     size = n if batch_size is None else check_positive_int(batch_size, "batch_size")
-    root = np.random.SeedSequence(rng) if not isinstance(rng, np.random.Generator) else None
-    if root is None:
-        # A Generator was given: derive child seeds from it so runs stay reproducible.
-        root = np.random.SeedSequence(rng.integers(0, 2**63 - 1))
+    root = _root_seed(rng)
     seeds = root.spawn((n + size - 1) // size + 1)
     server_rng = np.random.default_rng(seeds[0])
     batches = [slice(start, min(start + size, n)) for start in range(0, n, size)]

@@ -1,0 +1,381 @@
+"""The ``fedustat`` command line (``fedustat.cli``), run in-process with ``main([...])``.
+
+The "exact" values the command prints are compared with the statistics computed here
+directly (scikit-learn, NumPy, brute force over pairs and triples); its private estimate
+with the API's result for the same seed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+import fedustat
+from fedustat import datasets
+from fedustat.cli import build_parser, main
+from fedustat.stats import gini_kernel, variance_kernel
+
+TOL = 1e-12
+STATISTICS = ["auc", "kendall", "gini", "variance", "duplicate", "renyi2", "vus"]
+JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_low",
+             "ci95_high", "error", "protocol", "privacy", "bits_per_party"}
+OPTIONS = ["--statistic", "--data", "--file", "--columns", "--epsilon", "--delta",
+           "--protocol", "--bounds", "--seed", "--format"]
+
+
+CsvFile = tuple[Path, np.ndarray, np.ndarray, np.ndarray]
+
+
+def pair_mean(x: np.ndarray, f: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> float:
+    i, j = np.triu_indices(len(x), 1)
+    return float(np.mean(f(x[i], x[j])))
+
+
+def brute_vus(scores: np.ndarray, classes: np.ndarray) -> float:
+    """P(S0 < S1 < S2), ties broken uniformly (average over the 6 tie-break orders)."""
+    s = [scores[classes == c] for c in range(3)]
+    grid = np.meshgrid(*s, indexing="ij")
+    total = np.zeros(grid[0].shape)
+    for prio in itertools.permutations(range(3)):
+        def before(a: int, b: int, prio: tuple[int, ...] = prio) -> np.ndarray:
+            return (grid[a] < grid[b]) | ((grid[a] == grid[b]) & (prio[a] < prio[b]))
+        total += before(0, 1) & before(1, 2)
+    return float(np.mean(total / 6.0))
+
+
+def direct_exact_values() -> dict[str, float]:
+    """Every statistic of the default table, computed without fedustat's kernels."""
+    bc = datasets.load("breast_cancer_scores")
+    db = datasets.load("diabetes_pairs")
+    wine = datasets.load("wine_cultivars")
+    bmi, prog = np.asarray(db["bmi"]), np.asarray(db["progression"])
+    cultivar = np.asarray(wine["cultivar"])
+    duplicate = pair_mean(cultivar, lambda a, b: a == b)
+    return {
+        "auc": roc_auc_score(bc["label"], bc["score"]),
+        "kendall": pair_mean(np.arange(bmi.size), lambda i, j: np.sign(bmi[i] - bmi[j])
+                             * np.sign(prog[i] - prog[j])),
+        "gini": pair_mean(bmi, lambda a, b: np.abs(a - b)),
+        "variance": float(np.var(bmi, ddof=1)),
+        "duplicate": duplicate,
+        "renyi2": -math.log(duplicate),
+        "vus": brute_vus(bmi, np.asarray(db["progression_class"])),
+    }
+
+
+@pytest.fixture(scope="module")
+def exact_values() -> dict[str, float]:
+    return direct_exact_values()
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict]:
+    return json.loads(run(capsys, "estimate", "--format", "json", *argv))
+
+
+def fails(capsys: pytest.CaptureFixture[str], *argv: str, match: str) -> str:
+    """The command exits with a non-zero status and a message matching ``match``."""
+    with pytest.raises(SystemExit, match=match) as info:
+        main(list(argv))
+    code = info.value.code
+    assert isinstance(code, str) and code.startswith("error: ")  # exit status 1
+    return code
+
+
+def table_rows(text: str) -> list[list[str]]:
+    lines = text.splitlines()
+    dashes = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "} and line)
+    header = [h for h in lines[dashes - 1].split("  ") if h.strip()]
+    rows = []
+    for line in lines[dashes + 1:]:
+        cells = [c.strip() for c in line.split("  ") if c.strip()]
+        if len(cells) != len(header):
+            break
+        rows.append(cells)
+    assert [h.strip() for h in header] == ["statistic", "data", "n", "exact", "estimate",
+                                           "std_error", "95% CI", "error", "protocol",
+                                           "bits/party"]
+    return rows
+
+
+# ------------------------------------------------------------------ estimate
+
+
+def test_default_table_has_every_statistic(capsys: pytest.CaptureFixture[str],
+                                           exact_values: dict[str, float]) -> None:
+    out = run(capsys, "estimate")
+    assert out.startswith("Exact statistics and the central-laplace release "
+                          "(epsilon=1, delta=0, seed=0)")
+    rows = table_rows(out)
+    assert [r[0] for r in rows] == STATISTICS
+    for name, _data, n, exact, *_rest, protocol, bits in rows:
+        assert exact == f"{exact_values[name]:.4f}", name
+        assert protocol == "central-laplace"
+        assert int(n) > 100
+        assert float(bits) in (64.0, 128.0)
+    assert "computed from public quantities only" in out
+
+
+def test_json_has_the_documented_keys_and_values(capsys: pytest.CaptureFixture[str],
+                                                 exact_values: dict[str, float]) -> None:
+    rows = run_json(capsys, "--seed", "5", "--epsilon", "0.5")
+    assert [r["statistic"] for r in rows] == STATISTICS
+    for row in rows:
+        assert set(row) == JSON_KEYS
+        assert row["exact"] == pytest.approx(exact_values[row["statistic"]], rel=TOL)
+        assert row["error"] == pytest.approx(row["estimate"] - row["exact"], rel=TOL, abs=TOL)
+        half = 1.959963984540054 * row["std_error"]
+        assert row["ci95_low"] == pytest.approx(row["estimate"] - half, rel=1e-9)
+        assert row["ci95_high"] == pytest.approx(row["estimate"] + half, rel=1e-9)
+        assert row["protocol"] == "central-laplace"
+        assert row["privacy"].startswith("(eps=0.5) central DP")
+    auc = rows[0]
+    assert auc["data"] == "breast_cancer_scores:score,label"
+    assert auc["n"] == 285 and auc["bits_per_party"] == 128.0
+    bc = datasets.load("breast_cancer_scores")
+    api = fedustat.roc_auc_score(bc["label"], bc["score"], epsilon=0.5, rng=5)
+    assert auc["estimate"] == api.value and auc["std_error"] == api.std_error
+
+
+def test_seed_reproduces_and_changes_the_release(capsys: pytest.CaptureFixture[str]) -> None:
+    first = run_json(capsys, "--statistic", "auc", "--seed", "3")[0]
+    again = run_json(capsys, "--statistic", "auc", "--seed", "3")[0]
+    other = run_json(capsys, "--statistic", "auc", "--seed", "4")[0]
+    assert first == again
+    assert first["estimate"] != other["estimate"]
+
+
+def test_infinite_epsilon_and_exact_protocol(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (("--epsilon", "inf"), ("--protocol", "exact")):
+        row = run_json(capsys, "--statistic", "kendall", *argv)[0]
+        assert row["protocol"] == "exact"
+        assert row["estimate"] == row["exact"] and row["error"] == 0.0
+        assert row["privacy"] == "not private"
+
+
+def test_bundled_data_with_other_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    row = run_json(capsys, "--statistic", "kendall", "--data", "linnerud_exercise",
+                   "--columns", "chins,situps")[0]
+    ln = datasets.load("linnerud_exercise")
+    x, y = np.asarray(ln["chins"]), np.asarray(ln["situps"])
+    tau_a = pair_mean(np.arange(x.size),
+                      lambda i, j: np.sign(x[i] - x[j]) * np.sign(y[i] - y[j]))
+    assert row["data"] == "linnerud_exercise:chins,situps" and row["n"] == 20
+    assert row["exact"] == pytest.approx(tau_a, rel=TOL)
+
+
+@pytest.fixture
+def scores_csv(tmp_path: Path) -> CsvFile:
+    rng = np.random.default_rng(0)
+    n = 50
+    label = rng.integers(0, 2, n)
+    score = (rng.normal(size=n) + label).round(2)
+    income = rng.uniform(0, 100, n).round(3)
+    path = tmp_path / "scores.csv"
+    lines = ["id,income,score,label"] + [f"{i},{income[i]},{score[i]},{label[i]}"
+                                         for i in range(n)]
+    path.write_text("\n".join(lines) + "\n")
+    return path, score, label, income
+
+
+def test_auc_from_a_csv_file(capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    path, score, label, _ = scores_csv
+    row = run_json(capsys, "--statistic", "auc", "--file", str(path), "--columns",
+                   "score,label", "--epsilon", "2", "--seed", "1")[0]
+    assert row["data"] == f"{path}:score,label"
+    assert row["n"] == 50
+    assert row["exact"] == pytest.approx(roc_auc_score(label, score), rel=TOL)
+    api = fedustat.roc_auc_score(label, score, epsilon=2.0, rng=1)
+    assert row["estimate"] == api.value
+    # The table format works on a file too.
+    out = run(capsys, "estimate", "--statistic", "auc", "--file", str(path), "--columns",
+              "score,label")
+    assert table_rows(out)[0][0] == "auc"
+
+
+def test_gini_and_variance_from_a_csv_file_with_bounds(capsys: pytest.CaptureFixture[str],
+                                                       scores_csv: CsvFile) -> None:
+    path, _, _, income = scores_csv
+    gini = run_json(capsys, "--statistic", "gini", "--file", str(path), "--columns", "income",
+                    "--bounds", "0,100")[0]
+    assert gini["exact"] == pytest.approx(pair_mean(income, lambda a, b: np.abs(a - b)),
+                                          rel=TOL)
+    assert gini["std_error"] == pytest.approx(
+        math.sqrt(2) * 2 / 50 * gini_kernel((0, 100)).sensitivity, rel=1e-6)
+    var = run_json(capsys, "--statistic", "variance", "--file", str(path), "--columns",
+                   "income", "--bounds", "0,100")[0]
+    assert var["exact"] == pytest.approx(np.var(income, ddof=1), rel=TOL)
+    assert var["std_error"] == pytest.approx(
+        math.sqrt(2) * 2 / 50 * variance_kernel((0, 100)).sensitivity, rel=1e-6)
+
+
+def test_auc_from_a_parquet_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    score = np.array([0.1, 0.4, 0.35, 0.8, 0.5, 0.9])
+    label = np.array([0, 1, 0, 1, 0, 1])
+    path = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"s": score, "y": label}), path)
+    row = run_json(capsys, "--statistic", "auc", "--file", str(path), "--columns", "s,y")[0]
+    assert row["exact"] == pytest.approx(roc_auc_score(label, score), rel=TOL)
+
+
+# ------------------------------------------------------------------ estimate errors
+
+
+def test_unknown_data_set(capsys: pytest.CaptureFixture[str]) -> None:
+    fails(capsys, "estimate", "--data", "nope",
+          match=r"unknown data set 'nope'; available data sets: breast_cancer_scores")
+
+
+def test_file_without_columns(capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--file", str(scores_csv[0]),
+          match=r"--file needs --columns naming the file's columns for auc "
+                r"\(in order: score, label\)")
+
+
+def test_file_with_all_statistics(capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    fails(capsys, "estimate", "--file", str(scores_csv[0]), "--columns", "score,label",
+          match=r"with --file choose one --statistic")
+
+
+@pytest.mark.parametrize("statistic", ["gini", "variance"])
+def test_bounded_statistic_on_a_file_needs_bounds(capsys: pytest.CaptureFixture[str],
+                                                  scores_csv: CsvFile, statistic: str) -> None:
+    fails(capsys, "estimate", "--statistic", statistic, "--file", str(scores_csv[0]),
+          "--columns", "income",
+          match=rf"{statistic} on a file needs --bounds LO,HI \(public bounds\)")
+
+
+@pytest.mark.parametrize("bounds", ["1", "a,b", "1,2,3"])
+def test_malformed_bounds(capsys: pytest.CaptureFixture[str], bounds: str) -> None:
+    fails(capsys, "estimate", "--statistic", "gini", "--bounds", bounds,
+          match=r"--bounds must be two numbers separated by a comma")
+
+
+def test_values_outside_the_bounds(capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    fails(capsys, "estimate", "--statistic", "gini", "--file", str(scores_csv[0]),
+          "--columns", "income", "--bounds", "0,50",
+          match=r"gini on .*scores.csv:income: x has values outside the declared bounds")
+
+
+@pytest.mark.parametrize("epsilon", ["0", "-1", "nan"])
+def test_bad_epsilon(capsys: pytest.CaptureFixture[str], epsilon: str) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", f"--epsilon={epsilon}",
+          match=r"--epsilon must be > 0, got ")
+
+
+@pytest.mark.parametrize("delta", ["1", "-0.5", "nan"])
+def test_bad_delta(capsys: pytest.CaptureFixture[str], delta: str) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", f"--delta={delta}",
+          match=r"--delta must be in \[0, 1\), got ")
+
+
+def test_unknown_column_in_bundled_data(capsys: pytest.CaptureFixture[str]) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--columns", "score,nolabel",
+          match=r"data set 'breast_cancer_scores' has no column 'nolabel'")
+
+
+def test_unknown_column_in_a_file(capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--file", str(scores_csv[0]),
+          "--columns", "score,nolabel", match=r"no column\(s\) \['nolabel'\]")
+
+
+def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--file", str(tmp_path / "none.csv"),
+          "--columns", "score,label", match=r"no such file: .*none.csv")
+
+
+def test_unknown_protocol(capsys: pytest.CaptureFixture[str]) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--protocol", "nope",
+          match=r"unknown protocol 'nope'; available protocols: .*central-laplace")
+
+
+def test_wrong_number_of_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--columns", "score",
+          match=r"auc needs 2 column\(s\) \(score, label\), got 1")
+
+
+def test_non_binary_labels_in_a_file(capsys: pytest.CaptureFixture[str],
+                                     scores_csv: CsvFile) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--file", str(scores_csv[0]),
+          "--columns", "score,income", match=r"auc on .*: label must be binary")
+
+
+def test_unknown_statistic_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--statistic", "median"])
+    assert info.value.code == 2
+    assert "invalid choice: 'median'" in capsys.readouterr().err
+
+
+def test_a_subcommand_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+    assert "required: command" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ other commands and help
+
+
+def test_datasets_lists_every_bundled_data_set(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run(capsys, "datasets")
+    for name in datasets.available():
+        ds = datasets.load(name)
+        assert f"{name}  ({ds.n} rows; task: {ds.task})" in out
+        assert f"columns: {', '.join(ds.column_names)}" in out
+    assert "breast_cancer_scores" in out and "wine_cultivars" in out
+
+
+def test_protocols_lists_every_registered_protocol(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = run(capsys, "protocols").splitlines()
+    names = [line.split()[0] for line in lines]
+    models = [line.split()[1] for line in lines]
+    assert names == sorted(names)
+    assert {"central-laplace", "exact"} <= set(names)
+    assert models[names.index("central-laplace")] == "central"
+    assert models[names.index("exact")] == "none"
+
+
+def test_estimate_help_mentions_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for option in OPTIONS:
+        assert option in out
+    for name in STATISTICS:
+        assert name in out
+    # Nothing the parser accepts is left out of the list above.
+    est = build_parser()._subparsers._group_actions[0].choices["estimate"]  # type: ignore
+    declared = {s for a in est._actions for s in a.option_strings if s.startswith("--")}
+    assert declared == {*OPTIONS, "--help"}
+
+
+def test_installed_console_script() -> None:
+    script = Path(sys.executable).parent / "fedustat"
+    if not script.exists():
+        pytest.skip(f"no console script next to {sys.executable}")
+    done = subprocess.run([str(script), "estimate", "--statistic", "auc"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = table_rows(done.stdout)
+    assert rows[0][0] == "auc" and rows[0][2] == "285"
+    bad = subprocess.run([str(script), "estimate", "--epsilon=0"], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert bad.returncode == 1
+    assert "error: --epsilon must be > 0" in bad.stderr

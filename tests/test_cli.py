@@ -29,7 +29,7 @@ STATISTICS = ["auc", "kendall", "gini", "variance", "duplicate", "renyi2", "vus"
 JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_low",
              "ci95_high", "error", "protocol", "privacy", "bits_per_party"}
 OPTIONS = ["--statistic", "--data", "--file", "--columns", "--epsilon", "--delta",
-           "--protocol", "--bounds", "--seed", "--format"]
+           "--protocol", "--param", "--bounds", "--seed", "--format"]
 
 
 CsvFile = tuple[Path, np.ndarray, np.ndarray, np.ndarray]
@@ -379,3 +379,11 @@ def test_installed_console_script() -> None:
                          text=True, timeout=60, check=False)
     assert bad.returncode == 1
     assert "error: --epsilon must be > 0" in bad.stderr
+
+
+def test_param_passes_protocol_parameters_and_rejects_unknown_ones(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit, match="unexpected keyword argument 'foo'"):
+        main(["estimate", "--statistic", "auc", "--param", "foo=1"])
+    with pytest.raises(SystemExit, match="--param must look like key=value"):
+        main(["estimate", "--statistic", "auc", "--param", "k"])

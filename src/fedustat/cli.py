@@ -83,6 +83,24 @@ def _parse_pair(text: str, what: str) -> tuple[float, float]:
     return lo, hi
 
 
+def _parse_params(items: Sequence[str] | None) -> dict[str, Any]:
+    """``key=value`` pairs for protocol parameters; numbers become int or float."""
+    params: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"error: --param must look like key=value, got {item!r}")
+        value: Any = text
+        for convert in (int, float):
+            try:
+                value = convert(text)
+                break
+            except ValueError:
+                continue
+        params[key.strip()] = value
+    return params
+
+
 def _load_columns(args: argparse.Namespace, spec: StatisticSpec) -> tuple[str, list[np.ndarray]]:
     columns = tuple(args.columns.split(",")) if args.columns else None
     if args.file:
@@ -120,8 +138,11 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise SystemExit(f"error: {spec.name} on {source}: {exc}") from None
     exact = estimate(kernel, data, epsilon=math.inf, protocol="exact")
-    private = estimate(kernel, data, epsilon=args.epsilon, delta=args.delta,
-                       protocol=args.protocol, rng=args.seed)
+    try:
+        private = estimate(kernel, data, epsilon=args.epsilon, delta=args.delta,
+                           protocol=args.protocol, rng=args.seed, **_parse_params(args.param))
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"error: {spec.name} with protocol {args.protocol}: {exc}") from None
     try:
         low, high = private.confidence_interval(0.95)
     except ValueError:
@@ -217,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--delta", type=float, default=0.0, help="privacy parameter delta in [0, 1)")
     est.add_argument("--protocol", default="central-laplace",
                      help="protocol name (see `fedustat protocols`)")
+    est.add_argument("--param", action="append", metavar="KEY=VALUE",
+                     help="a protocol parameter (repeatable), e.g. --param k=32 for "
+                          "ldp-quantized or --param d=1024 for ldp-tree; see the "
+                          "protocol's page in docs/protocols/")
     est.add_argument("--bounds", default=None,
                      help="public bounds LO,HI of the values for gini and variance")
     est.add_argument("--seed", type=int, default=0, help="seed of the simulation's randomness")

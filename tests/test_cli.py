@@ -29,6 +29,7 @@ STATISTICS = ["auc", "kendall", "gini", "variance", "duplicate", "renyi2", "vus"
 JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_low",
              "ci95_high", "error", "protocol", "privacy", "bits_per_party"}
 OPTIONS = ["--statistic", "--data", "--file", "--columns", "--epsilon", "--delta",
+           "--column-bounds", "--column-values",
            "--protocol", "--param", "--bounds", "--seed", "--format"]
 
 
@@ -387,3 +388,24 @@ def test_param_passes_protocol_parameters_and_rejects_unknown_ones(
         main(["estimate", "--statistic", "auc", "--param", "foo=1"])
     with pytest.raises(SystemExit, match="--param must look like key=value"):
         main(["estimate", "--statistic", "auc", "--param", "k"])
+
+
+def test_local_protocol_uses_public_column_domains_and_lists_refused_statistics(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--protocol", "ldp-quantized", "--epsilon", "2"]) == 0
+    out = capsys.readouterr().out
+    names = [row[0] for row in table_rows(out)]
+    assert "auc" in names and "duplicate" in names and "vus" not in names
+    assert "not computed: vus with protocol ldp-quantized" in out
+    assert "degree 3" in out
+
+
+def test_single_statistic_refused_by_protocol_exits_with_reason() -> None:
+    with pytest.raises(SystemExit, match=r"vus with protocol ldp-quantized: .*degree 3"):
+        main(["estimate", "--statistic", "vus", "--protocol", "ldp-quantized"])
+
+
+def test_column_bounds_must_name_kernel_columns() -> None:
+    with pytest.raises(SystemExit, match="--column-bounds/--column-values name bmi"):
+        main(["estimate", "--statistic", "kendall", "--protocol", "ldp-quantized",
+              "--column-bounds", "bmi=10,60"])

@@ -8,11 +8,12 @@ list what is available.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,11 @@ class StatisticSpec:
     default_columns: tuple[str, ...]
     default_bounds: tuple[float, float] | None = None
     needs_bounds: bool = False
+    # Public description of the default columns' values, by kernel column, for protocols
+    # that quantize or randomize records (e.g. ldp-quantized): bounds of continuous
+    # columns and the value lists of discrete ones. Never derived from the data.
+    column_bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    column_values: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _bounded(factory: Callable[[tuple[float, float]], Kernel]):
@@ -53,10 +59,11 @@ STATISTICS: dict[str, StatisticSpec] = {
     spec.name: spec for spec in [
         StatisticSpec("auc", "area under the ROC curve of a score for a binary label",
                       lambda b: kernels.auc_kernel(), "breast_cancer_scores",
-                      ("score", "label")),
+                      ("score", "label"), column_bounds={"score": (0.0, 1.0)}),
         StatisticSpec("kendall", "Kendall's tau-a between two variables",
                       lambda b: kernels.kendall_tau_kernel("a"), "diabetes_pairs",
-                      ("bmi", "progression")),
+                      ("bmi", "progression"),
+                      column_bounds={"x": (10.0, 60.0), "y": (0.0, 400.0)}),
         StatisticSpec("gini", "Gini mean difference of a bounded variable",
                       _bounded(kernels.gini_kernel), "diabetes_pairs", ("bmi",),
                       default_bounds=(10.0, 60.0), needs_bounds=True),
@@ -64,12 +71,15 @@ STATISTICS: dict[str, StatisticSpec] = {
                       _bounded(kernels.variance_kernel), "diabetes_pairs", ("bmi",),
                       default_bounds=(10.0, 60.0), needs_bounds=True),
         StatisticSpec("duplicate", "duplicate-pair ratio of a categorical variable",
-                      lambda b: kernels.duplicate_pair_kernel(), "wine_cultivars", ("cultivar",)),
+                      lambda b: kernels.duplicate_pair_kernel(), "wine_cultivars", ("cultivar",),
+                      column_values={"x": [0.0, 1.0, 2.0]}),
         StatisticSpec("renyi2", "Rényi-2 (collision) entropy of a categorical variable",
-                      lambda b: kernels.renyi2_entropy_kernel(), "wine_cultivars", ("cultivar",)),
+                      lambda b: kernels.renyi2_entropy_kernel(), "wine_cultivars", ("cultivar",),
+                      column_values={"x": [0.0, 1.0, 2.0]}),
         StatisticSpec("vus", "volume under the ROC surface of a score for 3 ordered classes",
                       lambda b: kernels.vus_kernel(), "diabetes_pairs",
-                      ("bmi", "progression_class")),
+                      ("bmi", "progression_class"), column_bounds={"score": (10.0, 60.0)},
+                      column_values={"class": [0.0, 1.0, 2.0]}),
     ]
 }
 
@@ -124,6 +134,39 @@ def _load_columns(args: argparse.Namespace, spec: StatisticSpec) -> tuple[str, l
         raise SystemExit(f"error: {exc.args[0]}") from None
 
 
+class ProtocolRefusedError(Exception):
+    """The chosen protocol cannot compute this statistic (or its parameters are wrong)."""
+
+
+def _column_domain(args: argparse.Namespace, spec: StatisticSpec,
+                   kernel: Kernel) -> dict[str, Any]:
+    """``bounds`` / ``domain`` keyword arguments for protocols whose factory takes them."""
+    accepted = inspect.signature(registry.factory(args.protocol)).parameters
+    uses_defaults = not args.file and not args.columns and not args.data
+    bounds = dict(spec.column_bounds) if uses_defaults else {}
+    values = dict(spec.column_values) if uses_defaults else {}
+    for item in args.column_bounds or []:
+        name, _, text = item.partition("=")
+        bounds[name] = _parse_pair(text, "--column-bounds")
+    for item in args.column_values or []:
+        name, _, text = item.partition("=")
+        try:
+            values[name] = [float(v) for v in text.split(",")]
+        except ValueError:
+            raise SystemExit(f"error: --column-values must look like column=v1,v2,...; "
+                             f"got {item!r}") from None
+    unknown = (set(bounds) | set(values)) - set(kernel.columns)
+    if unknown:
+        raise SystemExit(f"error: {spec.name}'s columns are {', '.join(kernel.columns)}; "
+                         f"--column-bounds/--column-values name {', '.join(sorted(unknown))}")
+    params: dict[str, Any] = {}
+    if bounds and "bounds" in accepted:
+        params["bounds"] = bounds
+    if values and "domain" in accepted:
+        params["domain"] = values
+    return params
+
+
 def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     bounds = _parse_pair(args.bounds, "--bounds") if args.bounds else spec.default_bounds
     if args.file and spec.needs_bounds and not args.bounds:
@@ -138,11 +181,12 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise SystemExit(f"error: {spec.name} on {source}: {exc}") from None
     exact = estimate(kernel, data, epsilon=math.inf, protocol="exact")
+    params = _column_domain(args, spec, kernel) | _parse_params(args.param)
     try:
         private = estimate(kernel, data, epsilon=args.epsilon, delta=args.delta,
-                           protocol=args.protocol, rng=args.seed, **_parse_params(args.param))
+                           protocol=args.protocol, rng=args.seed, **params)
     except (TypeError, ValueError) as exc:
-        raise SystemExit(f"error: {spec.name} with protocol {args.protocol}: {exc}") from None
+        raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
     try:
         low, high = private.confidence_interval(0.95)
     except ValueError:
@@ -185,7 +229,17 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     names = list(STATISTICS) if args.statistic == "all" else [args.statistic]
     if args.file and len(names) > 1:
         raise SystemExit("error: with --file choose one --statistic")
-    rows = [_row(STATISTICS[name], args) for name in names]
+    rows, refused = [], []
+    for name in names:
+        try:
+            rows.append(_row(STATISTICS[name], args))
+        except ProtocolRefusedError as exc:
+            if len(names) == 1:
+                raise SystemExit(f"error: {exc}") from None
+            refused.append(str(exc))
+    if not rows:
+        raise SystemExit("error: the protocol computed none of the statistics:\n  "
+                         + "\n  ".join(refused))
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
@@ -194,6 +248,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(_format_table(rows))
         print("std_error and the 95% CI describe the error the protocol adds to the exact "
               "value of these data; they are computed from public quantities only.")
+        for reason in refused:
+            print(f"not computed: {reason}")
     return 0
 
 
@@ -242,6 +298,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a protocol parameter (repeatable), e.g. --param k=32 for "
                           "ldp-quantized or --param d=1024 for ldp-tree; see the "
                           "protocol's page in docs/protocols/")
+    est.add_argument("--column-bounds", action="append", metavar="COLUMN=LO,HI",
+                     help="public bounds of a continuous kernel column (repeatable), for "
+                          "protocols that quantize records, e.g. --column-bounds score=0,1; "
+                          "bundled defaults are used when --data/--file/--columns are not "
+                          "given")
+    est.add_argument("--column-values", action="append", metavar="COLUMN=V1,V2,...",
+                     help="public list of the values of a discrete kernel column "
+                          "(repeatable), e.g. --column-values x=0,1,2")
     est.add_argument("--bounds", default=None,
                      help="public bounds LO,HI of the values for gini and variance")
     est.add_argument("--seed", type=int, default=0, help="seed of the simulation's randomness")

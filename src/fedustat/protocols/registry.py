@@ -43,12 +43,20 @@ def available() -> list[ProtocolEntry]:
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 
-def make(name: str, kernel: Kernel, *, epsilon: float, delta: float = 0.0,
-         **params: Any) -> Protocol:
-    """Build the protocol registered as ``name``."""
+def factory(name: str) -> Factory:
+    """The factory registered as ``name``."""
+    return _entry(name).factory
+
+
+def _entry(name: str) -> ProtocolEntry:
     try:
-        entry = _REGISTRY[name]
+        return _REGISTRY[name]
     except KeyError:
         names = ", ".join(sorted(_REGISTRY)) or "(none)"
         raise ValueError(f"unknown protocol {name!r}; available protocols: {names}") from None
-    return entry.factory(kernel, epsilon=epsilon, delta=delta, **params)
+
+
+def make(name: str, kernel: Kernel, *, epsilon: float, delta: float = 0.0,
+         **params: Any) -> Protocol:
+    """Build the protocol registered as ``name``."""
+    return _entry(name).factory(kernel, epsilon=epsilon, delta=delta, **params)

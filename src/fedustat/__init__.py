@@ -16,6 +16,14 @@ from fedustat.api import (
 )
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.protocols.base import Cost, Estimate
+from fedustat.protocols.ecdf import (
+    dp_ecdf,
+    dp_hosmer_lemeshow,
+    dp_prefix_sums,
+    dp_quantile,
+    dp_roc_curve,
+)
+from fedustat.protocols.ecdf_smoothing import isotonic_projection, smooth
 
 __version__ = "0.1.0"
 
@@ -24,10 +32,17 @@ __all__ = [
     "Estimate",
     "PrivacyGuarantee",
     "PrivacyModel",
+    "dp_ecdf",
+    "dp_hosmer_lemeshow",
+    "dp_prefix_sums",
+    "dp_quantile",
+    "dp_roc_curve",
     "duplicate_pair_ratio",
     "estimate",
     "gini_mean_difference",
+    "isotonic_projection",
     "kendalltau",
     "rand_score",
     "roc_auc_score",
+    "smooth",
 ]

@@ -1,0 +1,503 @@
+"""Smoothing a private ECDF into a non-decreasing curve in [0, 1] (003 Sec. 3.2, Eq. 3).
+
+Two different estimators live here; they answer different questions.
+
+* :func:`smooth` is 003's estimator. Among all curves ``G`` that are non-decreasing on
+  the chosen points ``B`` with ``0 <= G <= 1``, it finds the one that differs from the
+  noisy curve ``F_hat`` by the *smallest tree noise*: ``G = F_hat + A nu / n`` for a
+  vector ``nu`` with one entry per dyadic node (``A`` the point-by-node 0/1 matrix of
+  :class:`~fedustat.stats.ecdf.DyadicTree`), minimizing ``||nu||_p``. ``p = 1`` is the
+  most likely Laplace noise (its log-density is ``-||eta||_1 / b``), ``p = 2`` the least
+  squares version. The distance is measured in the noise variables, not pointwise.
+* :func:`isotonic_projection` is the cheaper pointwise estimator: the Euclidean
+  projection of ``F_hat`` on non-decreasing curves in ``[0, 1]``
+  (``scipy.optimize.isotonic_regression`` then clipping, which is that projection exactly).
+
+Reformulation used by both solvers of Eq. 3 (derived here; 003 states the problem only).
+Work in counts, ``c_hat = n F_hat`` with the bounds ``0 <= g <= n``, on the points
+``b_0 < ... < b_{m-1}`` of ``B``. Write the curve by its increments ``d_k = g(b_k) -
+g(b_{k-1})`` for ``k = 0 .. m`` with the fixed ends ``g(b_{-1}) = 0`` and ``g(b_m) = n``;
+Eq. 3's constraints (monotone on B, ``G(min B) >= 0``, ``G(max B) <= 1``) say exactly
+``d >= 0``. A node covering grid points ``[s, e)`` covers the contiguous run of points
+of ``B`` with ``u = #{b in B : b < s}`` and ``v = #{b in B : b < e}``; adding ``nu`` to it
+raises ``d_u`` by ``nu`` and lowers ``d_v`` by ``nu``. So the node is an *edge* ``(u, v)``
+of a graph on the ``m + 1`` increments and ``nu`` a flow on it (nodes with ``u = v``
+cover no point of ``B`` and drop out: their optimal ``nu`` is 0). With ``M`` the
+vertex-edge incidence matrix, Eq. 3 reads
+
+    minimize ||nu||_p   subject to   d_hat + M nu >= 0.
+
+* ``p = 1`` is an uncapacitated min-cost transshipment: a sparse LP with two non-zeros
+  per column, solved with HiGHS (``scipy.optimize.linprog``).
+* ``p = 2``: the KKT conditions are ``nu = M^T mu`` with ``mu >= 0`` and
+  ``w = d_hat + Lap mu >= 0``, ``mu^T w = 0``, where ``Lap = M M^T`` is the graph
+  Laplacian of the node graph. This is a linear complementarity problem LCP(d_hat, Lap)
+  whose matrix is a Z-matrix (off-diagonals <= 0). See :func:`_solve_qp_active_set` for
+  the exact finite algorithm used and its proof.
+
+Is the ``p = 2`` problem a weighted isotonic regression after a change of variables? No.
+In curve coordinates it is ``min (g - c_hat)^T K^{-1} (g - c_hat)`` over the monotone
+box, ``K = A A^T`` with ``K_{ii'}`` the number of nodes covering both points; ``K^{-1}`` is
+not diagonal, and the linear maps that send the monotone cone onto a monotone cone only
+rescale and shift (``g -> a g + b 1``, ``a > 0``) or permute the increments, so they
+cannot make the metric diagonal. Equivalently: weighted isotonic regression is this flow
+problem on a *path* graph (the leaves alone, conductance = weight), and the node graph is
+not a path (it has the dyadic long edges). Concretely (N = 4, no bounds active), fixing a
+single violation between points 1 and 2 moves points 0 and 3 as well, through the nodes
+shared with them, which no weighted isotonic regression does; the test suite checks a
+case of this. What carries over from isotonic regression is the M-matrix structure,
+which gives the monotone active-set algorithm below.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import isotonic_regression, linprog
+from scipy.sparse.linalg import splu
+
+from fedustat._validation import check_positive_int
+from fedustat.privacy.guarantee import PrivacyGuarantee
+from fedustat.stats.ecdf import DyadicTree
+
+if TYPE_CHECKING:
+    from fedustat.protocols.ecdf import PrivateECDF
+
+__all__ = [
+    "SmoothedECDF",
+    "isotonic_projection",
+    "smooth",
+    "smooth_counts",
+]
+
+Method = Literal["auto", "active-set", "highs", "cvxopt"]
+
+# Feasibility slack accepted from a solver, relative to the largest |increment|.
+_FEAS_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class SmoothedECDF:
+    """A private ECDF made non-decreasing in ``[0, 1]`` on the points ``indices``.
+
+    Attributes
+    ----------
+    thresholds, values:
+        The thresholds of ``B`` and the smoothed curve there.
+    raw_values:
+        The noisy curve ``F_hat`` at the same thresholds.
+    indices:
+        Positions of ``B`` in the original threshold grid.
+    n:
+        Number of records (public).
+    p:
+        Norm of Eq. 3 (1 or 2); ``None`` for :func:`isotonic_projection`.
+    estimator:
+        ``"tree-noise"`` (003 Eq. 3) or ``"isotonic-projection"`` (pointwise).
+    correction:
+        The node corrections ``nu`` (in counts), indexed by ``tree`` node; zero for nodes
+        that cover no point of ``B``. ``None`` for the pointwise projection.
+    objective:
+        ``sum |nu|^p`` in counts (Eq. 3's objective to the power p); for the pointwise
+        projection ``sum (G - F_hat)^2`` in counts.
+    method, iterations, seconds:
+        Solver used, its iteration count (active-set rounds, simplex or interior-point
+        iterations) and wall time.
+    privacy:
+        The guarantee of the curve it came from (smoothing is post-processing).
+    """
+
+    thresholds: np.ndarray
+    values: np.ndarray
+    raw_values: np.ndarray
+    indices: np.ndarray
+    n: int
+    p: int | None
+    estimator: str
+    correction: np.ndarray | None
+    objective: float
+    method: str
+    iterations: int
+    seconds: float
+    privacy: PrivacyGuarantee
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, t: Any) -> np.ndarray:
+        """Right-continuous step evaluation: the value at the largest threshold ``<= t``
+        (0 below the first threshold)."""
+        pos = np.searchsorted(self.thresholds, np.asarray(t, dtype=np.float64), side="right")
+        padded = np.concatenate([[0.0], self.values])
+        return padded[pos]
+
+
+def _subset_indices(subset: Any, n_points: int) -> np.ndarray:
+    if subset is None:
+        return np.arange(n_points, dtype=np.int64)
+    arr = np.asarray(subset)
+    if arr.dtype == bool:
+        if arr.shape != (n_points,):
+            raise ValueError(f"subset as a boolean mask must have shape ({n_points},), "
+                             f"got {arr.shape}")
+        idx = np.flatnonzero(arr)
+    else:
+        if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError("subset must be a boolean mask or a non-empty 1-D array of "
+                             "integer grid positions")
+        idx = np.unique(arr.astype(np.int64))
+        if idx[0] < 0 or idx[-1] >= n_points:
+            raise ValueError(f"subset positions must be in [0, {n_points - 1}]")
+    if idx.size == 0:
+        raise ValueError("subset selects no point; choose at least one grid position")
+    return idx
+
+
+@dataclass(frozen=True)
+class _FlowProblem:
+    """Eq. 3 as a flow problem on the increments (see the module docstring)."""
+
+    d_hat: np.ndarray  # m + 1 increments of the noisy counts (may be negative)
+    tail: np.ndarray  # edge (u, v) per kept node: nu raises d_u ...
+    head: np.ndarray  # ... and lowers d_v
+    nodes: np.ndarray  # flat tree index of each kept node
+    n_nodes: int
+    full_grid: bool  # B is every grid point: the graph is the full dyadic one
+
+    @property
+    def n_vertices(self) -> int:
+        return self.d_hat.size
+
+    def incidence(self) -> sp.csr_matrix:
+        n_edges = self.tail.size
+        rows = np.concatenate([self.tail, self.head])
+        cols = np.concatenate([np.arange(n_edges), np.arange(n_edges)])
+        data = np.concatenate([np.ones(n_edges), -np.ones(n_edges)])
+        return sp.csr_matrix((data, (rows, cols)), shape=(self.n_vertices, n_edges))
+
+    def increments(self, flow: np.ndarray) -> np.ndarray:
+        d = self.d_hat.copy()
+        np.add.at(d, self.tail, flow)
+        np.subtract.at(d, self.head, flow)
+        return d
+
+
+def _flow_problem(counts: np.ndarray, tree: DyadicTree, n: int,
+                  idx: np.ndarray) -> _FlowProblem:
+    _, start, stop = tree.node_bounds()
+    u = np.searchsorted(idx, start, side="left")
+    v = np.searchsorted(idx, stop, side="left")
+    keep = u < v
+    c_b = counts[idx]
+    d_hat = np.diff(np.concatenate([[0.0], c_b, [float(n)]]))
+    return _FlowProblem(d_hat, u[keep], v[keep], np.flatnonzero(keep), tree.n_nodes,
+                        idx.size == tree.n_points)
+
+
+def _solve_qp_active_set(problem: _FlowProblem) -> tuple[np.ndarray, int]:
+    """Exact p = 2 solution by the block principal-pivoting (Chandrasekaran) method.
+
+    Solves LCP(q, Lap): find ``mu >= 0`` with ``w = Lap mu + q >= 0`` and ``mu^T w = 0``,
+    ``q = d_hat``, ``Lap = M M^T`` (a graph Laplacian: a symmetric Z-matrix, positive
+    definite on every proper principal submatrix of a connected graph). Then
+    ``nu = M^T mu`` is the unique minimizer of ``||nu||^2`` s.t. ``d_hat + M nu >= 0``.
+
+    Algorithm: ``S_0 = {}``, ``mu^0 = 0``; repeat: ``V = {i not in S : w_i(mu^k) < 0}``;
+    stop if empty; ``S_{k+1} = S_k ∪ V``; ``mu^{k+1}`` solves ``Lap_SS mu_S = -q_S``,
+    zero elsewhere.
+
+    Proof of exactness and finiteness. Let ``mu*`` solve the LCP, ``w* = Lap mu* + q`` and
+    ``J = {i : w*_i = 0}`` (so ``supp mu* ⊆ J``). ``J`` is a proper subset: ``1^T Lap = 0``
+    gives ``1^T w* = 1^T q = n > 0``. Claim: ``S_k ⊆ J`` and ``0 <= mu^k <= mu*``.
+    (i) If ``S ⊆ J``: ``Lap_SS mu*_S = -q_S - Lap_{S,S^c} mu*_{S^c} >= -q_S`` because
+    off-diagonals are ``<= 0`` and ``mu* >= 0``; ``Lap_SS`` is a non-singular M-matrix
+    (proper principal submatrix of a connected Laplacian), so ``Lap_SS^{-1} >= 0``
+    entrywise and ``mu*_S >= Lap_SS^{-1}(-q_S) = mu^S_S``; outside S, ``mu^S = 0 <= mu*``.
+    (ii) If ``i`` is not in S and ``w_i(mu^S) < 0``: since ``mu^S_i = 0`` and
+    ``Lap_ij <= 0``, ``mu*_j >= mu^S_j`` for ``j != i``,
+    ``w*_i <= Lap_ii mu*_i + w_i(mu^S) < Lap_ii mu*_i``; ``w*_i >= 0`` forces
+    ``mu*_i > 0``, so ``i ∈ supp mu* ⊆ J``. Hence every ``S_k ⊆ J``.
+    (iii) Non-negativity: ``Lap_{S'S'}(mu^{S'} - mu^S)_{S'} = -w_{S'}(mu^S)``, which is 0 on
+    S and ``> 0`` on V, so ``mu^{S'} >= mu^S >= ... >= mu^0 = 0``.
+    S grows strictly each round and stays inside the proper subset J, so the loop stops
+    after at most ``m`` rounds; at the stop ``mu >= 0``, ``w >= 0``, ``w_S = 0`` and
+    ``mu_{S^c} = 0``: the LCP solution, and by convexity the optimum. Each round is one
+    direct solve: :func:`_dyadic_solve` in O(N) when B is the whole grid, SuperLU on the
+    contracted graph of a subset. In practice 4-8 rounds suffice (measured in
+    benchmarks/bench_ecdf.py).
+    """
+    q = problem.d_hat
+    n_vertices = problem.n_vertices
+    incidence = problem.incidence()
+    incidence_t = incidence.T.tocsr()
+    degree = np.bincount(problem.tail, minlength=n_vertices) + np.bincount(
+        problem.head, minlength=n_vertices)
+    lap = None if problem.full_grid else (incidence @ incidence_t).tocsr()
+    scale = max(1.0, float(np.abs(q).max()))
+    tol = _FEAS_RTOL * scale
+    active = np.zeros(n_vertices, dtype=bool)
+    mu = np.zeros(n_vertices)
+    w = q.copy()
+    rounds = 0
+    while True:
+        violated = (w < -tol) & ~active
+        if not violated.any():
+            break
+        rounds += 1
+        active |= violated
+        idx = np.flatnonzero(active)
+        if idx.size == n_vertices:  # impossible in exact arithmetic (J is proper)
+            raise RuntimeError("active-set smoothing lost feasibility; the noisy curve has "
+                               "inconsistent values")
+        if problem.full_grid:
+            mu = _dyadic_solve(n_vertices - 1, active, -q, degree)
+        else:
+            sub = lap[idx][:, idx].tocsc()
+            lu = splu(sub, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                      options={"SymmetricMode": True})
+            mu = np.zeros(n_vertices)
+            mu[idx] = lu.solve(-q[idx])
+        w = incidence @ (incidence_t @ mu) + q
+    flow = incidence_t @ mu
+    return np.asarray(flow), rounds
+
+
+def _dyadic_solve(n_points: int, free: np.ndarray, rhs: np.ndarray,
+                  degree: np.ndarray) -> np.ndarray:
+    """Solve ``Lap_SS x_S = rhs_S`` exactly in O(N) on the full dyadic node graph.
+
+    Vertices are the increments ``0 .. N``; node ``(l, j)`` is the edge
+    ``(j 2^l, min((j+1) 2^l, N))``. Gaussian elimination in the order of the vertices'
+    2-adic valuation (odd vertices first, then odd multiples of 2, ...; 0 and N last)
+    creates no fill beyond the existing edges: when the odd multiples of ``2^r`` are
+    eliminated, each is joined only to its two lattice neighbours ``v ± 2^r`` (every edge
+    of a level ``<= r`` joins consecutive multiples of ``2^l``, and those of lower levels
+    were folded into these couplings in earlier rounds), and the fill edge between
+    ``v - 2^r`` and ``v + 2^r`` runs parallel to the level ``r + 1`` edge there. So every
+    round is one vectorized cyclic-reduction step (vertices eliminated in a round are
+    never adjacent). Vertices outside S are grounded (``x = 0``): their couplings are
+    zero and their own equation is ``x = 0``; edges to them stay in the diagonal.
+    Elimination without pivoting is stable here because ``Lap_SS`` is symmetric
+    positive definite.
+    """
+    diag = np.where(free, degree, 1.0).astype(np.float64)
+    b = np.where(free, rhs, 0.0).astype(np.float64)
+    pts = np.arange(n_points + 1)
+    link = np.where(free[:-1] & free[1:], -1.0, 0.0)  # level-0 edges (k, k + 1)
+    eliminated = []
+    while pts.size > 2:
+        size = pts.size
+        odd = np.arange(1, size - 1, 2)  # odd multiples of 2^r below N
+        left, right = link[odd - 1], link[odd]
+        d = diag[pts[odd]]
+        bv = b[pts[odd]]
+        a_pts, c_pts = pts[odd - 1], pts[odd + 1]
+        diag[a_pts] -= left * left / d
+        diag[c_pts] -= right * right / d
+        b[a_pts] -= left * bv / d
+        b[c_pts] -= right * bv / d
+        eliminated.append((pts[odd], a_pts, c_pts, left, right, d))
+        fill = -left * right / d
+        keep = np.arange(0, size, 2)
+        if keep[-1] != size - 1:  # N sits at an odd position: it is kept, not eliminated
+            keep = np.append(keep, size - 1)
+        gap = np.diff(keep)
+        carried = np.where(gap == 2, fill[np.minimum(keep[:-1] // 2, fill.size - 1)],
+                           link[keep[:-1]]) if fill.size else link[keep[:-1]]
+        pts = pts[keep]
+        # The next level's edges join consecutive points of the coarser lattice.
+        link = carried + np.where(free[pts[:-1]] & free[pts[1:]], -1.0, 0.0)
+    x = np.zeros(n_points + 1)
+    p0, p1 = pts
+    det = diag[p0] * diag[p1] - link[0] ** 2
+    x[p0] = (diag[p1] * b[p0] - link[0] * b[p1]) / det
+    x[p1] = (diag[p0] * b[p1] - link[0] * b[p0]) / det
+    for v, a_pts, c_pts, left, right, d in reversed(eliminated):
+        x[v] = (b[v] - left * x[a_pts] - right * x[c_pts]) / d
+    return np.where(free, x, 0.0)
+
+
+def _solve_lp_highs(problem: _FlowProblem) -> tuple[np.ndarray, int]:
+    """p = 1: min sum |nu| s.t. d_hat + M nu >= 0, as an LP in (nu+, nu-) >= 0.
+
+    HiGHS dual simplex ("highs-ds"): measured fastest of HiGHS's methods on this
+    network LP (benchmarks/bench_ecdf.py); it returns a vertex solution.
+    """
+    incidence = problem.incidence()
+    n_edges = incidence.shape[1]
+    a_ub = sp.hstack([-incidence, incidence], format="csr")
+    res = linprog(np.ones(2 * n_edges), A_ub=a_ub, b_ub=problem.d_hat, bounds=(0, None),
+                  method="highs-ds")
+    if res.status != 0:
+        raise RuntimeError(f"HiGHS failed on the p = 1 smoothing LP: {res.message}")
+    return res.x[:n_edges] - res.x[n_edges:], int(res.nit)
+
+
+def _import_cvxopt() -> Any:
+    try:
+        import cvxopt
+        from cvxopt import solvers
+    except ImportError as exc:
+        raise ImportError("method='cvxopt' (003 Sec. 6.7's solver, for comparison) needs "
+                          "cvxopt; install it with `pip install fedustat[bench]`") from exc
+    return cvxopt, solvers
+
+
+def _to_cvxopt(matrix: sp.spmatrix, cvxopt: Any) -> Any:
+    coo = matrix.tocoo()
+    return cvxopt.spmatrix(coo.data.tolist(), coo.row.tolist(), coo.col.tolist(),
+                           size=coo.shape)
+
+
+def _solve_cvxopt(counts: np.ndarray, tree: DyadicTree, n: int, idx: np.ndarray,
+                  p: int) -> tuple[np.ndarray, int]:
+    """003 Sec. 6.7's approach: Eq. 3 as written, in the curve, solved by CVXOPT.
+
+    Variables are the node corrections ``nu`` (and ``t >= |nu|`` for p = 1); the
+    constraints are the curve's: ``g = c_hat_B + A_B nu`` non-decreasing on consecutive
+    points of B, ``g(min B) >= 0``, ``g(max B) <= n``. Sparse matrices throughout (the
+    fastest form of this formulation we could build; the paper does not say which).
+    """
+    cvxopt, solvers = _import_cvxopt()
+    a_b = tree.matrix(idx)
+    m = idx.size
+    n_nodes = tree.n_nodes
+    c_b = counts[idx]
+    diff = sp.diags([-np.ones(m - 1), np.ones(m - 1)], [0, 1], shape=(m - 1, m))
+    g_mat = sp.vstack([-(diff @ a_b), -a_b[:1], a_b[m - 1:]], format="csr")
+    h_vec = np.concatenate([diff @ c_b, [c_b[0]], [n - c_b[-1]]])
+    options = {"show_progress": False}
+    if p == 2:
+        eye = cvxopt.spmatrix(1.0, range(n_nodes), range(n_nodes))
+        res = solvers.qp(eye, cvxopt.matrix(np.zeros(n_nodes)), _to_cvxopt(g_mat, cvxopt),
+                         cvxopt.matrix(h_vec), options=options)
+        nu = np.asarray(res["x"]).ravel()
+    else:
+        ident = sp.identity(n_nodes, format="csr")
+        g_lp = sp.vstack([sp.hstack([ident, -ident]), sp.hstack([-ident, -ident]),
+                          sp.hstack([g_mat, sp.csr_matrix((g_mat.shape[0], n_nodes))])],
+                         format="csr")
+        h_lp = np.concatenate([np.zeros(2 * n_nodes), h_vec])
+        cost = np.concatenate([np.zeros(n_nodes), np.ones(n_nodes)])
+        res = solvers.lp(cvxopt.matrix(cost), _to_cvxopt(g_lp, cvxopt), cvxopt.matrix(h_lp),
+                         options=options)
+        nu = np.asarray(res["x"]).ravel()[:n_nodes]
+    if res["status"] != "optimal":
+        raise RuntimeError(f"CVXOPT did not converge on the smoothing problem: {res['status']}")
+    return nu, int(res["iterations"])
+
+
+def smooth_counts(counts: Any, tree: DyadicTree, n: int, *, p: int = 2,
+                  subset: Any = None, method: Method = "auto"
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    """Eq. 3 on noisy counts ``c_hat`` (length ``tree.n_points``) with the bounds [0, n].
+
+    Returns ``(indices, smoothed counts at B, node corrections nu, info)``. The building
+    block of :func:`smooth`, also usable on securely aggregated noisy counts.
+    """
+    c_hat = np.asarray(counts, dtype=np.float64)
+    if c_hat.shape != (tree.n_points,) or not np.all(np.isfinite(c_hat)):
+        raise ValueError(f"counts must be {tree.n_points} finite numbers, got shape "
+                         f"{c_hat.shape}")
+    n = check_positive_int(n, "n")
+    if p not in (1, 2) or isinstance(p, bool):
+        raise ValueError(f"p must be 1 or 2 (the norms of 003 Eq. 3), got {p!r}")
+    if method == "auto":
+        method = "active-set" if p == 2 else "highs"
+    if method not in ("active-set", "highs", "cvxopt"):
+        raise ValueError(f"method must be 'auto', 'active-set', 'highs' or 'cvxopt', "
+                         f"got {method!r}")
+    if method == "active-set" and p != 2:
+        raise ValueError("method='active-set' solves p = 2 only; use 'highs' for p = 1")
+    if method == "highs" and p != 1:
+        raise ValueError("method='highs' solves p = 1 only; use 'active-set' for p = 2")
+    idx = _subset_indices(subset, tree.n_points)
+    start = time.perf_counter()
+    if method == "cvxopt":
+        nu, iterations = _solve_cvxopt(c_hat, tree, n, idx, p)
+        smoothed = c_hat[idx] + tree.matrix(idx) @ nu
+    else:
+        problem = _flow_problem(c_hat, tree, n, idx)
+        if method == "active-set":
+            flow, iterations = _solve_qp_active_set(problem)
+        else:
+            flow, iterations = _solve_lp_highs(problem)
+        nu = np.zeros(tree.n_nodes)
+        nu[problem.nodes] = flow
+        smoothed = np.cumsum(problem.increments(flow))[:-1]
+    seconds = time.perf_counter() - start
+    # Remove solver round-off (at most _FEAS_RTOL of the data's scale) so that the
+    # released curve is exactly monotone and inside the bounds.
+    violation = float(max(0.0, -np.min(np.diff(smoothed)) if smoothed.size > 1 else 0.0,
+                          -smoothed.min(), smoothed.max() - n))
+    smoothed = np.clip(np.maximum.accumulate(smoothed), 0.0, float(n))
+    objective = float(np.sum(np.abs(nu) ** p))
+    info = {"method": method, "iterations": iterations, "seconds": seconds,
+            "objective": objective, "max_violation_removed": violation}
+    return idx, smoothed, nu, info
+
+
+def smooth(curve: PrivateECDF, p: int = 2, subset: Any = None, *,
+           method: Method = "auto") -> SmoothedECDF:
+    """The non-decreasing curve in [0, 1] closest to a private ECDF in the noise (003 Eq. 3).
+
+    Solves ``min ||nu||_p`` over node corrections ``nu`` such that ``F_hat + A nu / n`` is
+    non-decreasing on the points ``B`` with values in ``[0, 1]`` (see the module
+    docstring for the flow reformulation). Post-processing: the result keeps the curve's
+    privacy guarantee.
+
+    Parameters
+    ----------
+    curve:
+        A :class:`~fedustat.protocols.ecdf.PrivateECDF` (it carries the dyadic tree and n).
+    p:
+        1 (least absolute noise, the Laplace maximum-likelihood choice) or 2 (least
+        squares; its solution is unique).
+    subset:
+        The points B: a boolean mask over the thresholds or integer positions; None for
+        all points.
+    method:
+        ``"auto"``: the exact active-set algorithm for p = 2, HiGHS for p = 1.
+        ``"cvxopt"``: 003's own approach (Sec. 6.7), for comparison; needs cvxopt.
+
+    Returns
+    -------
+    SmoothedECDF
+        ``estimator="tree-noise"``.
+    """
+    n = int(curve.n)
+    idx, smoothed, nu, info = smooth_counts(np.asarray(curve.values) * n, curve.tree, n,
+                                            p=p, subset=subset, method=method)
+    return SmoothedECDF(
+        thresholds=np.asarray(curve.thresholds)[idx], values=smoothed / n,
+        raw_values=np.asarray(curve.values)[idx], indices=idx, n=n, p=p,
+        estimator="tree-noise", correction=nu, objective=info["objective"],
+        method=info["method"], iterations=info["iterations"], seconds=info["seconds"],
+        privacy=curve.privacy,
+        diagnostics={"max_violation_removed": info["max_violation_removed"] / n})
+
+
+def isotonic_projection(curve: PrivateECDF, subset: Any = None) -> SmoothedECDF:
+    """The pointwise estimator: Euclidean projection on non-decreasing curves in [0, 1].
+
+    ``argmin_G sum_{i in B} (G_i - F_hat_i)^2`` over non-decreasing ``G`` with
+    ``0 <= G <= 1``: isotonic regression followed by clipping (clipping an isotonic fit
+    to a box gives the projection on the box-constrained cone, because clipping preserves
+    the pooled blocks' optimality conditions). It ignores that the noise is shared along
+    the dyadic tree, so it is *not* 003's Eq. 3; it is much cheaper (linear time) and
+    often close in accuracy. Post-processing: the privacy guarantee is kept.
+    """
+    n = int(curve.n)
+    idx = _subset_indices(subset, np.asarray(curve.values).size)
+    raw = np.asarray(curve.values, dtype=np.float64)[idx]
+    start = time.perf_counter()
+    fitted = np.clip(isotonic_regression(raw).x, 0.0, 1.0)
+    seconds = time.perf_counter() - start
+    return SmoothedECDF(
+        thresholds=np.asarray(curve.thresholds)[idx], values=fitted, raw_values=raw,
+        indices=idx, n=n, p=None, estimator="isotonic-projection", correction=None,
+        objective=float(np.sum(((fitted - raw) * n) ** 2)), method="isotonic_regression",
+        iterations=1, seconds=seconds, privacy=curve.privacy)
+

@@ -1,0 +1,623 @@
+"""LDP AUC on hierarchical histograms: the protocol ``"ldp-tree"`` (000 Sec. 4; 001 App. B).
+
+Every party holds a private integer score in ``[0, d-1]`` (``d = 2^alpha``) and a public
+class label (000 Sec. 4 assumes the classes public). The parties of each class build,
+through Hadamard-response frequency oracles, an unbiased estimate ``h^`` of the
+hierarchical histogram of their scores (001 App. B.2, Alg. 2-3), and the server runs the
+pruned top-down recursion of 000 eq. 10 on the two estimated trees to estimate
+``UAUC``; the released AUC is ``UAUC^ / (n+ n-)``. One round, no interaction.
+
+Party side (one message per party, pure, vectorized over a batch). Level ``l``
+(``1..alpha``) of the tree is the frequency oracle over the ``2^l`` prefixes of length
+``l``; a party *reports at level l* by running Hadamard response (001 Alg. 2) on its
+prefix ``score >> (alpha - l)`` over the domain ``2^l``: it draws ``j`` uniformly from
+``[0, 2^l)`` and sends ``j`` with one randomized sign bit. Which levels a party reports
+at depends on the splitting strategy (001 App. B.2.2, Table 1):
+
+* ``split="users"`` (default, pure epsilon-LDP): each party reports at one level, drawn
+  uniformly from ``1..alpha`` with its own coins, with the whole budget epsilon (the
+  paper's variant "assign each user to a level independently and uniformly"). The level
+  does not depend on the score (its distribution is the same for every score), so it
+  is sent in the clear; the exact check of the whole report ``(level, j, bit)``
+  (:meth:`TreeReportRandomizer.output_distribution`) confirms epsilon-LDP.
+* ``split="budget-basic"`` (pure epsilon-LDP): each party reports at every level with
+  ``epsilon / alpha`` (basic composition).
+* ``split="budget-advanced"`` ((epsilon, delta)-LDP): each party reports at every level
+  with the largest ``epsilon_l`` whose ``alpha``-fold advanced composition is at most
+  epsilon with slack ``delta`` (:func:`fedustat.privacy.accounting.per_step_budget_advanced`;
+  001 uses the closed form ``epsilon / (sqrt(alpha)(1 + sqrt(2 log(1/delta))))``, a
+  smaller choice). When ``epsilon / alpha`` is larger (few levels, large epsilon) basic
+  composition is used and the release is pure epsilon-LDP; diagnostics say which.
+
+Wire format (what the transport counts). ``split="users"``: ``label`` (1 bit, public),
+``index`` (``alpha + 1`` bits: the level and ``j`` packed as ``2^level + j``, whose
+leading one bit marks the level) and ``bit`` (1 bit): ``alpha + 3`` bits per party.
+The budget splits: ``label`` (1 bit), ``j1 .. j{alpha}`` (``l`` bits for level ``l``) and
+``bit`` (``alpha`` one-bit signs): ``1 + alpha (alpha + 1)/2 + alpha`` bits.
+
+Server side. Node estimates (001 Alg. 3 with +-1 Hadamard entries, see
+:class:`~fedustat.privacy.randomizers.HadamardResponse`): ``z_q = c sum_i (-1)^{<j_i,q> + b_i}``
+over the reports of one class at one level, ``c = (e^eps_l + 1)/(e^eps_l - 1)``; with
+``split="users"`` the level's reports come from about ``n/alpha`` parties and
+``h^_q = alpha z_q``. A whole level is estimated at once with a fast Walsh-Hadamard
+transform (O(n_l + 2^l l)) when that is cheaper than querying the requested nodes one
+by one (O(|Q_l| n_l)); the choice is made per level from the two costs (a node query
+per report measured about five times an FWHT butterfly element here) and the FWHT is
+never used beyond ``2^22`` nodes.
+
+Variance of a node estimate (derived exactly; it sets ``v+-`` of Theorem 3). A party's
+contribution to ``z_q`` is ``c (-1)^{<j,q>+b}``: its square is ``c^2`` and its mean is
+``1[prefix = q]``.
+
+* budget splits: ``Var(h^_q) = n c_l^2 - h_q <= v = n c_l^2``;
+* users split: the party contributes ``alpha c (-1)^{<j,q>+b}`` with probability
+  ``1/alpha`` (its level is ``l``) and 0 otherwise; the second moment is
+  ``alpha c^2`` and the mean ``1[prefix = q]``, so
+  ``Var(h^_q) = alpha n c^2 - h_q <= v = alpha n c^2``. This includes the subsampling
+  error (which parties land on level ``l``).
+
+Either way ``v = C n alpha`` as in 000 Thm 3 with ``C = c^2`` (users) or
+``C = c_l^2 / alpha`` (budget). 001 Lemma 5 states ``4 n e^eps/(e^eps - 1)^2 = n(c^2 - 1)``,
+which omits the ``n - h_q`` part of the exact variance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import optimize
+
+from fedustat._validation import (
+    RandomLike,
+    as_binary_labels,
+    as_float_array,
+    check_delta,
+    check_epsilon,
+    check_positive_int,
+)
+from fedustat.privacy.accounting import per_step_budget_advanced
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
+from fedustat.privacy.randomizers import HadamardResponse, LocalRandomizer
+from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role, normal_std_error
+from fedustat.protocols.hierarchical import check_domain, check_scores, pruned_uauc
+from fedustat.protocols.registry import register
+from fedustat.stats.kernels import Kernel
+
+__all__ = [
+    "SPLITS",
+    "LdpAucTree",
+    "LevelEstimates",
+    "TreeReportRandomizer",
+    "level_budget",
+    "node_variance_bound",
+    "optimal_a",
+    "theorem3_mse_bound",
+]
+
+SPLITS = ("users", "budget-basic", "budget-advanced")
+ADJACENCY = "any two scores of one party; labels public"
+# The FWHT holds 2^l floats (and a copy per butterfly pass); past 2^22 nodes query nodes.
+FWHT_MAX_LEVEL = 22
+# Measured cost of one (queried node, report) sign in HadamardResponse.estimate_frequency
+# relative to one element of one FWHT butterfly pass (about 1.2e-8 s vs 2.3e-9 s here).
+NODE_QUERY_COST = 5.0
+# Exact enumeration of a party's report distribution is for small domains only.
+MAX_ENUMERATED_OUTPUTS = 1 << 22
+
+
+def _check_split(split: Any) -> str:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(map(repr, SPLITS))} "
+                         f"(001 App. B.2.2, Table 1), got {split!r}")
+    return str(split)
+
+
+def level_budget(epsilon: float, delta: float, alpha: int,
+                 split: str) -> tuple[float, float, str]:
+    """Budget of each level's frequency oracle under a splitting strategy (001 Table 1).
+
+    Parameters
+    ----------
+    epsilon, delta:
+        The party's total budget (``delta`` is used by ``"budget-advanced"`` only).
+    alpha:
+        Number of levels.
+    split:
+        ``"users"``, ``"budget-basic"`` or ``"budget-advanced"``.
+
+    Returns
+    -------
+    (epsilon_level, delta_total, composition)
+        The epsilon of each Hadamard response, the delta of the party's guarantee, and
+        how the levels compose (``"none"`` when each party reports at one level).
+    """
+    epsilon = check_epsilon(epsilon, "epsilon")
+    delta = check_delta(delta, "delta")
+    alpha = check_positive_int(alpha, "alpha")
+    split = _check_split(split)
+    if split == "users":
+        return epsilon, 0.0, "none (one level per party)"
+    basic = epsilon / alpha
+    if split == "budget-basic":
+        return basic, 0.0, "basic"
+    if delta == 0.0:
+        raise ValueError("split='budget-advanced' needs delta > 0 (advanced composition "
+                         "gives (epsilon, delta)-LDP); use split='budget-basic' for pure "
+                         "epsilon-LDP")
+    advanced, _ = per_step_budget_advanced(epsilon, delta, alpha)
+    if advanced > basic:
+        return advanced, delta, "advanced"
+    return basic, 0.0, "basic (advanced composition gives a smaller per-level budget here)"
+
+
+def node_variance_bound(n: int, alpha: int, epsilon_level: float, split: str) -> float:
+    """``v`` bounding the variance of every node estimate of one class (see module doc).
+
+    ``alpha n c^2`` for ``split="users"`` and ``n c_l^2`` for the budget splits, with
+    ``c = (e^eps + 1)/(e^eps - 1)`` at the level's epsilon. The exact variance is ``v``
+    minus the node's count.
+    """
+    split = _check_split(split)
+    c = 1.0 / math.tanh(epsilon_level / 2.0)
+    return (alpha if split == "users" else 1) * n * c * c
+
+
+def _bound_terms(n_pos: int, n_neg: int, alpha: int, C: float) -> tuple[float, float]:
+    n = n_pos + n_neg
+    return min(n_pos, n_neg), 21.0 * math.sqrt(2.0 * n * C * alpha)
+
+
+def theorem3_mse_bound(n_pos: int, n_neg: int, alpha: int, C: float, a: float) -> float:
+    """Theorem 3's bound on the MSE of the AUC estimate (000 Thm 3; 001 App. B.1).
+
+    ``MSE(UAUC^) <= C n- n+ alpha^2 (2n + (4a + 1) min(n-, n+) + 21 sqrt(2 n C alpha) /
+    (sqrt(a) - 1))`` with ``n = n+ + n-`` and node variances ``v+- = C n+- alpha``; the
+    AUC's MSE is that over ``(n+ n-)^2``. (000 prints ``sqrt(2nCa)`` in the last term;
+    001's proof, ``2 B^R + 4 B^G + 4 B^F``, gives ``sqrt(2 n C alpha)``, used here.)
+    """
+    if a <= 1:
+        raise ValueError(f"Theorem 3 needs a > 1, got {a!r}")
+    n_min, k = _bound_terms(n_pos, n_neg, alpha, C)
+    n = n_pos + n_neg
+    uauc_mse = C * n_pos * n_neg * alpha**2 * (
+        2 * n + (4 * a + 1) * n_min + k / (math.sqrt(a) - 1.0))
+    return uauc_mse / (float(n_pos) * n_neg) ** 2
+
+
+def optimal_a(n_pos: int, n_neg: int, alpha: int, C: float) -> float:
+    """The ``a > 1`` minimizing Theorem 3's bound (001 App. B.1, remark after the proof).
+
+    Setting the derivative in ``s = sqrt(a)`` of ``4 s^2 n_min + K/(s - 1)`` to zero gives
+    ``s (s - 1)^2 = K / (8 n_min)`` with ``K = 21 sqrt(2 n C alpha)``; the left side
+    increases on ``s > 1``, so the root is unique. Solved exactly here (the paper gives
+    the approximation ``a ~ (1 + sqrt(21/8) (2 C n alpha / n_min^2)^(1/4))^2``).
+    """
+    n_min, k = _bound_terms(n_pos, n_neg, alpha, C)
+    target = k / (8.0 * n_min)
+    hi = 2.0
+    while hi * (hi - 1.0) ** 2 < target:
+        hi *= 2.0
+    s = optimize.brentq(lambda s: s * (s - 1.0) ** 2 - target, 1.0, hi, xtol=1e-14)
+    return float(s * s)
+
+
+class TreeReportRandomizer(LocalRandomizer):
+    """One party's local randomizer: a score in ``[0, d-1]`` -> its level reports.
+
+    ``split="users"``: output ``(level, j, bit)``, the level uniform on ``1..alpha``
+    (independent of the score) and ``(j, bit)`` Hadamard response (001 Alg. 2) of the
+    score's ``level``-bit prefix over ``2^level`` values with the full epsilon.
+    Budget splits: ``alpha`` independent Hadamard responses, level ``l`` on the
+    ``l``-bit prefix with ``epsilon_level`` (:func:`level_budget`).
+
+    ``output_distribution`` enumerates every output (small ``d`` only) so that
+    :func:`fedustat.privacy.verify.verify_ldp` checks the composed randomizer exactly.
+    Order: ``users``: level by level (level 1 first), within a level Hadamard response's
+    order ``2 j + bit``; budget: the tuple of the ``alpha`` per-level outputs
+    ``2 j_l + bit_l`` in mixed radix, level 1 most significant.
+
+    Parameters
+    ----------
+    d:
+        Domain size ``2^alpha``.
+    epsilon:
+        The party's budget (> 0).
+    split:
+        ``"users"``, ``"budget-basic"`` or ``"budget-advanced"``.
+    delta:
+        For ``"budget-advanced"``: the delta of the (epsilon, delta) guarantee (> 0).
+    """
+
+    def __init__(self, d: int, epsilon: float, *, split: str = "users",
+                 delta: float = 0.0) -> None:
+        self.alpha = check_domain(d)
+        self.d = int(d)
+        self.epsilon = check_epsilon(epsilon, "epsilon")
+        self.split = _check_split(split)
+        self.level_epsilon, self.delta, self.composition = level_budget(
+            self.epsilon, delta, self.alpha, self.split)
+        self.oracles = [HadamardResponse(1 << level, self.level_epsilon)
+                        for level in range(1, self.alpha + 1)]
+
+    def __repr__(self) -> str:
+        return (f"TreeReportRandomizer(d=2^{self.alpha}, epsilon={self.epsilon:g}, "
+                f"split={self.split!r})")
+
+    @property
+    def input_size(self) -> int:
+        return self.d
+
+    @property
+    def output_size(self) -> int:
+        if self.split == "users":
+            return (1 << (self.alpha + 2)) - 4  # sum_l 2^(l+1)
+        return 1 << (self.alpha + self.alpha * (self.alpha + 1) // 2)  # prod_l 2^(l+1)
+
+    @property
+    def guarantee(self) -> PrivacyGuarantee:
+        """epsilon-LDP (users, budget-basic) or (epsilon, delta)-LDP (budget-advanced)."""
+        return PrivacyGuarantee(self.epsilon, self.delta, PrivacyModel.LOCAL, ADJACENCY)
+
+    def oracle(self, level: int) -> HadamardResponse:
+        """The Hadamard response of level ``level`` (1..alpha)."""
+        return self.oracles[level - 1]
+
+    def prefix(self, scores: np.ndarray, level: int) -> np.ndarray:
+        """The node of ``level`` holding each score (its ``level``-bit prefix)."""
+        return scores >> (self.alpha - level)
+
+    def randomize(self, x: Any, rng: RandomLike | NoiseSource = None) -> dict[str, np.ndarray]:
+        """Randomize a batch of scores.
+
+        Returns ``{"level", "j", "bit"}`` (one entry per party) for ``split="users"`` and
+        ``{"j", "bit"}`` with shape ``(n, alpha)`` (column ``l - 1`` is level ``l``)
+        for the budget splits.
+        """
+        scores = check_scores(np.atleast_1d(np.asarray(x)), self.d, "x")
+        source = as_noise(rng)
+        n = scores.size
+        if self.split == "users":
+            level = source.integers(self.alpha, n) + 1
+            j = np.zeros(n, dtype=np.int64)
+            bit = np.zeros(n, dtype=np.uint8)
+            for lvl in range(1, self.alpha + 1):
+                rows = np.flatnonzero(level == lvl)
+                if rows.size:
+                    j[rows], bit[rows] = self.oracle(lvl).randomize(
+                        self.prefix(scores[rows], lvl), source)
+            return {"level": level, "j": j, "bit": bit}
+        j = np.empty((n, self.alpha), dtype=np.int64)
+        bit = np.empty((n, self.alpha), dtype=np.uint8)
+        for lvl in range(1, self.alpha + 1):
+            j[:, lvl - 1], bit[:, lvl - 1] = self.oracle(lvl).randomize(
+                self.prefix(scores, lvl), source)
+        return {"j": j, "bit": bit}
+
+    def output_distribution(self, x: Any) -> np.ndarray:
+        if self.output_size > MAX_ENUMERATED_OUTPUTS:
+            raise ValueError(f"the report has {self.output_size} possible values; exact "
+                             f"enumeration is limited to {MAX_ENUMERATED_OUTPUTS} (use a "
+                             "smaller d to verify the randomizer)")
+        scalar = np.ndim(x) == 0
+        scores = check_scores(np.atleast_1d(np.asarray(x)), self.d, "x")
+        per_level = [self.oracle(lvl).output_distribution(self.prefix(scores, lvl))
+                     .reshape(scores.size, -1) for lvl in range(1, self.alpha + 1)]
+        if self.split == "users":
+            probs = np.concatenate(per_level, axis=1) / self.alpha
+        else:
+            probs = per_level[0]
+            for level_probs in per_level[1:]:
+                probs = (probs[:, :, None] * level_probs[:, None, :]).reshape(scores.size, -1)
+        return probs[0] if scalar else probs
+
+
+@dataclass
+class _PartyState:
+    scores: np.ndarray
+    labels: np.ndarray
+    parties: np.ndarray
+
+
+@dataclass
+class _ServerState:
+    n_parties: int
+
+
+class LevelEstimates:
+    """One class's node estimates, level by level (001 Alg. 3), for the recursion.
+
+    Called as ``estimates(level, nodes)``. With ``split="users"`` the counts of a level's
+    report group are scaled by ``alpha`` (each party reports at one of ``alpha``
+    levels). ``method`` picks how a level is estimated: ``"auto"`` (the cheaper of the
+    two by the cost model in the module docstring), ``"fwht"`` (the whole level with
+    :meth:`HadamardResponse.estimate_frequencies`) or ``"per-node"`` (the requested nodes
+    with :meth:`HadamardResponse.estimate_frequency`); both give the same numbers.
+
+    ``methods`` and ``operations`` record, per level, what was used and the work done
+    (``Cost.server_operations`` counts one unit per report aggregated, per FWHT
+    butterfly element and per (queried node, report) sign).
+
+    Parameters
+    ----------
+    randomizer:
+        The parties' :class:`TreeReportRandomizer`.
+    reports:
+        For each level ``1..alpha`` (list index ``level - 1``), the ``(j, bits)`` of the
+        class's reports at that level.
+    method:
+        ``"auto"``, ``"fwht"`` or ``"per-node"``.
+    """
+
+    def __init__(self, randomizer: TreeReportRandomizer,
+                 reports: list[tuple[np.ndarray, np.ndarray]], *, method: str = "auto") -> None:
+        if len(reports) != randomizer.alpha:
+            raise ValueError(f"reports must hold one (j, bits) pair per level "
+                             f"({randomizer.alpha}), got {len(reports)}")
+        if method not in ("auto", "fwht", "per-node"):
+            raise ValueError(f"method must be 'auto', 'fwht' or 'per-node', got {method!r}")
+        self.randomizer = randomizer
+        self.reports = reports
+        self.method = method
+        self.scale = float(randomizer.alpha) if randomizer.split == "users" else 1.0
+        self.methods = ["unused"] * randomizer.alpha
+        self.operations = [0] * randomizer.alpha
+
+    @classmethod
+    def from_reports(cls, randomizer: TreeReportRandomizer, reports: dict[str, np.ndarray],
+                     *, method: str = "auto") -> LevelEstimates:
+        """Estimates from the output of :meth:`TreeReportRandomizer.randomize` (one class)."""
+        if randomizer.split == "users":
+            level = np.asarray(reports["level"])
+            per_level = [(reports["j"][level == lvl], reports["bit"][level == lvl])
+                         for lvl in range(1, randomizer.alpha + 1)]
+        else:
+            per_level = [(reports["j"][:, lvl - 1], reports["bit"][:, lvl - 1])
+                         for lvl in range(1, randomizer.alpha + 1)]
+        return cls(randomizer, per_level, method=method)
+
+    def __call__(self, level: int, nodes: Any) -> np.ndarray:
+        nodes = np.asarray(nodes, dtype=np.int64)
+        j, bits = self.reports[level - 1]
+        n_l = j.size
+        if nodes.size == 0:
+            return np.zeros(0)
+        if n_l == 0:
+            # No report at this level: the sum over no parties is 0 (still unbiased).
+            self.methods[level - 1] = "no reports"
+            return np.zeros(nodes.size)
+        oracle = self.randomizer.oracle(level)
+        fwht_cost = n_l + (1 << level) * level
+        node_cost = NODE_QUERY_COST * nodes.size * n_l
+        use_fwht = (self.method == "fwht" or (
+            self.method == "auto" and level <= FWHT_MAX_LEVEL and fwht_cost <= node_cost))
+        if use_fwht:
+            self.methods[level - 1] = "fwht"
+            self.operations[level - 1] = fwht_cost
+            return self.scale * oracle.estimate_frequencies(j, bits)[nodes]
+        self.methods[level - 1] = "per-node"
+        self.operations[level - 1] = nodes.size * n_l
+        return self.scale * np.asarray(oracle.estimate_frequency(j, bits, nodes), dtype=float)
+
+
+class LdpAucTree(Protocol):
+    """epsilon-LDP AUC from Hadamard-response hierarchical histograms (000 Sec. 4).
+
+    Parameters
+    ----------
+    kernel:
+        The AUC kernel (:func:`fedustat.stats.auc_kernel`); records are
+        ``(score, label)`` with integer scores in ``[0, d-1]``.
+    epsilon:
+        Each party's budget (> 0, finite).
+    d:
+        Public domain size, a power of two (``2 <= d <= 2^53``); ``alpha = log2 d``.
+    delta:
+        Used by ``split="budget-advanced"`` only (> 0 there); the pure splits ignore it.
+    split:
+        ``"users"`` (default), ``"budget-basic"`` or ``"budget-advanced"`` (001 Table 1).
+    a:
+        Pruning parameter of eq. 10 (``a > 1``, Theorem 3). ``None`` (default) takes the
+        value minimizing Theorem 3's bound for the class sizes (:func:`optimal_a`); 001
+        App. D.1 does not report the ``a`` of its experiments.
+    noise:
+        Where the parties' coins come from: ``None`` uses the party step's seeded
+        generator (simulation); pass ``DeploymentNoise()`` on real devices.
+    """
+
+    name = "ldp-tree"
+
+    def __init__(self, kernel: Kernel, epsilon: float, *, d: int, delta: float = 0.0,
+                 split: str = "users", a: float | None = None,
+                 noise: NoiseSource | None = None) -> None:
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"kernel must be a fedustat Kernel, got {type(kernel).__name__}")
+        if kernel.name != "auc":
+            raise ValueError(f"protocol 'ldp-tree' computes the AUC only (000 Sec. 4); got "
+                             f"kernel {kernel.name!r}. Use auc_kernel(), or a generic "
+                             "protocol for other U-statistics")
+        try:
+            eps_value = float(epsilon)
+        except (TypeError, ValueError):
+            eps_value = math.nan
+        if math.isinf(eps_value) and eps_value > 0:
+            raise ValueError("protocol 'ldp-tree' needs a finite epsilon; for the exact, "
+                             "non-private AUC use protocol='exact'")
+        self.kernel = kernel
+        self.randomizer = TreeReportRandomizer(d, epsilon, split=split,
+                                               delta=check_delta(delta, "delta"))
+        self.epsilon = self.randomizer.epsilon
+        self.split = self.randomizer.split
+        self.alpha = self.randomizer.alpha
+        self.d = self.randomizer.d
+        if a is not None:
+            try:
+                a = float(a)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"a must be a number > 1 or None, got {a!r}") from exc
+            if not (math.isfinite(a) and a > 1.0):
+                raise ValueError(f"a must be a finite number > 1 (000 Thm 3), got {a!r}")
+        self.a = a
+        if noise is not None and not isinstance(noise, NoiseSource):
+            raise TypeError(f"noise must be a NoiseSource (e.g. DeploymentNoise()) or None, "
+                            f"got {type(noise).__name__}")
+        self.noise = noise
+
+    def __repr__(self) -> str:
+        return (f"LdpAucTree(epsilon={self.epsilon:g}, d=2^{self.alpha}, "
+                f"split={self.split!r}, a={self.a!r})")
+
+    @property
+    def guarantee(self) -> PrivacyGuarantee:
+        return self.randomizer.guarantee
+
+    # ------------------------------------------------------------------ parties
+    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
+        records = as_float_array(data, "data", ndim=2)
+        if records.shape[1] != 2:
+            raise ValueError(f"data must have two columns (score, label), got "
+                             f"{records.shape[1]}; build it with auc_kernel().pack(scores, "
+                             "labels)")
+        scores = check_scores(records[:, 0], self.d, "score")
+        labels = as_binary_labels(records[:, 1], "label", require_both=False)
+        return _PartyState(scores, labels, np.asarray(parties))
+
+    def party_step(self, state: _PartyState, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[_PartyState, Message]:
+        if inbox is not None:
+            raise RuntimeError("protocol 'ldp-tree' has a single round; parties received an "
+                               "unexpected message")
+        source = self.noise if self.noise is not None else SimulationNoise(rng)
+        reports = self.randomizer.randomize(state.scores, source)
+        labels = state.labels.astype(np.uint8)
+        if self.split == "users":
+            fields = {"label": labels,
+                      "index": (np.int64(1) << reports["level"]) | reports["j"],
+                      "bit": reports["bit"]}
+            bits = {"label": 1, "index": self.alpha + 1, "bit": 1}
+        else:
+            fields = {"label": labels, "bit": reports["bit"]}
+            bits = {"label": 1, "bit": 1}
+            for lvl in range(1, self.alpha + 1):
+                fields[f"j{lvl}"] = reports["j"][:, lvl - 1]
+                bits[f"j{lvl}"] = lvl
+        return state, Message(Role.PARTY, Role.SERVER, fields, bits, state.parties)
+
+    # ------------------------------------------------------------------ server
+    def init_server(self, n_parties: int) -> _ServerState:
+        return _ServerState(n_parties)
+
+    def _decode(self, inbox: Message) -> tuple[np.ndarray, list[list[tuple[np.ndarray,
+                                                                            np.ndarray]]]]:
+        """Labels and, per class (0, 1) and level, the reports ``(j, bits)``."""
+        labels = np.asarray(inbox.fields["label"]).astype(np.int64)
+        if labels.size and (labels.min() < 0 or labels.max() > 1):
+            raise ValueError("reports carry labels other than 0/1")
+        alpha = self.alpha
+        if self.split == "users":
+            index = np.asarray(inbox.fields["index"]).astype(np.int64)
+            bits = np.asarray(inbox.fields["bit"]).astype(np.int64)
+            if index.size and (index.min() < 2 or index.max() >= 1 << (alpha + 1)):
+                raise ValueError(f"report indices must be in [2, 2^{alpha + 1}) "
+                                 "(2^level + j)")
+            powers = np.int64(1) << np.arange(alpha + 2, dtype=np.int64)
+            level = np.searchsorted(powers, index, side="right") - 1
+            j = index - powers[level]
+            key = labels * (alpha + 1) + level
+            order = np.argsort(key, kind="stable")
+            edges = np.searchsorted(key[order], np.arange(2 * (alpha + 1) + 1))
+            j, bits = j[order], bits[order]
+            grouped = [[(j[edges[c * (alpha + 1) + lvl]:edges[c * (alpha + 1) + lvl + 1]],
+                         bits[edges[c * (alpha + 1) + lvl]:edges[c * (alpha + 1) + lvl + 1]])
+                        for lvl in range(1, alpha + 1)] for c in (0, 1)]
+            return labels, grouped
+        sign_bits = np.asarray(inbox.fields["bit"]).astype(np.int64)
+        grouped = []
+        for c in (0, 1):
+            rows = labels == c
+            grouped.append([(np.asarray(inbox.fields[f"j{lvl}"])[rows].astype(np.int64),
+                             sign_bits[rows, lvl - 1]) for lvl in range(1, alpha + 1)])
+        return labels, grouped
+
+    def server_step(self, state: _ServerState, inbox: Message,
+                    rng: np.random.Generator) -> tuple[_ServerState, Estimate]:
+        labels, grouped = self._decode(inbox)
+        n_pos = int(np.count_nonzero(labels == 1))
+        n_neg = int(labels.size - n_pos)
+        if n_pos == 0 or n_neg == 0:
+            which = "positive" if n_pos == 0 else "negative"
+            raise ValueError(f"no {which} party reported; the AUC needs both classes")
+        alpha, split = self.alpha, self.split
+        eps_l = self.randomizer.level_epsilon
+        v_pos = node_variance_bound(n_pos, alpha, eps_l, split)
+        v_neg = node_variance_bound(n_neg, alpha, eps_l, split)
+        C = v_pos / (n_pos * alpha)  # the same for both classes: v = C n alpha (Thm 3)
+        a = self.a if self.a is not None else optimal_a(n_pos, n_neg, alpha, C)
+        est_neg = LevelEstimates(self.randomizer, grouped[0])
+        est_pos = LevelEstimates(self.randomizer, grouped[1])
+        rec = pruned_uauc(est_pos, est_neg, alpha=alpha, n_pos=n_pos, n_neg=n_neg,
+                          v_pos=v_pos, v_neg=v_neg, a=a)
+        pairs = float(n_pos) * n_neg
+        mse_bound = theorem3_mse_bound(n_pos, n_neg, alpha, C, a)
+        operations = sum(est_pos.operations) + sum(est_neg.operations) + labels.size \
+            + 2 * sum(rec.queried)
+        diagnostics: dict[str, Any] = {
+            "split": split,
+            "composition": self.randomizer.composition,
+            "level_epsilon": eps_l,
+            "alpha": alpha,
+            "n_pos": n_pos,
+            "n_neg": n_neg,
+            "a": a,
+            "a_source": "given" if self.a is not None else
+            "minimizes the Theorem 3 bound (001 App. B.1)",
+            "v_pos": v_pos,
+            "v_neg": v_neg,
+            "C": C,
+            "tau": rec.tau,
+            "uauc": rec.uauc,
+            "recursed_per_level": rec.recursed,
+            "discarded_per_level": rec.discarded,
+            "queried_per_level": rec.queried,
+            "active_leaves": rec.leaves,
+            "reports_per_level_pos": [g[0].size for g in grouped[1]],
+            "reports_per_level_neg": [g[0].size for g in grouped[0]],
+            "estimation_pos": est_pos.methods,
+            "estimation_neg": est_neg.methods,
+            "mse_bound": mse_bound,
+            "rmse_bound": math.sqrt(mse_bound),
+            "theorem3_requires_alpha_le_sqrt_n": alpha <= math.sqrt(n_pos + n_neg),
+            "std_error_kind": (
+                "plug-in estimate of the randomization error (E^R + E^F of 001 App. B.1) "
+                "from the released node estimates; it omits the discarding bias E^G. "
+                "rmse_bound is Theorem 3's upper bound"),
+            "noise_source": (self.noise.kind if self.noise is not None else "simulation"),
+        }
+        if split == "users":
+            diagnostics["bound_note"] = (
+                "with users split across levels 001 App. B.2.2 proves Theorem 3 only up to "
+                "a factor alpha for the sample MSE (levels are not independent), and "
+                "Theorem 3 itself for the error against the population AUC")
+        estimate = Estimate(
+            value=rec.uauc / pairs, quantity=self.kernel.name, protocol=self.name,
+            privacy=self.guarantee, std_error=normal_std_error(rec.variance) / pairs,
+            cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
+        return state, estimate
+
+
+def _ldp_tree(kernel: Kernel, *, epsilon: float, delta: float = 0.0, d: int | None = None,
+              split: str = "users", a: float | None = None,
+              noise: NoiseSource | None = None) -> LdpAucTree:
+    if d is None:
+        raise ValueError("protocol 'ldp-tree' needs the public score domain size d (a power "
+                         "of two); quantize the scores to integers in [0, d-1] and pass d")
+    return LdpAucTree(kernel, epsilon, d=d, delta=delta, split=split, a=a, noise=noise)
+
+
+register("ldp-tree", _ldp_tree, model=PrivacyModel.LOCAL,
+         summary="LDP AUC: Hadamard-response hierarchical histograms and a pruned "
+                 "top-down recursion (one round)",
+         source="000 Sec. 4 (eq. 10, Thm 3-4); 001 App. B (Alg. 2-3, Lemmas 4-6, Table 1)")

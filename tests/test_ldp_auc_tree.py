@@ -457,3 +457,23 @@ def test_bad_inputs() -> None:
     state = proto.init_parties(np.array([[1.0, 1.0], [2.0, 0.0]]), np.arange(2))
     with pytest.raises(RuntimeError, match="single round"):
         proto.party_step(state, Message(Role.SERVER, Role.PARTY, {}, {}), np.random.default_rng())
+
+
+def test_public_score_bounds_bin_real_scores_into_d_cells() -> None:
+    rng = np.random.default_rng(12)
+    scores = rng.uniform(0.0, 1.0, 4000)
+    labels = (rng.uniform(size=4000) < scores).astype(int)
+    binned = np.minimum((scores * 64).astype(int), 63)
+    kernel = auc_kernel()
+    via_bounds = fedustat.estimate(kernel, kernel.pack(scores, labels), epsilon=2.0,
+                                   protocol="ldp-tree", bounds={"score": (0.0, 1.0)}, d=64,
+                                   rng=5)
+    via_integers = fedustat.estimate(kernel, kernel.pack(binned, labels), epsilon=2.0,
+                                     protocol="ldp-tree", d=64, rng=5)
+    assert via_bounds.value == via_integers.value
+    with pytest.raises(ValueError, match="outside"):
+        fedustat.estimate(kernel, kernel.pack(scores * 2, labels), epsilon=2.0,
+                          protocol="ldp-tree", bounds=(0.0, 1.0), rng=5)
+    with pytest.raises(ValueError, match="score only"):
+        fedustat.estimate(kernel, kernel.pack(scores, labels), epsilon=2.0,
+                          protocol="ldp-tree", bounds={"label": (0, 1)}, rng=5)

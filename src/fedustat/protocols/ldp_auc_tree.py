@@ -64,6 +64,7 @@ which omits the ``n - h_q`` part of the exact variance.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,7 @@ from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
 from fedustat.privacy.randomizers import HadamardResponse, LocalRandomizer
 from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role, normal_std_error
 from fedustat.protocols.hierarchical import check_domain, check_scores, pruned_uauc
+from fedustat.protocols.quantization import ColumnGrid
 from fedustat.protocols.registry import register
 from fedustat.stats.kernels import Kernel
 
@@ -100,6 +102,8 @@ __all__ = [
 
 SPLITS = ("users", "budget-basic", "budget-advanced")
 ADJACENCY = "any two scores of one party; labels public"
+# Bins used when real scores come with public bounds but no d (2^10, as in 000 Fig. 3).
+DEFAULT_BINNED_DOMAIN = 1 << 10
 # The FWHT holds 2^l floats (and a copy per butterfly pass); past 2^22 nodes query nodes.
 FWHT_MAX_LEVEL = 22
 # Measured cost of one (queried node, report) sign in HadamardResponse.estimate_frequency
@@ -432,13 +436,9 @@ class LdpAucTree(Protocol):
 
     def __init__(self, kernel: Kernel, epsilon: float, *, d: int, delta: float = 0.0,
                  split: str = "users", a: float | None = None,
-                 noise: NoiseSource | None = None) -> None:
-        if not isinstance(kernel, Kernel):
-            raise TypeError(f"kernel must be a fedustat Kernel, got {type(kernel).__name__}")
-        if kernel.name != "auc":
-            raise ValueError(f"protocol 'ldp-tree' computes the AUC only (000 Sec. 4); got "
-                             f"kernel {kernel.name!r}. Use auc_kernel(), or a generic "
-                             "protocol for other U-statistics")
+                 noise: NoiseSource | None = None,
+                 score_bounds: tuple[float, float] | None = None) -> None:
+        _require_auc(kernel)
         try:
             eps_value = float(epsilon)
         except (TypeError, ValueError):
@@ -449,6 +449,11 @@ class LdpAucTree(Protocol):
         self.kernel = kernel
         self.randomizer = TreeReportRandomizer(d, epsilon, split=split,
                                                delta=check_delta(delta, "delta"))
+        # With public score bounds each party first maps its real score to one of the d
+        # equal bins of [lo, hi] (the discretization 000 Sec. 4 assumes); without them
+        # scores must already be integers in [0, d-1].
+        self.score_grid = (None if score_bounds is None
+                           else ColumnGrid.continuous("score", score_bounds, self.randomizer.d))
         self.epsilon = self.randomizer.epsilon
         self.split = self.randomizer.split
         self.alpha = self.randomizer.alpha
@@ -481,7 +486,10 @@ class LdpAucTree(Protocol):
             raise ValueError(f"data must have two columns (score, label), got "
                              f"{records.shape[1]}; build it with auc_kernel().pack(scores, "
                              "labels)")
-        scores = check_scores(records[:, 0], self.d, "score")
+        raw = records[:, 0]
+        if self.score_grid is not None:
+            raw = self.score_grid.encode(raw).astype(np.float64)
+        scores = check_scores(raw, self.d, "score")
         labels = as_binary_labels(records[:, 1], "label", require_both=False)
         return _PartyState(scores, labels, np.asarray(parties))
 
@@ -608,13 +616,36 @@ class LdpAucTree(Protocol):
         return state, estimate
 
 
+def _require_auc(kernel: Any) -> None:
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a fedustat Kernel, got {type(kernel).__name__}")
+    if kernel.name != "auc":
+        raise ValueError(f"protocol 'ldp-tree' computes the AUC only (000 Sec. 4); got "
+                         f"kernel {kernel.name!r}. Use auc_kernel(), or a generic "
+                         "protocol for other U-statistics")
+
+
 def _ldp_tree(kernel: Kernel, *, epsilon: float, delta: float = 0.0, d: int | None = None,
               split: str = "users", a: float | None = None,
-              noise: NoiseSource | None = None) -> LdpAucTree:
+              noise: NoiseSource | None = None,
+              bounds: Any = None) -> LdpAucTree:
+    """``bounds``: public score range, a pair or ``{"score": (lo, hi)}``; with it real
+    scores are binned into d equal bins (default d = 2^10) by each party."""
+    _require_auc(kernel)
+    if isinstance(bounds, Mapping):
+        unknown = set(bounds) - {"score"}
+        if unknown:
+            raise ValueError(f"protocol 'ldp-tree' takes bounds for the score only, got "
+                             f"{sorted(unknown)}")
+        bounds = bounds.get("score")
     if d is None:
-        raise ValueError("protocol 'ldp-tree' needs the public score domain size d (a power "
-                         "of two); quantize the scores to integers in [0, d-1] and pass d")
-    return LdpAucTree(kernel, epsilon, d=d, delta=delta, split=split, a=a, noise=noise)
+        if bounds is None:
+            raise ValueError("protocol 'ldp-tree' needs the public score domain size d (a "
+                             "power of two) for integer scores in [0, d-1], or public score "
+                             "bounds=(lo, hi) to bin real scores")
+        d = DEFAULT_BINNED_DOMAIN
+    return LdpAucTree(kernel, epsilon, d=d, delta=delta, split=split, a=a, noise=noise,
+                      score_bounds=bounds)
 
 
 register("ldp-tree", _ldp_tree, model=PrivacyModel.LOCAL,

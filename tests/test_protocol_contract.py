@@ -393,3 +393,50 @@ def test_registry_refuses_a_second_factory_under_a_taken_name() -> None:
     with pytest.raises(ValueError, match=r"a protocol named 'exact' is already registered"):
         registry.register("exact", lambda *a, **k: None,  # type: ignore[arg-type,return-value]
                           model=entry.model, summary="", source="")
+
+
+class _RowCounter(Protocol):
+    """Each party reports how many rows it holds (a party may hold several rows)."""
+
+    name = "row-counter"
+
+    def init_parties(self, data, parties):
+        return np.asarray(parties)
+
+    def init_server(self, n_parties):
+        return n_parties
+
+    def party_step(self, state, inbox, rng):
+        ids, counts = np.unique(state, return_counts=True)
+        return state, Message(Role.PARTY, Role.SERVER, {"rows": counts}, {"rows": 16}, ids)
+
+    def server_step(self, state, inbox, rng):
+        rows = np.zeros(state, dtype=int)
+        rows[inbox.parties] = inbox.fields["rows"]
+        return state, Estimate(float(rows.max()), "max rows", self.name,
+                               PrivacyGuarantee.none(), diagnostics={"rows": rows})
+
+
+def test_parties_holding_several_rows_are_batched_whole_and_costed_per_party() -> None:
+    owners = np.array([2, 0, 1, 2, 2, 0, 3, 1, 2])
+    data = np.arange(owners.size, dtype=float)
+    for batch_size in (None, 1, 3):
+        est = simulate(_RowCounter(), data, parties=owners, batch_size=batch_size)
+        assert list(est.diagnostics["rows"]) == [2, 2, 4, 1]
+        assert est.cost.bits_per_party == 16 and est.cost.total_bits == 4 * 16
+
+
+@pytest.mark.parametrize("owners, match", [
+    (np.array([0, 1, 3, 3]), "party 2 holds no samples"),
+    (np.array([0, -1, 1, 1]), "negative id"),
+    (np.array([0, 1, 1]), "for each of the 4 rows"),
+    (np.array([0.0, 1.0, 1.0, 0.0]), "integer party id"),
+])
+def test_bad_party_assignments_are_refused(owners: np.ndarray, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        simulate(_RowCounter(), np.zeros(4), parties=owners)
+
+
+def test_simulate_refuses_something_that_is_not_a_protocol() -> None:
+    with pytest.raises(TypeError, match="protocol must be a fedustat Protocol"):
+        simulate("central-laplace", np.zeros(4))  # type: ignore[arg-type]

@@ -175,9 +175,26 @@ class Protocol(ABC):
 
     name: str = "protocol"
 
+    def configure(self, n_rows: int) -> Protocol:
+        """This protocol set up with the run's public size (default: unchanged)."""
+        return self
+
+    def assign_parties(self, records: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        """Party id of each row when a party holds several rows (e.g. a client's samples).
+
+        It describes how the data are spread over the parties in a simulation (an IID or
+        a by-score split into K clients, from the protocol's configuration), not a step
+        of the protocol. ``None`` (the default): one party per row.
+        """
+        return None
+
     @abstractmethod
     def init_parties(self, data: np.ndarray, parties: np.ndarray) -> Any:
-        """State of a batch of parties holding ``data`` (rows) with global ids ``parties``."""
+        """State of a batch of parties holding ``data``; ``parties`` is each row's party id.
+
+        With one party per row the ids are distinct; a party holding several rows
+        appears on each of them (rows of one party are contiguous).
+        """
 
     @abstractmethod
     def init_server(self, n_parties: int) -> Any:

@@ -77,12 +77,12 @@ def _merge_party_messages(messages: list[Message]) -> Message:
     return Message(first.sender, first.receiver, fields, first.bits_per_value, parties)
 
 
-def _message_for_batch(message: Message | None, rows: slice) -> Message | None:
-    """The part of a server message meant for one batch of parties."""
+def _message_for_batch(message: Message | None, group: slice) -> Message | None:
+    """The part of a server message meant for one batch of parties (ids in ``group``)."""
     if message is None or message.parties is None:
         return message
     addressed = np.asarray(message.parties)
-    mine = (addressed >= rows.start) & (addressed < rows.stop)
+    mine = (addressed >= group.start) & (addressed < group.stop)
     fields = {name: np.asarray(v)[mine] for name, v in message.fields.items()}
     return Message(message.sender, message.receiver, fields, message.bits_per_value,
                    addressed[mine])
@@ -101,47 +101,88 @@ def _root_seed(rng: RandomLike) -> np.random.SeedSequence:
                     f"numpy.random.Generator, got {rng!r}")
 
 
+def _party_of_rows(parties: Any, n_rows: int) -> tuple[np.ndarray, int]:
+    """Validated party id of every row (ids 0..K-1, every party holding a row) and K."""
+    owner = np.asarray(parties)
+    if owner.shape != (n_rows,) or (owner.size and owner.dtype.kind not in "iu"):
+        raise ValueError(f"parties must give an integer party id for each of the {n_rows} "
+                         f"rows of data, got shape {owner.shape} and dtype {owner.dtype}")
+    owner = owner.astype(np.int64)
+    if owner.min() < 0:
+        raise ValueError("parties must be ids 0..K-1; found a negative id")
+    n_parties = int(owner.max()) + 1
+    held = np.bincount(owner, minlength=n_parties)
+    if np.any(held == 0):
+        empty = int(np.flatnonzero(held == 0)[0])
+        raise ValueError(f"party {empty} holds no samples; ids must be 0..K-1 with every "
+                         "party holding at least one row")
+    return owner, n_parties
+
+
 def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
-             batch_size: int | None = None) -> Estimate:
-    """Run ``protocol`` on ``data`` (one row per party) in this process.
+             batch_size: int | None = None, parties: Any = None) -> Estimate:
+    """Run ``protocol`` on ``data`` in this process.
 
     Parameters
     ----------
     protocol:
         Any :class:`~fedustat.protocols.base.Protocol`.
     data:
-        Array of shape (n_parties, n_columns), or (n_parties,) for one column.
+        Array of shape (n_rows, n_columns), or (n_rows,) for one column.
     rng:
         Seed or Generator; the same seed gives the same estimate.
     batch_size:
         Parties per batch (default: all parties in one batch).
+    parties:
+        Party id (0..K-1) of each row, for protocols whose parties hold several rows
+        (e.g. clients holding many samples). Default: the protocol's own
+        ``assign_parties`` (a public client split), else one party per row.
 
     Returns
     -------
     Estimate
-        The protocol's estimate with ``cost`` replaced by the measured costs.
+        The protocol's estimate with ``cost`` replaced by the measured costs (bits are
+        counted per party, whatever number of rows it holds).
     """
+    if not isinstance(protocol, Protocol):
+        raise TypeError(f"protocol must be a fedustat Protocol, got {type(protocol).__name__}")
     records = as_float_array(data, "data", ndim=(1, 2))
     if records.ndim == 1:
         records = records[:, None]
-    n = records.shape[0]
-    size = n if batch_size is None else check_positive_int(batch_size, "batch_size")
+    n_rows = records.shape[0]
     root = _root_seed(rng)
+    protocol = protocol.configure(n_rows)
+    if parties is None:
+        # The split of rows among parties is public; it draws from its own stream so
+        # one-row-per-party runs keep the streams they always had.
+        split_rng = np.random.default_rng(
+            np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 2**31)))
+        parties = protocol.assign_parties(records, split_rng)
+    if parties is None:
+        owner, n = np.arange(n_rows), n_rows
+    else:
+        owner, n = _party_of_rows(parties, n_rows)
+        order = np.argsort(owner, kind="stable")
+        records, owner = records[order], owner[order]
+    size = n if batch_size is None else check_positive_int(batch_size, "batch_size")
     seeds = root.spawn((n + size - 1) // size + 1)
     server_rng = np.random.default_rng(seeds[0])
     batches = [slice(start, min(start + size, n)) for start in range(0, n, size)]
     batch_rngs = [np.random.default_rng(s) for s in seeds[1:]]
+    # Rows of the parties start..stop-1 (owners are sorted).
+    row_start = np.searchsorted(owner, np.arange(n + 1))
 
-    party_states = [protocol.init_parties(records[b], np.arange(b.start, b.stop))
+    party_states = [protocol.init_parties(records[row_start[b.start]:row_start[b.stop]],
+                                          owner[row_start[b.start]:row_start[b.stop]])
                     for b in batches]
     server_state = protocol.init_server(n)
     log = MessageLog(n)
     to_parties: Message | None = None
     for _ in range(MAX_ROUNDS):
         outgoing = []
-        for i, rows in enumerate(batches):
+        for i, group in enumerate(batches):
             party_states[i], msg = protocol.party_step(
-                party_states[i], _message_for_batch(to_parties, rows), batch_rngs[i])
+                party_states[i], _message_for_batch(to_parties, group), batch_rngs[i])
             outgoing.append(msg)
         to_server = _merge_party_messages(outgoing)
         log.record(to_server)

@@ -264,7 +264,7 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 def cmd_protocols(args: argparse.Namespace) -> int:
     for entry in registry.available():
-        print(f"{entry.name:<18} {entry.model.value:<14} {entry.summary}  [{entry.source}]")
+        print(f"{entry.name:<22} {entry.model.value:<8} {entry.summary}  [{entry.source}]")
     return 0
 
 

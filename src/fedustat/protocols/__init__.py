@@ -3,9 +3,17 @@
 Importing this package registers every protocol with :mod:`fedustat.protocols.registry`.
 """
 
-from fedustat.protocols import central, fedauc, ldp_auc_tree, ldp_generic, ldp_ghazi
+from fedustat.protocols import (
+    central,
+    fedauc,
+    ldp_auc_tree,
+    ldp_generic,
+    ldp_ghazi,
+    pairs_2pc,
+)
 from fedustat.protocols.base import ConfidenceInterval, Cost, Estimate, Message, Protocol, Role
 from fedustat.protocols.central import CentralLaplace
 
 __all__ = ["CentralLaplace", "ConfidenceInterval", "Cost", "Estimate", "Message", "Protocol",
-           "Role", "central", "fedauc", "ldp_auc_tree", "ldp_generic", "ldp_ghazi"]
+           "Role", "central", "fedauc", "ldp_auc_tree", "ldp_generic", "ldp_ghazi",
+           "pairs_2pc"]

@@ -1,0 +1,1240 @@
+"""The two-party subsampling protocol of 000 Sec. 5 (``"pairs-2pc"``), run with real 2PC.
+
+Sources: "000" = Bell, Bellet, Gascón & Kulkarni, *Private Protocols for U-Statistics in
+the Local Model and Beyond* (AISTATS 2020), Sec. 5 and Theorem 5; "001" = its arXiv
+version, App. C.1 (proof of Theorem 5, optimal P, optimality of the scheme) and App. C.2
+(2PC circuits for the kernels and the local randomizers).
+
+Protocol (000 Sec. 5, steps 1-3)
+--------------------------------
+1. *Subsampling.* The aggregator draws P independent permutations of the n parties and
+   pairs consecutive elements: ``P floor(n/2)`` pairs, each party in P of them
+   (:func:`fedustat.stats.designs.permutation_pairs`). The all-pairs variant uses every
+   pair ``i < j`` (000 Sec. 5, first paragraph, and its Kendall experiment in Sec. 6).
+2. *Perturbation.* The two parties of each pair compute ``f(x_i, x_j) + noise`` by
+   secure two-party computation, so that neither of them (nor the aggregator) sees the
+   un-noised value, and each sends its **share** of the result to the aggregator.
+3. *Aggregation.* The aggregator adds the two shares of every pair (it sees only
+   ``f + noise``) and releases the mean ``(2 / (P n)) sum f~`` (``1 / #pairs`` for odd
+   n), debiased for randomized response.
+
+The two-party computation, per pair (vectorized over all pairs)
+---------------------------------------------------------------
+Both parties encode their records in fixed point (``FixedPoint(40, 14, headroom=1)`` by
+default, 002 Sec. 6.1 sizes), each keeps one additive share of its own record and sends
+the other (uniform) share to its partner. They evaluate the kernel on shares with
+:mod:`fedustat.secure`: comparisons by function secret sharing (``comparison="fss"``,
+one DCF key per comparison, one round) or by a boolean circuit
+(``comparison="circuit"``), products by Beaver triples:
+
+==========================  =============================================  ================
+kernel                      circuit on shares                              output unit
+==========================  =============================================  ================
+Kendall's tau-a             ``([y<x]-[x<y])_1 ([y<x]-[x<y])_2``: 4 comparisons  1
+                            in one round, one product
+AUC / Mann-Whitney          ``1 + [s+ > s-] - [s+ < s-]`` (labels public: the  1/2
+                            pair is oriented positive first); same-label
+                            pairs are 0 by public information and skipped
+Gini mean difference        ``(2 [x > y] - 1)(x - y)`` (001 App. C.2)        ``2^-c``
+duplicate pair / Rényi-2    ``[x == y]`` (one DPF key or an AND tree)        1
+==========================  =============================================  ================
+
+Other kernels are refused with a message listing these. The offline material (Beaver
+triples, FSS keys, edaBits) comes from a **trusted dealer**
+(:class:`fedustat.secure.Dealer`): it never sees an input, but it knows every mask, so
+it must not collude with a party or see the pair's online messages. 000 assumes
+garbled circuits between the two parties instead (001 App. C.2), which need no dealer:
+this is an additional trust assumption, stated in every estimate's diagnostics.
+
+The noise, generated inside the 2PC (on the ring, in output units)
+------------------------------------------------------------------
+Each pair is released with budget ``eps_pair = eps / P`` (every party is in at most P
+pairs; basic composition, 001 App. C.1), or, for all pairs, the per-pair budget whose
+``n - 1``-fold advanced composition is ``(eps, delta)``. Noise for real-valued kernels
+is discrete Laplace ``DLap(t)``, ``t = exp(-eps_pair / s)``, ``s`` = ``Delta f`` in output
+units (the integer version of 000 Thm 5's ``Lap(P/eps)``; 002 App. B.1.1). Each party
+adds its part to its **own output share** before sending it, so the aggregator only
+ever sees the sum:
+
+* ``noise_split="independent"`` — each party adds its own full-scale ``DLap(t)``.
+  Guarantee: every party's own noise covers every pair it is in, so the released
+  per-pair values are ``eps``-DP for each party even if the aggregator colludes with
+  any of the other parties (e.g. its partners). Price: twice the noise variance.
+* ``noise_split="split"`` — each party adds ``X - Y`` with ``X, Y ~ Polya(1/2, t)``;
+  the two parts sum to exactly one ``DLap(t)`` (002 Protocol B.1 with two
+  contributors; :func:`fedustat.secure.local_noise`). Guarantee: ``eps``-DP against the
+  aggregator alone. An aggregator that colludes with a party subtracts that party's
+  half and the partner's values are then not DP; for the same reason the per-pair
+  values must not be shown to the parties, and the estimate withholds them (and their
+  spread: its standard error then uses a data-free bound).
+
+Binary kernels (duplicate pair) use randomized response inside the 2PC: each party
+draws a private coin ``b_j`` with its own randomness; the circuit computes
+``[x == y] xor b_0 xor b_1`` with two Beaver products (``u xor v = u + v - 2 u v``).
+``"independent"``: ``b_j ~ Bern(q)``, ``q = 1 / (1 + e^eps_pair)``, so each party's own
+coin is a full ``eps_pair`` randomized response (safe under collusion with the other
+party), at flip probability ``2 q (1 - q)``; ``"split"``: ``b_j ~ Bern(q0)`` with
+``2 q0 (1 - q0) = q``, exactly ``eps_pair`` randomized response against the aggregator
+alone. The dealer never learns a coin: it only deals uniform Beaver masks.
+
+Privacy model: the per-pair values are noisy and each party's data influences P of
+them (n - 1 for all pairs); the guarantee holds against computationally bounded
+adversaries (FSS keys use an AES-based PRG) — computational DP (CDP, Mironov et al.
+2009) as 000 Sec. 5 says: :attr:`PrivacyModel.COMPUTATIONAL`.
+
+Accuracy (000 Thm 5, corrected)
+-------------------------------
+:func:`theorem5_mse`: ``MSE = Var_design(zeta_1, zeta_2, n, P) + Var(noise) / #pairs``
+with the design variance of 001 eq. 25
+(:func:`fedustat.stats.ustat.permutation_design_variance`). 000 Thm 5 prints the noise
+term as ``2P / (n eps^2)``; an average of ``Pn/2`` independent ``Lap(P/eps)`` variables
+(variance ``2 P^2 / eps^2`` each) has variance ``4P / (n eps^2)`` — the printed term
+is half of that (001 App. C.1 takes ``Var(Lap(b)) = b^2``). We follow the derivation,
+and the Monte Carlo test confirms ``4P / (n eps^2)``. :func:`recommend_P` minimizes it
+over P (001 App. C.1 "Optimal value of P").
+
+Transport
+---------
+Party and aggregator exchange real messages through the runtime (join; pair
+assignment; one share per pair). The pairwise 2PC runs on direct channels between the
+two partners, which the in-process runtime does not carry: the party step runs the
+2PC of every pair whose two parties are in its batch, member by member on their own
+shares (row ``j`` of every share array is what member ``j`` holds), and refuses a batch
+that splits a pair. Every bit the partners and the dealer send is recorded in a
+:class:`fedustat.secure.Transcript` and reported in the estimate's diagnostics (the
+totals reach the aggregator in upload fields of wire size 0, ``meter_*``, which are
+measurements, not protocol messages).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+
+from fedustat._validation import (
+    RandomLike,
+    as_rng,
+    check_delta,
+    check_epsilon,
+    check_positive_int,
+    check_probability,
+)
+from fedustat.privacy.accounting import per_step_budget_advanced
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.mechanisms import DiscreteLaplaceMechanism
+from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
+from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.registry import register
+from fedustat.secure import (
+    Dealer,
+    FixedPoint,
+    Transcript,
+    add_public,
+    equal,
+    greater_than,
+    less_than,
+    local_noise,
+    mul,
+    share,
+)
+from fedustat.stats.designs import Design, permutation_pairs
+from fedustat.stats.kernels import (
+    Kernel,
+    auc_kernel,
+    duplicate_pair_kernel,
+    gini_kernel,
+    kendall_tau_kernel,
+)
+from fedustat.stats.ustat import permutation_design_variance, ustat_variance
+
+__all__ = [
+    "DEFAULT_FIXED_POINT",
+    "DEFAULT_MAX_PAIRS",
+    "PChoice",
+    "PairRelease",
+    "PairsTwoParty",
+    "all_pairs_budget",
+    "all_pairs_mse",
+    "pair_noise_variance",
+    "permutation_conditional_variance",
+    "recommend_P",
+    "secure_pair_values",
+    "theorem5_mse",
+]
+
+NoiseSplit = Literal["independent", "split"]
+ComparisonMethod = Literal["fss", "circuit"]
+Mechanism = Literal["laplace", "discrete_laplace", "randomized_response"]
+
+#: Input encoding: 002 Sec. 6.1's l = 40, c = 14, one bit of headroom so that ``x - y``
+#: never overflows and the cheap half-range comparisons are exact.
+DEFAULT_FIXED_POINT = FixedPoint(40, 14, headroom=1)
+#: Largest number of pairs (two-party computations) one run accepts. Kendall's tau costs
+#: about 30 microseconds per pair with FSS (4 DCF keys) and 3 with the circuit.
+DEFAULT_MAX_PAIRS = 2_000_000
+#: Pairs per block of the vectorized 2PC (bounds the memory of the dealt FSS keys).
+BLOCK_PAIRS = 8192
+#: A party's noise may exceed the ring's headroom with probability below 2^-40.
+_TAIL_LOG2 = -40.0
+
+_SPLITS = ("independent", "split")
+_METHODS = ("fss", "circuit")
+_MECHANISMS = ("laplace", "discrete_laplace", "randomized_response")
+
+DEALER_ASSUMPTION = (
+    "offline correlated randomness (Beaver triples, FSS keys, edaBits) from a trusted "
+    "dealer that takes no part in the online phase and colludes with no one; 000 "
+    "assumes garbled circuits between the two parties instead (001 App. C.2)")
+
+
+# ----------------------------------------------------------------------------------
+# Which kernels have a two-party circuit
+# ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Spec:
+    """How a supported kernel is computed on shares and released.
+
+    ``unit`` is the real value of one output unit (the kernel value is an integer
+    number of units, so the noise lives on the ring); ``sensitivity_units`` is
+    ``Delta f`` in those units.
+    """
+
+    kind: Literal["kendall", "auc", "gini", "equal"]
+    unit: float
+    sensitivity_units: int
+    columns: tuple[int, ...]
+    mechanism: Literal["discrete_laplace", "randomized_response"]
+
+    @property
+    def labelled(self) -> bool:
+        return self.kind == "auc"
+
+
+_KENDALL_FUNC = kendall_tau_kernel("a").func
+_AUC_FUNC = auc_kernel().func
+_GINI_FUNC = gini_kernel((0.0, 1.0)).func
+_EQUAL_FUNC = duplicate_pair_kernel().func
+
+SUPPORTED_KERNELS = (
+    "Kendall's tau-a (kendall_tau_kernel('a')), AUC and Mann-Whitney (auc_kernel, "
+    "mann_whitney_kernel; labels public), the Gini mean difference (gini_kernel) and the "
+    "duplicate-pair ratio or Rényi-2 entropy (duplicate_pair_kernel, renyi2_entropy_kernel)")
+
+
+def _pair_spec(kernel: Kernel, fixed_point: FixedPoint) -> _Spec:
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a fedustat Kernel, got {type(kernel).__name__}")
+    func = kernel.func
+    if kernel.degree == 2 and func is _KENDALL_FUNC:
+        if not kernel.statistic_is_public:
+            raise ValueError(
+                f"kernel {kernel.name!r}: Kendall's tau-b rescales U by tie counts of the "
+                "private values, which the aggregator does not have; use "
+                "kendall_tau_kernel('a') with pairs-2pc")
+        return _Spec("kendall", 1.0, 2, (0, 1), "discrete_laplace")
+    if kernel.degree == 2 and func is _AUC_FUNC:
+        # Kernel values 0, 1/2, 1: twice the value is an integer, Delta f = 1 = 2 units.
+        return _Spec("auc", 0.5, 2, (0,), "discrete_laplace")
+    if kernel.degree == 2 and func is _GINI_FUNC:
+        # |round(a) - round(b)| <= floor(|a - b|) + 1 for the encodings a = x 2^c, b = y 2^c.
+        units = math.floor(kernel.sensitivity * fixed_point.scale) + 1
+        limit = 1 << (fixed_point.bits - 2)
+        if units >= limit:
+            raise OverflowError(
+                f"the Gini kernel's range {kernel.sensitivity:g} is {units} units of "
+                f"2^-{fixed_point.frac_bits}, which leaves no room for the noise in a "
+                f"{fixed_point.bits}-bit ring (limit {limit}); use more bits or fewer "
+                "fractional bits in fixed_point")
+        return _Spec("gini", fixed_point.resolution, units, (0,), "discrete_laplace")
+    if kernel.degree == 2 and func is _EQUAL_FUNC:
+        return _Spec("equal", 1.0, 1, (0,), "randomized_response")
+    raise ValueError(f"pairs-2pc has two-party circuits for {SUPPORTED_KERNELS}; kernel "
+                     f"{kernel.name!r} is not supported")
+
+
+def _check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        shown = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {shown}, got {value!r}")
+    return str(value)
+
+
+def _check_fixed_point(fixed_point: Any) -> FixedPoint:
+    if fixed_point is None:
+        return DEFAULT_FIXED_POINT
+    if not isinstance(fixed_point, FixedPoint):
+        raise TypeError(f"fixed_point must be a fedustat.secure.FixedPoint, "
+                        f"got {type(fixed_point).__name__}")
+    if fixed_point.bits < 8:
+        raise ValueError(f"fixed_point must have at least 8 bits, got {fixed_point.bits}")
+    return fixed_point
+
+
+# ----------------------------------------------------------------------------------
+# Accuracy: Theorem 5, the all-pairs variant, the optimal P (001 App. C.1)
+# ----------------------------------------------------------------------------------
+def _rr_flip(pair_epsilon: float, noise_split: str) -> tuple[float, float]:
+    """(flip probability of one party's coin, flip probability of the release)."""
+    if math.isinf(pair_epsilon):
+        return 0.0, 0.0
+    q = 1.0 / (1.0 + math.exp(pair_epsilon))
+    if noise_split == "independent":
+        return q, 2.0 * q * (1.0 - q)
+    # 2 q0 (1 - q0) = q; written to stay accurate for tiny q.
+    q0 = q / (1.0 + math.sqrt(1.0 - 2.0 * q))
+    return q0, q
+
+
+def pair_noise_variance(pair_epsilon: float, *, mechanism: Mechanism = "laplace",
+                        sensitivity: float = 1.0, resolution: float | None = None,
+                        noise_split: NoiseSplit = "split") -> float:
+    """Variance of the privacy error of one released pair value (kernel units squared).
+
+    Parameters
+    ----------
+    pair_epsilon:
+        Budget of one pair (``eps / P`` in 000 Thm 5); ``inf`` gives 0.
+    mechanism:
+        ``"laplace"``: ``Lap(Delta / eps_pair)``, variance ``2 (Delta / eps_pair)^2``
+        (000 Thm 5). ``"discrete_laplace"``: ``DLap(t)`` in units of ``resolution``,
+        ``t = exp(-eps_pair / s)`` with ``s = ceil(Delta / resolution)``, variance
+        ``2 t / (1 - t)^2`` units^2 (002 App. B.1.1). ``"randomized_response"``: kernel
+        values in {0, 1}, released bit flipped with probability ``q``, debiased as
+        ``(b - q) / (1 - 2 q)``: variance ``q (1 - q) / (1 - 2 q)^2``.
+    sensitivity:
+        ``Delta f``, the width of the kernel's range (1 for randomized response).
+    resolution:
+        Output unit of the discrete Laplace mechanism (required for it).
+    noise_split:
+        ``"split"``: one noise draw per pair (the paper's setting). ``"independent"``:
+        each party adds a full draw (Laplace: twice the variance; randomized response:
+        flip probability ``2 q (1 - q)``).
+    """
+    eps = check_epsilon(pair_epsilon, "pair_epsilon", allow_inf=True)
+    mech = _check_choice(mechanism, "mechanism", _MECHANISMS)
+    split = _check_choice(noise_split, "noise_split", _SPLITS)
+    delta_f = check_epsilon(sensitivity, "sensitivity")
+    if math.isinf(eps):
+        return 0.0
+    copies = 2.0 if split == "independent" else 1.0
+    if mech == "laplace":
+        return copies * 2.0 * (delta_f / eps) ** 2
+    if mech == "discrete_laplace":
+        if resolution is None:
+            raise ValueError("resolution is required for the discrete Laplace mechanism")
+        unit = check_epsilon(resolution, "resolution")
+        units = max(1, math.ceil(delta_f / unit - 1e-9))
+        return copies * DiscreteLaplaceMechanism(units, eps).variance * unit**2
+    if delta_f != 1.0:
+        raise ValueError(f"randomized response releases a kernel in {{0, 1}}: sensitivity "
+                         f"must be 1, got {sensitivity!r}")
+    _, q = _rr_flip(eps, split)
+    # q (1 - q) / (1 - 2 q)^2 = e^e / (e^e - 1)^2 for q = 1 / (1 + e^e).
+    return q * (1.0 - q) / (1.0 - 2.0 * q) ** 2
+
+
+def theorem5_mse(n: int, P: int, epsilon: float, zeta1: float, zeta2: float, *,
+                 mechanism: Mechanism = "laplace", sensitivity: float = 1.0,
+                 resolution: float | None = None, noise_split: NoiseSplit = "split",
+                 noisy_fraction: float = 1.0) -> float:
+    """MSE of the subsampling protocol around ``U_f = E f`` (000 Thm 5, corrected).
+
+    ``MSE = Var(U_P) + noisy_fraction * Var(eta) / N`` with ``N = P floor(n/2)`` pairs,
+    ``Var(U_P)`` of 001 eq. 25 (:func:`permutation_design_variance`: for even n
+    ``2/(Pn) (2(P-1)(1 - 1/(n-1)) zeta_1 + (1 + (P-1)/(n-1)) zeta_2)``, odd n by the
+    same count) and ``Var(eta)`` from :func:`pair_noise_variance` at ``eps / P``. With
+    ``mechanism="laplace"`` and even n the noise term is ``4 P Delta^2 / (n eps^2)``;
+    000 Thm 5 prints ``2P / (n eps^2)`` (see the module docstring).
+
+    Parameters
+    ----------
+    n, P:
+        Parties (>= 2) and permutations (>= 1).
+    epsilon:
+        Total budget of each party (``inf``: no noise).
+    zeta1, zeta2:
+        Hoeffding components of 000 eq. 3 (:func:`fedustat.stats.hoeffding_components`).
+    mechanism, sensitivity, resolution, noise_split:
+        The per-pair noise (:func:`pair_noise_variance`).
+    noisy_fraction:
+        Fraction of pairs that carry noise (AUC with public labels: pairs of one class
+        are 0 by public information and carry none; ``2 n+ n- / (n (n-1))`` in
+        expectation).
+    """
+    n = check_positive_int(n, "n", minimum=2)
+    P = check_positive_int(P, "P")
+    eps = check_epsilon(epsilon, allow_inf=True)
+    frac = check_probability(noisy_fraction, "noisy_fraction")
+    design = permutation_design_variance(zeta1, zeta2, n, P)
+    noise = pair_noise_variance(eps / P, mechanism=mechanism, sensitivity=sensitivity,
+                                resolution=resolution, noise_split=noise_split)
+    return design + frac * noise / (P * (n // 2))
+
+
+def all_pairs_budget(n: int, epsilon: float, delta: float) -> tuple[float, float, str]:
+    """Per-pair ``(eps, delta)`` of the all-pairs variant and the rule used.
+
+    Every party is in ``n - 1`` pairs. With ``delta > 0`` the per-pair budget is the
+    largest whose ``(n-1)``-fold advanced composition (Dwork, Rothblum & Vadhan 2010;
+    000 Sec. 5 and its Kendall experiment with ``delta = 1e-8``) is ``(epsilon, delta)``
+    (:func:`fedustat.privacy.accounting.per_step_budget_advanced`, pure per-pair steps),
+    unless basic composition ``epsilon / (n - 1)`` is larger; with ``delta = 0``, basic
+    composition.
+
+    Returns
+    -------
+    (pair_epsilon, pair_delta, rule)
+    """
+    n = check_positive_int(n, "n", minimum=2)
+    eps = check_epsilon(epsilon, allow_inf=True)
+    dlt = check_delta(delta)
+    k = n - 1
+    if math.isinf(eps):
+        return math.inf, 0.0, "none (epsilon = inf)"
+    basic = eps / k
+    if dlt == 0.0:
+        return basic, 0.0, f"basic composition over {k} pairs per party"
+    advanced, step_delta = per_step_budget_advanced(eps, dlt, k)
+    if advanced > basic:
+        return advanced, step_delta, (f"advanced composition over {k} pairs per party "
+                                      f"(delta' = {dlt:g})")
+    return basic, 0.0, f"basic composition over {k} pairs per party (beats advanced here)"
+
+
+def all_pairs_mse(n: int, epsilon: float, delta: float, zeta1: float, zeta2: float, *,
+                  mechanism: Mechanism = "laplace", sensitivity: float = 1.0,
+                  resolution: float | None = None, noise_split: NoiseSplit = "split",
+                  noisy_fraction: float = 1.0) -> float:
+    """MSE of the all-pairs variant around ``U_f``: ``Var(U_n) + Var(eta) / C(n, 2)``.
+
+    ``Var(U_n)`` is Hoeffding's (000 eq. 3, :func:`ustat_variance`); the per-pair noise
+    uses the budget of :func:`all_pairs_budget`. Parameters as :func:`theorem5_mse`.
+    """
+    n = check_positive_int(n, "n", minimum=2)
+    frac = check_probability(noisy_fraction, "noisy_fraction")
+    pair_eps, _, _ = all_pairs_budget(n, epsilon, delta)
+    noise = pair_noise_variance(pair_eps, mechanism=mechanism, sensitivity=sensitivity,
+                                resolution=resolution, noise_split=noise_split)
+    return ustat_variance(zeta1, zeta2, n) + frac * noise / math.comb(n, 2)
+
+
+class PChoice(NamedTuple):
+    """The recommended number of permutations and its predicted MSE."""
+
+    P: int
+    mse: float
+    continuous: float
+
+
+def recommend_P(n: int, epsilon: float, zeta1: float, zeta2: float, *,  # noqa: N802 (000's P)
+                mechanism: Mechanism = "laplace", sensitivity: float = 1.0,
+                resolution: float | None = None, noise_split: NoiseSplit = "split",
+                noisy_fraction: float = 1.0, max_P: int | None = None) -> PChoice:
+    """The P that minimizes :func:`theorem5_mse` (001 App. C.1, "Optimal value of P").
+
+    For even n and the Laplace mechanism, Thm 5's MSE is ``C + A / P + B P`` with
+    ``A = 2 (n-2)/(n-1) (zeta_2 - 2 zeta_1) / n`` (the subsampling term; ``>= 0`` since
+    ``zeta_2 >= 2 zeta_1``) and ``B = 4 k Delta^2 / (n eps^2)`` (the noise term, ``k = 2``
+    for independent noise shares, times ``noisy_fraction``), so the continuous minimizer
+    is ``P* = sqrt(A / B) = eps sqrt((n-2)/(n-1) (zeta_2 - 2 zeta_1) / (2 k Delta^2))``.
+    As 001 App. C.1 says, ``P > 1`` pays off only when ``zeta_2`` is large compared to
+    ``1/eps^2``, and ``P = 1`` is optimal when ``zeta_2 = 2 zeta_1``. The integer answer is
+    found by descending the exact MSE from the rounded ``P*`` (the MSE is unimodal in
+    P), so it also holds for odd n, the discrete mechanisms and ``noisy_fraction``.
+
+    Parameters
+    ----------
+    n, epsilon, zeta1, zeta2, mechanism, sensitivity, resolution, noise_split,
+    noisy_fraction:
+        As :func:`theorem5_mse`; ``epsilon`` must be finite.
+    max_P:
+        Largest P considered (default ``n - 1``).
+    """
+    n = check_positive_int(n, "n", minimum=2)
+    eps = check_epsilon(epsilon)
+    delta_f = check_epsilon(sensitivity, "sensitivity")
+    frac = check_probability(noisy_fraction, "noisy_fraction")
+    limit = max(1, n - 1) if max_P is None else check_positive_int(max_P, "max_P")
+    copies = 2.0 if _check_choice(noise_split, "noise_split", _SPLITS) == "independent" else 1.0
+    gap = max(0.0, float(zeta2) - 2.0 * float(zeta1))
+    a = 2.0 * (n - 2) / (n - 1) * gap / n if n > 2 else 0.0
+    b = 4.0 * copies * frac * delta_f**2 / (n * eps**2)
+    continuous = math.sqrt(a / b) if b > 0 else math.inf
+
+    def mse(P: int) -> float:
+        return theorem5_mse(n, P, eps, zeta1, zeta2, mechanism=mechanism,
+                            sensitivity=delta_f, resolution=resolution,
+                            noise_split=noise_split, noisy_fraction=frac)
+
+    best = int(min(limit, max(1, round(continuous)))) if math.isfinite(continuous) else limit
+    best_mse = mse(best)
+    for step in (-1, 1):
+        while 1 <= best + step <= limit:
+            candidate = mse(best + step)
+            if candidate >= best_mse:
+                break
+            best, best_mse = best + step, candidate
+    return PChoice(best, best_mse, continuous)
+
+
+def permutation_conditional_variance(kernel: Kernel, data: Any, P: int) -> float:
+    """``Var(U_P | data)``: the subsampling error of the P-permutation design on fixed data.
+
+    The expected squared distance between the design's mean and the complete
+    U-statistic ``U_n`` of ``data`` (the error of a noise-free run). The P permutations
+    are independent given the data, so this is ``Var(mean over one random perfect
+    matching) / P``. For one matching (n even, ``p = 1/(n-1)``), with ``F_ij`` centred
+    by ``U_n``, ``Q = sum_{i<j} F_ij^2``, ``S1 = sum_i R_i^2 - 2Q`` (ordered pairs of pairs
+    sharing an index, ``R_i = sum_j F_ij``) and ``D = -Q - S1`` (disjoint ones):
+    ``Var(sum_M F) = p(1-p) Q - p^2 S1 + (p/(n-3) - p^2) D``, because two pairs sharing
+    an index are never both in M and two disjoint pairs are with probability
+    ``p / (n-3)``. Needs all ``C(n, 2)`` kernel values (computed in blocks of rows).
+    """
+    arr = kernel.check_data(data)
+    P = check_positive_int(P, "P")
+    n = arr.shape[0]
+    if kernel.degree != 2:
+        raise ValueError(f"the permutation design pairs records; kernel {kernel.name!r} has "
+                         f"degree {kernel.degree}")
+    if n % 2:
+        raise ValueError(f"n must be even for the exact conditional variance, got n={n} "
+                         "(odd n leaves a random party out of each permutation)")
+    if n == 2:
+        return 0.0
+    rows = np.zeros(n)
+    squares = np.zeros(n)
+    block = max(1, (1 << 22) // n)
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        i = np.repeat(np.arange(start, stop), n)
+        j = np.tile(np.arange(n), stop - start)
+        keep = i != j
+        values = kernel.evaluate(arr, np.column_stack([i[keep], j[keep]]))
+        owner = i[keep] - start
+        rows[start:stop] = np.bincount(owner, weights=values, minlength=stop - start)
+        squares[start:stop] = np.bincount(owner, weights=values**2, minlength=stop - start)
+    pairs = n * (n - 1) / 2.0
+    theta = rows.sum() / (2.0 * pairs)
+    # Centre F by U_n: the matching sum shifts by a constant, its variance does not.
+    centred_rows = rows - (n - 1) * theta
+    q = squares.sum() / 2.0 - 2.0 * theta * rows.sum() / 2.0 + pairs * theta**2
+    s1 = float(np.sum(centred_rows**2)) - 2.0 * q
+    d = -q - s1
+    p = 1.0 / (n - 1)
+    var_sum = p * (1 - p) * q - p * p * s1 + (p / (n - 3) - p * p) * d
+    h = n // 2
+    return max(0.0, var_sum) / (h * h) / P
+
+
+# ----------------------------------------------------------------------------------
+# The two-party computation of the pairs (both members, vectorized over pairs)
+# ----------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class _Coins:
+    """Where the members' and the dealer's randomness comes from."""
+
+    shares: Any
+    dealer: Any
+    noise: NoiseSource
+
+    @classmethod
+    def make(cls, rng: RandomLike, noise: NoiseSource | None) -> _Coins:
+        if isinstance(noise, DeploymentNoise):
+            # Deployment: shares, masks and keys from the OS CSPRNG, noise from vetted
+            # samplers; no seed enters.
+            return cls("os", "os", noise)
+        gen = as_rng(rng)
+        share_rng, dealer_rng, noise_rng = gen.spawn(3)
+        return cls(share_rng, dealer_rng,
+                   noise if noise is not None else SimulationNoise(noise_rng))
+
+
+def _check_noise_room(spec: _Spec, fp: FixedPoint, t: float) -> None:
+    """Refuse parameters for which a party's noise part may not fit the ring.
+
+    Each part must stay below ``2^(l-3)`` so that ``f + part_0 + part_1`` cannot wrap
+    (``|f| < 2^(l-2)``). ``P(|part| >= B) <= 2 t^B`` for a ``DLap(t)`` draw and for a
+    difference of two ``Polya(1/2, t)`` (stochastically smaller than ``Polya(1, t)``,
+    the geometric law); required below ``2^-40``.
+    """
+    bound = 1 << (fp.bits - 3)
+    if t > 0.0 and 1.0 + bound * math.log2(t) > _TAIL_LOG2:
+        raise OverflowError(
+            f"the per-pair noise (DLap ratio t={t:.6g} in units of {spec.unit:g}) may exceed "
+            f"2^{fp.bits - 3} units with probability above 2^-40; the {fp.bits}-bit ring is "
+            "too small for this budget: use more bits in fixed_point")
+
+
+def _add_noise(spec: _Spec, out: np.ndarray, pair_epsilon: float, split: str, fp: FixedPoint,
+               source: NoiseSource) -> tuple[np.ndarray, np.ndarray]:
+    """Each member adds its noise part to its own output share (no message)."""
+    ring = fp.ring
+    m = out.shape[1]
+    t = math.exp(-pair_epsilon / spec.sensitivity_units)
+    _check_noise_room(spec, fp, t)
+    # min_honest=1: each member draws Polya(1, t) differences = a full DLap(t)
+    # ("independent"); min_honest=2: Polya(1/2, t) each, summing to one DLap(t) ("split").
+    parts = local_noise(2, pair_epsilon, spec.sensitivity_units, ring=ring,
+                        min_honest=1 if split == "independent" else 2, size=m, rng=source)
+    signed = ring.to_signed(parts.shares)
+    bound = 1 << (fp.bits - 3)
+    if signed.size and int(np.abs(signed).max()) >= bound:
+        raise OverflowError(f"a party's noise part {int(np.abs(signed).max())} does not fit "
+                            f"the ring headroom (< 2^{fp.bits - 3} units)")
+    return ring.add(out, parts.shares), signed
+
+
+def _kernel_shares(spec: _Spec, xa: np.ndarray, xb: np.ndarray, dealer: Dealer,
+                   method: str, full_range: bool, log: Transcript) -> np.ndarray:
+    """Shares (2, m) of the kernel value in output units; ``xa`` is member 0's record."""
+    ring = dealer.ring
+    if spec.kind == "kendall":
+        # One call, four comparisons per pair: [xa_c < xb_c] and [xb_c < xa_c], c = 1, 2.
+        lt = less_than(np.concatenate([xa, xb], axis=-1), np.concatenate([xb, xa], axis=-1),
+                       dealer, method=method, full_range=full_range, transcript=log)
+        sign = ring.sub(lt[..., 2:], lt[..., :2])          # sign(xa_c - xb_c)
+        return mul(sign[..., 0], sign[..., 1], dealer, transcript=log)
+    if spec.kind == "auc":
+        pos, neg = xa[..., 0], xb[..., 0]                  # member 0 holds the positive
+        lt = less_than(np.stack([neg, pos], axis=-1), np.stack([pos, neg], axis=-1),
+                       dealer, method=method, full_range=full_range, transcript=log)
+        # 2 f = 1 + [pos > neg] - [pos < neg]: units of 1/2.
+        return add_public(ring.sub(lt[..., 0], lt[..., 1]), 1, ring=ring)
+    if spec.kind == "gini":
+        x, y = xa[..., 0], xb[..., 0]
+        gt = greater_than(x, y, dealer, method=method, full_range=full_range, transcript=log)
+        sign = add_public(ring.mul(np.uint64(2), gt), -1, ring=ring)
+        # (2 [x > y] - 1)(x - y) = |x - y| (002 App. A.5.2; 001 App. C.2).
+        return mul(sign, ring.sub(x, y), dealer, transcript=log)
+    return equal(xa[..., 0], xb[..., 0], dealer, method=method, transcript=log)
+
+
+def _coin_flip(coins: np.ndarray, dealer: Dealer, log: Transcript) -> np.ndarray:
+    """Shares of ``b_0 xor b_1``: member j's coin ``b_j`` enters as the trivial sharing in
+    which j holds the coin and its partner 0 (no message); ``u xor v = u + v - 2 u v``
+    (one Beaver product)."""
+    ring = dealer.ring
+    zero = np.zeros_like(coins[0])
+    b0, b1 = np.stack([coins[0], zero]), np.stack([zero, coins[1]])
+    prod = mul(b0, b1, dealer, transcript=log)
+    return ring.sub(ring.add(b0, b1), ring.mul(np.uint64(2), prod))
+
+
+def _xor_shares(u: np.ndarray, v: np.ndarray, dealer: Dealer, log: Transcript) -> np.ndarray:
+    """Shares of ``u xor v`` for shared bits (one Beaver product)."""
+    ring = dealer.ring
+    both = mul(u, v, dealer, transcript=log)
+    return ring.sub(ring.add(u, v), ring.mul(np.uint64(2), both))
+
+
+#: Per-(member, pair) measurements returned by the party side: online bits sent and
+#: received over the peer channel, offline bits received from the dealer.
+_METERS = ("peer_sent", "peer_received", "dealer_received")
+
+
+def _party_side(spec: _Spec, rec_a: np.ndarray, rec_b: np.ndarray, ids: np.ndarray, *,
+                pair_epsilon: float, split: str, method: str, fp: FixedPoint, coins: _Coins,
+                transcript: Transcript) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Member 0 holds ``rec_a``, member 1 ``rec_b`` (rows = pairs); ``ids`` (2, m) are
+    their global party ids.
+
+    Returns the output shares (2, m); the members' noise parts in output units (for
+    randomized response their coins), for audits only; and the measured bits
+    (3, 2, m) in the order of :data:`_METERS`.
+    """
+    ring = fp.ring
+    m = rec_a.shape[0]
+    shares_out = np.zeros((2, m), dtype=np.uint64)
+    audit = np.zeros((2, m), dtype=np.int64)
+    meters = np.zeros((len(_METERS), 2, m), dtype=np.int64)
+    full_range = fp.headroom == 0
+    noisy = math.isfinite(pair_epsilon)
+    with transcript.parallel() as par:
+        for start in range(0, m, BLOCK_PAIRS):
+            rows = slice(start, min(m, start + BLOCK_PAIRS))
+            with par.branch():
+                view = transcript.view(party_ids=ids[:, rows])
+                dealer = Dealer(2, ring=ring, rng=coins.dealer, transcript=view)
+                enc_a = fp.encode(rec_a[rows][:, list(spec.columns)], "data")
+                enc_b = fp.encode(rec_b[rows][:, list(spec.columns)], "data")
+                # Each member keeps one share of its own record and sends its partner the
+                # other, uniform one: (columns x l) bits each, in one round.
+                xa = share(enc_a, 2, coins.shares, ring=ring)[::-1]
+                xb = share(enc_b, 2, coins.shares, ring=ring)
+                view.record_open("pairs.share_inputs", len(spec.columns) * ring.bits)
+                if spec.mechanism == "randomized_response":
+                    q_coin, _ = _rr_flip(pair_epsilon, split)
+                    bits = np.asarray(coins.noise.bernoulli(q_coin, (2, enc_a.shape[0])),
+                                      dtype=np.uint64)
+                    # The coins' product needs no input: it runs beside the equality test.
+                    with transcript.parallel() as inner:
+                        with inner.branch():
+                            eq = _kernel_shares(spec, xa, xb, dealer, method, full_range, view)
+                        with inner.branch():
+                            flip = _coin_flip(bits, dealer, view)
+                    out = _xor_shares(eq, flip, dealer, view)
+                    audit[:, rows] = bits.astype(np.int64)
+                else:
+                    out = _kernel_shares(spec, xa, xb, dealer, method, full_range, view)
+                    if noisy:
+                        out, parts = _add_noise(spec, out, pair_epsilon, split, fp, coins.noise)
+                        audit[:, rows] = parts
+                shares_out[:, rows] = out
+                meters[0][:, rows] = view.member_bits("online", "sent")
+                meters[1][:, rows] = view.member_bits("online", "received")
+                meters[2][:, rows] = view.member_bits("offline", "received")
+    return shares_out, audit, meters
+
+
+def _release(spec: _Spec, totals: np.ndarray, fp: FixedPoint, pair_epsilon: float,
+             split: str) -> np.ndarray:
+    """The aggregator's side: reconstructed ring elements -> released kernel values
+    (debiased for randomized response)."""
+    signed = fp.ring.to_signed(totals)
+    if spec.mechanism == "randomized_response":
+        if signed.size and (signed.min() < 0 or signed.max() > 1):
+            raise RuntimeError("a reconstructed randomized-response output is not a bit; "
+                               "the two shares do not belong to the same pair")
+        _, q = _rr_flip(pair_epsilon, split)
+        return (signed.astype(np.float64) - q) / (1.0 - 2.0 * q)
+    return signed.astype(np.float64) * spec.unit
+
+
+def _orient(spec: _Spec, data: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pairs to compute by 2PC, oriented member 0 first; mask of those pairs).
+
+    For AUC (labels public) only pairs with different labels are computed, the positive
+    party first; every other kernel computes every pair.
+    """
+    if not spec.labelled:
+        return pairs, np.ones(pairs.shape[0], dtype=bool)
+    labels = data[:, 1]
+    la, lb = labels[pairs[:, 0]], labels[pairs[:, 1]]
+    active = la != lb
+    chosen = pairs[active]
+    swap = labels[chosen[:, 0]] < labels[chosen[:, 1]]
+    chosen = np.where(swap[:, None], chosen[:, ::-1], chosen)
+    return chosen, active
+
+
+@dataclass(frozen=True, eq=False)
+class PairRelease:
+    """What :func:`secure_pair_values` computed.
+
+    Attributes
+    ----------
+    values:
+        The released value of every pair (kernel units; debiased for randomized
+        response; 0 for AUC pairs of one class, fixed by the public labels).
+    computed:
+        Which pairs went through the 2PC (all but AUC's same-label pairs).
+    pairs:
+        The computed pairs as (member 0, member 1) party ids (AUC: positive first).
+    shares:
+        The two output shares of each computed pair, shape (2, m): what the members
+        send the aggregator.
+    noise:
+        Each member's noise part in output units (Laplace-type kernels) or its coin
+        (randomized response), shape (2, m). For audits and tests only: the parties
+        never send it.
+    pair_noise_variance:
+        Variance of the privacy error of one computed pair value (kernel units^2).
+    flip_probability:
+        Randomized response: probability that a released bit is flipped (else 0).
+    transcript:
+        Every bit the partners and the dealer sent.
+    """
+
+    values: np.ndarray
+    computed: np.ndarray
+    pairs: np.ndarray
+    shares: np.ndarray
+    noise: np.ndarray
+    pair_noise_variance: float
+    flip_probability: float
+    transcript: Transcript = field(repr=False)
+
+
+def _pair_noise_variance(spec: _Spec, pair_epsilon: float, split: str) -> float:
+    if spec.mechanism == "randomized_response":
+        return pair_noise_variance(pair_epsilon, mechanism="randomized_response",
+                                   noise_split=split)  # type: ignore[arg-type]
+    return pair_noise_variance(pair_epsilon, mechanism="discrete_laplace",
+                               sensitivity=spec.sensitivity_units * spec.unit,
+                               resolution=spec.unit, noise_split=split)  # type: ignore[arg-type]
+
+
+def _as_pairs(pairs: Any, n: int) -> np.ndarray:
+    idx = pairs.tuples if isinstance(pairs, Design) else np.asarray(pairs)
+    if idx.ndim != 2 or idx.shape[1] != 2:
+        raise ValueError(f"pairs must have shape (m, 2), got {idx.shape}")
+    if idx.size and not np.issubdtype(idx.dtype, np.integer):
+        raise TypeError(f"pairs must hold integer party indices, got dtype {idx.dtype}")
+    idx = idx.astype(np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise ValueError(f"pairs has party indices outside [0, {n})")
+    if np.any(idx[:, 0] == idx[:, 1]):
+        raise ValueError("pairs has a pair of a party with itself")
+    return idx
+
+
+def secure_pair_values(kernel: Kernel, data: Any, pairs: Design | Any, *,
+                       pair_epsilon: float, noise_split: NoiseSplit = "independent",
+                       comparison: ComparisonMethod = "fss",
+                       fixed_point: FixedPoint | None = None, rng: RandomLike = None,
+                       noise: NoiseSource | None = None,
+                       transcript: Transcript | None = None) -> PairRelease:
+    """Run the noisy two-party computation of ``kernel`` on every pair and reconstruct.
+
+    Both sides of steps 2-3 of 000 Sec. 5 for given pairs: each pair's two members
+    compute output shares of ``f + noise`` (module docstring), and the aggregator adds
+    them. :class:`PairsTwoParty` runs the same code, split between the party step and
+    the aggregator step; this function serves tests, benchmarks and analyses that bring
+    their own pairs.
+
+    Parameters
+    ----------
+    kernel:
+        A supported kernel (see the module docstring).
+    data:
+        One row per party, columns as ``kernel.columns``.
+    pairs:
+        A :class:`~fedustat.stats.designs.Design` or an (m, 2) array of party indices.
+    pair_epsilon:
+        Budget of one pair (``inf``: no noise, the exact kernel values of the
+        fixed-point encoded data).
+    noise_split, comparison, fixed_point, noise:
+        As :class:`PairsTwoParty`.
+    rng:
+        Seed or Generator for the members' and the dealer's coins (simulation).
+    transcript:
+        Where the messages are recorded (a new one by default).
+    """
+    arr = kernel.check_data(data)
+    fp = _check_fixed_point(fixed_point)
+    spec = _pair_spec(kernel, fp)
+    eps = check_epsilon(pair_epsilon, "pair_epsilon", allow_inf=True)
+    split = _check_choice(noise_split, "noise_split", _SPLITS)
+    method = _check_choice(comparison, "comparison", _METHODS)
+    if noise is not None and not isinstance(noise, NoiseSource):
+        raise TypeError(f"noise must be a NoiseSource, got {type(noise).__name__}")
+    idx = _as_pairs(pairs, arr.shape[0])
+    log = transcript if transcript is not None else Transcript(2, 1)
+    chosen, active = _orient(spec, arr, idx)
+    coins = _Coins.make(rng, noise)
+    out, audit, _ = _party_side(spec, arr[chosen[:, 0]], arr[chosen[:, 1]], chosen.T,
+                                pair_epsilon=eps, split=split, method=method, fp=fp,
+                                coins=coins, transcript=log)
+    values = np.zeros(idx.shape[0])
+    values[active] = _release(spec, fp.ring.sum(out, axis=0), fp, eps, split)
+    _, q = _rr_flip(eps, split) if spec.mechanism == "randomized_response" else (0.0, 0.0)
+    return PairRelease(values, active, chosen, out, audit,
+                       _pair_noise_variance(spec, eps, split), q, log)
+
+
+# ----------------------------------------------------------------------------------
+# The protocol: party and aggregator steps
+# ----------------------------------------------------------------------------------
+def _id_bits(count: int) -> int:
+    return max(1, math.ceil(math.log2(max(count, 2))))
+
+
+@dataclass
+class _PartyState:
+    records: np.ndarray
+    parties: np.ndarray
+    phase: int = 0
+
+
+@dataclass
+class _ServerState:
+    n_parties: int
+    phase: int = 0
+    labels: np.ndarray | None = None
+    design: Design | None = None
+    chosen: np.ndarray | None = None
+    active: np.ndarray | None = None
+
+
+def _upload_order(parties: np.ndarray, pair_ids: np.ndarray) -> np.ndarray:
+    """Rows grouped by party, each party's pairs in increasing id: the order in which a
+    party sends its shares, so that no pair id travels with them."""
+    return np.lexsort((pair_ids, parties))
+
+
+class PairsTwoParty(Protocol):
+    """The two-party subsampling protocol of 000 Sec. 5, with real 2PC per pair.
+
+    Messages through the runtime: (1) each party joins (AUC: sends its public label,
+    1 bit); (2) the aggregator draws the design and tells each party its pairs (session
+    id, partner id, member slot; for all pairs a broadcast of n, and of the labels for
+    AUC); (3) after the pairwise 2PC each party sends one ring element (its output
+    share) per computed pair, in increasing pair order. Fields named ``meter_*`` in (3)
+    carry the peer and dealer traffic each party measured in its transcript, for the
+    report only (wire size 0: they are not part of the protocol).
+
+    Parameters
+    ----------
+    kernel:
+        Kendall's tau-a, AUC / Mann-Whitney (labels public), Gini mean difference, or
+        duplicate-pair ratio / Rényi-2 entropy.
+    epsilon:
+        Each party's total budget (``inf``: no noise, a test hook).
+    delta:
+        Used by the all-pairs variant (advanced composition); the permutation design is
+        pure ``epsilon``-DP and ignores it.
+    P:
+        Number of permutations (000 Sec. 5); each party is in P pairs. See
+        :func:`recommend_P`.
+    noise_split:
+        ``"independent"`` (each party adds a full noise draw: DP even if the aggregator
+        colludes with other parties; twice the variance) or ``"split"`` (the parts sum
+        to one draw: DP against the aggregator alone). See the module docstring.
+    comparison:
+        ``"fss"`` (DCF/DPF keys, one round per comparison) or ``"circuit"`` (boolean
+        circuit with AND triples).
+    all_pairs:
+        Use every pair ``i < j`` with the per-pair budget of :func:`all_pairs_budget`.
+    fixed_point:
+        Input encoding (default :data:`DEFAULT_FIXED_POINT`); comparisons see the
+        encoded values, so values closer than its resolution tie.
+    noise:
+        ``None`` (seeded simulation) or a ``NoiseSource``; ``DeploymentNoise()`` also
+        draws shares, masks and keys from the OS CSPRNG.
+    max_pairs:
+        Refuse designs with more pairs (two-party computations) than this.
+    """
+
+    name = "pairs-2pc"
+
+    def __init__(self, kernel: Kernel, epsilon: float, *, delta: float = 0.0, P: int = 1,
+                 noise_split: NoiseSplit = "independent", comparison: ComparisonMethod = "fss",
+                 all_pairs: bool = False, fixed_point: FixedPoint | None = None,
+                 noise: NoiseSource | None = None,
+                 max_pairs: int = DEFAULT_MAX_PAIRS) -> None:
+        self.kernel = kernel
+        self.fixed_point = _check_fixed_point(fixed_point)
+        self.spec = _pair_spec(kernel, self.fixed_point)
+        self.epsilon = check_epsilon(epsilon, allow_inf=True)
+        self.delta = check_delta(delta)
+        if not isinstance(all_pairs, bool | np.bool_):
+            raise TypeError(f"all_pairs must be True or False, got {all_pairs!r}")
+        self.all_pairs = bool(all_pairs)
+        self.P = check_positive_int(P, "P")
+        if self.all_pairs and self.P != 1:
+            raise ValueError(f"P={self.P} does not apply with all_pairs=True (every pair is "
+                             "used); leave P at 1")
+        self.noise_split = _check_choice(noise_split, "noise_split", _SPLITS)
+        self.comparison = _check_choice(comparison, "comparison", _METHODS)
+        if noise is not None and not isinstance(noise, NoiseSource):
+            raise TypeError(f"noise must be a NoiseSource, got {type(noise).__name__}")
+        self.noise = noise
+        self.max_pairs = check_positive_int(max_pairs, "max_pairs")
+
+    # -- budget, guarantee, theory ------------------------------------------------------
+    def pair_budget(self, n: int) -> tuple[float, float, str]:
+        """``(eps, delta)`` of one pair and the composition rule, for n parties."""
+        if self.all_pairs:
+            return all_pairs_budget(n, self.epsilon, self.delta)
+        if math.isinf(self.epsilon):
+            return math.inf, 0.0, "none (epsilon = inf)"
+        return (self.epsilon / self.P, 0.0,
+                f"basic composition over the P={self.P} pairs of each party (000 Thm 5)")
+
+    @property
+    def guarantee(self) -> PrivacyGuarantee:
+        if math.isinf(self.epsilon):
+            return PrivacyGuarantee.none()
+        delta = self.delta if self.all_pairs else 0.0
+        return PrivacyGuarantee(self.epsilon, delta, PrivacyModel.COMPUTATIONAL,
+                                self.kernel.adjacency)
+
+    def threat_model(self) -> str:
+        """The collusion statement of this configuration, in words."""
+        if math.isinf(self.epsilon):
+            return "no noise: the aggregator learns every pair's exact kernel value"
+        base = ("semi-honest parties and aggregator; a party sees only uniform shares and "
+                "masked openings of its partner's data; ")
+        if self.spec.mechanism == "randomized_response":
+            if self.noise_split == "independent":
+                return base + ("each party's own coin is a full randomized response of its "
+                               "pairs: DP against the aggregator colluding with any other "
+                               "parties")
+            return base + ("the two coins together are one randomized response: DP against "
+                           "the aggregator alone, not against the aggregator colluding with "
+                           "a party of the pair")
+        if self.noise_split == "independent":
+            return base + ("each party adds a full-scale discrete Laplace draw to its share: "
+                           "DP against the aggregator colluding with any other parties "
+                           "(twice the noise variance)")
+        return base + ("the two parts sum to one discrete Laplace draw: DP against the "
+                       "aggregator alone, not against the aggregator colluding with a party "
+                       "of the pair; per-pair values must not be shown to the parties")
+
+    def theoretical_mse(self, n: int, zeta1: float, zeta2: float, *,
+                        noisy_fraction: float = 1.0) -> float:
+        """Predicted MSE around ``U_f`` of this configuration (:func:`theorem5_mse` with
+        this protocol's mechanism, or :func:`all_pairs_mse`)."""
+        kwargs: dict[str, Any] = {"noise_split": self.noise_split,
+                                  "noisy_fraction": noisy_fraction}
+        if self.spec.mechanism == "randomized_response":
+            kwargs["mechanism"] = "randomized_response"
+        else:
+            kwargs.update(mechanism="discrete_laplace", resolution=self.spec.unit,
+                          sensitivity=self.spec.sensitivity_units * self.spec.unit)
+        if self.all_pairs:
+            return all_pairs_mse(n, self.epsilon, self.delta, zeta1, zeta2, **kwargs)
+        return theorem5_mse(n, self.P, self.epsilon, zeta1, zeta2, **kwargs)
+
+    # -- party steps --------------------------------------------------------------------
+    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
+        return _PartyState(np.asarray(data, dtype=np.float64), np.asarray(parties, np.int64))
+
+    def init_server(self, n_parties: int) -> _ServerState:
+        return _ServerState(check_positive_int(n_parties, "n_parties", minimum=2))
+
+    def party_step(self, state: _PartyState, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[_PartyState, Message]:
+        if state.phase == 0:
+            state.phase = 1
+            if self.spec.labelled:
+                # The labels are public in this setting (000 Sec. 4): one bit each.
+                labels = state.records[:, 1].astype(np.int64)
+                return state, Message(Role.PARTY, Role.SERVER, {"label": labels},
+                                      {"label": 1}, state.parties)
+            return state, Message(Role.PARTY, Role.SERVER,
+                                  {"join": np.ones(state.parties.size, dtype=np.int64)},
+                                  {"join": 1}, state.parties)
+        if inbox is None or state.phase != 1:
+            raise ValueError("pairs-2pc: a party computes its pairs once, after the "
+                             "aggregator's assignment")
+        state.phase = 2
+        pair_ids, chosen = self._assigned_pairs(state, inbox)
+        rows = self._local_rows(state, chosen)
+        # All pairs: the budget depends on n (broadcast); permutations: eps / P for any n.
+        n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0]) if self.all_pairs else 2
+        pair_eps, _, _ = self.pair_budget(n)
+        log = Transcript(2, 1)
+        shares_out, _, meters = _party_side(
+            self.spec, state.records[rows[0]], state.records[rows[1]], chosen.T,
+            pair_epsilon=pair_eps, split=self.noise_split, method=self.comparison,
+            fp=self.fixed_point, coins=_Coins.make(rng, self.noise), transcript=log)
+        senders = np.concatenate([chosen[:, 0], chosen[:, 1]])
+        ids = np.concatenate([pair_ids, pair_ids])
+        order = _upload_order(senders, ids)
+        fields = {"share": np.concatenate([shares_out[0], shares_out[1]])[order]}
+        bits = {"share": self.fixed_point.bits}
+        for name, measured in zip(_METERS, meters, strict=True):
+            fields[f"meter_{name}"] = np.concatenate([measured[0], measured[1]])[order]
+            bits[f"meter_{name}"] = 0
+        fields["meter_rounds"] = np.full(senders.size, log.rounds, dtype=np.int64)
+        bits["meter_rounds"] = 0
+        return state, Message(Role.PARTY, Role.SERVER, fields, bits, senders[order])
+
+    def _assigned_pairs(self, state: _PartyState, inbox: Message
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """(pair ids, pairs as (member 0, member 1) party ids) of the pairs this batch
+        computes; refuses a pair with only one of its parties in the batch."""
+        if self.all_pairs:
+            n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0])
+            if not np.array_equal(np.sort(state.parties), np.arange(n)):
+                raise ValueError("pairs-2pc with all_pairs=True needs every party in one "
+                                 "batch: the pairwise 2PC runs on direct channels between "
+                                 "partners, which the simulator provides within a batch "
+                                 "(use batch_size=None)")
+            labels = np.asarray(inbox.fields["labels"], dtype=np.float64) \
+                if self.spec.labelled else np.zeros(n)
+            chosen, active = _orient(self.spec, np.column_stack([np.zeros(n), labels]),
+                                     _all_pairs(n))
+            return np.flatnonzero(active), chosen
+        pair = np.asarray(inbox.fields["pair"], dtype=np.int64)
+        member = np.asarray(inbox.fields["member"], dtype=np.int64)
+        who = np.asarray(inbox.parties, dtype=np.int64)
+        order = np.lexsort((member, pair))
+        pair, member, who = pair[order], member[order], who[order]
+        if pair.size % 2 or np.any(pair[0::2] != pair[1::2]) or np.any(member[0::2] != 0) \
+                or np.any(member[1::2] != 1):
+            raise ValueError("pairs-2pc: a pair has only one of its two parties in this "
+                             "batch; the pairwise 2PC runs on direct channels between "
+                             "partners, which the simulator provides within a batch "
+                             "(use batch_size=None)")
+        return pair[0::2], np.column_stack([who[0::2], who[1::2]])
+
+    @staticmethod
+    def _local_rows(state: _PartyState, chosen: np.ndarray) -> np.ndarray:
+        """Rows of the batch's records of each pair's two members, shape (2, m)."""
+        if chosen.size == 0:
+            return np.zeros((2, 0), dtype=np.int64)
+        sorter = np.argsort(state.parties, kind="stable")
+        pos = np.searchsorted(state.parties, chosen.T, sorter=sorter)
+        rows = sorter[np.clip(pos, 0, state.parties.size - 1)]
+        if not np.array_equal(state.parties[rows], chosen.T):
+            raise ValueError("pairs-2pc: the assignment names a party that is not in this "
+                             "batch (use batch_size=None)")
+        return rows
+
+    # -- aggregator steps ---------------------------------------------------------------
+    def server_step(self, state: _ServerState, inbox: Message,
+                    rng: np.random.Generator) -> tuple[_ServerState, Message | Estimate]:
+        if state.phase == 0:
+            return self._assign(state, inbox, rng)
+        if state.phase == 1:
+            state.phase = 2
+            return state, self._aggregate(state, inbox)
+        raise ValueError("pairs-2pc: the aggregator has already released its estimate")
+
+    def _assign(self, state: _ServerState, inbox: Message,
+                rng: np.random.Generator) -> tuple[_ServerState, Message]:
+        n = state.n_parties
+        who = np.asarray(inbox.parties, dtype=np.int64)
+        if not np.array_equal(np.sort(who), np.arange(n)):
+            raise ValueError(f"pairs-2pc: expected one join message from each of the {n} "
+                             "parties")
+        labels = np.zeros(n)
+        if self.spec.labelled:
+            labels[who] = np.asarray(inbox.fields["label"], dtype=np.float64)
+            if labels.min() == labels.max():
+                raise ValueError("label has only one class; AUC needs both classes")
+        n_pairs = math.comb(n, 2) if self.all_pairs else self.P * (n // 2)
+        if n_pairs > self.max_pairs:
+            what = (f"all C({n}, 2) = {n_pairs} pairs" if self.all_pairs
+                    else f"P * floor(n/2) = {n_pairs} pairs")
+            raise ValueError(f"pairs-2pc: {what} exceed max_pairs={self.max_pairs} two-party "
+                             "computations; use fewer permutations (P), the permutation "
+                             "design instead of all pairs, or raise max_pairs")
+        if self.all_pairs:
+            design = Design(_all_pairs(n), n, "all_pairs")
+        else:
+            # 000 Sec. 5, step 1: the aggregator samples P permutations.
+            design = permutation_pairs(n, self.P, rng)
+        chosen, active = _orient(self.spec, np.column_stack([np.zeros(n), labels]),
+                                 design.tuples)
+        state.labels, state.design, state.chosen, state.active = labels, design, chosen, active
+        state.phase = 1
+        if self.all_pairs:
+            # Every pair i < j, numbered in that order: n (and the public labels) suffice.
+            fields: dict[str, np.ndarray] = {"n_parties": np.array([n], dtype=np.int64)}
+            bits = {"n_parties": 32}
+            if self.spec.labelled:
+                fields["labels"] = labels.astype(np.int64)
+                bits["labels"] = 1
+            return state, Message(Role.SERVER, Role.PARTY, fields, bits)
+        pair_ids = np.flatnonzero(active)
+        parties = np.concatenate([chosen[:, 0], chosen[:, 1]])
+        fields = {"pair": np.concatenate([pair_ids, pair_ids]),
+                  "partner": np.concatenate([chosen[:, 1], chosen[:, 0]]),
+                  "member": np.repeat(np.array([0, 1], dtype=np.int64), pair_ids.size)}
+        bits = {"pair": _id_bits(n_pairs), "partner": _id_bits(n), "member": 1}
+        return state, Message(Role.SERVER, Role.PARTY, fields, bits, parties)
+
+    def _aggregate(self, state: _ServerState, inbox: Message) -> Estimate:
+        assert state.design is not None and state.active is not None
+        assert state.chosen is not None and state.labels is not None
+        n = state.n_parties
+        ring = self.fixed_point.ring
+        # Rows arrive grouped by party in increasing pair order (batches keep each
+        # party's rows together); the aggregator knows every party's pairs.
+        pair_ids = np.flatnonzero(state.active)
+        exp_party = np.concatenate([state.chosen[:, 0], state.chosen[:, 1]])
+        exp_pair = np.concatenate([pair_ids, pair_ids])
+        expected = _upload_order(exp_party, exp_pair)
+        order = np.argsort(np.asarray(inbox.parties), kind="stable")
+        senders = np.asarray(inbox.parties)[order]
+        if not np.array_equal(senders, exp_party[expected]):
+            raise ValueError("pairs-2pc: the aggregator needs one share from each party of "
+                             "every computed pair")
+        row_pair = exp_pair[expected]
+        by_pair = np.argsort(row_pair, kind="stable")
+        received = np.asarray(inbox.fields["share"], dtype=np.uint64)[order][by_pair]
+        totals = ring.add(received[0::2], received[1::2])
+        pair_eps, pair_delta, rule = self.pair_budget(n)
+        values = np.zeros(state.design.size)
+        values[state.active] = _release(self.spec, totals, self.fixed_point, pair_eps,
+                                        self.noise_split)
+        m = values.size
+        u_hat = float(values.mean())
+        noise_var = _pair_noise_variance(self.spec, pair_eps, self.noise_split)
+        noise_part = pair_ids.size * noise_var / m**2
+        # Per-pair values may be published only if each is DP against everyone who could
+        # see it: with "split" noise a partner knows its half, so they stay with the
+        # aggregator and nothing released is computed from them but the mean.
+        values_public = self.noise_split == "independent" or math.isinf(pair_eps)
+        if self.all_pairs:
+            variance = noise_part    # no subsampling: the error around U_n is the noise
+        elif values_public and m > 1:
+            # Sample variance of the released values / m: the noise part plus zeta_2 / m,
+            # an upper bound on the subsampling error given the data (which is about
+            # (zeta_2 - 2 zeta_1) / m; docs/protocols/pairs-2pc.md).
+            variance = float(values.var(ddof=1)) / m
+        else:
+            # Data-free bound: a kernel with range width Delta f has variance <= Delta^2 / 4.
+            width = self.spec.sensitivity_units * self.spec.unit
+            variance = noise_part + width**2 / (4.0 * m)
+        value, slope = self._statistic(u_hat, state.labels)
+        meters = {name: np.bincount(senders, weights=np.asarray(
+            inbox.fields[f"meter_{name}"], dtype=np.float64)[order], minlength=n)
+            for name in _METERS}
+        peer_rounds = int(np.max(inbox.fields["meter_rounds"])) if senders.size else 0
+        upload_bits = self.fixed_point.bits * np.bincount(senders, minlength=n)
+        diagnostics: dict[str, Any] = {
+            "design": state.design, "n_pairs": m, "n_computed_pairs": int(pair_ids.size),
+            "P": None if self.all_pairs else self.P, "all_pairs": self.all_pairs,
+            "u_statistic": u_hat, "pair_values": values if values_public else None,
+            "pair_epsilon": pair_eps, "pair_delta": pair_delta, "composition": rule,
+            "mechanism": self.spec.mechanism, "noise_split": self.noise_split,
+            "pair_noise_variance": noise_var,
+            "noise_std_error": math.sqrt(noise_part) * slope,
+            "threat_model": self.threat_model(), "dealer": DEALER_ASSUMPTION,
+            "comparison": self.comparison, "fixed_point": self.fixed_point,
+            "output_unit": self.spec.unit,
+            "peer_bits_per_party": float(meters["peer_sent"].mean()),
+            "peer_bits_max": int(meters["peer_sent"].max()),
+            "peer_bits_received_per_party": float(meters["peer_received"].mean()),
+            "peer_rounds": peer_rounds,
+            "offline_bits_per_party": float(meters["dealer_received"].mean()),
+            "offline_bits_max": int(meters["dealer_received"].max()),
+            "upload_bits_per_party": float(upload_bits.mean()),
+        }
+        cost = Cost(server_operations=m, offline_bits=int(meters["dealer_received"].sum()))
+        return Estimate(value=value, quantity=self.kernel.name, protocol=self.name,
+                        privacy=self.guarantee, std_error=math.sqrt(variance) * slope,
+                        cost=cost, diagnostics=diagnostics)
+
+    def _statistic(self, u: float, labels: np.ndarray) -> tuple[float, float]:
+        """The reported statistic and ``|d statistic / d U|``, from public quantities only
+        (n and, for AUC, the public labels)."""
+        if self.kernel.statistic_fn is None:
+            return u, 1.0
+        n = labels.size
+        public = np.column_stack([np.ones(n), labels]) if self.spec.labelled \
+            else np.zeros((n, self.kernel.n_columns))
+        value = self.kernel.statistic(u, public)
+        h = 1e-6 * max(1.0, abs(u))
+        slope = abs(self.kernel.statistic(u + h, public)
+                    - self.kernel.statistic(u - h, public)) / (2 * h)
+        return float(value), float(slope) if math.isfinite(slope) else math.nan
+
+
+def _all_pairs(n: int) -> np.ndarray:
+    i, j = np.triu_indices(n, k=1)
+    return np.column_stack([i, j]).astype(np.int64)
+
+
+def _pairs_2pc(kernel: Kernel, *, epsilon: float, delta: float = 0.0, P: int = 1,
+               noise_split: NoiseSplit = "independent", comparison: ComparisonMethod = "fss",
+               all_pairs: bool = False, fixed_point: FixedPoint | None = None,
+               noise: NoiseSource | None = None,
+               max_pairs: int = DEFAULT_MAX_PAIRS) -> PairsTwoParty:
+    return PairsTwoParty(kernel, epsilon, delta=delta, P=P, noise_split=noise_split,
+                         comparison=comparison, all_pairs=all_pairs, fixed_point=fixed_point,
+                         noise=noise, max_pairs=max_pairs)
+
+
+register("pairs-2pc", _pairs_2pc, model=PrivacyModel.COMPUTATIONAL,
+         summary="pairs of parties compute the noisy kernel by 2PC (P permutations or all "
+                 "pairs); the aggregator averages",
+         source="000 Sec. 5, Thm 5; 001 App. C")
+

@@ -10,10 +10,11 @@ from fedustat.protocols import (
     ldp_generic,
     ldp_ghazi,
     pairs_2pc,
+    umpc,
 )
 from fedustat.protocols.base import ConfidenceInterval, Cost, Estimate, Message, Protocol, Role
 from fedustat.protocols.central import CentralLaplace
 
 __all__ = ["CentralLaplace", "ConfidenceInterval", "Cost", "Estimate", "Message", "Protocol",
            "Role", "central", "fedauc", "ldp_auc_tree", "ldp_generic", "ldp_ghazi",
-           "pairs_2pc"]
+           "pairs_2pc", "umpc"]

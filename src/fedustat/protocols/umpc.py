@@ -1,0 +1,782 @@
+"""U-MPC: Protocol 3.1 of paper 002 (Sinh & Ramon), a U-statistic of degree k under central DP.
+
+Every party ``i`` holds one record ``x_i``. A public hypergraph ``E`` of k-subsets of the
+parties (BalancedSamp, 002 App. F, by default) fixes the tuples of an incomplete
+U-statistic. Then (002 Protocol 3.1):
+
+1. **Sharing phase.** For every edge ``e`` and member ``e_j``, party ``e_j`` secret-shares
+   its fixed-point encoded record among the ``k`` members of ``e`` (additive (k, k)
+   sharing, 002 App. A.1-A.2) and sends each other member its share.
+2. **Computing phase.** The members of every edge evaluate the kernel on their shares
+   with the secure circuits of :mod:`fedustat.protocols.secure_kernels` (comparisons,
+   equalities, Beaver products with material from an offline dealer), all edges at once;
+   each member ends with a share ``[f(x_e)]_{e_j}``.
+3. **Noise phase** (in parallel with 2). The parties obtain additive shares of discrete
+   Laplace noise ``eta`` calibrated to the integer sensitivity ``delta_G^max * Delta f``
+   (002 App. C.2.3) with Protocol B.1: every party contributes (threat model M_Dis) or a
+   random subgroup ``Z`` of ``ceil(log(fail_prob) / log(1 - f_H))`` parties does (M_HF,
+   002 Sec. 4).
+4. **Aggregation.** Party ``i`` sends ``z_i = [eta]_i + sum_{e ∋ i} [f(x_e)]_i`` — one ring
+   element — to the aggregator, who releases ``U_hat = Rec(z) / |E|`` (Lemma C.1) and the
+   kernel's public transform of it (e.g. AUC = U C(n,2) / (n+ n-)).
+
+Privacy: ``U_{f,E}`` has sensitivity ``delta_G^max Delta f / |E|`` (002 App. C.2.3), and
+the noise is the discrete Laplace mechanism for the integer sum, so the release is
+epsilon-DP (replace one record). Against whom depends on the noise setting
+(``min_honest``, see :func:`collusion_guarantee` and ``docs/protocols/umpc.md``).
+
+How the steps map to the protocol contract
+------------------------------------------
+* round 1, parties: each party uploads the public part of its record (the label of AUC,
+  the class of VUS; otherwise a 1-bit check-in);
+* round 1, aggregator: broadcasts ``n``, a 128-bit public coin (from which every party
+  draws the same design E, 002 Sec. 3) and the public labels;
+* round 2, parties: phases 1-4 above. The exchanges *between* parties (shares, openings,
+  noise shares) do not pass through the aggregator; they are recorded in a
+  :class:`~fedustat.secure.Transcript` (the simulated network's log). The members of an
+  edge run their circuit in lockstep: in every share array row ``r`` is member ``r``'s
+  local state and the only cross-row operation is an opening, which is recorded. This
+  needs all parties in one simulated batch (``batch_size=None``);
+* round 2, aggregator: reconstructs and releases.
+
+The upload of round 2 carries the ring element ``z_i`` (``l`` bits) and, as 0-bit
+instrumentation fields, the transcript's per-party counters (a networked runtime would
+keep that log in the transport). The :class:`~fedustat.protocols.base.Estimate`'s
+``cost`` (filled by the runtime) covers the aggregator's link plus the dealer's offline
+bits; ``diagnostics`` holds the whole protocol's measured costs: online bits sent and
+received per party, offline bits per party, rounds, and Lemma C.3's count beside them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from fedustat._validation import (
+    check_epsilon,
+    check_positive_int,
+    check_probability,
+)
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.noise import NoiseSource
+from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role, normal_std_error
+from fedustat.protocols.registry import register
+from fedustat.protocols.secure_kernels import CircuitMaterial, KernelCircuit, circuit_for
+from fedustat.secure import (
+    Dealer,
+    FixedPoint,
+    NoiseShares,
+    Ring,
+    Transcript,
+    distributed_noise,
+    mhf_noise,
+    share,
+    subgroup_size,
+)
+from fedustat.stats.designs import Design, balanced_sample, bernoulli_sample, uniform_sample
+from fedustat.stats.kernels import Kernel
+
+__all__ = [
+    "DEFAULT_FIXED_POINT",
+    "MAX_DIS_PARTIES",
+    "UMPC",
+    "CommunicationCount",
+    "NoisePlan",
+    "SecureRun",
+    "collusion_guarantee",
+    "incomplete_variance_bound",
+    "lemma_c3",
+    "noise_contributors",
+    "run_secure_phases",
+    "share_records",
+]
+
+#: 002 Sec. 6.1's l = 40, c = 14, with one bit of headroom so that differences of two
+#: encodings cannot overflow (the half-range comparisons need it): values in [-2^24, 2^24).
+DEFAULT_FIXED_POINT = FixedPoint(40, 14, headroom=1)
+
+#: Protocol B.1 among all n parties computes and sends n^2 shares; beyond this n the
+#: M_Dis noise is refused (10^4 parties: 10^8 shares, about 0.5 s; 10^5 would be 10^10).
+MAX_DIS_PARTIES = 10_000
+
+DESIGNS = ("balanced", "uniform", "bernoulli")
+THREAT_MODELS = ("hf", "dis")
+COMPARISONS = ("auto", "fss", "circuit")
+SERVER_OPS_NOTE = "n ring additions (002 App. D.2.3)"
+
+
+class CommunicationCount(NamedTuple):
+    """Online bits exchanged in total and online rounds."""
+
+    bits: int
+    rounds: int
+
+
+def lemma_c3(*, n_parties: int, n_edges: int, degree: int, ring_bits: int, kernel_bits: int,
+             kernel_rounds: int, noise_bits: int, noise_rounds: int,
+             secret_columns: int = 1) -> CommunicationCount:
+    """Online communication of U-MPC, 002 Lemma C.3 (with the corrections below).
+
+    ``bits = |E| k (k - 1) l d + |E| C_f + C_eta + n l`` and
+    ``rounds = max(C_f^R, C_eta^R) + 2``:
+
+    * sharing phase: each of the ``k`` members of each edge sends ``k - 1`` shares of its
+      record; one round;
+    * computing phase: ``C_f`` bits per edge (all members together) in ``C_f^R`` rounds,
+      in parallel with the noise phase (``C_eta`` bits, ``C_eta^R`` rounds);
+    * aggregation: ``n`` ring elements to the aggregator; one round.
+
+    Corrections to the lemma as printed (which assumes one ``l``-bit value per record and
+    shares on every edge): a record with ``d`` secret columns (Kendall's (x, y), the two
+    clusterings of the Rand index) costs ``d`` shares per peer, hence the factor
+    ``secret_columns``; edges whose kernel value is fixed by public labels (AUC, VUS)
+    are neither shared nor computed, so ``n_edges`` counts the others; with no edge to
+    share (``n_edges = 0`` or ``k = 1``) the sharing round disappears.
+
+    Parameters
+    ----------
+    n_parties, n_edges, degree, ring_bits:
+        ``n``, ``|E|`` (edges shared and computed), ``k``, ``l``.
+    kernel_bits, kernel_rounds:
+        ``C_f^C`` (bits per edge, summed over its members) and ``C_f^R``.
+    noise_bits, noise_rounds:
+        ``C_eta^C`` and ``C_eta^R`` (0 and 0 without noise).
+    secret_columns:
+        ``d``, secret values per record.
+    """
+    n = check_positive_int(n_parties, "n_parties")
+    m = check_positive_int(n_edges, "n_edges", minimum=0)
+    k = check_positive_int(degree, "degree")
+    sharing = m * k * (k - 1) * ring_bits * secret_columns
+    shares_round = 1 if m and k > 1 else 0
+    bits = sharing + m * kernel_bits + noise_bits + n * ring_bits
+    return CommunicationCount(int(bits), shares_round + max(kernel_rounds, noise_rounds) + 1)
+
+
+def incomplete_variance_bound(n: int, k: int, m: int, sensitivity: float) -> float:
+    """002 Claim D.1: ``Var(U_{f,E} | data) <= (N - m) / (m (N - 1)) * (Delta f)^2 / 4``.
+
+    For ``m`` tuples drawn uniformly without replacement among ``N = C(n, k)``; the
+    variance of the kernel values is at most ``(Delta f)^2 / 4`` (Popoviciu). 002 argues
+    BalancedSamp (a stratified sample) does no worse.
+    """
+    total = math.comb(n, k)
+    if m <= 0 or total <= 1:
+        return 0.0
+    return (total - m) / (m * (total - 1)) * sensitivity**2 / 4.0
+
+
+def noise_contributors(threat_model: str, n_parties: int, f_honest: float,
+                       fail_prob: float) -> int:
+    """Number of parties that draw noise: all ``n`` (M_Dis) or ``|Z|`` (M_HF, 002 Sec. 4)."""
+    if threat_model == "dis":
+        return n_parties
+    return min(n_parties, subgroup_size(f_honest, fail_prob))
+
+
+def collusion_guarantee(threat_model: str, n_parties: int, contributors: int,
+                        min_honest: int | None, epsilon: float, f_honest: float,
+                        fail_prob: float) -> str:
+    """The release's DP guarantee against coalitions, in plain words.
+
+    Protocol B.1 with shape ``r = 1/h`` makes the noise of any ``h`` contributors a full
+    discrete Laplace draw; a contributor knows its own part, so the release stays
+    epsilon-DP against the aggregator colluding with up to ``contributors - h`` of them
+    (:mod:`fedustat.secure.noise`).
+    """
+    h = contributors if min_honest is None else min_honest
+    tolerated = contributors - h
+    if threat_model == "dis":
+        who = f"all {n_parties} parties add noise (M_Dis, Protocol B.1)"
+    else:
+        who = (f"a random subgroup Z of {contributors} parties adds noise (M_HF: with at most "
+               f"a fraction {1 - f_honest:g} of the parties corrupted, Z holds an honest party "
+               f"except with probability {fail_prob:.3g})")
+    if tolerated == 0:
+        scope = ("against the aggregator and the parties outside the noise contributors only; "
+                 "an aggregator colluding with any contributor can subtract that "
+                 "contributor's noise (002's r = 1/|contributors|)")
+    elif threat_model == "hf" and h == 1:
+        scope = ("against the aggregator colluding with any parties, as long as Z holds an "
+                 "honest member (the M_HF assumption): each member of Z adds a full discrete "
+                 f"Laplace draw, so up to {tolerated} of the {contributors} may collude")
+    else:
+        scope = (f"against the aggregator colluding with up to {tolerated} of the "
+                 f"{contributors} noise contributors: any {h} honest contributors supply a "
+                 "full discrete Laplace draw")
+    return f"epsilon={epsilon:g}-DP release; {who}; holds {scope}."
+
+
+# ----------------------------------------------------------------------------------------
+# The parties' secure phases (pure functions of the inputs and the randomness)
+# ----------------------------------------------------------------------------------------
+
+
+def share_records(records: list[np.ndarray], ring: Ring, rng: Any,
+                  transcript: Transcript | None = None) -> list[np.ndarray]:
+    """Sharing phase of 002 Protocol 3.1: member ``j`` of every edge shares its record.
+
+    Parameters
+    ----------
+    records:
+        ``records[j]`` of shape ``(m, d)``: the encoded secret columns of member ``j`` of
+        each of the ``m`` edges (``k = len(records)`` members).
+    ring:
+        The ring of the encoding.
+    rng:
+        The parties' randomness for the shares.
+    transcript:
+        Layout of the edges (``k`` members, ``m`` groups): each member sends ``k - 1``
+        shares of ``d`` ring elements, one round.
+
+    Returns
+    -------
+    ``shares[j]`` of shape ``(k, m, d)``: row ``r`` is what member ``r`` holds of member
+    ``j``'s record (row ``j`` is the share it kept).
+    """
+    k = len(records)
+    out = [share(rec, k, rng, ring=ring) for rec in records]
+    if transcript is not None and records:
+        transcript.record_open("share", ring.bits * int(records[0].shape[1]))
+    return out
+
+
+@dataclass
+class NoisePlan:
+    """Parameters of the noise phase: Protocol B.1 among all parties (``"dis"``) or the
+    random subgroup Z (``"hf"``); ``sensitivity`` in ring units; ``source`` the Pólya and
+    share randomness (a Generator or a NoiseSource)."""
+
+    threat_model: str
+    epsilon: float
+    sensitivity: int
+    f_honest: float
+    fail_prob: float
+    min_honest: int | None
+    source: Any
+
+
+@dataclass(frozen=True, eq=False)
+class SecureRun:
+    """What the parties' round 2 produced.
+
+    ``z``: each party's message to the aggregator; ``transcript``: every online and
+    offline bit of phases 1-4; ``noise``: the noise shares (None without noise);
+    ``active_edges``: edges shared and computed; seconds spent offline (dealer) and online.
+    """
+
+    z: np.ndarray
+    transcript: Transcript
+    noise: NoiseShares | None
+    active_edges: int
+    offline_seconds: float
+    online_seconds: float
+
+
+def run_secure_phases(circuit: KernelCircuit, encoded: np.ndarray, public: np.ndarray | None,
+                      tuples: np.ndarray, *, fixed_point: FixedPoint, method: str,
+                      full_range: bool, noise: NoisePlan | None, share_rng: Any,
+                      dealer_rng: Any) -> SecureRun:
+    """Phases 1-4 of 002 Protocol 3.1 for all ``n`` parties at once (see the module docstring).
+
+    ``encoded`` (n, d) holds each party's encoded secret columns, ``public`` (n,) the
+    public labels (labelled kernels), ``tuples`` (|E|, k) the design.
+    """
+    ring = fixed_point.ring
+    n, k = encoded.shape[0], circuit.degree
+    ids = np.arange(n, dtype=np.int64)
+    root = Transcript(party_ids=ids[None, :])
+    mask = None if public is None else circuit.active(public[tuples])
+    edges = tuples if mask is None else tuples[mask]
+    m = int(edges.shape[0])
+    compute = m > 0 and k > 1
+    order = None if public is None else circuit.order(public[edges])
+    start = time.perf_counter()
+    view = root.view(party_ids=edges.T) if compute else None
+    material: CircuitMaterial | None = None
+    if view is not None:
+        # Offline phase: the trusted dealer deals every edge's material (002 App. A.3).
+        dealer = Dealer(k, ring=ring, rng=dealer_rng, transcript=view)
+        material = circuit.deal(dealer, m, method=method, full_range=full_range)
+    offline_end = time.perf_counter()
+    out: np.ndarray | None = None
+    noise_shares: NoiseShares | None = None
+    shares = [] if view is None else share_records(
+        [encoded[edges[:, j]] for j in range(k)], ring, share_rng, view)
+    with root.parallel() as par:
+        if view is not None and material is not None:
+            with par.branch():
+                out = circuit.evaluate(shares, material, ring=ring, method=method,
+                                       full_range=full_range, order=order, transcript=view)
+        if noise is not None:
+            with par.branch():
+                # Phase 3 runs beside phase 2 (002 Sec. 3: "possibly in parallel"; Lemma
+                # C.3 counts max(C_f^R, C_eta^R) + 2 rounds).
+                noise_shares = _draw_noise(noise, n, ring, root, ids)
+    z = np.zeros(n, dtype=np.uint64) if noise_shares is None else noise_shares.shares.copy()
+    if out is not None:
+        for j in range(k):
+            # uint64 additions wrap modulo 2^64, and 2^l divides 2^64.
+            np.add.at(z, edges[:, j], out[j])
+    z = np.bitwise_and(z, ring.mask)
+    root.record_to_server("aggregate", ring.bits)
+    return SecureRun(z, root, noise_shares, m, offline_end - start,
+                     time.perf_counter() - offline_end)
+
+
+def _draw_noise(plan: NoisePlan, n: int, ring: Ring, transcript: Transcript,
+                ids: np.ndarray) -> NoiseShares:
+    if plan.threat_model == "hf":
+        return mhf_noise(n, plan.epsilon, plan.sensitivity, f_honest=plan.f_honest,
+                         fail_prob=plan.fail_prob, min_honest=plan.min_honest, ring=ring,
+                         rng=plan.source, transcript=transcript, party_ids=ids)
+    return distributed_noise(n, plan.epsilon, plan.sensitivity, ring=ring,
+                             min_honest=plan.min_honest, rng=plan.source,
+                             transcript=transcript, party_ids=ids)
+
+
+# ----------------------------------------------------------------------------------------
+# The protocol
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _PartyState:
+    parties: np.ndarray
+    records: np.ndarray
+    encoded: np.ndarray
+    public: np.ndarray | None
+    stage: int = 0
+
+
+@dataclass
+class _ServerState:
+    n_parties: int
+    stage: int = 0
+    coin: np.ndarray | None = None
+    design: Design | None = None
+    public: np.ndarray | None = None
+
+
+_METERS = ("meter_online_sent", "meter_online_received", "meter_offline_received",
+           "meter_rounds", "meter_seconds")
+
+
+class UMPC(Protocol):
+    """002 Protocol 3.1 (U-MPC): secret sharing on the edges of a public hypergraph, secure
+    kernel circuits, distributed discrete Laplace noise, one ring element per party.
+
+    Parameters
+    ----------
+    kernel:
+        A built-in kernel with a secure circuit (see
+        :data:`fedustat.protocols.secure_kernels.SUPPORTED_KERNELS`).
+    epsilon:
+        Privacy budget (> 0); ``math.inf`` runs without the noise phase (exact
+        incomplete U-statistic, for tests).
+    design:
+        ``"balanced"`` (BalancedSamp, 002 App. F), ``"uniform"`` (without replacement),
+        ``"bernoulli"`` (each k-subset with probability ``edges / C(n, k)``), or a fixed
+        :class:`~fedustat.stats.designs.Design`. String designs are drawn from a public
+        coin the aggregator broadcasts.
+    edges:
+        Number of edges ``|E|`` (expected number for Bernoulli); default ``2 n`` as in
+        002's experiments. Not allowed with a fixed Design.
+    threat_model:
+        ``"hf"`` (M_HF: a random subgroup Z draws the noise; communication linear in n)
+        or ``"dis"`` (M_Dis: all parties draw noise, Protocol B.1; n^2 shares, refused
+        above :data:`MAX_DIS_PARTIES`).
+    f_honest, fail_prob:
+        M_HF parameters: the fraction of honest parties ``f_H`` and the probability that
+        Z holds no honest party; ``|Z| = ceil(log(fail_prob) / log(1 - f_H))``.
+    min_honest:
+        Honest noise contributors the guarantee must survive with: ``1`` (default) makes
+        the release DP against the aggregator colluding with all but one contributor —
+        the assumption of both threat models — at ``|contributors|`` times the noise
+        variance; ``None`` is 002's ``r = 1/|contributors|`` (central-DP accuracy, DP
+        against the aggregator alone). See :func:`collusion_guarantee`.
+    comparison:
+        ``"fss"`` (two-party function secret sharing, one round per comparison),
+        ``"circuit"`` (boolean circuits, any group size) or ``"auto"`` (FSS for pairs,
+        circuits for groups of three).
+    fixed_point:
+        The encoding (default :data:`DEFAULT_FIXED_POINT`).
+    noise:
+        ``None`` draws shares, the dealer's material and the Pólya noise from the
+        simulation's seeded generators; a :class:`~fedustat.privacy.noise.DeploymentNoise`
+        draws all of them from the operating system's CSPRNG (OpenDP for the noise).
+    """
+
+    name = "umpc"
+
+    def __init__(self, kernel: Kernel, epsilon: float, *, design: str | Design = "balanced",
+                 edges: int | None = None, threat_model: str = "hf", f_honest: float = 0.5,
+                 fail_prob: float = 2.0**-40, min_honest: int | None = 1,
+                 comparison: str = "auto", fixed_point: FixedPoint | None = None,
+                 noise: NoiseSource | None = None) -> None:
+        self.circuit = circuit_for(kernel)
+        self.kernel = kernel
+        self.epsilon = check_epsilon(epsilon, allow_inf=True)
+        if isinstance(design, Design):
+            if design.k != kernel.degree:
+                raise ValueError(f"design has tuples of size {design.k} but the kernel "
+                                 f"{kernel.name!r} has degree {kernel.degree}")
+            if edges is not None:
+                raise ValueError("edges cannot be combined with a fixed Design (its size is "
+                                 "the number of edges)")
+        elif design not in DESIGNS:
+            raise ValueError(f"design must be one of {DESIGNS} or a Design, got {design!r}")
+        self.design = design
+        self.edges = None if edges is None else check_positive_int(edges, "edges")
+        if threat_model not in THREAT_MODELS:
+            raise ValueError(f"threat_model must be 'hf' (M_HF: a random subgroup draws the "
+                             f"noise) or 'dis' (M_Dis: every party draws noise), got "
+                             f"{threat_model!r}")
+        self.threat_model = threat_model
+        self.f_honest = check_probability(f_honest, "f_honest", open_left=True)
+        self.fail_prob = check_probability(fail_prob, "fail_prob", open_left=True,
+                                           open_right=True)
+        self.min_honest = None if min_honest is None else check_positive_int(min_honest,
+                                                                             "min_honest")
+        if comparison not in COMPARISONS:
+            raise ValueError(f"comparison must be one of {COMPARISONS}, got {comparison!r}")
+        if comparison == "fss" and kernel.degree > 2:
+            raise ValueError(f"comparison='fss' is a two-party construction; kernel "
+                             f"{kernel.name!r} has groups of {kernel.degree}: use "
+                             "comparison='circuit' (or 'auto')")
+        self.method = ("fss" if kernel.degree == 2 else "circuit") if comparison == "auto" \
+            else comparison
+        fp = DEFAULT_FIXED_POINT if fixed_point is None else fixed_point
+        if not isinstance(fp, FixedPoint):
+            raise TypeError(f"fixed_point must be a FixedPoint, got {type(fp).__name__}")
+        self.fixed_point = fp
+        self.full_range = self.circuit.full_range(fp)
+        self._check_kernel_fits()
+        if noise is not None and not isinstance(noise, NoiseSource):
+            raise TypeError(f"noise must be None or a NoiseSource (e.g. DeploymentNoise()), "
+                            f"got {type(noise).__name__}")
+        self.noise = noise
+
+    # ------------------------------------------------------------------ public numbers
+    def _check_kernel_fits(self) -> None:
+        """Per-edge values must fit the ring (public quantities only)."""
+        fp = self.fixed_point
+        if self.circuit.name in ("gini_mean_difference", "variance"):
+            width = self.kernel.output_range[1] if self.circuit.name == "gini_mean_difference" \
+                else math.sqrt(2.0 * self.kernel.output_range[1])
+            # x0 - x1 must not wrap, and for the variance its square must fit.
+            if math.ceil(width * fp.scale) >= 1 << (fp.bits - 1):
+                raise OverflowError(f"differences up to {width:g} do not fit the fixed-point "
+                                    f"range of l={fp.bits} bits with c={fp.frac_bits}")
+            if self.circuit.name == "variance":
+                fp.check_product(width, width)
+
+    @property
+    def guarantee(self) -> PrivacyGuarantee:
+        if math.isinf(self.epsilon):
+            return PrivacyGuarantee.none()
+        return PrivacyGuarantee(self.epsilon, 0.0, PrivacyModel.CENTRAL, self.kernel.adjacency)
+
+    def scale(self) -> int:
+        """``D``: the circuits output ``D f(x_e)`` in ring units."""
+        return self.circuit.scale(self.fixed_point)
+
+    def integer_sensitivity(self, design: Design) -> int:
+        """``ceil(delta_G^max * Delta f * D)``: the noise sensitivity of the summed ring
+        values (002 App. C.2.3; rounding up keeps the guarantee)."""
+        exact = Fraction(self.kernel.sensitivity) * design.max_degree * self.scale()
+        return max(1, math.ceil(exact))
+
+    def contributors(self, n_parties: int) -> int:
+        return noise_contributors(self.threat_model, n_parties, self.f_honest, self.fail_prob)
+
+    def noise_variance(self, n_parties: int, design: Design) -> float:
+        """Variance of the noise on the released U: ``c 2 r t / (1 - t)^2 / (D |E|)^2``
+        with ``c`` contributors, ``r = 1/min_honest`` (``1/c`` for None) and
+        ``t = exp(-epsilon / s)`` (Pólya variance ``r t / (1 - t)^2``, 002 App. B)."""
+        if math.isinf(self.epsilon):
+            return 0.0
+        c = self.contributors(n_parties)
+        h = c if self.min_honest is None else self.min_honest
+        ratio = -self.epsilon / self.integer_sensitivity(design)
+        units = c * 2.0 * (1.0 / h) * math.exp(ratio) / math.expm1(ratio) ** 2
+        return units / float(self.scale() * design.size) ** 2
+
+    def active_edges(self, design: Design, public: np.ndarray | None) -> int:
+        mask = None if public is None else self.circuit.active(public[design.tuples])
+        return design.size if mask is None else int(np.count_nonzero(mask))
+
+    def expected_communication(self, n_parties: int, design: Design,
+                               public: np.ndarray | None = None) -> dict[str, int]:
+        """Lemma C.3's online count (:func:`lemma_c3`) and the offline bits for one run."""
+        ring_bits = self.fixed_point.bits
+        cost = self.circuit.cost(ring_bits=ring_bits, method=self.method,  # type: ignore[arg-type]
+                                 full_range=self.full_range)
+        m = self.active_edges(design, public)
+        k = self.circuit.degree
+        noisy = not math.isinf(self.epsilon)
+        c = self.contributors(n_parties) if noisy else 0
+        count = lemma_c3(n_parties=n_parties, n_edges=m, degree=k, ring_bits=ring_bits,
+                         kernel_bits=k * cost.online_bits, kernel_rounds=cost.rounds,
+                         noise_bits=c * (n_parties - 1) * ring_bits,
+                         noise_rounds=1 if noisy else 0,
+                         secret_columns=len(self.circuit.secret_columns))
+        return {"online_bits": count.bits, "rounds": count.rounds,
+                "offline_bits": m * k * cost.offline_bits}
+
+    def draw_design(self, n_parties: int, coin: np.ndarray | None) -> Design:
+        """The public design: the fixed one, or drawn from the public coin."""
+        k = self.kernel.degree
+        if isinstance(self.design, Design):
+            if self.design.n_parties != n_parties:
+                raise ValueError(f"design is for {self.design.n_parties} parties, data has "
+                                 f"{n_parties}")
+            return self.design
+        if k > n_parties:
+            raise ValueError(f"data has {n_parties} parties; the kernel needs groups of {k}")
+        m = 2 * n_parties if self.edges is None else self.edges
+        total = math.comb(n_parties, k)
+        if m > total:
+            raise ValueError(f"edges={m} exceeds the C({n_parties}, {k}) = {total} distinct "
+                             f"groups of {k} parties; choose edges <= {total}")
+        assert coin is not None
+        gen = np.random.default_rng(np.random.SeedSequence([int(w) for w in coin]))
+        if self.design == "balanced":
+            return balanced_sample(m, k, n_parties, gen)
+        if self.design == "uniform":
+            return uniform_sample(m, k, n_parties, gen)
+        return bernoulli_sample(m / total, k, n_parties, gen)
+
+    # ------------------------------------------------------------------ steps
+    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
+        records = np.asarray(data, dtype=np.float64)
+        if records.ndim != 2 or records.shape[1] != self.kernel.n_columns:
+            raise ValueError(f"data must have {self.kernel.n_columns} column(s) "
+                             f"{self.kernel.columns} for kernel {self.kernel.name!r}, got "
+                             f"shape {records.shape}")
+        cols = list(self.circuit.secret_columns)
+        names = ", ".join(self.kernel.columns[c] for c in cols)
+        # Each party encodes its own record; out-of-range values raise OverflowError here.
+        encoded = self.fixed_point.encode(records[:, cols], name=f"data column(s) {names}")
+        public = self.circuit.public_values(records)
+        return _PartyState(np.asarray(parties, dtype=np.int64), records, encoded, public)
+
+    def init_server(self, n_parties: int) -> _ServerState:
+        return _ServerState(check_positive_int(n_parties, "n_parties"))
+
+    def party_step(self, state: _PartyState, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[_PartyState, Message]:
+        if state.stage == 0:
+            state.stage = 1
+            if state.public is None:
+                # A check-in; the aggregator needs n before it draws the public coin.
+                fields = {"ready": np.ones(state.parties.size, dtype=np.uint8)}
+                bits = {"ready": 1}
+            else:
+                fields = {"public": state.public}
+                bits = {"public": self.circuit.public_bits()}
+            return state, Message(Role.PARTY, Role.SERVER, fields, bits, state.parties)
+        if state.stage != 1 or inbox is None:
+            raise RuntimeError("U-MPC parties have no step after the aggregation")
+        state.stage = 2
+        return state, self._secure_round(state, inbox, rng)
+
+    def _secure_round(self, state: _PartyState, inbox: Message,
+                      rng: np.random.Generator) -> Message:
+        n = int(np.asarray(inbox.fields["n_parties"])[0])
+        if state.parties.size != n or not np.array_equal(np.sort(state.parties), np.arange(n)):
+            raise ValueError("U-MPC runs the edges' secure circuits in lockstep across the "
+                             f"parties and needs all {n} parties in one simulated batch; "
+                             f"this batch has {state.parties.size} (use batch_size=None)")
+        order = np.argsort(state.parties)
+        records = state.records[order]
+        self.kernel.check_data(records)  # global rules, e.g. both classes present
+        public = None if state.public is None else np.asarray(inbox.fields["public"])
+        design = self.draw_design(n, np.asarray(inbox.fields["coin"]))
+        if design.size == 0:
+            raise ValueError("the design has no edges (a Bernoulli design can be empty); "
+                             "raise edges")
+        m = self.active_edges(design, public)
+        self._check_sum_fits(m)
+        plan = None
+        if not math.isinf(self.epsilon):
+            if self.threat_model == "dis" and n > MAX_DIS_PARTIES:
+                raise ValueError(f"threat_model='dis' runs Protocol B.1 among all n={n} "
+                                 f"parties (n^2 shares); it is refused above "
+                                 f"{MAX_DIS_PARTIES} parties: use threat_model='hf'")
+            source = self.noise if self.noise is not None else rng.spawn(1)[0]
+            plan = NoisePlan(self.threat_model, self.epsilon, self.integer_sensitivity(design),
+                              self.f_honest, self.fail_prob, self.min_honest, source)
+        secret: Any = "os" if self.noise is not None and self.noise.kind == "deployment" else None
+        share_rng, dealer_rng = (secret, secret) if secret else tuple(rng.spawn(2))
+        run = run_secure_phases(self.circuit, state.encoded[order], public, design.tuples,
+                                fixed_point=self.fixed_point, method=self.method,
+                                full_range=self.full_range, noise=plan, share_rng=share_rng,
+                                dealer_rng=dealer_rng)
+        bits = run.transcript.party_bits(n)
+        ids = state.parties
+        fields = {
+            "z": run.z[ids],
+            "meter_online_sent": bits.online_sent[ids],
+            "meter_online_received": bits.online_received[ids],
+            "meter_offline_received": bits.offline_received[ids],
+            "meter_rounds": np.full(ids.size, run.transcript.rounds, dtype=np.int64),
+            "meter_seconds": np.tile([run.offline_seconds, run.online_seconds], (ids.size, 1)),
+        }
+        wire = {"z": self.fixed_point.bits, **dict.fromkeys(_METERS, 0)}
+        return Message(Role.PARTY, Role.SERVER, fields, wire, ids)
+
+    def _check_sum_fits(self, active: int) -> None:
+        """``|E| max |D f| < 2^(l-2)``: with the noise below ``2^(l-2)`` (checked by the
+        secure layer) the sum decodes without wrapping."""
+        lo, hi = self.kernel.output_range
+        most = Fraction(max(abs(lo), abs(hi))) * self.scale() * active
+        limit = 1 << (self.fixed_point.bits - 2)
+        if most >= limit:
+            raise OverflowError(f"the sum of {active} kernel values (up to {float(most):.4g} "
+                                f"ring units) does not fit the ring of l={self.fixed_point.bits} "
+                                "bits; use a FixedPoint with more bits or fewer fractional bits")
+
+    def server_step(self, state: _ServerState, inbox: Message,
+                    rng: np.random.Generator) -> tuple[_ServerState, Message | Estimate]:
+        order = np.argsort(inbox.parties, kind="stable")
+        if state.stage == 0:
+            state.stage = 1
+            if inbox.parties is None or inbox.parties.size != state.n_parties:
+                raise ValueError("every party must check in before the public coin is drawn")
+            if "public" in inbox.fields:
+                state.public = np.asarray(inbox.fields["public"])[order]
+            # The public coin fixes the design for everybody (002 Sec. 3: a jointly
+            # generated PRG seed; here the aggregator's randomness in the simulation).
+            state.coin = rng.integers(0, 2**64, size=2, dtype=np.uint64)
+            state.design = self.draw_design(state.n_parties, state.coin)
+            fields: dict[str, np.ndarray] = {
+                "coin": state.coin, "n_parties": np.array([state.n_parties], dtype=np.int64)}
+            bits = {"coin": 64, "n_parties": 64}
+            if state.public is not None:
+                fields["public"] = state.public
+                bits["public"] = self.circuit.public_bits()
+            return state, Message(Role.SERVER, Role.PARTY, fields, bits)
+        return state, self._release(state, inbox, order)
+
+    def _release(self, state: _ServerState, inbox: Message, order: np.ndarray) -> Estimate:
+        n = state.n_parties
+        design = state.design
+        assert design is not None
+        ring = self.fixed_point.ring
+        z = np.asarray(inbox.fields["z"], dtype=np.uint64)[order]
+        total = int(ring.to_signed(ring.sum(z)))          # Rec(sum z_i), Lemma C.1
+        denominator = self.scale() * design.size
+        u = total / denominator
+        public_data = np.zeros((n, self.kernel.n_columns))
+        if state.public is not None:
+            assert self.circuit.public_column is not None
+            public_data[:, self.circuit.public_column] = state.public
+        value = self.kernel.statistic(u, public_data)
+        noise_var = self.noise_variance(n, design)
+        slope = _slope(self.kernel, u, public_data)
+        std_error = normal_std_error(noise_var) * slope
+        meters = {name: np.asarray(inbox.fields[name])[order] for name in _METERS}
+        sent = meters["meter_online_sent"]
+        offline = meters["meter_offline_received"]
+        expected = self.expected_communication(n, design, state.public)
+        diagnostics = self._diagnostics(n, design, state.public, noise_var)
+        diagnostics.update({
+            "online_bits_per_party": float(sent.mean()),
+            "max_online_bits_per_party": int(sent.max()),
+            "online_bits_received_per_party": float(meters["meter_online_received"].mean()),
+            "offline_bits_per_party": float(offline.mean()),
+            "online_bits_total": int(sent.sum()),
+            "offline_bits_total": int(offline.sum()),
+            "rounds": int(meters["meter_rounds"][0]),
+            "lemma_c3_bits": expected["online_bits"],
+            "lemma_c3_rounds": expected["rounds"],
+            "expected_offline_bits": expected["offline_bits"],
+            "offline_seconds": float(meters["meter_seconds"][0, 0]),
+            "online_seconds": float(meters["meter_seconds"][0, 1]),
+            "u_statistic": u,
+            "public_coin": None if state.coin is None else [int(w) for w in state.coin],
+        })
+        return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
+                        privacy=self.guarantee, std_error=float(std_error),
+                        cost=Cost(server_operations=n, offline_bits=int(offline.sum())),
+                        diagnostics=diagnostics)
+
+    def _diagnostics(self, n: int, design: Design, public: np.ndarray | None,
+                     noise_var: float) -> dict[str, Any]:
+        fp = self.fixed_point
+        out: dict[str, Any] = {
+            "design": design.name,
+            "edges": design.size,
+            "active_edges": self.active_edges(design, public),
+            "max_degree": design.max_degree,
+            "u_sensitivity": design.max_degree * self.kernel.sensitivity / design.size,
+            "comparison": self.method,
+            "full_range_comparisons": self.full_range,
+            "fixed_point": {"bits": fp.bits, "frac_bits": fp.frac_bits,
+                            "headroom": fp.headroom},
+            "output_scale": self.scale(),
+            "secure_operations_per_edge": {"comparisons": self.circuit.comparisons,
+                                           "equalities": self.circuit.equalities,
+                                           "products": self.circuit.products},
+            "incomplete_variance_bound": incomplete_variance_bound(
+                n, self.kernel.degree, design.size, self.kernel.sensitivity),
+            "server_operations": SERVER_OPS_NOTE,
+            "secrecy": self._secrecy_text(),
+        }
+        if math.isinf(self.epsilon):
+            out["threat_model"] = "none (epsilon = inf: no noise phase)"
+            return out
+        c = self.contributors(n)
+        out.update({
+            "threat_model": self.threat_model,
+            "noise_contributors": c,
+            "min_honest": self.min_honest,
+            "tolerated_colluders": c - (c if self.min_honest is None else self.min_honest),
+            "noise_sensitivity_units": self.integer_sensitivity(design),
+            "noise_std_u": math.sqrt(noise_var),
+            "noise_source": "simulation" if self.noise is None else self.noise.kind,
+            "collusion_guarantee": collusion_guarantee(
+                self.threat_model, n, c, self.min_honest, self.epsilon, self.f_honest,
+                self.fail_prob),
+        })
+        return out
+
+    def _secrecy_text(self) -> str:
+        basis = ("computational: FSS keys from a fixed-key AES-128 PRG" if self.method == "fss"
+                 else "information-theoretic given the dealer")
+        return ("records and intermediate values are additively shared within each edge; a "
+                "coalition without every member of an edge learns nothing from that edge, "
+                f"only the release ({basis}). The offline material comes from a trusted "
+                "dealer that must not collude with any party or the aggregator; parties are "
+                "semi-honest (002 Sec. 3).")
+
+
+def _slope(kernel: Kernel, u: float, public_data: np.ndarray) -> float:
+    """|d statistic / d U| at the released U (public quantities only)."""
+    h = 1e-6 * max(1.0, abs(u))
+    slope = abs(kernel.statistic(u + h, public_data) - kernel.statistic(u - h, public_data))
+    slope /= 2 * h
+    return float(slope) if math.isfinite(slope) else math.nan
+
+
+def _umpc(kernel: Kernel, *, epsilon: float, delta: float = 0.0,
+          design: str | Design = "balanced", edges: int | None = None,
+          threat_model: str = "hf", f_honest: float = 0.5, fail_prob: float = 2.0**-40,
+          min_honest: int | None = 1, comparison: str = "auto",
+          fixed_point: FixedPoint | None = None, noise: NoiseSource | None = None) -> UMPC:
+    # The discrete Laplace release is pure epsilon-DP; a delta the caller allows is unused.
+    return UMPC(kernel, epsilon, design=design, edges=edges, threat_model=threat_model,
+                f_honest=f_honest, fail_prob=fail_prob, min_honest=min_honest,
+                comparison=comparison, fixed_point=fixed_point, noise=noise)
+
+
+register("umpc", _umpc, model=PrivacyModel.CENTRAL,
+         summary="secret sharing on a sampled hypergraph, secure kernel circuits and "
+                 "distributed discrete Laplace noise (U-MPC)",
+         source="002 Protocol 3.1, App. B (Protocol B.1), C.2.3, C.3, F")

@@ -1,0 +1,507 @@
+"""U-MPC (``fedustat.protocols.umpc``, 002 Protocol 3.1) and its secure kernel circuits.
+
+Sources: Protocol 3.1 (phases), Lemma C.1 (correctness: U_hat = U_{f,E} + eta / |E|),
+App. C.2.3 (sensitivity delta_G^max Delta f / |E|), Lemma C.3 (communication), Protocol B.1
+and Sec. 4 (noise, |Z|), Claim D.1 / Lemma D.3 (error), App. F (BalancedSamp).
+
+Monte Carlo tolerances (5 standard errors, derived from the theory): the noise on the
+integer sum is the sum of c i.i.d. differences X - Y of Pólya(r, t) variables, whose
+cumulants are kappa_2 = 2 c r t / (1 - t)^2 and kappa_4 = 2 c r t (1 + 4 t + t^2) / (1 - t)^4
+(negative binomial cumulants; odd ones cancel in the difference). Over R runs the mean is
+compared within 5 sqrt(kappa_2 / R) and the sample variance within
+5 sqrt((kappa_4 + 2 kappa_2^2) / R) (Var(s^2) ~ (mu_4 - sigma^4) / R with
+mu_4 = kappa_4 + 3 kappa_2^2). Chi-square uniformity tests use significance 1e-6.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import fedustat
+from fedustat.privacy.guarantee import PrivacyModel
+from fedustat.privacy.noise import DeploymentNoise
+from fedustat.protocols import registry
+from fedustat.protocols.secure_kernels import SUPPORTED_KERNELS, KernelCircuit, circuit_for
+from fedustat.protocols.umpc import (
+    MAX_DIS_PARTIES,
+    UMPC,
+    collusion_guarantee,
+    incomplete_variance_bound,
+    lemma_c3,
+    share_records,
+)
+from fedustat.runtime.simulate import simulate
+from fedustat.secure import Dealer, FixedPoint, Transcript, comparison_cost, reconstruct
+from fedustat.stats import (
+    Design,
+    auc_kernel,
+    balanced_sample,
+    duplicate_pair_kernel,
+    gini_kernel,
+    incomplete_ustatistic,
+    kendall_tau_kernel,
+    mann_whitney_kernel,
+    rand_index_kernel,
+    renyi2_entropy_kernel,
+    user_kernel,
+    ustatistic,
+    variance_kernel,
+    vus_kernel,
+)
+from fedustat.stats.kernels import Kernel
+
+ALPHA = 1e-6
+Z = 5.0
+WIDE = FixedPoint(64, 14, headroom=1)  # the variance kernel's squares need 2c fractional bits
+
+
+def _data(name: str, n: int, rng: np.random.Generator) -> tuple[Kernel, np.ndarray]:
+    """Small integer grids, so that ties occur in every kernel."""
+    if name == "gini_mean_difference":
+        k = gini_kernel((0.0, 5.0))
+        return k, k.pack(rng.integers(0, 21, n) / 4)
+    if name == "variance":
+        k = variance_kernel((0.0, 5.0))
+        return k, k.pack(rng.integers(0, 21, n) / 4)
+    if name == "kendall_tau_a":
+        k = kendall_tau_kernel("a")
+        return k, k.pack(rng.integers(-3, 4, n), rng.integers(0, 5, n) / 2)
+    if name in ("auc", "mann_whitney"):
+        k = auc_kernel() if name == "auc" else mann_whitney_kernel()
+        return k, k.pack(rng.integers(-4, 5, n) / 8, np.arange(n) % 2)
+    if name in ("duplicate_pair_ratio", "renyi2_entropy"):
+        k = duplicate_pair_kernel() if name == "duplicate_pair_ratio" else renyi2_entropy_kernel()
+        return k, k.pack(rng.integers(0, 4, n))
+    if name == "rand_index":
+        k = rand_index_kernel()
+        return k, k.pack(rng.integers(0, 3, n), rng.integers(0, 3, n))
+    k = vus_kernel()
+    return k, k.pack(rng.integers(0, 4, n), np.arange(n) % 3)
+
+
+def _fp(name: str) -> FixedPoint | None:
+    return WIDE if name == "variance" else None
+
+
+CASES = [(name, method) for name in SUPPORTED_KERNELS
+         for method in (("circuit",) if name == "vus" else ("fss", "circuit"))]
+
+
+# ------------------------------------------------------------------------- correctness
+@pytest.mark.parametrize(("name", "method"), CASES)
+def test_noise_free_run_reproduces_the_incomplete_ustatistic(name: str, method: str) -> None:
+    rng = np.random.default_rng(11)
+    n = 30
+    kernel, data = _data(name, n, rng)
+    design = balanced_sample(3 * n, kernel.degree, n, rng=12)
+    protocol = UMPC(kernel, math.inf, design=design, comparison=method, fixed_point=_fp(name))
+    est = simulate(protocol, data, rng=13)
+    exact = incomplete_ustatistic(kernel, data, design.tuples)
+    # Integer arithmetic in the ring: the data lie on the fixed-point grid, so U is exact.
+    assert est.diagnostics["u_statistic"] == exact
+    assert est.value == pytest.approx(kernel.statistic(exact, data), rel=1e-12)
+    assert est.privacy.model is PrivacyModel.NONE and est.std_error == 0.0
+    assert est.diagnostics["rounds"] == est.diagnostics["lemma_c3_rounds"]
+
+
+def test_gini_with_real_values_is_within_the_fixed_point_resolution() -> None:
+    rng = np.random.default_rng(3)
+    kernel = gini_kernel((0.0, 1.0))
+    data = kernel.pack(rng.uniform(0, 1, 200))
+    est = simulate(UMPC(kernel, math.inf, design="uniform"), data, rng=4)
+    protocol = UMPC(kernel, math.inf, design="uniform")
+    coin = np.asarray(est.diagnostics["public_coin"], dtype=np.uint64)
+    design = protocol.draw_design(200, coin)
+    exact = incomplete_ustatistic(kernel, data, design.tuples)
+    # Each value is rounded by at most h/2, so each |x_i - x_j| moves by at most h and so
+    # does their average over |E| edges: |E| h / |E| = h.
+    h = protocol.fixed_point.resolution
+    assert abs(est.diagnostics["u_statistic"] - exact) <= h
+    assert est.diagnostics["u_statistic"] != exact  # the data are not on the grid
+
+
+@pytest.mark.parametrize("design", ["balanced", "uniform", "bernoulli"])
+def test_string_designs_are_drawn_from_the_public_coin(design: str) -> None:
+    rng = np.random.default_rng(5)
+    kernel, data = _data("kendall_tau_a", 40, rng)
+    protocol = UMPC(kernel, math.inf, design=design, edges=60)
+    est = simulate(protocol, data, rng=6)
+    drawn = protocol.draw_design(40, np.asarray(est.diagnostics["public_coin"], dtype=np.uint64))
+    assert est.diagnostics["edges"] == drawn.size
+    assert est.diagnostics["u_statistic"] == incomplete_ustatistic(kernel, data, drawn.tuples)
+    if design == "balanced":
+        assert drawn.size == 60 and drawn.max_degree == 3  # ceil(k m / n), 002 App. F
+    if design == "uniform":
+        assert drawn.size == 60
+
+
+def test_default_design_has_2n_edges_and_same_seed_same_release() -> None:
+    rng = np.random.default_rng(7)
+    kernel, data = _data("gini_mean_difference", 50, rng)
+    a = fedustat.estimate(kernel, data, protocol="umpc", epsilon=1.0, rng=8)
+    b = fedustat.estimate(kernel, data, protocol="umpc", epsilon=1.0, rng=8)
+    c = fedustat.estimate(kernel, data, protocol="umpc", epsilon=1.0, rng=9)
+    assert a.value == b.value and a.value != c.value
+    assert a.diagnostics["edges"] == 100 and a.protocol == "umpc"
+
+
+def _run_circuit(circuit: KernelCircuit, values: list[np.ndarray], order: np.ndarray | None,
+                 method: str, fp: FixedPoint, seed: int) -> tuple[np.ndarray, Transcript]:
+    ring = fp.ring
+    m = values[0].shape[0]
+    log = Transcript(circuit.degree, m)
+    dealer = Dealer(circuit.degree, ring=ring, rng=seed, transcript=log)
+    full = circuit.full_range(fp)
+    material = circuit.deal(dealer, m, method=method, full_range=full)  # type: ignore[arg-type]
+    shares = share_records([ring.reduce(v) for v in values], ring, seed + 1, log)
+    out = circuit.evaluate(shares, material, ring=ring, method=method,  # type: ignore[arg-type]
+                           full_range=full, order=order, transcript=log)
+    return ring.to_signed(reconstruct(out, ring=ring)), log
+
+
+@pytest.mark.parametrize(("name", "method"), CASES)
+@pytest.mark.parametrize("headroom", [1, 0])
+def test_circuits_on_random_negative_and_boundary_values(name: str, method: str,
+                                                         headroom: int) -> None:
+    """Every circuit against the same arithmetic in the clear, on the whole encodable range
+    (with headroom 0 the comparisons run on the full signed range)."""
+    kernel = _data(name, 6, np.random.default_rng(0))[0]
+    circuit = circuit_for(kernel)
+    fp = FixedPoint(40, 14, headroom=headroom)
+    rng = np.random.default_rng(100 * CASES.index((name, method)) + headroom)
+    m = 300
+    lo, hi = fp.min_int, fp.max_int
+    if name in ("gini_mean_difference", "variance"):
+        # Differences must not wrap (Gini) and squares must fit (variance).
+        lo, hi = (lo // 2, hi // 2) if name == "gini_mean_difference" else (-2**12, 2**12)
+    edge = np.array([lo, hi, 0, -1, 1, lo + 1, hi - 1])
+    values = []
+    for _ in range(circuit.degree):
+        cols = []
+        for _ in circuit.secret_columns:
+            col = rng.integers(lo, hi, m, endpoint=True)
+            col[: m // 3] = rng.choice(edge, m // 3)           # boundaries and ties
+            col[m // 3: m // 2] = rng.integers(-2, 3, m // 2 - m // 3)
+            cols.append(col)
+        values.append(np.stack(cols, axis=1))
+    order = None
+    if circuit.public_column is not None:
+        order = np.stack([rng.permutation(circuit.degree) for _ in range(m)])
+    got, log = _run_circuit(circuit, values, order, method, fp, seed=int(rng.integers(1000)))
+    want = circuit.evaluate_clear(values, order, fp).astype(np.int64)
+    np.testing.assert_array_equal(got, want)
+    cost = circuit.cost(ring_bits=40, method=method, full_range=circuit.full_range(fp))  # type: ignore[arg-type]
+    sharing = (circuit.degree - 1) * 40 * len(circuit.secret_columns)
+    np.testing.assert_array_equal(log.member_bits("online"), sharing + cost.online_bits)
+    np.testing.assert_array_equal(log.member_bits("offline", "received"), cost.offline_bits)
+    assert log.rounds == 1 + cost.rounds
+
+
+def test_protocol_with_full_range_comparisons() -> None:
+    rng = np.random.default_rng(21)
+    kernel, data = _data("auc", 40, rng)
+    design = balanced_sample(80, 2, 40, rng=1)
+    est = simulate(UMPC(kernel, math.inf, design=design, fixed_point=FixedPoint(40, 14)),
+                   data, rng=2)
+    assert est.diagnostics["full_range_comparisons"] is True
+    assert est.diagnostics["u_statistic"] == incomplete_ustatistic(kernel, data, design.tuples)
+
+
+# ------------------------------------------------------------------------- noise
+def _polya_cumulants(c: int, r: float, t: float) -> tuple[float, float]:
+    k2 = r * t / (1 - t) ** 2
+    k4 = r * t * (1 + 4 * t + t * t) / (1 - t) ** 4
+    return 2 * c * k2, 2 * c * k4
+
+
+@pytest.mark.parametrize(("threat_model", "min_honest"), [("hf", 1), ("hf", None), ("dis", 1),
+                                                          ("dis", 3)])
+def test_noise_is_unbiased_with_the_discrete_laplace_variance(threat_model: str,
+                                                             min_honest: int | None) -> None:
+    n, eps, R = 12, 2.0, 1500
+    kernel = duplicate_pair_kernel()
+    data = kernel.pack(np.random.default_rng(1).integers(0, 3, n))
+    design = balanced_sample(24, 2, n, rng=2)
+    protocol = UMPC(kernel, eps, design=design, comparison="circuit", threat_model=threat_model,
+                    f_honest=0.8, fail_prob=1e-6, min_honest=min_honest)
+    exact = incomplete_ustatistic(kernel, data, design.tuples)
+    units = np.array([simulate(protocol, data, rng=s).diagnostics["u_statistic"]
+                      for s in range(R)]) * design.size - exact * design.size
+    assert np.allclose(units, np.round(units))  # noise is an integer number of ring units
+    c = protocol.contributors(n)
+    assert c == (9 if threat_model == "hf" else n)  # |Z| = ceil(log 1e-6 / log 0.2) = 9
+    h = c if min_honest is None else min_honest
+    s = design.max_degree  # delta_G^max * Delta f * D = 4 * 1 * 1
+    t = math.exp(-eps / s)
+    k2, k4 = _polya_cumulants(c, 1.0 / h, t)
+    assert protocol.noise_variance(n, design) * design.size**2 == pytest.approx(k2)
+    assert abs(units.mean()) <= Z * math.sqrt(k2 / R)
+    assert abs(units.var(ddof=1) - k2) <= Z * math.sqrt((k4 + 2 * k2**2) / R)
+    # 002 Lemma D.3 / Claim D.2 use the Laplace variance 2 (delta Delta f / (eps |E|))^2 per
+    # full draw; the discrete Laplace is at most that (1 / (2 sinh^2(eps / 2s)) <= 2 (s/eps)^2).
+    laplace = c / h * 2 * (s / eps) ** 2
+    assert 0.95 * laplace <= k2 <= laplace
+
+
+def test_mse_against_the_complete_ustatistic_within_lemma_d3() -> None:
+    """Random BalancedSamp designs plus noise: unbiased for the complete U-statistic, with
+    MSE at most Claim D.1's incomplete-sampling bound plus the noise variance (Lemma D.3)."""
+    n, eps, R = 40, 1.0, 600
+    kernel = kendall_tau_kernel("a")
+    rng = np.random.default_rng(31)
+    x = rng.normal(size=n)
+    data = kernel.pack(np.round(x * 8) / 8, np.round((x + rng.normal(size=n)) * 8) / 8)
+    complete = ustatistic(kernel, data)
+    protocol = UMPC(kernel, eps, comparison="circuit", min_honest=None)
+    errors = np.array([simulate(protocol, data, rng=s).value for s in range(R)]) - complete
+    design = protocol.draw_design(n, np.array([1, 2], dtype=np.uint64))
+    bound = incomplete_variance_bound(n, 2, 2 * n, kernel.sensitivity) \
+        + protocol.noise_variance(n, design)
+    # Errors are bounded by |f| <= 1 plus the noise; 5 standard errors of the mean of
+    # squares use the bound's square root as a scale for the spread.
+    mse = float(np.mean(errors**2))
+    assert mse <= bound + Z * float(np.std(errors**2)) / math.sqrt(R)
+    assert abs(errors.mean()) <= Z * math.sqrt(bound / R)
+
+
+# ------------------------------------------------------------------------- communication
+def _hand_count(circuit: KernelCircuit, n: int, m: int, method: str, full_range: bool,
+                contributors: int, l_bits: int) -> tuple[int, int, int]:
+    """Lemma C.3 written out from the secure layer's primitive costs."""
+    k = circuit.degree
+    per_member = rounds = offline = 0
+    if circuit.comparisons:
+        c = comparison_cost("less_than", bits=l_bits, group_size=k, method=method,  # type: ignore[arg-type]
+                            full_range=full_range)
+        per_member += circuit.comparisons * c.online_bits
+        offline += circuit.comparisons * c.offline_bits
+        rounds = c.rounds
+    if circuit.equalities:
+        e = comparison_cost("equal", bits=l_bits, group_size=k, method=method)  # type: ignore[arg-type]
+        per_member += circuit.equalities * e.online_bits
+        offline += circuit.equalities * e.offline_bits
+        rounds = e.rounds
+    if circuit.products:
+        per_member += circuit.products * 2 * (k - 1) * l_bits
+        offline += circuit.products * 3 * l_bits
+        rounds += 1
+    d = len(circuit.secret_columns)
+    bits = (m * k * (k - 1) * l_bits * d + m * k * per_member
+            + contributors * (n - 1) * l_bits + n * l_bits)
+    noise_rounds = 1 if contributors else 0
+    return bits, 1 + max(rounds, noise_rounds) + 1, m * k * offline
+
+
+@pytest.mark.parametrize(("name", "method", "threat_model", "epsilon"), [
+    ("gini_mean_difference", "fss", "hf", 1.0),
+    ("kendall_tau_a", "circuit", "hf", 1.0),
+    ("kendall_tau_a", "fss", "dis", 0.5),
+    ("auc", "fss", "hf", 1.0),
+    ("vus", "circuit", "dis", 1.0),
+    ("rand_index", "fss", "hf", math.inf),
+    ("duplicate_pair_ratio", "circuit", "hf", 2.0),
+])
+def test_measured_bits_equal_lemma_c3(name: str, method: str, threat_model: str,
+                                      epsilon: float) -> None:
+    n = 45
+    kernel, data = _data(name, n, np.random.default_rng(4))
+    protocol = UMPC(kernel, epsilon, comparison=method, threat_model=threat_model,
+                    f_honest=0.9, fixed_point=_fp(name))
+    est = simulate(protocol, data, rng=5)
+    d = est.diagnostics
+    circuit = circuit_for(kernel)
+    contributors = 0 if math.isinf(epsilon) else protocol.contributors(n)
+    bits, rounds, offline = _hand_count(circuit, n, d["active_edges"], method,
+                                        protocol.full_range, contributors, 40)
+    assert d["online_bits_total"] == d["lemma_c3_bits"] == bits
+    assert d["rounds"] == d["lemma_c3_rounds"] == rounds
+    assert d["offline_bits_total"] == d["expected_offline_bits"] == offline
+    assert d["online_bits_per_party"] == pytest.approx(bits / n)
+    assert est.cost.offline_bits == offline
+    # The runtime's cost is the aggregator's link: a check-in (or the public label) and z_i.
+    public = 2 if name == "vus" else 1
+    assert est.cost.bits_per_party == public + 40
+    if name in ("auc", "vus"):
+        assert d["active_edges"] < d["edges"]  # same-class edges are neither shared nor computed
+
+
+def test_lemma_c3_hand_count_on_a_tiny_run() -> None:
+    """Gini, FSS, l = 40, 4 parties, 2 edges, all 4 parties in Z:
+    sharing 2 * 2 * 1 * 40 = 160; computing per member and edge 40 (comparison) + 80
+    (product), times 4 slots = 480; noise 4 * 3 * 40 = 480; aggregation 4 * 40 = 160."""
+    kernel = gini_kernel((0.0, 1.0))
+    design = Design(np.array([[0, 1], [2, 3]]), 4)
+    est = simulate(UMPC(kernel, 1.0, design=design), kernel.pack([0.1, 0.5, 0.9, 0.2]), rng=1)
+    assert est.diagnostics["online_bits_total"] == 160 + 480 + 480 + 160 == 1280
+    assert est.diagnostics["rounds"] == 1 + max(1 + 1, 1) + 1 == 4
+    count = lemma_c3(n_parties=4, n_edges=2, degree=2, ring_bits=40, kernel_bits=2 * 120,
+                     kernel_rounds=2, noise_bits=480, noise_rounds=1)
+    assert count == (1280, 4)
+
+
+# ------------------------------------------------------------------------- secrecy
+def test_the_aggregator_sees_uniform_ring_elements() -> None:
+    """Each z_i is masked by uniform noise shares: the top and bottom bytes of the n
+    messages are uniform (the data are constant, so any structure would show)."""
+    n = 4000
+    kernel = duplicate_pair_kernel()
+    protocol = UMPC(kernel, 1.0, comparison="circuit")
+    state = protocol.init_parties(kernel.pack(np.zeros(n)), np.arange(n))
+    server = protocol.init_server(n)
+    rng = np.random.default_rng(3)
+    state, msg = protocol.party_step(state, None, rng)
+    server, broadcast = protocol.server_step(server, msg, rng)
+    state, msg = protocol.party_step(state, broadcast, rng)  # type: ignore[arg-type]
+    z = np.asarray(msg.fields["z"])
+    for byte in (np.bitwise_and(z, np.uint64(0xFF)), np.right_shift(z, np.uint64(32))):
+        counts = np.bincount(byte.astype(np.int64), minlength=256)
+        assert stats.chisquare(counts).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_partys_received_shares_are_uniform(k: int) -> None:
+    ring = FixedPoint().ring
+    m = 30_000
+    secret = [np.full((m, 1), 12345, dtype=np.uint64) for _ in range(k)]
+    shares = share_records(secret, ring, 9)
+    for owner in range(k):
+        for holder in range(k):
+            if holder == owner:
+                continue
+            got = shares[owner][holder, :, 0]
+            for byte in (np.bitwise_and(got, np.uint64(0xFF)), np.right_shift(got, np.uint64(32))):
+                counts = np.bincount(byte.astype(np.int64), minlength=256)
+                assert stats.chisquare(counts).pvalue > ALPHA
+
+
+# ------------------------------------------------------------------------- guarantee
+def test_guarantee_diagnostics_and_standard_error() -> None:
+    rng = np.random.default_rng(8)
+    kernel, data = _data("auc", 60, rng)
+    protocol = UMPC(kernel, 0.5)
+    est = simulate(protocol, data, rng=1)
+    assert est.privacy.model is PrivacyModel.CENTRAL and est.privacy.epsilon == 0.5
+    assert est.privacy.delta == 0.0 and est.privacy.adjacency == kernel.adjacency
+    d = est.diagnostics
+    assert d["noise_contributors"] == 40 and d["tolerated_colluders"] == 39
+    assert "honest member" in d["collusion_guarantee"]
+    assert "computational" in d["secrecy"] and "dealer" in d["secrecy"]
+    design = protocol.draw_design(60, np.asarray(d["public_coin"], dtype=np.uint64))
+    n_pos = int(data[:, 1].sum())
+    slope = math.comb(60, 2) / (n_pos * (60 - n_pos))   # AUC = U C(n,2) / (n+ n-)
+    assert est.std_error == pytest.approx(math.sqrt(protocol.noise_variance(60, design)) * slope,
+                                          rel=1e-6)
+    assert d["u_sensitivity"] == design.max_degree / design.size
+    assert est.value == pytest.approx(d["u_statistic"] * slope)
+
+
+def test_collusion_guarantee_wording() -> None:
+    paper = collusion_guarantee("hf", 1000, 40, None, 1.0, 0.5, 2.0**-40)
+    assert "aggregator colluding with any contributor can subtract" in paper
+    robust = collusion_guarantee("dis", 50, 50, 1, 1.0, 0.5, 1e-9)
+    assert "up to 49 of the 50" in robust
+    partial = collusion_guarantee("hf", 1000, 40, 5, 1.0, 0.5, 1e-9)
+    assert "up to 35 of the 40" in partial
+
+
+def test_deployment_noise_uses_the_os_csprng() -> None:
+    # An integer-valued kernel: the Pólya draws of DeploymentNoise take time linear in their
+    # mean, which is large for fixed-point sensitivities (s = delta Delta f 2^c).
+    kernel, data = _data("duplicate_pair_ratio", 10, np.random.default_rng(1))
+    est = simulate(UMPC(kernel, 1.0, noise=DeploymentNoise()), data, rng=1)
+    assert est.diagnostics["noise_source"] == "deployment"
+    assert math.isfinite(est.value) and est.privacy.epsilon == 1.0
+
+
+def test_registered_and_reachable_through_the_api() -> None:
+    entry = {e.name: e for e in registry.available()}["umpc"]
+    assert entry.model is PrivacyModel.CENTRAL
+    kernel, data = _data("rand_index", 30, np.random.default_rng(2))
+    protocol = registry.make("umpc", kernel, epsilon=1.0, design="uniform", edges=40,
+                             comparison="circuit", threat_model="dis", min_honest=None)
+    assert isinstance(protocol, UMPC) and protocol.method == "circuit"
+    est = fedustat.estimate(kernel, data, protocol="umpc", epsilon=1.0, rng=3, edges=40)
+    assert est.diagnostics["edges"] == 40 and "umpc" in str(est)
+
+
+# ------------------------------------------------------------------------- bad input
+def test_unsupported_kernels_are_refused_with_the_list() -> None:
+    own = user_kernel(lambda a, b: np.abs(a[:, 0] - b[:, 0]), 2, "x", (0.0, 1.0))
+    with pytest.raises(ValueError, match="built-in kernels: auc, mann_whitney, kendall_tau_a"):
+        UMPC(own, 1.0)
+    fake = user_kernel(lambda a, b: np.abs(a[:, 0] - b[:, 0]), 2, "x", (0.0, 1.0), name="auc")
+    with pytest.raises(ValueError, match="only for the built-in kernels"):
+        UMPC(fake, 1.0)
+    with pytest.raises(ValueError, match=r"kendall_tau_kernel\('a'\)"):
+        UMPC(kendall_tau_kernel("b"), 1.0)
+
+
+def test_values_outside_the_fixed_point_range_raise_overflow() -> None:
+    kernel = kendall_tau_kernel("a")
+    data = kernel.pack([1.0, 2.0, 3e7], [0.0, 1.0, 2.0])
+    with pytest.raises(OverflowError, match=r"data column\(s\) x, y .* outside the fixed-point"):
+        simulate(UMPC(kernel, 1.0), data, rng=1)
+    # Ring too small for the sum of the variance kernel's squares (2c fractional bits).
+    kernel = variance_kernel((0.0, 10.0))
+    with pytest.raises(OverflowError, match="does not fit the ring"):
+        simulate(UMPC(kernel, 1.0), kernel.pack(np.linspace(0, 10, 20)), rng=1)
+    with pytest.raises(OverflowError, match="do not fit the fixed-point range"):
+        UMPC(gini_kernel((0.0, 1e8)), 1.0)
+
+
+def test_bad_parameters_are_refused() -> None:
+    kernel = gini_kernel((0.0, 1.0))
+    with pytest.raises(ValueError, match="epsilon must be > 0"):
+        UMPC(kernel, 0.0)
+    with pytest.raises(ValueError, match="epsilon must be > 0"):
+        UMPC(kernel, -1.0)
+    with pytest.raises(ValueError, match="threat_model must be 'hf'"):
+        UMPC(kernel, 1.0, threat_model="honest-majority")
+    with pytest.raises(ValueError, match="design must be one of"):
+        UMPC(kernel, 1.0, design="random")
+    with pytest.raises(ValueError, match="comparison must be one of"):
+        UMPC(kernel, 1.0, comparison="garbled")
+    with pytest.raises(ValueError, match="comparison='fss' is a two-party construction"):
+        UMPC(vus_kernel(), 1.0, comparison="fss")
+    with pytest.raises(ValueError, match="tuples of size 3"):
+        UMPC(kernel, 1.0, design=balanced_sample(10, 3, 10, rng=1))
+    with pytest.raises(ValueError, match="edges cannot be combined"):
+        UMPC(kernel, 1.0, design=balanced_sample(10, 2, 10, rng=1), edges=10)
+    with pytest.raises(ValueError, match="edges must be >= 1"):
+        UMPC(kernel, 1.0, edges=0)
+    with pytest.raises(ValueError, match="f_honest must be in"):
+        UMPC(kernel, 1.0, f_honest=0.0)
+    with pytest.raises(ValueError, match="fail_prob must be in"):
+        UMPC(kernel, 1.0, fail_prob=1.0)
+    with pytest.raises(ValueError, match="min_honest must be >= 1"):
+        UMPC(kernel, 1.0, min_honest=0)
+    with pytest.raises(TypeError, match="fixed_point must be a FixedPoint"):
+        UMPC(kernel, 1.0, fixed_point=40)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="noise must be None or a NoiseSource"):
+        UMPC(kernel, 1.0, noise="os")  # type: ignore[arg-type]
+
+
+def test_run_time_refusals() -> None:
+    kernel = duplicate_pair_kernel()
+    data = kernel.pack(np.arange(10) % 3)
+    with pytest.raises(ValueError, match="edges=50 exceeds the C\\(10, 2\\) = 45"):
+        simulate(UMPC(kernel, 1.0, edges=50), data, rng=1)
+    with pytest.raises(ValueError, match="design is for 12 parties, data has 10"):
+        simulate(UMPC(kernel, 1.0, design=balanced_sample(12, 2, 12, rng=1)), data, rng=1)
+    with pytest.raises(ValueError, match="all 10 parties in one simulated batch"):
+        simulate(UMPC(kernel, 1.0), data, rng=1, batch_size=4)
+    with pytest.raises(ValueError, match="min_honest \\(20\\) cannot exceed"):
+        simulate(UMPC(kernel, 1.0, min_honest=20), data, rng=1)
+    big = kernel.pack(np.arange(MAX_DIS_PARTIES + 1) % 5)
+    with pytest.raises(ValueError, match="refused above 10000 parties: use threat_model='hf'"):
+        simulate(UMPC(kernel, 1.0, threat_model="dis", comparison="circuit", edges=10), big,
+                 rng=1)
+    auc = auc_kernel()
+    with pytest.raises(ValueError, match="label must be binary"):
+        simulate(UMPC(auc, 1.0), np.array([[0.1, 0.0], [0.2, 2.0], [0.3, 1.0]]), rng=1)
+    with pytest.raises(ValueError, match="no positive example"):
+        simulate(UMPC(auc, 1.0), np.column_stack([np.arange(6) / 8, np.zeros(6)]), rng=1)

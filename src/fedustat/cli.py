@@ -1,8 +1,10 @@
 """The ``fedustat`` command line.
 
 ``fedustat estimate`` computes statistics from a CSV/Parquet file or a bundled data set,
-exactly and with a private protocol; ``fedustat datasets`` and ``fedustat protocols``
-list what is available.
+exactly and with a private protocol; ``fedustat advise`` predicts every protocol's error
+and cost and recommends one; ``fedustat compare`` runs every applicable protocol side by
+side and writes a report; ``fedustat datasets`` and ``fedustat protocols`` list what is
+available.
 """
 
 from __future__ import annotations
@@ -19,7 +21,20 @@ from typing import Any
 import numpy as np
 
 from fedustat import datasets
+from fedustat.advise import STATISTICS as ADVISED_STATISTICS
+from fedustat.advise import TRUST_MODELS, advise
 from fedustat.api import estimate
+from fedustat.compare import (
+    COMPARED_STATISTICS,
+    DEFAULT_DELTA,
+    DEFAULT_EPSILONS,
+    DEFAULT_GRID_POINTS,
+    DEFAULT_REPETITIONS,
+    PUBLIC_BOUNDS,
+    PUBLIC_VALUES,
+    run_comparison,
+    write_report,
+)
 from fedustat.protocols import registry
 from fedustat.stats import kernels
 from fedustat.stats.kernels import Kernel
@@ -59,11 +74,13 @@ STATISTICS: dict[str, StatisticSpec] = {
     spec.name: spec for spec in [
         StatisticSpec("auc", "area under the ROC curve of a score for a binary label",
                       lambda b: kernels.auc_kernel(), "breast_cancer_scores",
-                      ("score", "label"), column_bounds={"score": (0.0, 1.0)}),
+                      ("score", "label"),
+                      column_bounds={"score": PUBLIC_BOUNDS["breast_cancer_scores"]["score"]}),
         StatisticSpec("kendall", "Kendall's tau-a between two variables",
                       lambda b: kernels.kendall_tau_kernel("a"), "diabetes_pairs",
                       ("bmi", "progression"),
-                      column_bounds={"x": (10.0, 60.0), "y": (0.0, 400.0)}),
+                      column_bounds={"x": PUBLIC_BOUNDS["diabetes_pairs"]["bmi"],
+                                     "y": PUBLIC_BOUNDS["diabetes_pairs"]["progression"]}),
         StatisticSpec("gini", "Gini mean difference of a bounded variable",
                       _bounded(kernels.gini_kernel), "diabetes_pairs", ("bmi",),
                       default_bounds=(10.0, 60.0), needs_bounds=True),
@@ -72,14 +89,16 @@ STATISTICS: dict[str, StatisticSpec] = {
                       default_bounds=(10.0, 60.0), needs_bounds=True),
         StatisticSpec("duplicate", "duplicate-pair ratio of a categorical variable",
                       lambda b: kernels.duplicate_pair_kernel(), "wine_cultivars", ("cultivar",),
-                      column_values={"x": [0.0, 1.0, 2.0]}),
+                      column_values={"x": PUBLIC_VALUES["wine_cultivars"]["cultivar"]}),
         StatisticSpec("renyi2", "Rényi-2 (collision) entropy of a categorical variable",
                       lambda b: kernels.renyi2_entropy_kernel(), "wine_cultivars", ("cultivar",),
-                      column_values={"x": [0.0, 1.0, 2.0]}),
+                      column_values={"x": PUBLIC_VALUES["wine_cultivars"]["cultivar"]}),
         StatisticSpec("vus", "volume under the ROC surface of a score for 3 ordered classes",
                       lambda b: kernels.vus_kernel(), "diabetes_pairs",
-                      ("bmi", "progression_class"), column_bounds={"score": (10.0, 60.0)},
-                      column_values={"class": [0.0, 1.0, 2.0]}),
+                      ("bmi", "progression_class"),
+                      column_bounds={"score": PUBLIC_BOUNDS["diabetes_pairs"]["bmi"]},
+                      column_values={
+                          "class": PUBLIC_VALUES["diabetes_pairs"]["progression_class"]}),
     ]
 }
 
@@ -185,7 +204,7 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     try:
         private = estimate(kernel, data, epsilon=args.epsilon, delta=args.delta,
                            protocol=args.protocol, rng=args.seed, **params)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
     try:
         low, high = private.confidence_interval(0.95)
@@ -268,6 +287,108 @@ def cmd_protocols(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_floats(text: str, what: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise SystemExit(f"error: {what} must be numbers separated by commas, got {text!r}"
+                         ) from None
+    if not values:
+        raise SystemExit(f"error: {what} is empty")
+    return values
+
+
+def _parse_domain_size(text: str | None) -> int | list[int] | None:
+    if text is None:
+        return None
+    try:
+        sizes = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"error: --domain-size must be an integer (or one per column, "
+                         f"e.g. 6,6), got {text!r}") from None
+    return sizes[0] if len(sizes) == 1 else sizes
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    bounds: Any = None
+    if args.bounds:
+        pairs = args.bounds.split(";")
+        bounds = (_parse_pair(pairs[0], "--bounds") if len(pairs) == 1
+                  else [_parse_pair(p, "--bounds") for p in pairs])
+    zeta = _parse_pair(args.zeta, "--zeta") if args.zeta else None
+    try:
+        advice = advise(args.statistic, n=args.n, n_pos=args.n_pos, n_neg=args.n_neg,
+                        epsilon=args.epsilon, delta=args.delta,
+                        trust=None if args.trust == "any" else args.trust,
+                        max_bits_per_party=args.max_bits, bounds=bounds,
+                        domain_size=_parse_domain_size(args.domain_size), zeta=zeta,
+                        auc=args.auc)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if args.format == "json":
+        print(json.dumps(advice.to_dict(), indent=2, default=float))
+    else:
+        print(advice.table())
+    return 0
+
+
+def _statistics_arg(items: Sequence[str] | None) -> list[str]:
+    names: list[str] = []
+    for item in items or []:
+        names += [s.strip() for s in item.split(",") if s.strip()]
+    if not names or names == ["all"]:
+        return list(COMPARED_STATISTICS)
+    allowed = set(COMPARED_STATISTICS) | {"variance"}
+    unknown = [s for s in names if s not in allowed]
+    if unknown:
+        raise SystemExit(f"error: unknown statistic(s) {', '.join(unknown)}; choose from "
+                         f"{', '.join(sorted(allowed))} or all")
+    return list(dict.fromkeys(names))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    names = _statistics_arg(args.statistic)
+    epsilons = _parse_floats(args.epsilons, "--epsilons")
+    column_bounds = {}
+    for item in args.column_bounds or []:
+        name, _, text = item.partition("=")
+        column_bounds[name] = _parse_pair(text, "--column-bounds")
+    column_values = {}
+    for item in args.column_values or []:
+        name, _, text = item.partition("=")
+        column_values[name] = _parse_floats(text, "--column-values")
+    if args.file and not args.columns:
+        raise SystemExit("error: --file needs --columns naming the file's columns in the "
+                         "statistic's order (score,label for auc and roc; x,y for kendall)")
+    try:
+        result = run_comparison(
+            names, data=args.data, file=args.file,
+            columns=args.columns.split(",") if args.columns else None,
+            bounds=_parse_pair(args.bounds, "--bounds") if args.bounds else None,
+            column_bounds=column_bounds or None, column_values=column_values or None,
+            epsilons=epsilons, repetitions=args.repetitions, delta=args.delta,
+            protocols=args.protocols.split(",") if args.protocols else None,
+            grid_points=args.grid_points, seed=args.seed, progress=not args.no_progress)
+    except (OSError, TypeError, ValueError, ImportError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    report = None
+    if args.out:
+        try:
+            report = write_report(result, args.out)
+        except ImportError as exc:
+            raise SystemExit(f"error: the report's figures need matplotlib ({exc}); install "
+                             "fedustat[plot] or pass --out ''") from None
+    if args.format == "json":
+        print(json.dumps(result.to_dict(), indent=2, default=float))
+        return 0
+    print(result.tables())
+    for line in result.skipped:
+        print(f"not run: {line}")
+    print(f"wall time {result.wall_time:.1f} s"
+          + (f"; report written to {report}" if report is not None else ""))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedustat",
@@ -312,6 +433,86 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--format", choices=["table", "json"], default="table",
                      help="output format")
     est.set_defaults(func=cmd_estimate)
+
+    adv = sub.add_parser(
+        "advise", help="predict each protocol's error and cost, and recommend one",
+        description="Predict, from the papers' analytic formulas, the MSE of every protocol "
+                    "that can compute the statistic, with its bits per party and rounds, "
+                    "and recommend the most accurate one that meets the trust model and the "
+                    "communication budget (docs/compare.md lists the formulas).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    adv.add_argument("--statistic", required=True, choices=list(ADVISED_STATISTICS),
+                     help="the statistic: " + "; ".join(
+                         f"{k} = {v}" for k, v in ADVISED_STATISTICS.items()))
+    adv.add_argument("--n", type=int, default=None, help="number of parties")
+    adv.add_argument("--n-pos", type=int, default=None,
+                     help="positives (public class size) for auc and roc")
+    adv.add_argument("--n-neg", type=int, default=None,
+                     help="negatives (public class size) for auc and roc")
+    adv.add_argument("--epsilon", type=float, required=True, help="privacy budget > 0")
+    adv.add_argument("--delta", type=float, default=0.0,
+                     help="delta; protocols that need delta > 0 are considered only with it")
+    adv.add_argument("--trust", choices=["any", *TRUST_MODELS], default="any",
+                     help="who may be trusted: local = nobody; secure = secure computation "
+                          "with a DP output; label = the server may see scores but not labels; "
+                          "curator = a trusted aggregator; any = consider every protocol")
+    adv.add_argument("--max-bits", type=float, default=None,
+                     help="communication budget: most bits a party may send")
+    adv.add_argument("--bounds", default=None,
+                     help="public bounds LO,HI of the values (required for gini and variance); "
+                          "for kendall one pair per column separated by ';'")
+    adv.add_argument("--domain-size", default=None,
+                     help="number of public values of a discrete column (required for "
+                          "duplicate; 6,6 for kendall on two 6-point scales), or the number of "
+                          "grid thresholds for ecdf, quantile and roc")
+    adv.add_argument("--zeta", default=None,
+                     help="zeta_1,zeta_2 of the Hoeffding decomposition for the subsampling "
+                          "protocols (default: data-free worst case)")
+    adv.add_argument("--auc", type=float, default=None,
+                     help="a public guess of the AUC for the FedAUC predictions (default: "
+                          "their worst case over [0, 1])")
+    adv.add_argument("--format", choices=["table", "json"], default="table")
+    adv.set_defaults(func=cmd_advise)
+
+    cmp_ = sub.add_parser(
+        "compare", help="run every applicable protocol side by side and write a report",
+        description="Run every protocol the advisor lists for each statistic over a grid of "
+                    "epsilon with repetitions, on a bundled real data set (or a CSV/Parquet "
+                    "file), print one table per statistic and write a self-contained report "
+                    "(report.md, figures, results.csv/json) to --out.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    cmp_.add_argument("--statistic", action="append", metavar="NAME",
+                      help="statistic(s) to compare, repeatable or comma-separated: "
+                           f"{', '.join(COMPARED_STATISTICS)}, variance, or all (default)")
+    cmp_.add_argument("--data", default=None,
+                      help="data set name (bundled, or digits_images / digits_scores); "
+                           "needs --columns unless it is the statistic's default")
+    cmp_.add_argument("--file", default=None, help="a CSV (header row) or Parquet file")
+    cmp_.add_argument("--columns", default=None,
+                      help="comma-separated columns in the statistic's order "
+                           "(score,label for auc and roc; x,y for kendall; x otherwise)")
+    cmp_.add_argument("--bounds", default=None,
+                      help="public bounds LO,HI of the single continuous column")
+    cmp_.add_argument("--column-bounds", action="append", metavar="COLUMN=LO,HI",
+                      help="public bounds of a statistic column (score, x, y), repeatable")
+    cmp_.add_argument("--column-values", action="append", metavar="COLUMN=V1,V2,...",
+                      help="public values of a discrete statistic column, repeatable")
+    cmp_.add_argument("--epsilons", default=",".join(f"{e:g}" for e in DEFAULT_EPSILONS),
+                      help="comma-separated grid of epsilon")
+    cmp_.add_argument("--repetitions", type=int, default=DEFAULT_REPETITIONS,
+                      help="runs per protocol and epsilon")
+    cmp_.add_argument("--delta", type=float, default=DEFAULT_DELTA,
+                      help="delta for the protocols that need one (the others deliver 0)")
+    cmp_.add_argument("--protocols", default=None,
+                      help="comma-separated protocols to run (default: all applicable)")
+    cmp_.add_argument("--grid-points", type=int, default=DEFAULT_GRID_POINTS,
+                      help="thresholds of the ECDF and ROC grids")
+    cmp_.add_argument("--seed", type=int, default=0, help="root seed of every run")
+    cmp_.add_argument("--out", default="fedustat-report",
+                      help="folder for report.md, figures/ and results.csv/json ('' = none)")
+    cmp_.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    cmp_.add_argument("--format", choices=["table", "json"], default="table")
+    cmp_.set_defaults(func=cmd_compare)
 
     ds = sub.add_parser("datasets", help="list the bundled data sets")
     ds.set_defaults(func=cmd_datasets)

@@ -32,10 +32,11 @@ and heavy-tailed noise it is about a third of the MSE); ``theory_mse`` the predi
 given the data: the exact subsampling variance of the design
 (:func:`permutation_conditional_variance`) plus the noise variance over the number of
 pairs (000 Thm 5 conditioned on the data, with the noise term corrected; for all pairs
-the noise term alone). ``online_bits_per_party`` is what
-a party sends to its partners (measured by the secure layer's transcript) plus its
-uploads to the aggregator (measured by the runtime); ``offline_bits_per_party`` what it
-receives from the dealer. ``seconds`` is the mean wall time of one run.
+the noise term alone). ``online_bits_per_party`` is what a party sends to its partners
+and to the aggregator, ``offline_bits_per_party`` what it receives from the dealer (both
+from ``Estimate.cost``, measured by the runtime from the messages and the peer traffic
+each party step reports from its transcript). ``seconds`` is the mean wall time of one
+run.
 """
 
 from __future__ import annotations
@@ -86,8 +87,8 @@ def _case(data: np.ndarray, exact: float, proto: PairsTwoParty, runs: int, seed:
         "epsilon": proto.epsilon,
         "runs": runs,
         "seconds": float(np.mean(seconds)),
-        "online_bits_per_party": d["peer_bits_per_party"] + est.cost.bits_per_party,
-        "offline_bits_per_party": d["offline_bits_per_party"],
+        "online_bits_per_party": est.cost.bits_per_party,
+        "offline_bits_per_party": est.cost.offline_bits_per_party,
         "mse": float(np.mean(errors)),
         "theory_mse": design + noise,
         "notes": (f"mse s.e. {mse_se:.2g}; "

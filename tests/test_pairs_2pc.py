@@ -418,26 +418,37 @@ def test_measured_costs_match_the_primitive_costs(comparison):
     beaver_online, beaver_offline = 2 * L_BITS, 3 * L_BITS
     per_pair_online = 2 * L_BITS + 4 * lt.online_bits + beaver_online
     per_pair_offline = 4 * lt.offline_bits + beaver_offline
-    d = est.diagnostics
-    assert d["peer_bits_per_party"] == P * per_pair_online
-    assert d["peer_bits_max"] == P * per_pair_online
-    assert d["peer_bits_received_per_party"] == P * per_pair_online
-    assert d["offline_bits_per_party"] == P * per_pair_offline
-    assert est.cost.offline_bits == n * P * per_pair_offline
-    assert d["peer_rounds"] == 1 + lt.rounds + 1
-    # Through the runtime: join (1 bit) + one share per pair; 3 message rounds.
-    assert est.cost.bits_per_party == 1 + P * L_BITS
-    assert d["upload_bits_per_party"] == P * L_BITS
-    assert est.cost.rounds == 3
-    assert est.cost.server_operations == P * (n // 2)
+    c = est.cost
+    # Every party is in P pairs (n even). To the aggregator: a 1-bit join and one share
+    # per pair; to its partners: per_pair_online per pair.
+    upload = 1 + P * L_BITS
+    assert c.peer_bits_per_party == P * per_pair_online
+    assert c.bits_per_party == c.max_bits_per_party == upload + P * per_pair_online
+    # Down: per pair a row (pair id of ceil(log2 #pairs) bits, partner id of
+    # ceil(log2 n) bits, member slot 1 bit); from the partner as much as it sent.
+    n_pairs = P * (n // 2)
+    assignment = P * (math.ceil(math.log2(n_pairs)) + math.ceil(math.log2(n)) + 1)
+    assert c.bits_received_per_party == assignment + P * per_pair_online
+    assert c.total_bits == n * (upload + assignment + P * per_pair_online)
+    assert c.offline_bits_per_party == P * per_pair_offline
+    assert c.offline_bits == n * P * per_pair_offline
+    # Share the inputs; the comparisons; the product. Then the 3 messages through the
+    # runtime (join, assignment, shares).
+    assert c.peer_rounds == 1 + lt.rounds + 1
+    assert c.rounds == 3 + c.peer_rounds
+    assert c.server_operations == n_pairs
 
 
 def test_randomized_response_costs_two_products_beside_the_equality():
     est = simulate(PairsTwoParty(DUPLICATE, 1.0, P=1), DUPLICATE.pack(np.arange(10) % 3),
                    rng=1)
     eq = comparison_cost("equal", bits=L_BITS, method="fss")
-    assert est.diagnostics["peer_bits_per_party"] == L_BITS + eq.online_bits + 4 * L_BITS
-    assert est.diagnostics["peer_rounds"] == 3   # share; equality beside coin product; xor
+    peer = L_BITS + eq.online_bits + 4 * L_BITS
+    assert est.cost.peer_bits_per_party == peer
+    assert est.cost.bits_per_party == 1 + L_BITS + peer
+    assert est.cost.peer_rounds == 3   # share; equality beside coin product; xor
+    # Equality: one DPF key plus l; each product a Beaver triple of 3 l.
+    assert est.cost.offline_bits_per_party == eq.offline_bits + 2 * 3 * L_BITS
 
 
 # ----------------------------------------------------------------------------------

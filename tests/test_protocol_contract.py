@@ -4,7 +4,9 @@
 A small two-round protocol written here (parties send a value, the server answers with
 the mean, parties reply with their deviation and squared deviation, the server releases
 the sample variance) is run through ``simulate``; its costs are counted by hand from the
-messages it emits and compared with what the transport measured.
+messages it emits and compared with what the transport measured. A second toy protocol
+reports traffic among parties (``PeerTraffic``) with numbers chosen by hand, to check how
+the transport adds it to the costs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from fedustat.protocols.base import (
     Cost,
     Estimate,
     Message,
+    PeerTraffic,
     Protocol,
     Role,
     normal_std_error,
@@ -153,6 +156,52 @@ class Anonymous(NeverEnds):
         return state, Message(Role.PARTY, Role.SERVER, {"b": np.zeros(len(state))}, {"b": 1})
 
 
+class PeerToy(Protocol):
+    """Two rounds whose party steps report made-up peer traffic with hand-chosen counts.
+
+    Step 1: party i uploads 16 bits and reports sending ``8 (i + 1)`` bits to its peers,
+    receiving 10, and ``100 (i mod 2)`` bits from the dealer, in 2 peer rounds. The server
+    broadcasts 32 bits. Step 2: party i uploads 4 bits and reports two rows of its own id
+    (sent 3, received 5 each; rows of one id add up) in 1 peer round. The estimate states
+    ``declared_offline`` as its own offline figure.
+    """
+
+    name = "peer-toy"
+
+    def __init__(self, declared_offline: int = 0, outsider: bool = False) -> None:
+        self.declared_offline = declared_offline
+        self.outsider = outsider
+
+    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> Any:
+        return [np.asarray(parties), 0]
+
+    def init_server(self, n_parties: int) -> Any:
+        return [0]
+
+    def party_step(self, state: Any, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[Any, Message]:
+        ids, step = state
+        state[1] += 1
+        if step == 0:
+            named = ids + 1000 if self.outsider else ids
+            peer = PeerTraffic(named, 8 * (ids + 1), np.full(ids.size, 10), 100 * (ids % 2), 2)
+            return state, Message(Role.PARTY, Role.SERVER, {"a": np.zeros(ids.size)}, {"a": 16},
+                                  ids, peer=peer)
+        twice = np.concatenate([ids, ids])
+        peer = PeerTraffic(twice, np.full(twice.size, 3), np.full(twice.size, 5),
+                           np.zeros(twice.size, dtype=np.int64), 1)
+        return state, Message(Role.PARTY, Role.SERVER, {"b": np.zeros(ids.size)}, {"b": 4},
+                              ids, peer=peer)
+
+    def server_step(self, state: Any, inbox: Message,
+                    rng: np.random.Generator) -> tuple[Any, Message | Estimate]:
+        state[0] += 1
+        if state[0] == 1:
+            return state, Message(Role.SERVER, Role.PARTY, {"c": np.zeros(1)}, {"c": 32})
+        return state, Estimate(0.0, "nothing", self.name, PrivacyGuarantee.none(),
+                               cost=Cost(offline_bits=self.declared_offline))
+
+
 def toy_data(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).normal(3.0, 2.0, n)
 
@@ -242,6 +291,92 @@ def test_simulate_rejects_bad_rng_naming_the_argument(rng: Any) -> None:
 def test_one_dimensional_data_is_one_column() -> None:
     x = toy_data(12, seed=5)
     assert simulate(ToyVariance(), x).value == simulate(ToyVariance(), x[:, None]).value
+
+
+# ------------------------------------------------------------------ peer traffic
+
+
+@pytest.mark.parametrize("batch_size", [None, 1, 3])
+def test_peer_traffic_costs_match_hand_count(batch_size: int | None) -> None:
+    n = 7
+    i = np.arange(n)
+    est = simulate(PeerToy(declared_offline=999), np.zeros(n), batch_size=batch_size)
+    upload = 16 + 4
+    peer_sent = 8 * (i + 1) + 2 * 3
+    peer_received = 10 + 2 * 5
+    dealer = 100 * (i % 2)
+    c = est.cost
+    assert c.bits_per_party == pytest.approx(float(np.mean(upload + peer_sent)), rel=1e-15)
+    assert c.max_bits_per_party == upload + 8 * n + 6
+    assert c.peer_bits_per_party == pytest.approx(float(peer_sent.mean()), rel=1e-15)
+    assert c.bits_received_per_party == 32 + peer_received
+    assert c.total_bits == n * upload + n * 32 + int(peer_sent.sum())
+    # 3 messages through the transport (up, broadcast, up), 2 + 1 peer rounds (the
+    # batches of one step exchange at the same time).
+    assert c.rounds == 3 + 3 and c.peer_rounds == 3
+    # The measured dealer bits replace the protocol's own figure instead of adding to it.
+    assert c.offline_bits == int(dealer.sum()) == 300
+    assert c.offline_bits_per_party == pytest.approx(300 / n, rel=1e-15)
+
+
+def test_declared_offline_bits_are_kept_when_no_party_reports_dealer_bits() -> None:
+    # One party (id 0) receives no dealer bits: the protocol's own figure stands, and
+    # is not attributed to the parties.
+    est = simulate(PeerToy(declared_offline=999), np.zeros(1))
+    assert est.cost.offline_bits == 999 and est.cost.offline_bits_per_party == 0.0
+    assert est.cost.peer_bits_per_party == 8 + 6 and est.cost.peer_rounds == 3
+    # A protocol without peer traffic keeps its figure too (ToyVariance declares none).
+    assert simulate(ToyVariance(), toy_data(5)).cost.peer_rounds == 0
+
+
+def test_side_by_side_joins_rows_and_keeps_the_longest_rounds() -> None:
+    a = PeerTraffic([0, 1], [5, 6], [7, 8], [1, 2], 3)
+    b = PeerTraffic([2], [9], [10], [0], 5)
+    both = PeerTraffic.side_by_side([a, b])
+    np.testing.assert_array_equal(both.parties, [0, 1, 2])
+    np.testing.assert_array_equal(both.sent, [5, 6, 9])
+    np.testing.assert_array_equal(both.received, [7, 8, 10])
+    np.testing.assert_array_equal(both.offline_received, [1, 2, 0])
+    assert both.rounds == 5
+    with pytest.raises(ValueError, match=r"parts must hold at least one PeerTraffic"):
+        PeerTraffic.side_by_side([])
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"sent": [1, 2, 3]}, ValueError, r"inconsistent lengths: parties=2, sent=3"),
+    ({"received": [1]}, ValueError, r"inconsistent lengths: .*received=1"),
+    ({"sent": [1, -2]}, ValueError, r"sent must be >= 0 \(bit counts\), got -2"),
+    ({"offline_received": [0, -1]}, ValueError, r"offline_received must be >= 0"),
+    ({"parties": [-1, 0]}, ValueError, r"parties must be >= 0 \(party ids\)"),
+    ({"sent": [1.5, 2.0]}, ValueError, r"sent must contain whole numbers"),
+    ({"parties": [[0, 1]]}, ValueError, r"parties must have 1 dimension"),
+    ({"received": []}, ValueError, r"received is empty"),
+    ({"sent": [np.nan, 1]}, ValueError, r"sent contains 1 NaN"),
+    ({"rounds": -1}, ValueError, r"rounds must be >= 0, got -1"),
+    ({"rounds": 1.0}, TypeError, r"rounds must be an integer"),
+    ({"rounds": True}, TypeError, r"rounds must be an integer"),
+])
+def test_peer_traffic_validation(kwargs: dict[str, Any], error: type, match: str) -> None:
+    args: dict[str, Any] = {"parties": [0, 1], "sent": [1, 2], "received": [2, 1],
+                            "offline_received": [0, 0], "rounds": 1}
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        PeerTraffic(**args)
+
+
+def test_peer_traffic_only_on_party_messages() -> None:
+    peer = PeerTraffic([0], [1], [1], [0], 1)
+    with pytest.raises(ValueError, match=r"peer traffic is reported on messages from parties "
+                                         r"only, not on a message from the server"):
+        Message(Role.SERVER, Role.PARTY, {}, {}, peer=peer)
+    with pytest.raises(TypeError, match=r"peer must be a PeerTraffic or None, got dict"):
+        Message(Role.PARTY, Role.SERVER, {}, {}, np.arange(1), peer={"sent": 1})  # type: ignore[arg-type]
+
+
+def test_simulate_refuses_peer_traffic_of_unknown_parties() -> None:
+    with pytest.raises(ValueError, match=r"peer traffic names party 1003, but the run has "
+                                         r"parties 0..3"):
+        simulate(PeerToy(outsider=True), np.zeros(4))
 
 
 # ------------------------------------------------------------------ simulate input checks

@@ -105,7 +105,10 @@ def test_noise_free_run_reproduces_the_incomplete_ustatistic(name: str, method: 
     assert est.diagnostics["u_statistic"] == exact
     assert est.value == pytest.approx(kernel.statistic(exact, data), rel=1e-12)
     assert est.privacy.model is PrivacyModel.NONE and est.std_error == 0.0
-    assert est.diagnostics["rounds"] == est.diagnostics["lemma_c3_rounds"]
+    # Check-in, broadcast, upload: 3 exchanges with the aggregator; Lemma C.3 counts the
+    # upload too, and the peer rounds (sharing, circuits) come before it.
+    assert est.cost.rounds == 2 + est.diagnostics["lemma_c3_rounds"]
+    assert est.cost.peer_rounds == est.diagnostics["lemma_c3_rounds"] - 1
 
 
 def test_gini_with_real_values_is_within_the_fixed_point_resolution() -> None:
@@ -317,14 +320,24 @@ def test_measured_bits_equal_lemma_c3(name: str, method: str, threat_model: str,
     contributors = 0 if math.isinf(epsilon) else protocol.contributors(n)
     bits, rounds, offline = _hand_count(circuit, n, d["active_edges"], method,
                                         protocol.full_range, contributors, 40)
-    assert d["online_bits_total"] == d["lemma_c3_bits"] == bits
-    assert d["rounds"] == d["lemma_c3_rounds"] == rounds
-    assert d["offline_bits_total"] == d["expected_offline_bits"] == offline
-    assert d["online_bits_per_party"] == pytest.approx(bits / n)
-    assert est.cost.offline_bits == offline
-    # The runtime's cost is the aggregator's link: a check-in (or the public label) and z_i.
+    assert d["lemma_c3_bits"] == bits
+    assert d["lemma_c3_rounds"] == rounds
+    assert d["expected_offline_bits"] == offline
+    # Lemma C.3 counts phases 1-4 (peers, then z_i to the aggregator). The runtime also
+    # carries round 1: a check-in (or the public label) up, and n, the 128-bit coin (and
+    # the public labels) broadcast down.
     public = 2 if name == "vus" else 1
-    assert est.cost.bits_per_party == public + 40
+    broadcast = 64 + 128 + (n * public if name in ("auc", "vus") else 0)
+    c = est.cost
+    assert c.total_bits == bits + n * public + n * broadcast
+    assert c.bits_per_party == (bits + n * public) / n
+    assert c.peer_bits_per_party == (bits - n * 40) / n
+    # Every peer bit sent is received by a peer.
+    assert c.bits_received_per_party == (n * broadcast + bits - n * 40) / n
+    assert c.rounds == 2 + rounds
+    assert c.peer_rounds == rounds - 1
+    assert c.offline_bits == offline
+    assert c.offline_bits_per_party == offline / n
     if name in ("auc", "vus"):
         assert d["active_edges"] < d["edges"]  # same-class edges are neither shared nor computed
 
@@ -336,8 +349,17 @@ def test_lemma_c3_hand_count_on_a_tiny_run() -> None:
     kernel = gini_kernel((0.0, 1.0))
     design = Design(np.array([[0, 1], [2, 3]]), 4)
     est = simulate(UMPC(kernel, 1.0, design=design), kernel.pack([0.1, 0.5, 0.9, 0.2]), rng=1)
-    assert est.diagnostics["online_bits_total"] == 160 + 480 + 480 + 160 == 1280
-    assert est.diagnostics["rounds"] == 1 + max(1 + 1, 1) + 1 == 4
+    assert est.diagnostics["lemma_c3_bits"] == 160 + 480 + 480 + 160 == 1280
+    assert est.diagnostics["lemma_c3_rounds"] == 1 + max(1 + 1, 1) + 1 == 4
+    # Measured: plus a 1-bit check-in per party up and a 192-bit broadcast (n, coin) down;
+    # every party is in one edge and in Z, so all send the same 1 + 1280 / 4 bits.
+    assert est.cost.total_bits == 1280 + 4 * 1 + 4 * 192
+    assert est.cost.bits_per_party == est.cost.max_bits_per_party == 1 + 1280 // 4
+    assert est.cost.peer_bits_per_party == (1280 - 4 * 40) / 4
+    assert est.cost.rounds == 3 + (4 - 1) and est.cost.peer_rounds == 3
+    # The dealer's material for 2 edges: one DCF key plus 2l for the comparison and a
+    # Beaver triple (3l) per member, 6,998 bits (docs/protocols/umpc.md).
+    assert est.cost.offline_bits == 2 * 2 * 6998 and est.cost.offline_bits_per_party == 6998
     count = lemma_c3(n_parties=4, n_edges=2, degree=2, ring_bits=40, kernel_bits=2 * 120,
                      kernel_rounds=2, noise_bits=480, noise_rounds=1)
     assert count == (1280, 4)

@@ -12,7 +12,10 @@ kinds of steps:
 
 Transports (``fedustat.runtime.simulate``, later a networked runtime) only move the
 :class:`Message` objects these steps emit and count their bits, so the costs an
-:class:`Estimate` reports are measured from what was actually sent.
+:class:`Estimate` reports are measured from what was actually sent. A party step that
+runs secure computation *among* parties (shares, openings, dealer material) measures
+that traffic itself and attaches it to its message as :class:`PeerTraffic`; the
+transport adds it to the same per-party counters.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import stats as sps
 
+from fedustat._validation import as_int_array, check_consistent_length, check_positive_int
 from fedustat.privacy.guarantee import PrivacyGuarantee
 
 
@@ -35,6 +39,62 @@ class Role(StrEnum):
 
     PARTY = "party"
     SERVER = "server"
+
+
+@dataclass(frozen=True, eq=False)
+class PeerTraffic:
+    """Traffic among parties measured during one party step, plus dealer material.
+
+    Secure protocols run party-to-party exchanges (secret shares, openings, noise
+    shares) inside a party step, and may receive correlated randomness from an offline
+    dealer before it. The step measures them (e.g. with a
+    :class:`fedustat.secure.Transcript`) and reports them here, so the transport can
+    count them with the messages it carries itself.
+
+    Attributes
+    ----------
+    parties:
+        Global party ids, shape ``(r,)``. An id may appear on several rows; its rows
+        are added up.
+    sent, received:
+        Online bits each row's party sent to / received from *other parties* in this
+        step (not its messages to or from the aggregator, which the transport counts).
+    offline_received:
+        Bits each row's party received from the offline dealer for this step.
+    rounds:
+        Sequential peer-to-peer rounds of this step (rounds that run side by side count
+        once), all before the step's message to the aggregator.
+    """
+
+    parties: np.ndarray
+    sent: np.ndarray
+    received: np.ndarray
+    offline_received: np.ndarray
+    rounds: int = 0
+
+    def __post_init__(self) -> None:
+        arrays = {name: as_int_array(getattr(self, name), name)
+                  for name in ("parties", "sent", "received", "offline_received")}
+        check_consistent_length(**arrays)
+        for name, values in arrays.items():
+            if np.any(values < 0):
+                what = "party ids" if name == "parties" else "bit counts"
+                raise ValueError(f"{name} must be >= 0 ({what}), got {int(values.min())}")
+            object.__setattr__(self, name, values)
+        object.__setattr__(self, "rounds", check_positive_int(self.rounds, "rounds",
+                                                              minimum=0))
+
+    @classmethod
+    def side_by_side(cls, parts: list[PeerTraffic]) -> PeerTraffic:
+        """The traffic of batches that ran the same step at the same time: rows joined,
+        rounds the longest batch's (the batches' exchanges overlap in time)."""
+        if not parts:
+            raise ValueError("parts must hold at least one PeerTraffic")
+        return cls(np.concatenate([p.parties for p in parts]),
+                   np.concatenate([p.sent for p in parts]),
+                   np.concatenate([p.received for p in parts]),
+                   np.concatenate([p.offline_received for p in parts]),
+                   max(p.rounds for p in parts))
 
 
 @dataclass(frozen=True)
@@ -48,6 +108,11 @@ class Message:
     ``bits_per_value`` gives the encoded size of one element of each field, chosen by
     the protocol from its encoding (a k-ary report costs ceil(log2 k) bits, a ring
     element l bits, a float 64). The transport multiplies it by the element count.
+
+    ``peer`` (messages from parties only) reports the traffic among parties and from
+    the offline dealer that the step producing this message measured
+    (:class:`PeerTraffic`); it is a measurement that the transport counts, not content
+    delivered to the aggregator.
     """
 
     sender: Role
@@ -55,8 +120,16 @@ class Message:
     fields: Mapping[str, np.ndarray]
     bits_per_value: Mapping[str, int]
     parties: np.ndarray | None = None
+    peer: PeerTraffic | None = None
 
     def __post_init__(self) -> None:
+        if self.peer is not None:
+            if not isinstance(self.peer, PeerTraffic):
+                raise TypeError(f"peer must be a PeerTraffic or None, got "
+                                f"{type(self.peer).__name__}")
+            if self.sender is not Role.PARTY:
+                raise ValueError("peer traffic is reported on messages from parties only, "
+                                 f"not on a message from the {self.sender}")
         missing = set(self.fields) - set(self.bits_per_value)
         if missing:
             raise ValueError(f"message fields {sorted(missing)} have no declared wire size")
@@ -86,12 +159,38 @@ class Message:
 class Cost:
     """Communication and computation measured from the messages a run emitted.
 
-    ``bits_per_party`` is the mean number of bits a party sent (uploads);
-    ``max_bits_per_party`` the largest; ``bits_received_per_party`` what each party
-    downloaded (a broadcast counts once per receiving party); ``total_bits`` every bit
-    that crossed the network in either direction; ``rounds`` the number of sequential
-    message exchanges; ``server_operations`` a protocol-defined count of the
-    aggregator's work (documented by each protocol).
+    Online bits are those sent while the protocol runs: a party's messages to the
+    aggregator, the aggregator's messages to the parties, and the exchanges among
+    parties that party steps report as :class:`PeerTraffic`. Offline bits are the
+    correlated randomness a dealer sends before (Beaver triples, function-secret-sharing
+    keys); they are counted apart.
+
+    Attributes
+    ----------
+    bits_per_party:
+        Mean online bits a party sent in total: to the aggregator and to other parties.
+    max_bits_per_party:
+        The largest such total over the parties.
+    bits_received_per_party:
+        Mean online bits a party received: from the aggregator (a broadcast counts once
+        per receiving party) and from other parties.
+    total_bits:
+        Every online bit that crossed the network: parties to aggregator, aggregator to
+        parties, and among parties (each peer bit once, by its sender).
+    rounds:
+        Sequential exchanges: one per message between the parties and the aggregator,
+        plus the peer rounds.
+    server_operations:
+        A protocol-defined count of the aggregator's work (documented by each protocol).
+    offline_bits:
+        Total bits from the offline dealer.
+    peer_bits_per_party:
+        The part of ``bits_per_party`` a party sent to other parties.
+    peer_rounds:
+        The part of ``rounds`` spent in exchanges among parties.
+    offline_bits_per_party:
+        Mean dealer bits a party received (0 when a protocol only declares an offline
+        total that no party received, e.g. a setup among servers).
     """
 
     bits_per_party: float = 0.0
@@ -101,6 +200,9 @@ class Cost:
     rounds: int = 0
     server_operations: int = 0
     offline_bits: int = 0
+    peer_bits_per_party: float = 0.0
+    peer_rounds: int = 0
+    offline_bits_per_party: float = 0.0
 
 
 class ConfidenceInterval(NamedTuple):

@@ -101,9 +101,10 @@ two partners, which the in-process runtime does not carry: the party step runs t
 2PC of every pair whose two parties are in its batch, member by member on their own
 shares (row ``j`` of every share array is what member ``j`` holds), and refuses a batch
 that splits a pair. Every bit the partners and the dealer send is recorded in a
-:class:`fedustat.secure.Transcript` and reported in the estimate's diagnostics (the
-totals reach the aggregator in upload fields of wire size 0, ``meter_*``, which are
-measurements, not protocol messages).
+:class:`fedustat.secure.Transcript`; the party step attaches the totals to its upload as
+:class:`~fedustat.protocols.base.PeerTraffic`, so the estimate's ``cost`` (measured by
+the runtime) covers the whole protocol: uploads and peer bits per party, peer rounds,
+and the dealer's offline bits.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ from fedustat.privacy.accounting import per_step_budget_advanced
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.mechanisms import DiscreteLaplaceMechanism
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import Cost, Estimate, Message, PeerTraffic, Protocol, Role
 from fedustat.protocols.registry import register
 from fedustat.secure import (
     Dealer,
@@ -630,26 +631,19 @@ def _xor_shares(u: np.ndarray, v: np.ndarray, dealer: Dealer, log: Transcript) -
     return ring.sub(ring.add(u, v), ring.mul(np.uint64(2), both))
 
 
-#: Per-(member, pair) measurements returned by the party side: online bits sent and
-#: received over the peer channel, offline bits received from the dealer.
-_METERS = ("peer_sent", "peer_received", "dealer_received")
-
-
 def _party_side(spec: _Spec, rec_a: np.ndarray, rec_b: np.ndarray, ids: np.ndarray, *,
                 pair_epsilon: float, split: str, method: str, fp: FixedPoint, coins: _Coins,
-                transcript: Transcript) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                transcript: Transcript) -> tuple[np.ndarray, np.ndarray]:
     """Member 0 holds ``rec_a``, member 1 ``rec_b`` (rows = pairs); ``ids`` (2, m) are
-    their global party ids.
+    their global party ids, under which ``transcript`` records every bit.
 
-    Returns the output shares (2, m); the members' noise parts in output units (for
-    randomized response their coins), for audits only; and the measured bits
-    (3, 2, m) in the order of :data:`_METERS`.
+    Returns the output shares (2, m) and the members' noise parts in output units (for
+    randomized response their coins), for audits only.
     """
     ring = fp.ring
     m = rec_a.shape[0]
     shares_out = np.zeros((2, m), dtype=np.uint64)
     audit = np.zeros((2, m), dtype=np.int64)
-    meters = np.zeros((len(_METERS), 2, m), dtype=np.int64)
     full_range = fp.headroom == 0
     noisy = math.isfinite(pair_epsilon)
     with transcript.parallel() as par:
@@ -683,10 +677,7 @@ def _party_side(spec: _Spec, rec_a: np.ndarray, rec_b: np.ndarray, ids: np.ndarr
                         out, parts = _add_noise(spec, out, pair_epsilon, split, fp, coins.noise)
                         audit[:, rows] = parts
                 shares_out[:, rows] = out
-                meters[0][:, rows] = view.member_bits("online", "sent")
-                meters[1][:, rows] = view.member_bits("online", "received")
-                meters[2][:, rows] = view.member_bits("offline", "received")
-    return shares_out, audit, meters
+    return shares_out, audit
 
 
 def _release(spec: _Spec, totals: np.ndarray, fp: FixedPoint, pair_epsilon: float,
@@ -825,7 +816,7 @@ def secure_pair_values(kernel: Kernel, data: Any, pairs: Design | Any, *,
     log = transcript if transcript is not None else Transcript(2, 1)
     chosen, active = _orient(spec, arr, idx)
     coins = _Coins.make(rng, noise)
-    out, audit, _ = _party_side(spec, arr[chosen[:, 0]], arr[chosen[:, 1]], chosen.T,
+    out, audit = _party_side(spec, arr[chosen[:, 0]], arr[chosen[:, 1]], chosen.T,
                                 pair_epsilon=eps, split=split, method=method, fp=fp,
                                 coins=coins, transcript=log)
     values = np.zeros(idx.shape[0])
@@ -872,9 +863,10 @@ class PairsTwoParty(Protocol):
     1 bit); (2) the aggregator draws the design and tells each party its pairs (session
     id, partner id, member slot; for all pairs a broadcast of n, and of the labels for
     AUC); (3) after the pairwise 2PC each party sends one ring element (its output
-    share) per computed pair, in increasing pair order. Fields named ``meter_*`` in (3)
-    carry the peer and dealer traffic each party measured in its transcript, for the
-    report only (wire size 0: they are not part of the protocol).
+    share) per computed pair, in increasing pair order, with the peer and dealer traffic
+    each party measured in its transcript attached as
+    :class:`~fedustat.protocols.base.PeerTraffic` (counted by the runtime in the
+    estimate's ``cost``).
 
     Parameters
     ----------
@@ -1018,7 +1010,7 @@ class PairsTwoParty(Protocol):
         n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0]) if self.all_pairs else 2
         pair_eps, _, _ = self.pair_budget(n)
         log = Transcript(2, 1)
-        shares_out, _, meters = _party_side(
+        shares_out, _ = _party_side(
             self.spec, state.records[rows[0]], state.records[rows[1]], chosen.T,
             pair_epsilon=pair_eps, split=self.noise_split, method=self.comparison,
             fp=self.fixed_point, coins=_Coins.make(rng, self.noise), transcript=log)
@@ -1027,12 +1019,18 @@ class PairsTwoParty(Protocol):
         order = _upload_order(senders, ids)
         fields = {"share": np.concatenate([shares_out[0], shares_out[1]])[order]}
         bits = {"share": self.fixed_point.bits}
-        for name, measured in zip(_METERS, meters, strict=True):
-            fields[f"meter_{name}"] = np.concatenate([measured[0], measured[1]])[order]
-            bits[f"meter_{name}"] = 0
-        fields["meter_rounds"] = np.full(senders.size, log.rounds, dtype=np.int64)
-        bits["meter_rounds"] = 0
-        return state, Message(Role.PARTY, Role.SERVER, fields, bits, senders[order])
+        return state, Message(Role.PARTY, Role.SERVER, fields, bits, senders[order],
+                              peer=self._peer_traffic(state, log))
+
+    @staticmethod
+    def _peer_traffic(state: _PartyState, log: Transcript) -> PeerTraffic:
+        """What each party of the batch sent to and received from its partners, and
+        received from the dealer, over all its pairs (the transcript records nothing
+        else: the shares for the aggregator are the step's message)."""
+        batch = np.unique(state.parties)
+        totals = log.party_bits(int(batch[-1]) + 1)
+        return PeerTraffic(batch, totals.online_sent[batch], totals.online_received[batch],
+                           totals.offline_received[batch], log.rounds)
 
     def _assigned_pairs(self, state: _PartyState, inbox: Message
                         ) -> tuple[np.ndarray, np.ndarray]:
@@ -1174,11 +1172,6 @@ class PairsTwoParty(Protocol):
             width = self.spec.sensitivity_units * self.spec.unit
             variance = noise_part + width**2 / (4.0 * m)
         value, slope = self._statistic(u_hat, state.labels)
-        meters = {name: np.bincount(senders, weights=np.asarray(
-            inbox.fields[f"meter_{name}"], dtype=np.float64)[order], minlength=n)
-            for name in _METERS}
-        peer_rounds = int(np.max(inbox.fields["meter_rounds"])) if senders.size else 0
-        upload_bits = self.fixed_point.bits * np.bincount(senders, minlength=n)
         diagnostics: dict[str, Any] = {
             "design": state.design, "n_pairs": m, "n_computed_pairs": int(pair_ids.size),
             "P": None if self.all_pairs else self.P, "all_pairs": self.all_pairs,
@@ -1190,15 +1183,10 @@ class PairsTwoParty(Protocol):
             "threat_model": self.threat_model(), "dealer": DEALER_ASSUMPTION,
             "comparison": self.comparison, "fixed_point": self.fixed_point,
             "output_unit": self.spec.unit,
-            "peer_bits_per_party": float(meters["peer_sent"].mean()),
-            "peer_bits_max": int(meters["peer_sent"].max()),
-            "peer_bits_received_per_party": float(meters["peer_received"].mean()),
-            "peer_rounds": peer_rounds,
-            "offline_bits_per_party": float(meters["dealer_received"].mean()),
-            "offline_bits_max": int(meters["dealer_received"].max()),
-            "upload_bits_per_party": float(upload_bits.mean()),
         }
-        cost = Cost(server_operations=m, offline_bits=int(meters["dealer_received"].sum()))
+        # Bits and rounds, with the peers and the dealer, are measured by the runtime
+        # from the messages and their PeerTraffic.
+        cost = Cost(server_operations=m)
         return Estimate(value=value, quantity=self.kernel.name, protocol=self.name,
                         privacy=self.guarantee, std_error=math.sqrt(variance) * slope,
                         cost=cost, diagnostics=diagnostics)

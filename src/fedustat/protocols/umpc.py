@@ -39,12 +39,15 @@ How the steps map to the protocol contract
   needs all parties in one simulated batch (``batch_size=None``);
 * round 2, aggregator: reconstructs and releases.
 
-The upload of round 2 carries the ring element ``z_i`` (``l`` bits) and, as 0-bit
-instrumentation fields, the transcript's per-party counters (a networked runtime would
-keep that log in the transport). The :class:`~fedustat.protocols.base.Estimate`'s
-``cost`` (filled by the runtime) covers the aggregator's link plus the dealer's offline
-bits; ``diagnostics`` holds the whole protocol's measured costs: online bits sent and
-received per party, offline bits per party, rounds, and Lemma C.3's count beside them.
+The upload of round 2 carries the ring element ``z_i`` (``l`` bits) and, as its
+:class:`~fedustat.protocols.base.PeerTraffic`, what each party sent to and received from
+the other parties and from the dealer in phases 1-3 (from the transcript, less the
+delivery of ``z_i``, which the runtime counts itself), with the peer rounds. The
+:class:`~fedustat.protocols.base.Estimate`'s ``cost`` (filled by the runtime) is thus
+the whole protocol's: online bits per party (aggregator link plus peers), total bits,
+rounds (3 exchanges with the aggregator plus the peer rounds), and the dealer's offline
+bits; ``diagnostics`` holds Lemma C.3's count of the secure part beside it
+(``lemma_c3_bits``, ``lemma_c3_rounds``, ``expected_offline_bits``).
 """
 
 from __future__ import annotations
@@ -64,7 +67,15 @@ from fedustat._validation import (
 )
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import NoiseSource
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role, normal_std_error
+from fedustat.protocols.base import (
+    Cost,
+    Estimate,
+    Message,
+    PeerTraffic,
+    Protocol,
+    Role,
+    normal_std_error,
+)
 from fedustat.protocols.registry import register
 from fedustat.protocols.secure_kernels import CircuitMaterial, KernelCircuit, circuit_for
 from fedustat.secure import (
@@ -329,6 +340,33 @@ def run_secure_phases(circuit: KernelCircuit, encoded: np.ndarray, public: np.nd
                      time.perf_counter() - offline_end)
 
 
+def _peer_traffic(transcript: Transcript, parties: np.ndarray, n_parties: int) -> PeerTraffic:
+    """The part of a run's transcript among parties and from the dealer, for ``parties``.
+
+    Deliveries to the aggregator (``server_received > 0``) are left out: the runtime
+    counts that message itself. Peer rounds run up to the last peer record's round (the
+    aggregation round comes after them).
+    """
+    totals = np.zeros((3, n_parties), dtype=np.int64)
+    last_round = -1
+    for rec in transcript.records:
+        if rec.server_received:
+            continue
+        ids = rec.layout.ids().ravel()
+        if rec.phase == "online":
+            totals[0] += np.bincount(ids, weights=rec.sent_full().ravel(),
+                                     minlength=n_parties).astype(np.int64)
+            totals[1] += np.bincount(ids, weights=rec.received_full().ravel(),
+                                     minlength=n_parties).astype(np.int64)
+            if rec.round is not None:
+                last_round = max(last_round, rec.round)
+        else:
+            totals[2] += np.bincount(ids, weights=rec.received_full().ravel(),
+                                     minlength=n_parties).astype(np.int64)
+    return PeerTraffic(parties, totals[0][parties], totals[1][parties], totals[2][parties],
+                       last_round + 1)
+
+
 def _draw_noise(plan: NoisePlan, n: int, ring: Ring, transcript: Transcript,
                 ids: np.ndarray) -> NoiseShares:
     if plan.threat_model == "hf":
@@ -361,10 +399,6 @@ class _ServerState:
     coin: np.ndarray | None = None
     design: Design | None = None
     public: np.ndarray | None = None
-
-
-_METERS = ("meter_online_sent", "meter_online_received", "meter_offline_received",
-           "meter_rounds", "meter_seconds")
 
 
 class UMPC(Protocol):
@@ -618,18 +652,9 @@ class UMPC(Protocol):
                                 fixed_point=self.fixed_point, method=self.method,
                                 full_range=self.full_range, noise=plan, share_rng=share_rng,
                                 dealer_rng=dealer_rng)
-        bits = run.transcript.party_bits(n)
         ids = state.parties
-        fields = {
-            "z": run.z[ids],
-            "meter_online_sent": bits.online_sent[ids],
-            "meter_online_received": bits.online_received[ids],
-            "meter_offline_received": bits.offline_received[ids],
-            "meter_rounds": np.full(ids.size, run.transcript.rounds, dtype=np.int64),
-            "meter_seconds": np.tile([run.offline_seconds, run.online_seconds], (ids.size, 1)),
-        }
-        wire = {"z": self.fixed_point.bits, **dict.fromkeys(_METERS, 0)}
-        return Message(Role.PARTY, Role.SERVER, fields, wire, ids)
+        return Message(Role.PARTY, Role.SERVER, {"z": run.z[ids]}, {"z": self.fixed_point.bits},
+                       ids, peer=_peer_traffic(run.transcript, ids, n))
 
     def _check_sum_fits(self, active: int) -> None:
         """``|E| max |D f| < 2^(l-2)``: with the noise below ``2^(l-2)`` (checked by the
@@ -681,30 +706,20 @@ class UMPC(Protocol):
         noise_var = self.noise_variance(n, design)
         slope = _slope(self.kernel, u, public_data)
         std_error = normal_std_error(noise_var) * slope
-        meters = {name: np.asarray(inbox.fields[name])[order] for name in _METERS}
-        sent = meters["meter_online_sent"]
-        offline = meters["meter_offline_received"]
+        # Lemma C.3's count of the secure part (phases 1-4); the measured costs are in
+        # Estimate.cost, filled by the runtime from the messages and their PeerTraffic.
         expected = self.expected_communication(n, design, state.public)
         diagnostics = self._diagnostics(n, design, state.public, noise_var)
         diagnostics.update({
-            "online_bits_per_party": float(sent.mean()),
-            "max_online_bits_per_party": int(sent.max()),
-            "online_bits_received_per_party": float(meters["meter_online_received"].mean()),
-            "offline_bits_per_party": float(offline.mean()),
-            "online_bits_total": int(sent.sum()),
-            "offline_bits_total": int(offline.sum()),
-            "rounds": int(meters["meter_rounds"][0]),
             "lemma_c3_bits": expected["online_bits"],
             "lemma_c3_rounds": expected["rounds"],
             "expected_offline_bits": expected["offline_bits"],
-            "offline_seconds": float(meters["meter_seconds"][0, 0]),
-            "online_seconds": float(meters["meter_seconds"][0, 1]),
             "u_statistic": u,
             "public_coin": None if state.coin is None else [int(w) for w in state.coin],
         })
         return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
                         privacy=self.guarantee, std_error=float(std_error),
-                        cost=Cost(server_operations=n, offline_bits=int(offline.sum())),
+                        cost=Cost(server_operations=n),
                         diagnostics=diagnostics)
 
     def _diagnostics(self, n: int, design: Design, public: np.ndarray | None,

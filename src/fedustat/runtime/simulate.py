@@ -3,7 +3,9 @@
 The simulator is a transport: it calls the protocol's pure steps, moves the
 :class:`~fedustat.protocols.base.Message` objects between them and counts every bit,
 so the :class:`~fedustat.protocols.base.Cost` attached to the result is measured from
-what the steps emitted, not from a formula.
+what the steps emitted, not from a formula. Exchanges among parties inside a party step
+(secure computation) are counted from the
+:class:`~fedustat.protocols.base.PeerTraffic` the step attaches to its message.
 
 Parties can be split into several batches (``batch_size``) to show — and test — that a
 protocol's steps give the same result whichever way the parties are grouped: each
@@ -18,24 +20,35 @@ from typing import Any
 import numpy as np
 
 from fedustat._validation import RandomLike, as_float_array, check_positive_int
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import Cost, Estimate, Message, PeerTraffic, Protocol, Role
 
 MAX_ROUNDS = 10_000
 
 
 @dataclass
 class MessageLog:
-    """Every bit sent, per party and in total, and the number of rounds."""
+    """Every bit sent, per party and in total, and the number of rounds.
+
+    Messages between the parties and the aggregator are counted from their fields; the
+    :class:`~fedustat.protocols.base.PeerTraffic` a party message carries (exchanges
+    among parties and dealer material, measured by the party step) is added to the same
+    per-party counters, and its rounds to the round count.
+    """
 
     n_parties: int
     sent_by_party: np.ndarray = field(init=False)
     received_by_party: np.ndarray = field(init=False)
+    peer_sent_by_party: np.ndarray = field(init=False)
+    peer_received_by_party: np.ndarray = field(init=False)
+    offline_by_party: np.ndarray = field(init=False)
     server_sent: int = 0
     rounds: int = 0
+    peer_rounds: int = 0
 
     def __post_init__(self) -> None:
-        self.sent_by_party = np.zeros(self.n_parties, dtype=np.int64)
-        self.received_by_party = np.zeros(self.n_parties, dtype=np.int64)
+        for name in ("sent_by_party", "received_by_party", "peer_sent_by_party",
+                     "peer_received_by_party", "offline_by_party"):
+            setattr(self, name, np.zeros(self.n_parties, dtype=np.int64))
 
     def record(self, message: Message) -> None:
         self.rounds += 1
@@ -44,6 +57,8 @@ class MessageLog:
             if message.parties is None:
                 raise ValueError("a message from parties must say which party sent each row")
             np.add.at(self.sent_by_party, message.parties, bits)
+            if message.peer is not None:
+                self._record_peer(message.peer)
         elif message.parties is None:
             # A broadcast reaches every party; each one downloads it.
             self.server_sent += int(bits) * self.n_parties
@@ -52,16 +67,41 @@ class MessageLog:
             self.server_sent += int(np.sum(bits))
             np.add.at(self.received_by_party, message.parties, bits)
 
+    def _record_peer(self, peer: PeerTraffic) -> None:
+        if peer.parties.size and int(peer.parties.max()) >= self.n_parties:
+            raise ValueError(f"peer traffic names party {int(peer.parties.max())}, but the run "
+                             f"has parties 0..{self.n_parties - 1}")
+        np.add.at(self.peer_sent_by_party, peer.parties, peer.sent)
+        np.add.at(self.peer_received_by_party, peer.parties, peer.received)
+        np.add.at(self.offline_by_party, peer.parties, peer.offline_received)
+        # The peer exchanges of a step precede its message to the aggregator.
+        self.peer_rounds += peer.rounds
+
     def cost(self, server_operations: int = 0, offline_bits: int = 0) -> Cost:
-        sent = self.sent_by_party
+        """The measured :class:`~fedustat.protocols.base.Cost`.
+
+        ``offline_bits`` is the protocol's own figure (from its estimate). It is used
+        only when no party reported dealer bits in its peer traffic: a protocol that
+        measures its dealer traffic may also state it, and adding both would count it
+        twice. It is then not attributed to parties (``offline_bits_per_party`` = 0).
+        """
+        if self.n_parties == 0:
+            return Cost(server_operations=server_operations, offline_bits=offline_bits)
+        sent = self.sent_by_party + self.peer_sent_by_party
+        received = self.received_by_party + self.peer_received_by_party
+        measured_offline = int(self.offline_by_party.sum())
         return Cost(
-            bits_per_party=float(sent.mean()) if sent.size else 0.0,
-            max_bits_per_party=int(sent.max()) if sent.size else 0,
-            bits_received_per_party=float(self.received_by_party.mean()) if sent.size else 0.0,
+            bits_per_party=float(sent.mean()),
+            max_bits_per_party=int(sent.max()),
+            bits_received_per_party=float(received.mean()),
+            # A peer bit crosses the network once: count it by its sender.
             total_bits=int(sent.sum()) + self.server_sent,
-            rounds=self.rounds,
+            rounds=self.rounds + self.peer_rounds,
             server_operations=server_operations,
-            offline_bits=offline_bits,
+            offline_bits=measured_offline if measured_offline else offline_bits,
+            peer_bits_per_party=float(self.peer_sent_by_party.mean()),
+            peer_rounds=self.peer_rounds,
+            offline_bits_per_party=float(self.offline_by_party.mean()),
         )
 
 
@@ -74,7 +114,9 @@ def _merge_party_messages(messages: list[Message]) -> Message:
         for name in first.fields
     }
     parties = np.concatenate([np.asarray(m.parties) for m in messages])
-    return Message(first.sender, first.receiver, fields, first.bits_per_value, parties)
+    reports = [m.peer for m in messages if m.peer is not None]
+    peer = PeerTraffic.side_by_side(reports) if reports else None
+    return Message(first.sender, first.receiver, fields, first.bits_per_value, parties, peer)
 
 
 def _message_for_batch(message: Message | None, group: slice) -> Message | None:
@@ -142,7 +184,8 @@ def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
     -------
     Estimate
         The protocol's estimate with ``cost`` replaced by the measured costs (bits are
-        counted per party, whatever number of rows it holds).
+        counted per party, whatever number of rows it holds, and include the peer
+        traffic party steps report; see :meth:`MessageLog.cost` for the offline bits).
     """
     if not isinstance(protocol, Protocol):
         raise TypeError(f"protocol must be a fedustat Protocol, got {type(protocol).__name__}")

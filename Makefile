@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[plot]'
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(BIN)/python
@@ -19,7 +19,7 @@ $(STAMP_TEST): pyproject.toml | $(BIN)/python
 	touch $@ $(STAMP_RUN)
 
 run: $(STAMP_RUN)
-	$(BIN)/fedustat estimate
+	$(BIN)/fedustat compare
 
 test: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks

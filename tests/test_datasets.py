@@ -104,6 +104,8 @@ EXPECTED = {
     "breast_cancer_scores": (285, ("score", "label"), "auc"),
     "diabetes_pairs": (442, ("age", "sex", "bmi", "bp", "tc", "ldl", "hdl", "tch", "ltg",
                              "glu", "progression", "progression_class"), "kendall"),
+    "digits_images": (1797, ("digit", "ink", "ink_top", "ink_bottom"), "categorical"),
+    "digits_scores": (899, ("score", "label"), "auc"),
     "linnerud_exercise": (20, ("chins", "situps", "jumps", "weight", "waist", "pulse"),
                           "kendall"),
     "wine_cultivars": (178, ("cultivar", "alcohol", "magnesium", "flavanoids", "proline"),

@@ -3,9 +3,11 @@
 The entry points mirror scikit-learn and SciPy (``roc_auc_score``, ``kendalltau``);
 ``estimate`` takes any kernel and protocol. Every call returns an
 :class:`~fedustat.protocols.base.Estimate` carrying its privacy guarantee, standard error
-and measured communication cost.
+and measured communication cost. ``advise`` predicts every protocol's error and cost and
+recommends one; ``fedustat.compare.run_comparison`` runs them side by side.
 """
 
+from fedustat.advisor import advise
 from fedustat.api import (
     duplicate_pair_ratio,
     estimate,
@@ -32,6 +34,7 @@ __all__ = [
     "Estimate",
     "PrivacyGuarantee",
     "PrivacyModel",
+    "advise",
     "dp_ecdf",
     "dp_hosmer_lemeshow",
     "dp_prefix_sums",

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from fedustat import datasets
-from fedustat.advise import STATISTICS as ADVISED_STATISTICS
-from fedustat.advise import TRUST_MODELS, advise
+from fedustat.advisor import STATISTICS as ADVISED_STATISTICS
+from fedustat.advisor import TRUST_MODELS, advise
 from fedustat.api import estimate
 from fedustat.compare import (
     COMPARED_STATISTICS,

@@ -4,7 +4,9 @@
   licence and intended statistic (``task``).
 - Bundled real data (no network): :func:`load_breast_cancer_scores` (AUC),
   :func:`load_diabetes_pairs` and :func:`load_linnerud_exercise` (Kendall's tau),
-  :func:`load_wine_cultivars` (categorical); :func:`available` and :func:`load` by name.
+  :func:`load_wine_cultivars` (categorical), :func:`load_digits_images` (categorical and
+  bounded counts) and :func:`load_digits_scores` (AUC, classifier scores);
+  :func:`available` and :func:`load` by name.
 - Synthetic generators: :func:`auc_one`, :func:`ur`, :func:`ithdigit` (001 App. D.1),
   :func:`uniform_unit` (002 Sec. 6.1), :func:`poisson_ecdf` (003 Sec. 6.2),
   :func:`classifier_scores` (binormal scores with a target AUC).
@@ -17,6 +19,8 @@ from fedustat.datasets.bundled import (
     load,
     load_breast_cancer_scores,
     load_diabetes_pairs,
+    load_digits_images,
+    load_digits_scores,
     load_linnerud_exercise,
     load_wine_cultivars,
 )
@@ -39,6 +43,8 @@ __all__ = [
     "load",
     "load_breast_cancer_scores",
     "load_diabetes_pairs",
+    "load_digits_images",
+    "load_digits_scores",
     "load_linnerud_exercise",
     "load_wine_cultivars",
     "poisson_ecdf",

@@ -1,0 +1,947 @@
+"""``fedustat compare``: every applicable protocol side by side on one real data set.
+
+For each statistic (AUC, Kendall's tau, Gini mean difference, duplicate-pair ratio,
+ECDF, quantiles, ROC curve), every protocol the advisor (:mod:`fedustat.advisor`) lists
+for it is run over a grid of epsilon with repetitions, each with the parameters the
+advisor chose (so the predicted error belongs to exactly the run measured). One table
+per statistic gives the exact value, the mean estimate, the RMSE against the exact value
+of the data, the advisor's predicted RMSE, the coverage of the 95% confidence interval,
+the privacy model and (epsilon, delta), bits per party and wall time;
+:func:`write_report` adds error-vs-epsilon figures and a self-contained Markdown report
+(:mod:`fedustat.report`).
+
+Default data (all offline, shipped inside scikit-learn): the largest real table that
+fits each statistic. scikit-learn's handwritten digits (1,797 images) give a categorical
+column (the digit, 10 public categories), a bounded count (ink: the sum of the 64 pixel
+intensities, public bounds [0, 1024] since each pixel is 0..16) and, for AUC and ROC,
+held-out scores of a logistic regression separating digits 0-4 from 5-9 (899 test
+images, classes 448 / 451). Kendall's tau uses the diabetes data (bmi, progression;
+442 patients), the natural real pair available offline. Other bundled data sets and
+CSV/Parquet files can be given instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import sys
+import time
+import warnings
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedustat import datasets
+from fedustat._validation import check_delta, check_epsilon, check_positive_int
+from fedustat.advisor import (
+    APPROX,
+    BOUND,
+    CURVE_RELEASES,
+    EXACT,
+    PARTIAL,
+    STATISTICS,
+    Advice,
+    Prediction,
+    advise,
+    format_table,
+)
+from fedustat.api import estimate
+from fedustat.datasets.bundled import Dataset
+from fedustat.protocols import registry
+from fedustat.protocols.ecdf import (
+    dp_ecdf,
+    dp_quantile,
+    dp_roc_curve,
+    roc_curve_on_grid,
+    roc_l1_distance,
+)
+from fedustat.protocols.ecdf_smoothing import smooth
+from fedustat.report import MarkdownReport
+from fedustat.stats import kernels
+from fedustat.stats.ecdf import ecdf as exact_ecdf
+from fedustat.stats.kernels import Kernel
+
+__all__ = [
+    "COMPARED_STATISTICS",
+    "DEFAULT_DELTA",
+    "DEFAULT_EPSILONS",
+    "DEFAULT_REPETITIONS",
+    "PUBLIC_BOUNDS",
+    "PUBLIC_VALUES",
+    "ComparisonResult",
+    "RunRow",
+    "available_data",
+    "load_data",
+    "run_comparison",
+    "write_report",
+]
+
+DEFAULT_EPSILONS = (0.5, 1.0, 2.0, 4.0)
+DEFAULT_REPETITIONS = 50
+# Used only by protocols that need delta > 0 (Gaussian noise, advanced composition);
+# pure-DP protocols report delta = 0 in the table.
+DEFAULT_DELTA = 1e-6
+DEFAULT_GRID_POINTS = 256
+QUANTILE_LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
+COMPARED_STATISTICS = ("auc", "kendall", "gini", "duplicate", "ecdf", "quantile", "roc")
+
+# Kernel / curve columns of each statistic, in order.
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "auc": ("score", "label"), "roc": ("score", "label"), "kendall": ("x", "y"),
+    "gini": ("x",), "variance": ("x",), "duplicate": ("x",), "ecdf": ("x",),
+    "quantile": ("x",),
+}
+
+# The default data set and its columns for each statistic.
+_DEFAULT_DATA: dict[str, tuple[str, tuple[str, ...]]] = {
+    "auc": ("digits_scores", ("score", "label")),
+    "roc": ("digits_scores", ("score", "label")),
+    "kendall": ("diabetes_pairs", ("bmi", "progression")),
+    "gini": ("digits_images", ("ink",)),
+    "variance": ("digits_images", ("ink",)),
+    "duplicate": ("digits_images", ("digit",)),
+    "ecdf": ("digits_images", ("ink",)),
+    "quantile": ("digits_images", ("ink",)),
+}
+
+# Public knowledge about bundled columns, never derived from the data: bounds of
+# continuous columns (physically plausible ranges, or ranges fixed by how the column is
+# built) and the value lists of discrete ones.
+PUBLIC_BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
+    "breast_cancer_scores": {"score": (0.0, 1.0)},
+    "diabetes_pairs": {"bmi": (10.0, 60.0), "progression": (0.0, 400.0),
+                       "age": (0.0, 100.0)},
+    "digits_images": {"ink": (0.0, 1024.0), "ink_top": (0.0, 512.0),
+                      "ink_bottom": (0.0, 512.0)},
+    "digits_scores": {"score": (0.0, 1.0)},
+    "wine_cultivars": {"alcohol": (0.0, 20.0), "magnesium": (0.0, 200.0)},
+}
+PUBLIC_VALUES: dict[str, dict[str, list[float]]] = {
+    "breast_cancer_scores": {"label": [0.0, 1.0]},
+    "diabetes_pairs": {"progression_class": [0.0, 1.0, 2.0]},
+    "digits_images": {"digit": [float(v) for v in range(10)]},
+    "digits_scores": {"label": [0.0, 1.0]},
+    "wine_cultivars": {"cultivar": [0.0, 1.0, 2.0]},
+}
+
+_KIND_CODE = {EXACT: "exact", BOUND: "bound", PARTIAL: "bound*", APPROX: "approx"}
+_METRIC: dict[str, str] = {
+    "auc": "error of the released AUC against the exact AUC of the data",
+    "kendall": "error of the released tau-a against the exact tau-a of the data",
+    "gini": "error of the released Gini mean difference against its exact value",
+    "variance": "error of the released sample variance against its exact value",
+    "duplicate": "error of the released duplicate-pair ratio against its exact value",
+    "ecdf": ("error of the released ECDF at each grid threshold (pooled over thresholds "
+             "and repetitions); exact / mean columns: the curve at the exact median"),
+    "quantile": ("error in rank F(q_hat) - q of the released quantiles, pooled over "
+                 f"q = {', '.join(f'{q:g}' for q in QUANTILE_LEVELS)} (the grid adds a floor "
+                 "of about the data's mass in one grid cell); exact / mean columns: the "
+                 "median in the data's units; median RMSE in those units"),
+    "roc": ("error of the released TPR and FPR at each grid threshold (pooled); exact / "
+            "mean columns: the area under the curve; L1: 003 Sec. 6.5's area between the "
+            "released and the exact curve (smoothed curves only)"),
+}
+
+
+# --------------------------------------------------------------------------- data
+
+
+def available_data() -> list[str]:
+    """Data sets ``compare`` can load by name (the bundled ones)."""
+    return datasets.available()
+
+
+def load_data(name: str) -> Dataset:
+    """Load a bundled data set by name."""
+    return datasets.load(name)
+
+
+# --------------------------------------------------------------------------- cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """One statistic on one data set, with the public description of its columns."""
+
+    statistic: str
+    source: str  # "<data set>:<col>,<col>" or "<file>:<col>,..."
+    arrays: tuple[np.ndarray, ...]
+    bounds: Mapping[str, tuple[float, float]]  # by kernel column
+    values: Mapping[str, list[float]]  # by kernel column
+    grid: np.ndarray | None = None  # thresholds of the curve statistics
+
+    @property
+    def n(self) -> int:
+        return int(self.arrays[0].size)
+
+
+def _kernel(case: Case) -> Kernel | None:
+    st = case.statistic
+    if st == "auc":
+        return kernels.auc_kernel()
+    if st == "kendall":
+        return kernels.kendall_tau_kernel("a")
+    if st == "gini":
+        return kernels.gini_kernel(case.bounds["x"])
+    if st == "variance":
+        return kernels.variance_kernel(case.bounds["x"])
+    if st == "duplicate":
+        return kernels.duplicate_pair_kernel()
+    return None
+
+
+def _pair(value: Any, what: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a pair (lo, hi) of numbers, got {value!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"{what} must be finite with lo < hi, got {value!r}")
+    return lo, hi
+
+
+def _build_case(statistic: str, *, data: str | None, file: str | None,
+                columns: Sequence[str] | None, bounds: Any,
+                column_bounds: Mapping[str, Any] | None,
+                column_values: Mapping[str, Sequence[float]] | None,
+                grid_points: int) -> Case:
+    kcols = _COLUMNS[statistic]
+    if file is not None:
+        if not columns:
+            raise ValueError(f"file needs columns naming the file's columns for {statistic} "
+                             f"(in order: {', '.join(kcols)})")
+        table = datasets.read_table(file, columns=list(columns))
+        arrays = [np.asarray(table[c], dtype=np.float64) for c in columns]
+        source = f"{file}:{','.join(columns)}"
+        name = None
+    else:
+        default_name, default_cols = _DEFAULT_DATA[statistic]
+        name = data or default_name
+        ds = load_data(name)
+        if columns is None:
+            # Another data set with the same column names (e.g. score, label) needs none.
+            if not all(c in ds for c in default_cols):
+                raise ValueError(f"data {name!r} has no columns {', '.join(default_cols)}; "
+                                 f"give columns for {statistic} (in order: {', '.join(kcols)})")
+            columns = default_cols
+        try:
+            arrays = [np.asarray(ds[c], dtype=np.float64) for c in columns]
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+        source = f"{name}:{','.join(columns)}"
+    if len(arrays) != len(kcols):
+        raise ValueError(f"{statistic} needs {len(kcols)} column(s) ({', '.join(kcols)}), "
+                         f"got {len(arrays)}")
+    # Public description: the bundled tables' declared bounds/values, then overrides.
+    bnds: dict[str, tuple[float, float]] = {}
+    vals: dict[str, list[float]] = {}
+    if name is not None:
+        for kc, c in zip(kcols, columns, strict=True):
+            if c in PUBLIC_BOUNDS.get(name, {}):
+                bnds[kc] = PUBLIC_BOUNDS[name][c]
+            if c in PUBLIC_VALUES.get(name, {}):
+                vals[kc] = list(PUBLIC_VALUES[name][c])
+    if bounds is not None:
+        continuous = [c for c in kcols if c != "label"]
+        if len(continuous) != 1:
+            raise ValueError(f"bounds applies to statistics of one continuous column; give "
+                             f"column_bounds for {statistic}'s columns {list(kcols)}")
+        bnds[continuous[0]] = _pair(bounds, "bounds")
+        vals.pop(continuous[0], None)
+    for c, b in (column_bounds or {}).items():
+        if c not in kcols:
+            raise ValueError(f"column_bounds names {c!r}; {statistic}'s columns are "
+                             f"{list(kcols)}")
+        bnds[c] = _pair(b, f"column_bounds[{c!r}]")
+        vals.pop(c, None)
+    for c, v in (column_values or {}).items():
+        if c not in kcols:
+            raise ValueError(f"column_values names {c!r}; {statistic}'s columns are "
+                             f"{list(kcols)}")
+        vals[c] = sorted(float(x) for x in v)
+        bnds.pop(c, None)
+    if statistic in ("auc", "roc"):
+        vals.setdefault("label", [0.0, 1.0])
+    for c, (lo, hi) in bnds.items():
+        col = arrays[kcols.index(c)]
+        if col.size and (col.min() < lo or col.max() > hi):
+            raise ValueError(f"column {c!r} of {source} has values outside its public bounds "
+                             f"[{lo:g}, {hi:g}]")
+    for c, v in vals.items():
+        col = arrays[kcols.index(c)]
+        if not np.all(np.isin(col, v)):
+            raise ValueError(f"column {c!r} of {source} has values outside its declared "
+                             f"values {v[:10]}")
+    if statistic in ("gini", "variance", "ecdf", "quantile") and "x" not in bnds:
+        raise ValueError(f"{statistic} needs public bounds of the values (bounds=(lo, hi)); "
+                         "taking them from the data would leak it")
+    if statistic == "duplicate" and "x" not in vals:
+        raise ValueError("duplicate needs the public list of categories (column_values "
+                         "{'x': [...]})")
+    grid = None
+    if statistic in ("ecdf", "quantile", "roc"):
+        key = "score" if statistic == "roc" else "x"
+        if key not in bnds:
+            raise ValueError(f"{statistic} needs public bounds of the {key} column for its "
+                             "threshold grid")
+        lo, hi = bnds[key]
+        grid = np.linspace(lo, hi, grid_points)
+    return Case(statistic, source, tuple(arrays), bnds, vals, grid)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """The outcome of one protocol at one epsilon over the repetitions."""
+
+    statistic: str
+    protocol: str
+    epsilon: float
+    delta: float
+    model: str
+    exact: float | None
+    mean_estimate: float | None
+    rmse: float
+    predicted_rmse: float
+    prediction_kind: str
+    coverage: float | None
+    bits_per_party: float | None
+    seconds_per_run: float
+    repetitions: int
+    failed: int = 0
+    extra: Mapping[str, float] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        """Measured RMSE / predicted RMSE."""
+        if not (math.isfinite(self.rmse) and math.isfinite(self.predicted_rmse)) \
+                or self.predicted_rmse == 0:
+            return math.nan
+        return self.rmse / self.predicted_rmse
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"statistic": self.statistic, "protocol": self.protocol,
+                "epsilon": self.epsilon, "delta": self.delta, "model": self.model,
+                "exact": self.exact, "mean_estimate": self.mean_estimate, "rmse": self.rmse,
+                "predicted_rmse": self.predicted_rmse,
+                "prediction_kind": self.prediction_kind, "rmse_over_predicted": self.ratio,
+                "ci95_coverage": self.coverage, "bits_per_party": self.bits_per_party,
+                "seconds_per_run": self.seconds_per_run, "repetitions": self.repetitions,
+                "failed": self.failed, **{f"extra_{k}": v for k, v in self.extra.items()},
+                "note": self.note}
+
+
+@dataclass
+class ComparisonResult:
+    """Rows of a comparison, the cases they ran on and the advisor's answers."""
+
+    rows: list[RunRow]
+    cases: dict[str, Case]
+    advice: dict[tuple[str, float], Advice]
+    settings: dict[str, Any]
+    wall_time: float
+    skipped: list[str] = field(default_factory=list)
+    report_path: Path | None = None
+
+    @property
+    def statistics(self) -> list[str]:
+        return list(self.cases)
+
+    def rows_for(self, statistic: str) -> list[RunRow]:
+        """The statistic's rows, grouped by protocol (in the order they first ran) and
+        sorted by epsilon within a protocol."""
+        mine = [r for r in self.rows if r.statistic == statistic]
+        order = {name: i for i, name in enumerate(dict.fromkeys(r.protocol for r in mine))}
+        return sorted(mine, key=lambda r: (order[r.protocol], r.epsilon))
+
+    def header(self, statistic: str) -> str:
+        case = self.cases[statistic]
+        sizes = f"n={case.n}"
+        if statistic in ("auc", "roc"):
+            n_pos = int(np.sum(case.arrays[1] == 1))
+            sizes += f"; n+={n_pos}, n-={case.n - n_pos}"
+        return (f"{statistic.upper()} ({STATISTICS[statistic]}) on {case.source} ({sizes}); "
+                f"{self.settings['repetitions']} repetitions per row. "
+                f"Metric: {_METRIC[statistic]}.")
+
+    def table_rows(self, statistic: str) -> tuple[list[str], list[list[str]]]:
+        headers = ["protocol", "model", "eps", "delta", "exact", "mean est.", "RMSE",
+                   "pred. RMSE", "kind", "RMSE/pred", "CI95 cover", "bits/party", "ms/run"]
+        extra_keys = sorted({k for r in self.rows_for(statistic) for k in r.extra})
+        headers += extra_keys
+        rows = []
+        for r in self.rows_for(statistic):
+            line = [r.protocol, r.model, f"{r.epsilon:g}", f"{r.delta:g}", _num(r.exact),
+                    _num(r.mean_estimate), _num(r.rmse), _num(r.predicted_rmse),
+                    _KIND_CODE.get(r.prediction_kind, r.prediction_kind), _num(r.ratio, 2),
+                    "-" if r.coverage is None else f"{r.coverage:.2f}",
+                    _bits_text(r.bits_per_party),
+                    f"{1000 * r.seconds_per_run:.2f}"]
+            line += [_num(r.extra.get(k)) for k in extra_keys]
+            if r.failed:
+                line[0] += f" ({r.failed} failed)"
+            rows.append(line)
+        return headers, rows
+
+    def table(self, statistic: str) -> str:
+        headers, rows = self.table_rows(statistic)
+        return self.header(statistic) + "\n" + format_table(headers, rows)
+
+    def tables(self) -> str:
+        parts = [self.table(s) for s in self.statistics]
+        parts.append(KIND_LEGEND)
+        return "\n\n".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"settings": self.settings, "wall_time_seconds": self.wall_time,
+                "cases": {s: {"source": c.source, "n": c.n,
+                              "bounds": {k: list(v) for k, v in c.bounds.items()},
+                              "values": dict(c.values)} for s, c in self.cases.items()},
+                "rows": [r.to_dict() for r in self.rows], "skipped": self.skipped}
+
+
+KIND_LEGEND = ("kind of prediction: exact = the protocol's exact MSE; bound = a proven upper "
+               "bound; bound* = an upper bound on the randomization error only (the "
+               "quantization error of a non-Lipschitz kernel on continuous data is not "
+               "covered); approx = first-order (delta-method) value. RMSE/pred < 1 is "
+               "expected for bounds; CI95 cover is the fraction of repetitions whose 95% "
+               "interval (estimate +- 1.96 s.e., the protocol's own s.e.) contains the "
+               "exact value.")
+
+
+def _bits_text(bits: float | None) -> str:
+    if bits is None or not math.isfinite(bits):
+        return "-"
+    return f"{bits:.0f}" if bits >= 100 else f"{bits:.4g}"
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def _seed(seed: int, *parts: Any) -> np.random.SeedSequence:
+    # Stable across runs and independent of which other protocols are selected.
+    key = [zlib.crc32(str(p).encode()) for p in parts]
+    return np.random.SeedSequence([seed, *key])
+
+
+def _accepted(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Only the parameters the protocol's factory takes (new protocols may differ)."""
+    sig = inspect.signature(registry.factory(name))
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return params
+    return {k: v for k, v in params.items() if k in sig.parameters}
+
+
+def _column_params(case: Case, pred: Prediction) -> dict[str, Any]:
+    """Public bounds / domain of the record columns for protocols that quantize them."""
+    params = dict(pred.run_params)
+    if pred.protocol in ("ldp-quantized", "ldp-ghazi", "ldp-tree", "umpc", "pairs-2pc"):
+        private = {c: b for c, b in case.bounds.items() if c != "label"}
+        domain = {c: v for c, v in case.values.items() if c != "label"}
+        if case.statistic in ("gini", "variance"):
+            private = {}  # the kernel carries its bounds
+        if pred.protocol == "ldp-tree":
+            if "score" in private:
+                params["bounds"] = private
+        else:
+            if private:
+                params["bounds"] = private
+            if domain:
+                params["domain"] = domain
+    return _accepted(pred.protocol, params)
+
+
+def _advice_for(case: Case, epsilon: float, delta: float) -> Advice:
+    st = case.statistic
+    kw: dict[str, Any] = {"epsilon": epsilon, "delta": delta}
+    if st in ("auc", "roc"):
+        n_pos = int(np.sum(case.arrays[1] == 1))
+        kw.update(n_pos=n_pos, n_neg=case.n - n_pos)
+    else:
+        kw["n"] = case.n
+    if st in ("ecdf", "quantile", "roc"):
+        assert case.grid is not None
+        kw["domain_size"] = int(case.grid.size)
+        return advise(st, **kw)
+    cols = _COLUMNS[st]
+    private = [c for c in cols if c != "label"]
+    bnds = {c: case.bounds[c] for c in private if c in case.bounds}
+    dom = {c: len(case.values[c]) for c in private if c in case.values}
+    if st in ("gini", "variance"):
+        kw["bounds"] = bnds["x"]
+    elif bnds:
+        kw["bounds"] = bnds
+    if dom:
+        kw["domain_size"] = dom
+    return advise(st, **kw)
+
+
+@dataclass
+class _Outcome:
+    values: list[float] = field(default_factory=list)
+    covered: list[bool] = field(default_factory=list)
+    sq_errors: list[float] = field(default_factory=list)  # pooled squared errors
+    extra: dict[str, list[float]] = field(default_factory=dict)
+    failed: int = 0
+    bits: list[float] = field(default_factory=list)
+    model: str = ""
+    delta: float = 0.0
+    seconds: float = 0.0
+    note: str = ""
+
+
+def _run_ustat(case: Case, kernel: Kernel, data: np.ndarray, exact: float, pred: Prediction,
+               eps: float, delta: float, seeds: list[np.random.SeedSequence],
+               out: _Outcome, tick: Any) -> None:
+    params = _column_params(case, pred)
+    for ss in seeds:
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            # An undefined release (e.g. FedAUC_RR with noisy counts outside (0, M)) is
+            # NaN with a warning; it is counted as failed.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            est = estimate(kernel, data, epsilon=eps, delta=delta, protocol=pred.protocol,
+                           rng=ss, **params)
+        out.seconds += time.perf_counter() - start
+        out.model = est.privacy.model.value
+        out.delta = est.privacy.delta
+        out.bits.append(_bits_sent(est))
+        tick()
+        if not math.isfinite(est.value):
+            out.failed += 1
+            continue
+        out.values.append(est.value)
+        out.sq_errors.append((est.value - exact) ** 2)
+        if est.std_error is not None and math.isfinite(est.std_error):
+            lo, hi = est.confidence_interval(0.95)
+            out.covered.append(lo <= exact <= hi)
+
+
+def _bits_sent(est: Any) -> float:
+    """Online bits a party sends: its messages to the aggregator and, for secure
+    computation, what it sends its peers. Offline (dealer) bits are not included.
+
+    The transport counts peer traffic in ``Cost.bits_per_party`` when the protocol
+    reports it (``Cost.peer_bits_per_party``); protocols that report it in their
+    diagnostics instead are read from there.
+    """
+    cost, diag = est.cost, est.diagnostics
+    if getattr(cost, "peer_bits_per_party", 0):
+        return float(cost.bits_per_party)
+    if "online_bits_per_party" in diag:  # the whole online protocol, from its transcript
+        return float(diag["online_bits_per_party"])
+    if "peer_bits_per_party" in diag:  # aggregator link + the exchanges with peers
+        return float(cost.bits_per_party) + float(diag["peer_bits_per_party"])
+    return float(cost.bits_per_party)
+
+
+def _exact_quantiles(x: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+    return np.quantile(x, levels, method="inverted_cdf")
+
+
+def _run_curve(case: Case, pred: Prediction, eps: float,
+               seeds: list[np.random.SeedSequence], out: _Outcome, tick: Any) -> None:
+    st = case.statistic
+    assert case.grid is not None
+    tau = case.grid
+    smoothed = bool(pred.run_params.get("smooth", False))
+    if st == "roc":
+        scores, labels = case.arrays
+        fpr0, tpr0, _ = roc_curve_on_grid(labels, scores, tau)
+    else:
+        x = case.arrays[0]
+        f0 = exact_ecdf(x, tau)
+        sorted_x = np.sort(x)
+        median = float(_exact_quantiles(x, [0.5])[0])
+        at = int(np.searchsorted(tau, median))
+        at = min(at, tau.size - 1)
+    for ss in seeds:
+        rng = np.random.default_rng(ss)
+        start = time.perf_counter()
+        if st == "roc":
+            curve = dp_roc_curve(labels, scores, epsilon=eps, thresholds=tau,
+                                 smooth=smoothed, p=2, rng=rng)
+            out.seconds += time.perf_counter() - start
+            err = np.concatenate([curve.fpr[:-1] - fpr0[:-1], curve.tpr[:-1] - tpr0[:-1]])
+            out.sq_errors.extend((err**2).tolist())
+            out.values.append(curve.auc.value)
+            guarantee = curve.privacy
+            if smoothed:
+                out.extra.setdefault("L1", []).append(
+                    roc_l1_distance(curve.fpr, curve.tpr, fpr0, tpr0))
+        else:
+            if pred.protocol == "ecdf-secagg":
+                from fedustat.protocols.ecdf_federated import pointwise_ecdf
+
+                released = pointwise_ecdf(x, tau, epsilon=eps, rng=rng)
+                out.bits.append(released.cost.bits_per_party)
+            else:
+                released = dp_ecdf(x, tau, epsilon=eps, rng=rng)
+            guarantee = released.privacy
+            values = smooth(released, p=2).values if smoothed else released.values
+            if st == "ecdf":
+                out.seconds += time.perf_counter() - start
+                err = values - f0
+                out.sq_errors.extend((err**2).tolist())
+                out.values.append(float(values[at]))
+                if not smoothed:
+                    half = 1.959963984540054 * math.sqrt(released.variance)
+                    out.covered.extend((np.abs(err) <= half).tolist())
+            else:
+                source = smooth(released, p=2) if smoothed else released
+                q = dp_quantile(source, list(QUANTILE_LEVELS))
+                out.seconds += time.perf_counter() - start
+                rank = np.searchsorted(sorted_x, q.value, side="right") / x.size
+                out.sq_errors.extend(((rank - np.asarray(QUANTILE_LEVELS)) ** 2).tolist())
+                mid = QUANTILE_LEVELS.index(0.5)
+                out.values.append(float(q.value[mid]))
+                out.extra.setdefault("median RMSE", []).append(
+                    (float(q.value[mid]) - median) ** 2)
+        if pred.protocol != "ecdf-secagg":  # measured above for the secure evaluation
+            out.bits.append(pred.bits_per_party or math.nan)
+        out.model = guarantee.model.value
+        out.delta = guarantee.delta
+        tick()
+
+
+def _curve_exact(case: Case) -> float:
+    st = case.statistic
+    assert case.grid is not None
+    if st == "roc":
+        fpr, tpr, _ = roc_curve_on_grid(case.arrays[1], case.arrays[0], case.grid)
+        return float(np.trapezoid(tpr, fpr))
+    x = case.arrays[0]
+    median = float(_exact_quantiles(x, [0.5])[0])
+    if st == "quantile":
+        return median
+    at = min(int(np.searchsorted(case.grid, median)), case.grid.size - 1)
+    return float(exact_ecdf(x, case.grid)[at])
+
+
+def _row(case: Case, pred: Prediction, eps: float, out: _Outcome, exact: float,
+         repetitions: int) -> RunRow:
+    sq = np.asarray(out.sq_errors, dtype=np.float64)
+    rmse = float(math.sqrt(sq.mean())) if sq.size else math.nan
+    extra = {}
+    for k, v in out.extra.items():
+        arr = np.asarray(v)
+        extra[k] = float(math.sqrt(arr.mean())) if k.endswith("RMSE") else float(arr.mean())
+    bits = np.asarray(out.bits, dtype=np.float64)
+    note = out.note
+    if out.failed:
+        note = (note + "; " if note else "") + (f"{out.failed} of {repetitions} releases "
+                                                "undefined (NaN)")
+    return RunRow(
+        statistic=case.statistic, protocol=pred.protocol, epsilon=eps, delta=out.delta,
+        model=out.model or pred.model.value, exact=exact,
+        mean_estimate=float(np.mean(out.values)) if out.values else None, rmse=rmse,
+        predicted_rmse=pred.rmse, prediction_kind=pred.kind,
+        coverage=float(np.mean(out.covered)) if out.covered else None,
+        bits_per_party=float(np.nanmean(bits)) if bits.size and np.isfinite(bits).any()
+        else None,
+        seconds_per_run=out.seconds / max(repetitions, 1), repetitions=repetitions,
+        failed=out.failed, extra=extra, note=note)
+
+
+def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None = None,
+                   file: str | None = None, columns: Sequence[str] | None = None,
+                   bounds: Any = None, column_bounds: Mapping[str, Any] | None = None,
+                   column_values: Mapping[str, Sequence[float]] | None = None,
+                   epsilons: Sequence[float] = DEFAULT_EPSILONS,
+                   repetitions: int = DEFAULT_REPETITIONS, delta: float = DEFAULT_DELTA,
+                   protocols: Sequence[str] | None = None,
+                   grid_points: int = DEFAULT_GRID_POINTS, seed: int = 0,
+                   progress: bool = True) -> ComparisonResult:
+    """Run every applicable protocol on each statistic over ``epsilons``.
+
+    Parameters
+    ----------
+    statistics:
+        Names from :data:`COMPARED_STATISTICS` (plus ``"variance"``); default all of those.
+    data, file, columns:
+        A data set of :func:`available_data` or a CSV/Parquet ``file``, and the columns
+        in the statistic's order (score, label for auc/roc; x, y for kendall). Default:
+        each statistic's own real data set (module docstring).
+    bounds, column_bounds, column_values:
+        Public description of the columns: ``bounds=(lo, hi)`` of the single continuous
+        column, or per statistic column (``{"x": (lo, hi)}``, ``{"x": [values...]}``).
+        Bundled columns have declared defaults (:data:`PUBLIC_BOUNDS`,
+        :data:`PUBLIC_VALUES`).
+    epsilons, repetitions, delta:
+        The grid of budgets, the runs per protocol and budget, and the delta of protocols
+        that need one (pure-DP protocols deliver delta = 0).
+    protocols:
+        Run only these protocols (default: every one the advisor lists and this
+        installation provides).
+    grid_points:
+        Thresholds N of the ECDF and ROC grids (evenly spaced over the public bounds).
+    seed:
+        Root seed; every (statistic, protocol, epsilon, repetition) has its own stream.
+    progress:
+        Show a progress bar on stderr.
+    """
+    names = list(COMPARED_STATISTICS if statistics is None else statistics)
+    if not names:
+        raise ValueError("statistics must name at least one statistic")
+    for st in names:
+        if st not in _COLUMNS:
+            raise ValueError(f"unknown statistic {st!r}; choose from "
+                             f"{', '.join(_COLUMNS)}")
+    eps_grid = [check_epsilon(e, "epsilons") for e in epsilons]
+    if not eps_grid:
+        raise ValueError("epsilons must hold at least one budget")
+    repetitions = check_positive_int(repetitions, "repetitions")
+    delta = check_delta(delta)
+    grid_points = check_positive_int(grid_points, "grid_points", minimum=2)
+    seed = check_positive_int(seed, "seed", minimum=0)
+    if file is not None and columns is not None:
+        widths = {len(_COLUMNS[st]) for st in names}
+        if widths != {len(columns)}:
+            raise ValueError(f"columns gives {len(columns)} column(s), but the statistics "
+                             f"{names} take {sorted(widths)}; compare one kind at a time")
+    started = time.perf_counter()
+    cases = {st: _build_case(st, data=data, file=file, columns=columns, bounds=bounds,
+                             column_bounds=column_bounds, column_values=column_values,
+                             grid_points=grid_points) for st in names}
+    registered = {e.name for e in registry.available()}
+    wanted = None if protocols is None else set(protocols)
+    if wanted is not None:
+        known = registered | set(CURVE_RELEASES)
+        unknown = wanted - known
+        if unknown:
+            raise ValueError(f"unknown protocols {sorted(unknown)}; available: "
+                             f"{', '.join(sorted(known))}")
+
+    plan: list[tuple[str, float, Advice, list[Prediction]]] = []
+    skipped: list[str] = []
+    for st in names:
+        for eps in eps_grid:
+            adv = _advice_for(cases[st], eps, delta)
+            runnable = []
+            for pred in adv.predictions:
+                if wanted is not None and pred.protocol not in wanted:
+                    continue
+                if not pred.registered:
+                    if eps == eps_grid[0]:
+                        skipped.append(f"{st}: {pred.protocol} (predicted, not registered "
+                                       "in this installation)")
+                    continue
+                if pred.reason and (not math.isfinite(pred.mse)
+                                    or pred.reason.startswith("the protocol refuses")):
+                    if eps == eps_grid[0]:
+                        skipped.append(f"{st}: {pred.protocol} ({pred.reason})")
+                    continue
+                runnable.append(pred)
+            plan.append((st, eps, adv, runnable))
+    total = repetitions * sum(len(r) for *_, r in plan)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, file=sys.stderr, disable=not progress, unit="run",
+               desc="fedustat compare", leave=False)
+    rows: list[RunRow] = []
+    advice: dict[tuple[str, float], Advice] = {}
+    exact_cache: dict[str, tuple[Kernel | None, np.ndarray | None, float]] = {}
+    try:
+        for st, eps, adv, runnable in plan:
+            advice[(st, eps)] = adv
+            case = cases[st]
+            if st not in exact_cache:
+                kernel = _kernel(case)
+                if kernel is not None:
+                    packed = kernel.pack(*case.arrays)
+                    exact = estimate(kernel, packed, epsilon=math.inf, protocol="exact").value
+                    exact_cache[st] = (kernel, packed, exact)
+                else:
+                    exact_cache[st] = (None, None, _curve_exact(case))
+            kernel, packed, exact = exact_cache[st]
+            for pred in runnable:
+                bar.set_postfix_str(f"{st} {pred.protocol} eps={eps:g}", refresh=False)
+                seeds = [_seed(seed, st, pred.protocol, eps, r) for r in range(repetitions)]
+                out = _Outcome()
+                try:
+                    if kernel is not None:
+                        assert packed is not None
+                        _run_ustat(case, kernel, packed, exact, pred, eps, delta, seeds, out,
+                                   bar.update)
+                    else:
+                        _run_curve(case, pred, eps, seeds, out, bar.update)
+                except (ValueError, TypeError, OverflowError) as exc:
+                    bar.update(repetitions - len(out.bits))
+                    skipped.append(f"{st}: {pred.protocol} at eps={eps:g} failed: {exc}")
+                    continue
+                rows.append(_row(case, pred, eps, out, exact, repetitions))
+    finally:
+        bar.close()
+    settings = {"statistics": names, "epsilons": eps_grid, "repetitions": repetitions,
+                "delta": delta, "seed": seed, "grid_points": grid_points,
+                "protocols": sorted(wanted) if wanted is not None else "all applicable",
+                "data": data, "file": file}
+    return ComparisonResult(rows, cases, advice, settings, time.perf_counter() - started,
+                            skipped)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _error_figure(result: ComparisonResult, statistic: str) -> Any:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.add_subplot()
+    rows = result.rows_for(statistic)
+    names = list(dict.fromkeys(r.protocol for r in rows))
+    colors = [f"C{i % 10}" for i in range(len(names))]
+    measured_max = max((r.rmse for r in rows if math.isfinite(r.rmse)), default=1.0)
+    measured_min = min((r.rmse for r in rows if math.isfinite(r.rmse) and r.rmse > 0),
+                       default=1e-6)
+    for name, color in zip(names, colors, strict=True):
+        mine = sorted((r for r in rows if r.protocol == name), key=lambda r: r.epsilon)
+        eps = [r.epsilon for r in mine]
+        ax.plot(eps, [r.rmse for r in mine], marker="o", color=color, label=name)
+        ax.plot(eps, [r.predicted_rmse for r in mine], linestyle="--", color=color,
+                alpha=0.7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    eps_grid = result.settings["epsilons"]
+    ax.set_xticks(eps_grid)
+    ax.set_xticklabels([f"{e:g}" for e in eps_grid])
+    ax.minorticks_off()
+    # Vacuous bounds would flatten the measured curves: keep the measured range in view.
+    ax.set_ylim(measured_min / 3.0, measured_max * 30.0)
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("RMSE (solid: measured, dashed: predicted)")
+    ax.set_title(f"{statistic}: error vs epsilon ({result.cases[statistic].source})",
+                 fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+def _curve_figure(result: ComparisonResult, statistic: str) -> Any | None:
+    """Exact curve and one release per epsilon (first repetition's seed)."""
+    from matplotlib.figure import Figure
+
+    case = result.cases[statistic]
+    if case.grid is None or statistic == "quantile":
+        return None
+    eps_grid = result.settings["epsilons"]
+    seed = result.settings["seed"]
+    smoothed_name = "dp-roc-smoothed" if statistic == "roc" else "dp-ecdf-smoothed"
+    if not any(r.protocol == smoothed_name for r in result.rows_for(statistic)):
+        return None
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.add_subplot()
+    if statistic == "roc":
+        scores, labels = case.arrays
+        fpr, tpr, _ = roc_curve_on_grid(labels, scores, case.grid)
+        ax.plot(fpr, tpr, color="black", linewidth=1.8, label="exact (grid)")
+        for i, eps in enumerate(eps_grid):
+            rng = np.random.default_rng(_seed(seed, statistic, smoothed_name, eps, 0))
+            curve = dp_roc_curve(labels, scores, epsilon=eps, thresholds=case.grid,
+                                 smooth=True, p=2, rng=rng)
+            ax.plot(curve.fpr, curve.tpr, color=f"C{i}", linewidth=1,
+                    label=f"smoothed release, eps={eps:g}")
+        ax.set_xlabel("false positive rate")
+        ax.set_ylabel("true positive rate")
+    else:
+        x = case.arrays[0]
+        ax.step(case.grid, exact_ecdf(x, case.grid), where="post", color="black",
+                linewidth=1.8, label="exact")
+        for i, eps in enumerate(eps_grid):
+            rng = np.random.default_rng(_seed(seed, statistic, smoothed_name, eps, 0))
+            released = dp_ecdf(x, case.grid, epsilon=eps, rng=rng)
+            ax.step(case.grid, smooth(released, p=2).values, where="post", color=f"C{i}",
+                    linewidth=1, label=f"smoothed release, eps={eps:g}")
+        ax.set_xlabel("threshold")
+        ax.set_ylabel("F")
+    ax.set_title(f"{statistic}: exact and private curves ({case.source})", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
+def write_report(result: ComparisonResult, out_dir: str | Path) -> Path:
+    """Write ``report.md``, its figures, ``results.json`` and ``results.csv`` to ``out_dir``.
+
+    The folder is self-contained: the Markdown links its PNG figures by relative paths.
+    """
+    out = Path(out_dir)
+    rep = MarkdownReport("fedustat compare: private protocols side by side")
+    s = result.settings
+    rep.paragraph(
+        f"Budgets epsilon = {', '.join(f'{e:g}' for e in s['epsilons'])}; "
+        f"{s['repetitions']} repetitions per protocol and budget; delta = {s['delta']:g} for "
+        f"protocols that need one; seed {s['seed']}. Total wall time "
+        f"{result.wall_time:.1f} s. Every protocol runs with the parameters the advisor "
+        "(`fedustat advise`) chose, so each row's predicted RMSE belongs to that exact "
+        "run. Errors are against the exact statistic of the data (the error the protocol "
+        "adds), not against a population value. How to read the tables and which formula "
+        "each prediction uses: docs/compare.md.")
+    rep.paragraph(KIND_LEGEND)
+    for st in result.statistics:
+        rep.heading(f"{st}: {STATISTICS[st]}")
+        rep.paragraph(result.header(st))
+        headers, rows = result.table_rows(st)
+        if rows:
+            align = ["l", "l"] + ["r"] * (len(headers) - 2)
+            rep.table(headers, rows, align)
+        else:
+            rep.paragraph("No protocol ran.")
+        first = result.advice.get((st, s["epsilons"][0]))
+        if first is not None and first.recommended is not None:
+            rep.paragraph(f"Advisor at epsilon = {s['epsilons'][0]:g}: recommends "
+                          f"{first.recommended.protocol} ({first.recommended.model.value} "
+                          f"DP). Notes from the advisor:")
+            notes = sorted({f"{p.protocol}: {n}" for p in first.predictions for n in p.notes}
+                           | set(first.notes))
+            rep.bullets(notes)
+        notes = sorted({r.note for r in result.rows_for(st) if r.note})
+        if notes:
+            rep.bullets(notes)
+        if rows:
+            rep.figure(_error_figure(result, st), f"{st}_error",
+                       f"{st}: measured RMSE (solid) and the advisor's prediction (dashed) "
+                       "against epsilon")
+            curve = _curve_figure(result, st)
+            if curve is not None:
+                rep.figure(curve, f"{st}_curves", f"{st}: the exact curve and one smoothed "
+                           "release per epsilon")
+    if result.skipped:
+        rep.heading("Not run")
+        rep.bullets(result.skipped)
+    path = rep.write(out)
+    (out / "results.json").write_text(json.dumps(result.to_dict(), indent=2, default=float),
+                                      encoding="utf-8")
+    _write_csv(result, out / "results.csv")
+    result.report_path = path
+    return path
+
+
+def _write_csv(result: ComparisonResult, path: Path) -> None:
+    import csv
+
+    dicts = [r.to_dict() for r in result.rows]
+    keys: list[str] = []
+    for d in dicts:
+        keys += [k for k in d if k not in keys]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=keys)
+        writer.writeheader()
+        for d in dicts:
+            writer.writerow(d)

@@ -1,0 +1,417 @@
+"""The advisor (``fedustat.advise``): predictions against measured errors, costs, choices.
+
+Every registered protocol is run on seeded synthetic data and its measured MSE against
+the exact statistic is compared with the advisor's prediction:
+
+* ``exact`` predictions must agree within 5 Monte Carlo standard errors (for Laplace
+  noise the relative standard error of a mean of R squared errors is sqrt(5/R); for the
+  ECDF it is estimated from the per-repetition errors);
+* ``upper bound`` predictions must not be exceeded by more than 5 standard errors of
+  the measured MSE (the measured/predicted ratio is recorded in ``RATIOS``);
+* ``approximate`` (delta-method) predictions must agree within 5 standard errors plus a
+  stated 15% allowance for the linearization, in a regime where the advisor does not
+  flag the linearization as unreliable.
+
+The formulas of the two secure-computation protocols (002 Lemma D.3, 000 Thm 5) are
+also checked against direct simulations of the mechanisms the papers define, so they
+are tested whether or not the protocol modules are installed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import fedustat
+from fedustat import advisor as advise_module
+from fedustat.advisor import (
+    APPROX,
+    BOUND,
+    EXACT,
+    PARTIAL,
+    Advice,
+    Prediction,
+    advise,
+    predictors,
+    register_predictor,
+)
+from fedustat.cli import main
+from fedustat.protocols import registry
+from fedustat.protocols.ecdf import dp_ecdf, dp_quantile, dp_roc_curve, roc_curve_on_grid
+from fedustat.stats import (
+    auc_kernel,
+    balanced_sample,
+    duplicate_pair_kernel,
+    gini_kernel,
+    hoeffding_components,
+    incomplete_ustatistic,
+    kendall_tau_kernel,
+    permutation_pairs,
+)
+from fedustat.stats.ecdf import ecdf as exact_ecdf
+
+Z = 5.0  # Monte Carlo tolerance in standard errors
+LINEARIZATION = 0.15  # stated allowance for delta-method predictions
+RATIOS: dict[str, float] = {}  # measured / predicted MSE, by case
+
+
+def _registered(name: str) -> bool:
+    return name in {e.name for e in registry.available()}
+
+
+def _measure(kernel, data, protocol: str, eps: float, reps: int, delta: float = 0.0,
+             **params) -> tuple[float, float, float, fedustat.Estimate]:
+    """(MSE, its standard error, measured bits per party, last estimate)."""
+    exact = fedustat.estimate(kernel, data, epsilon=math.inf, protocol="exact").value
+    sq = []
+    est = None
+    for r in range(reps):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            est = fedustat.estimate(kernel, data, epsilon=eps, delta=delta, protocol=protocol,
+                                    rng=r, **params)
+        sq.append((est.value - exact) ** 2)
+    arr = np.asarray(sq)
+    assert np.all(np.isfinite(arr)), f"{protocol} released NaN"
+    return float(arr.mean()), float(arr.std(ddof=1) / math.sqrt(reps)), _bits(est), est
+
+
+def _bits(est: fedustat.Estimate) -> float:
+    """Online bits per party, peers included (as ``fedustat compare`` counts them)."""
+    from fedustat.compare import _bits_sent
+
+    return _bits_sent(est)
+
+
+def _check(case: str, pred: Prediction, mse: float, se: float, reps: int) -> None:
+    ratio = mse / pred.mse
+    RATIOS[case] = ratio
+    if pred.kind == EXACT:
+        # Laplace: Var(X^2) = 20 b^4 and E X^2 = 2 b^2, so the relative s.e. is sqrt(5/R).
+        tol = Z * math.sqrt(5.0 / reps)
+        assert abs(ratio - 1.0) <= tol, f"{case}: measured/predicted {ratio:.3f}"
+    elif pred.kind in (BOUND, PARTIAL):
+        assert mse - Z * se <= pred.mse, f"{case}: measured {mse:.3g} > bound {pred.mse:.3g}"
+    else:
+        assert pred.kind == APPROX
+        tol = Z * se / mse + LINEARIZATION
+        assert abs(ratio - 1.0) <= tol, f"{case}: measured/predicted {ratio:.3f}"
+
+
+# ------------------------------------------------------------------ data (seeded)
+
+RNG = np.random.default_rng(20240607)
+N_POS, N_NEG = 150, 250
+AUC_LABELS = np.r_[np.ones(N_POS), np.zeros(N_NEG)]
+AUC_SCORES = np.clip(np.round(RNG.normal(7.0 + 2.0 * AUC_LABELS, 3.0)), 0, 15)
+AUC_DATA = auc_kernel().pack(AUC_SCORES, AUC_LABELS)
+AUC_EXACT = fedustat.roc_auc_score(AUC_LABELS, AUC_SCORES, epsilon=math.inf).value
+UNIFORM = RNG.uniform(0.0, 1.0, 400)
+CATEGORIES = RNG.integers(0, 5, 400)
+RATING_Y = RNG.integers(1, 7, 400)
+RATING_Z = np.clip(RATING_Y + RNG.integers(-2, 3, 400), 1, 6)
+
+
+# (repetitions, epsilon, delta): the Gaussian variant needs a larger budget before the
+# noise of its positive count is small enough for the delta method (the advisor flags it
+# otherwise: at epsilon = 4, delta = 1e-5 that noise is 20% of the smaller class).
+AUC_CASES = {
+    "central-laplace": (1000, 4.0, 0.0), "ldp-quantized": (200, 4.0, 0.0),
+    "ldp-tree": (100, 4.0, 0.0), "fedauc-rr": (300, 4.0, 0.0),
+    "fedauc-laplace-local": (300, 4.0, 0.0), "fedauc-laplace-global": (300, 4.0, 0.0),
+    "fedauc-adaptive": (300, 4.0, 0.0), "fedauc-gaussian": (300, 8.0, 1e-3),
+    "umpc": (60, 4.0, 0.0), "pairs-2pc": (200, 4.0, 0.0),
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(AUC_CASES))
+def test_auc_prediction_matches_measurement(protocol: str) -> None:
+    if not _registered(protocol):
+        pytest.skip(f"{protocol} is not registered in this installation")
+    reps, eps, delta = AUC_CASES[protocol]
+    adv = advise("auc", n_pos=N_POS, n_neg=N_NEG, epsilon=eps, delta=delta, domain_size=16,
+                 auc=AUC_EXACT)
+    pred = adv.prediction(protocol)
+    assert not any("far from linear" in n for n in pred.notes)
+    params = dict(pred.run_params)
+    if protocol == "ldp-quantized":
+        params["domain"] = {"score": list(range(16))}
+    mse, se, bits, est = _measure(auc_kernel(), AUC_DATA, protocol, eps, reps, delta=delta,
+                                  **params)
+    _check(f"auc/{protocol}", pred, mse, se, reps)
+    if pred.bits_per_party is not None:
+        # U-MPC's count is for the advisor's own draw of the design: the number of edges
+        # with both classes (the only ones computed) differs slightly between draws.
+        rel = 0.05 if protocol == "umpc" else 0.0
+        assert bits == pytest.approx(pred.bits_per_party, rel=rel)
+        if protocol != "umpc":
+            assert est.cost.rounds == pred.rounds
+
+
+U_CASES = [
+    ("gini", "central-laplace", 1000), ("gini", "ldp-quantized", 200),
+    ("gini", "ldp-ghazi", 200), ("gini", "umpc", 60), ("gini", "pairs-2pc", 200),
+    ("duplicate", "central-laplace", 1000), ("duplicate", "ldp-quantized", 200),
+    ("duplicate", "ldp-ghazi", 200), ("duplicate", "umpc", 60),
+    ("duplicate", "pairs-2pc", 200),
+    ("kendall", "central-laplace", 1000), ("kendall", "ldp-quantized", 200),
+    ("kendall", "ldp-ghazi", 60), ("kendall", "umpc", 60), ("kendall", "pairs-2pc", 200),
+]
+
+
+def _u_case(statistic: str) -> tuple:
+    if statistic == "gini":
+        return gini_kernel((0.0, 1.0)), gini_kernel((0, 1)).pack(UNIFORM), {"bounds": (0, 1)}
+    if statistic == "duplicate":
+        return (duplicate_pair_kernel(), duplicate_pair_kernel().pack(CATEGORIES),
+                {"domain_size": 5})
+    k = kendall_tau_kernel("a")
+    return k, k.pack(RATING_Y, RATING_Z), {"domain_size": 6}
+
+
+@pytest.mark.parametrize(("statistic", "protocol", "reps"), U_CASES)
+def test_u_statistic_prediction_matches_measurement(statistic: str, protocol: str,
+                                                    reps: int) -> None:
+    if not _registered(protocol):
+        pytest.skip(f"{protocol} is not registered in this installation")
+    eps = 2.0
+    kernel, data, kw = _u_case(statistic)
+    pred = advise(statistic, n=400, epsilon=eps, **kw).prediction(protocol)
+    params = dict(pred.run_params)
+    if protocol.startswith("ldp-") and statistic == "duplicate":
+        params["domain"] = list(range(5))
+    if protocol.startswith("ldp-") and statistic == "kendall":
+        params["domain"] = {"x": list(range(1, 7)), "y": list(range(1, 7))}
+    mse, se, bits, est = _measure(kernel, data, protocol, eps, reps, **params)
+    _check(f"{statistic}/{protocol}", pred, mse, se, reps)
+    if pred.bits_per_party is not None:
+        assert bits == pytest.approx(pred.bits_per_party)
+    if protocol in ("central-laplace", "ldp-quantized", "ldp-ghazi"):
+        assert est.cost.rounds == pred.rounds
+
+
+def test_ecdf_quantile_and_roc_predictions() -> None:
+    n, reps, grid = 400, 200, np.linspace(0.0, 1.0, 64)
+    eps = 1.0
+    pred = advise("ecdf", n=n, epsilon=eps, domain_size=grid.size).prediction("dp-ecdf")
+    assert pred.kind == EXACT
+    truth = exact_ecdf(UNIFORM, grid)
+    per_rep, ranks = [], []
+    for r in range(reps):
+        curve = dp_ecdf(UNIFORM, grid, epsilon=eps, rng=r)
+        per_rep.append(float(np.mean((curve.values - truth) ** 2)))
+        q = dp_quantile(curve, [0.25, 0.5, 0.75])
+        rank = np.searchsorted(np.sort(UNIFORM), q.value, side="right") / n
+        ranks.append(float(np.mean((rank - np.array([0.25, 0.5, 0.75])) ** 2)))
+    mse, se = float(np.mean(per_rep)), float(np.std(per_rep, ddof=1) / math.sqrt(reps))
+    RATIOS["ecdf/dp-ecdf"] = mse / pred.mse
+    assert abs(mse - pred.mse) <= Z * se
+    secure = advise("ecdf", n=n, epsilon=eps, domain_size=grid.size, trust="secure")
+    if "ecdf-secagg" in {p.protocol for p in secure.predictions}:
+        from fedustat.protocols.ecdf_federated import pointwise_ecdf
+
+        spred = secure.prediction("ecdf-secagg")
+        assert secure.recommended is spred and spred.kind == EXACT
+        errs = []
+        for r in range(60):
+            released = pointwise_ecdf(UNIFORM, grid, epsilon=eps, rng=r)
+            errs.append(float(np.mean((released.values - truth) ** 2)))
+        assert released.cost.bits_per_party == spred.bits_per_party
+        smse = float(np.mean(errs))
+        sse = float(np.std(errs, ddof=1) / math.sqrt(len(errs)))
+        RATIOS["ecdf/ecdf-secagg"] = smse / spred.mse
+        assert abs(smse - spred.mse) <= Z * sse
+    # Quantiles: an error in rank of about the curve's error (approximate; the grid step
+    # 1/63 adds a rounding term of at most one cell's mass, ~ (1/63)^2 / 12 here).
+    qpred = advise("quantile", n=n, epsilon=eps, domain_size=grid.size).prediction("dp-ecdf")
+    qmse = float(np.mean(ranks))
+    qse = float(np.std(ranks, ddof=1) / math.sqrt(reps))
+    RATIOS["quantile/dp-ecdf"] = qmse / qpred.mse
+    assert abs(qmse / qpred.mse - 1.0) <= Z * qse / qmse + LINEARIZATION
+    # ROC (unsmoothed): the delta-method value bounds the pooled TPR/FPR error.
+    rpred = advise("roc", n_pos=N_POS, n_neg=N_NEG, epsilon=4.0,
+                   domain_size=grid.size).prediction("dp-roc")
+    scores = (AUC_SCORES + 0.5) / 16.0
+    fpr0, tpr0, _ = roc_curve_on_grid(AUC_LABELS, scores, grid)
+    errs = []
+    for r in range(100):
+        curve = dp_roc_curve(AUC_LABELS, scores, epsilon=4.0, thresholds=grid, smooth=False,
+                             rng=r)
+        e = np.r_[curve.fpr[:-1] - fpr0[:-1], curve.tpr[:-1] - tpr0[:-1]]
+        errs.append(float(np.mean(e**2)))
+    rmse = float(np.mean(errs))
+    rse = float(np.std(errs, ddof=1) / 10.0)
+    RATIOS["roc/dp-roc"] = rmse / rpred.mse
+    assert rmse - Z * rse <= rpred.mse
+
+
+def test_thm5_formula_matches_a_direct_simulation() -> None:
+    """000 Thm 5's mechanism (P permutations, Lap(P/eps) per pair) against the advisor."""
+    kernel = gini_kernel((0.0, 1.0))
+    data = kernel.pack(UNIFORM)
+    n, eps = data.shape[0], 1.0
+    exact = fedustat.estimate(kernel, data, epsilon=math.inf, protocol="exact").value
+    zeta = hoeffding_components(kernel, data)
+    gen = np.random.default_rng(3)
+    for P in (1, 3):
+        pred = advise("gini", n=n, epsilon=eps, bounds=(0, 1), zeta=zeta)
+        comps = advise_module._pairs_2pc_terms(pred.query, kernel, P, zeta)
+        reps = 4000
+        sq = np.empty(reps)
+        for r in range(reps):
+            design = permutation_pairs(n, P, gen)
+            u = incomplete_ustatistic(kernel, data, design.tuples)
+            noise = gen.laplace(0.0, P / eps, design.size).mean()
+            sq[r] = (u + noise - exact) ** 2
+        total = comps[0] + comps[1]
+        se = sq.std(ddof=1) / math.sqrt(reps)
+        RATIOS[f"thm5-simulation/P={P}"] = sq.mean() / total
+        # The data's own zetas (estimated) stand in for the population's: allow their
+        # Monte Carlo error through the tolerance on the mean of squares.
+        assert abs(sq.mean() - total) <= Z * se + 0.05 * total
+        # 000 Thm 5 prints 2P/(n eps^2); the simulation confirms 4P/(n eps^2).
+        assert comps[1] == pytest.approx(4.0 * P / (n * eps**2), rel=0.01)
+
+
+def test_lemma_d3_bounds_a_direct_simulation() -> None:
+    """002 Lemma D.3 (BalancedSamp + Laplace on the tuple mean) bounds the simulated MSE."""
+    kernel = duplicate_pair_kernel()
+    data = kernel.pack(CATEGORIES)
+    n, eps = data.shape[0], 1.0
+    exact = fedustat.estimate(kernel, data, epsilon=math.inf, protocol="exact").value
+    pred = advise("duplicate", n=n, epsilon=eps, domain_size=5).prediction("umpc")
+    m = pred.parameters["edges"]
+    gen = np.random.default_rng(5)
+    reps = 300
+    sq = np.empty(reps)
+    for r in range(reps):
+        design = balanced_sample(m, 2, n, gen)
+        u = incomplete_ustatistic(kernel, data, design.tuples)
+        b = design.max_degree * kernel.sensitivity / (eps * design.size)
+        sq[r] = (u + gen.laplace(0.0, b) - exact) ** 2
+    se = sq.std(ddof=1) / math.sqrt(reps)
+    RATIOS["lemma-d3-simulation"] = sq.mean() / pred.mse
+    assert sq.mean() - Z * se <= pred.mse
+
+
+# ------------------------------------------------------------------ choices
+
+
+def test_recommendations_are_stable_and_follow_the_trust_model() -> None:
+    kw = {"n_pos": 1000, "n_neg": 5000, "epsilon": 1.0}
+    first = advise("auc", trust="local", **kw)
+    again = advise("auc", trust="local", **kw)
+    assert first.table() == again.table()
+    assert first.recommended is not None and again.recommended is not None
+    assert first.recommended.protocol == again.recommended.protocol == "ldp-quantized"
+    assert first.recommended.parameters["k"] == 9  # 000 Cor. 1: 6000^(1/4) sqrt(1) ~ 8.8
+    assert advise("auc", trust="curator", **kw).recommended.protocol == "central-laplace"
+    label = advise("auc", trust="label", **kw)
+    assert label.recommended.protocol == "fedauc-rr"
+    assert all(p.model.value == "label" for p in label.predictions if p.eligible)
+    secure = advise("gini", n=5000, bounds=(0, 1), epsilon=1.0, trust="secure")
+    assert secure.recommended.protocol == "umpc"
+    assert "secure" in secure.recommended.trust
+    # A 4-bit budget leaves no local AUC protocol (k-RR needs 4 + 1 label bit).
+    tight = advise("auc", trust="local", max_bits_per_party=4, **kw)
+    assert tight.recommended is None
+    assert "No protocol meets" in tight.table()
+    # Predictions are sorted by MSE and the recommendation is the best eligible one.
+    mses = [p.mse for p in first.predictions]
+    assert mses == sorted(mses)
+    best = min((p for p in first.predictions if p.eligible), key=lambda p: p.mse)
+    assert best is first.recommended
+
+
+def test_parameters_follow_the_papers() -> None:
+    tree = advise("auc", n_pos=10**5, n_neg=10**5, epsilon=1.0, domain_size=2**16,
+                  trust="local").prediction("ldp-tree")
+    assert tree.parameters["d"] == 2**16 and tree.parameters["split"] == "users"
+    assert tree.parameters["a"] > 1.0
+    assert tree.bits_per_party == 16 + 3  # users split: alpha + 3 bits
+    q = advise("gini", n=10**4, bounds=(0, 1), epsilon=1.0).prediction("ldp-quantized")
+    assert q.parameters["k"] == 10  # round(10^4^(1/4) sqrt(1))
+    assert q.components["quantization"] == pytest.approx(1.0 / (2 * 10**2))
+    umpc = advise("kendall", n=1000, epsilon=1.0).prediction("umpc")
+    assert umpc.parameters["edges"] == 2000  # 002's |E| = 2n
+    ecdf = advise("ecdf", n=1000, epsilon=1.0, domain_size=1024).prediction("dp-ecdf")
+    assert ecdf.parameters["L"] == 10
+    assert ecdf.mse == pytest.approx(2 * 11**3 / 1000**2)  # 003 Thm 1
+    central = advise("auc", n_pos=100, n_neg=300, epsilon=0.5).prediction("central-laplace")
+    assert central.mse == pytest.approx(2 * (1 / (100 * 0.5)) ** 2)
+    rr = advise("auc", n_pos=100, n_neg=300, epsilon=1.0, auc=0.8).prediction("fedauc-rr")
+    from fedustat.protocols.fedauc_variance import rr_std_corrected
+    assert rr.mse == pytest.approx(rr_std_corrected(400, 100, 0.8, 1.0) ** 2)
+    assert rr.components["paper_eq7"] > 0
+    gauss = advise("auc", n_pos=100, n_neg=300, epsilon=1.0).prediction("fedauc-gaussian")
+    assert not gauss.eligible and "delta" in gauss.reason
+
+
+def test_new_protocols_register_with_one_call() -> None:
+    def predict(q):
+        return Prediction("toy", fedustat.PrivacyModel.LOCAL, q.epsilon, 0.0, 1e-9, BOUND,
+                          "test formula", bits_per_party=1, rounds=1)
+
+    register_predictor("toy", predict, trust=("local",), statistics=("gini",))
+    try:
+        assert "toy" in predictors()
+        adv = advise("gini", n=100, bounds=(0, 1), epsilon=1.0, trust="local")
+        toy = adv.prediction("toy")
+        assert not toy.registered  # a prediction only: no such protocol in the registry
+        assert adv.recommended is toy
+        assert any("not registered" in n for n in adv.notes)
+    finally:
+        advise_module._PREDICTORS.pop("toy")
+
+
+def test_fedustat_advise_is_callable_and_a_module() -> None:
+    result = fedustat.advise("duplicate", n=100, domain_size=4, epsilon=1.0)
+    assert isinstance(result, Advice)
+    assert advise_module.Advice is Advice
+    data = result.to_dict()
+    json.dumps(data)
+    assert data["recommended"] == "central-laplace"
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"statistic": "median", "n": 10, "epsilon": 1}, "statistic must be one of"),
+    ({"statistic": "auc", "n_pos": 10, "epsilon": 1}, "n_pos and n_neg"),
+    ({"statistic": "auc", "n_pos": 10, "n_neg": 5, "n": 16, "epsilon": 1}, "must equal"),
+    ({"statistic": "gini", "n": 100, "epsilon": 1}, "bounds is required"),
+    ({"statistic": "gini", "n": 100, "epsilon": 0, "bounds": (0, 1)}, "epsilon must be > 0"),
+    ({"statistic": "gini", "n": 100, "epsilon": 1, "bounds": (1, 0)}, "lo < hi"),
+    ({"statistic": "duplicate", "n": 100, "epsilon": 1}, "domain_size is required"),
+    ({"statistic": "duplicate", "n": 100, "epsilon": 1, "domain_size": 1},
+     "domain_size"),
+    ({"statistic": "kendall", "n": 100, "epsilon": 1, "trust": "nobody"}, "trust must be"),
+    ({"statistic": "kendall", "n": 100, "epsilon": 1, "zeta": (0.3, 0.1)}, "zeta_2 >= 2"),
+    ({"statistic": "kendall", "n": 100, "epsilon": 1, "delta": 1.5}, "delta must be"),
+    ({"statistic": "kendall", "n": 100, "epsilon": 1, "max_bits_per_party": -3},
+     "max_bits_per_party"),
+    ({"statistic": "kendall", "n": 100, "n_pos": 4, "epsilon": 1}, "labelled"),
+])
+def test_bad_inputs_name_the_argument(kwargs: dict, match: str) -> None:
+    statistic = kwargs.pop("statistic")
+    with pytest.raises(ValueError, match=match):
+        advise(statistic, **kwargs)
+
+
+def test_cli_advise(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["advise", "--statistic", "auc", "--n-pos", "1000", "--n-neg", "5000",
+                 "--epsilon", "1", "--trust", "local"]) == 0
+    out = capsys.readouterr().out
+    assert "Recommended: ldp-quantized" in out and "ldp-tree" in out
+    assert main(["advise", "--statistic", "kendall", "--n", "500", "--epsilon", "2",
+                 "--domain-size", "6,6", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["recommended"] == "central-laplace"
+    assert {p["protocol"] for p in data["predictions"]} >= {"ldp-quantized", "ldp-ghazi"}
+    with pytest.raises(SystemExit, match="bounds is required"):
+        main(["advise", "--statistic", "gini", "--n", "100", "--epsilon", "1"])
+    with pytest.raises(SystemExit, match="--zeta must be two numbers"):
+        main(["advise", "--statistic", "gini", "--n", "100", "--epsilon", "1",
+              "--bounds", "0,1", "--zeta", "x"])

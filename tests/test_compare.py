@@ -1,0 +1,218 @@
+"""``fedustat compare`` (``fedustat.compare``) and the Markdown report (``fedustat.report``).
+
+A reduced comparison (one budget, two repetitions) runs every statistic; the report it
+writes must hold a table and at least one image per statistic, and the command line must
+run it and reject bad input with a clear message.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedustat
+from fedustat.cli import main
+from fedustat.compare import (
+    COMPARED_STATISTICS,
+    PUBLIC_BOUNDS,
+    ComparisonResult,
+    available_data,
+    load_data,
+    run_comparison,
+    write_report,
+)
+from fedustat.report import MarkdownReport, markdown_table
+
+TINY = {"epsilons": [1.0], "repetitions": 2, "progress": False}
+
+
+@pytest.fixture(scope="module")
+def tiny() -> ComparisonResult:
+    return run_comparison(**TINY)
+
+
+def test_tiny_run_covers_every_statistic(tiny: ComparisonResult) -> None:
+    assert tiny.statistics == list(COMPARED_STATISTICS)
+    for st in COMPARED_STATISTICS:
+        rows = tiny.rows_for(st)
+        assert rows, f"no protocol ran for {st}"
+        for r in rows:
+            assert r.repetitions == 2 and r.epsilon == 1.0
+            assert math.isfinite(r.rmse) and r.rmse >= 0
+            assert math.isfinite(r.predicted_rmse) and r.predicted_rmse > 0
+            assert r.seconds_per_run >= 0
+        table = tiny.table(st)
+        assert "pred. RMSE" in table and "CI95 cover" in table
+    names = {r.protocol for r in tiny.rows_for("auc")}
+    assert {"central-laplace", "ldp-quantized", "ldp-tree", "fedauc-rr"} <= names
+    assert {"dp-ecdf", "dp-ecdf-smoothed"} <= {r.protocol for r in tiny.rows_for("ecdf")}
+
+
+def test_exact_values_are_the_data_statistics(tiny: ComparisonResult) -> None:
+    from sklearn.metrics import roc_auc_score
+
+    scores = load_data("digits_scores")
+    auc = tiny.rows_for("auc")[0]
+    assert auc.exact == pytest.approx(roc_auc_score(scores["label"], scores["score"]),
+                                      abs=1e-12)
+    digits = load_data("digits_images")
+    counts = np.bincount(digits["digit"].astype(int))
+    ratio = float(np.sum(counts * (counts - 1)) / (digits.n * (digits.n - 1)))
+    assert tiny.rows_for("duplicate")[0].exact == pytest.approx(ratio, abs=1e-12)
+    central = next(r for r in tiny.rows_for("gini") if r.protocol == "central-laplace")
+    assert central.model == "central" and central.bits_per_party == 64
+    # The central release's predicted RMSE is Laplace's: sqrt(2) 2 (hi - lo) / (n eps).
+    lo, hi = PUBLIC_BOUNDS["digits_images"]["ink"]
+    assert central.predicted_rmse == pytest.approx(math.sqrt(2) * 2 * (hi - lo) / digits.n)
+
+
+def test_report_has_a_table_and_an_image_per_statistic(tiny: ComparisonResult,
+                                                       tmp_path: Path) -> None:
+    path = write_report(tiny, tmp_path / "rep")
+    text = path.read_text(encoding="utf-8")
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    titled = {s.split(":")[0]: s for s in sections}
+    for st in COMPARED_STATISTICS:
+        body = titled[st]
+        assert "| protocol | model |" in body, f"no table for {st}"
+        images = re.findall(r"!\[[^\]]*\]\((figures/[^)]+\.png)\)", body)
+        assert images, f"no image for {st}"
+        for rel in images:
+            png = tmp_path / "rep" / rel
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    data = json.loads((tmp_path / "rep" / "results.json").read_text())
+    assert len(data["rows"]) == len(tiny.rows)
+    with (tmp_path / "rep" / "results.csv").open() as fh:
+        assert len(list(csv.DictReader(fh))) == len(tiny.rows)
+
+
+def test_same_seed_same_tables() -> None:
+    kw = {"epsilons": [0.5, 2.0], "repetitions": 3, "progress": False,
+          "protocols": ["central-laplace", "ldp-quantized", "dp-ecdf"]}
+    a = run_comparison(["duplicate", "ecdf"], seed=7, **kw)
+    b = run_comparison(["duplicate", "ecdf"], seed=7, **kw)
+    strip = re.compile(r"\s+\d+\.\d+\s*$")  # the last column is wall time
+    for st in ("duplicate", "ecdf"):
+        assert [strip.sub("", line) for line in a.table(st).splitlines()] == \
+            [strip.sub("", line) for line in b.table(st).splitlines()]
+    c = run_comparison(["duplicate"], seed=8, **kw)
+    assert c.rows_for("duplicate")[0].rmse != a.rows_for("duplicate")[0].rmse
+
+
+def test_central_coverage_and_rmse_track_the_prediction() -> None:
+    """Many repetitions of the exact-prediction protocol: RMSE/pred near 1, coverage 95%."""
+    res = run_comparison(["duplicate"], protocols=["central-laplace"], epsilons=[1.0],
+                         repetitions=400, progress=False)
+    row = res.rows_for("duplicate")[0]
+    # Laplace: the relative s.e. of a mean of squares is sqrt(5/R); the RMSE's is half.
+    assert abs(row.ratio - 1.0) <= 5 * 0.5 * math.sqrt(5 / 400)
+    # Binomial s.e. of a 95% coverage over 400 runs is 0.011.
+    assert abs(row.coverage - 0.95) <= 5 * 0.011
+
+
+def test_other_bundled_data() -> None:
+    res = run_comparison(["auc"], data="breast_cancer_scores", epsilons=[1.0], repetitions=2,
+                         protocols=["central-laplace", "ldp-tree"], progress=False)
+    assert res.cases["auc"].source == "breast_cancer_scores:score,label"
+    assert res.cases["auc"].bounds["score"] == PUBLIC_BOUNDS["breast_cancer_scores"]["score"]
+    res = run_comparison(["kendall"], data="diabetes_pairs", columns=["age", "bmi"],
+                         epsilons=[1.0], repetitions=2, protocols=["ldp-quantized"],
+                         progress=False)
+    assert res.rows_for("kendall")[0].bits_per_party > 0
+
+
+def test_file_input(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 10, 300)
+    y = x + rng.normal(0, 3, 300)
+    f = tmp_path / "data.csv"
+    f.write_text("x,y\n" + "\n".join(f"{a},{b}" for a, b in zip(x, y, strict=True)))
+    res = run_comparison(["gini", "ecdf"], file=str(f), columns=["x"], bounds=(0, 10),
+                         epsilons=[2.0], repetitions=2, progress=False)
+    assert res.cases["gini"].source.endswith("data.csv:x")
+    assert res.rows_for("gini")[0].exact == pytest.approx(
+        fedustat.gini_mean_difference(x, bounds=(0, 10), epsilon=math.inf).value)
+    with pytest.raises(ValueError, match="public bounds"):
+        run_comparison(["gini"], file=str(f), columns=["x"], repetitions=1, progress=False)
+    with pytest.raises(ValueError, match="outside its public bounds"):
+        run_comparison(["gini"], file=str(f), columns=["y"], bounds=(0, 10), repetitions=1,
+                       progress=False)
+    with pytest.raises(ValueError, match="compare one kind at a time"):
+        run_comparison(["gini", "kendall"], file=str(f), columns=["x"], bounds=(0, 10),
+                       repetitions=1, progress=False)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"statistics": ["median"]}, "unknown statistic"),
+    ({"epsilons": [0.0]}, "epsilons must be > 0"),
+    ({"epsilons": []}, "at least one budget"),
+    ({"repetitions": 0}, "repetitions must be >= 1"),
+    ({"protocols": ["nope"]}, "unknown protocols"),
+    ({"statistics": ["gini"], "data": "wine_cultivars"}, "give columns for gini"),
+    ({"statistics": ["duplicate"], "data": "nope", "columns": ["x"]}, "unknown data set"),
+])
+def test_bad_inputs(kwargs: dict, match: str) -> None:
+    kwargs.setdefault("progress", False)
+    with pytest.raises(ValueError, match=match):
+        run_comparison(**kwargs)
+
+
+def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cli-report"
+    assert main(["compare", "--statistic", "duplicate,quantile", "--epsilons", "1,2",
+                 "--repetitions", "2", "--no-progress", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "DUPLICATE" in text and "QUANTILE" in text and "report written to" in text
+    assert (out / "report.md").exists() and (out / "figures" / "duplicate_error.png").exists()
+    assert main(["compare", "--statistic", "kendall", "--epsilons", "1", "--repetitions",
+                 "2", "--no-progress", "--out", "", "--format", "json",
+                 "--protocols", "central-laplace"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["protocol"] for r in data["rows"]] == ["central-laplace"]
+    bad = [
+        (["--statistic", "median"], "unknown statistic"),
+        (["--epsilons", "a,b"], "--epsilons must be numbers"),
+        (["--repetitions", "0"], "repetitions must be >= 1"),
+        (["--file", "x.csv"], "--file needs --columns"),
+        (["--statistic", "gini", "--file", str(tmp_path / "missing.csv"), "--columns", "x",
+          "--bounds", "0,1"], "missing.csv"),
+    ]
+    for args, match in bad:
+        with pytest.raises(SystemExit, match=match):
+            main(["compare", "--no-progress", "--out", "", *args])
+
+
+def test_available_data_lists_the_digits_tables() -> None:
+    names = available_data()
+    assert {"digits_images", "digits_scores", "breast_cancer_scores"} <= set(names)
+    ds = load_data("digits_images")
+    assert ds.n == 1797 and ds["ink"].max() <= 1024
+    scores = load_data("digits_scores")
+    assert scores.n == 899 and set(np.unique(scores["label"])) == {0.0, 1.0}
+
+
+def test_markdown_report_writer(tmp_path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    assert markdown_table(["a", "b"], [["x|y", 1]]) == "| a | b |\n| --- | --- |\n| x\\|y | 1 |"
+    with pytest.raises(ValueError, match="row 0 has 1 cells"):
+        markdown_table(["a", "b"], [["x"]])
+    rep = MarkdownReport("t")
+    fig = Figure()
+    fig.add_subplot().plot([0, 1], [1, 0])
+    rep.figure(fig, "line", "a line")
+    with pytest.raises(ValueError, match="already in the report"):
+        rep.figure(fig, "line")
+    with pytest.raises(ValueError, match="plain file name"):
+        rep.figure(fig, "../escape")
+    with pytest.raises(TypeError, match="matplotlib Figure"):
+        rep.figure("not a figure", "x")
+    path = rep.write(tmp_path)
+    assert "![a line](figures/line.png)" in path.read_text()
+    assert (tmp_path / "figures" / "line.png").stat().st_size > 0

@@ -104,7 +104,13 @@ def test_noise_free_run_reproduces_the_incomplete_ustatistic(name: str, method: 
     # Integer arithmetic in the ring: the data lie on the fixed-point grid, so U is exact.
     assert est.diagnostics["u_statistic"] == exact
     assert est.value == pytest.approx(kernel.statistic(exact, data), rel=1e-12)
-    assert est.privacy.model is PrivacyModel.NONE and est.std_error == 0.0
+    assert est.privacy.model is PrivacyModel.NONE
+    # No noise: the error bar is the data-free edge-sampling bound (002 Claim D.1).
+    design_sd = math.sqrt(incomplete_variance_bound(n, kernel.degree, design.size,
+                                                    kernel.sensitivity))
+    assert est.std_error == pytest.approx(
+        design_sd * abs(kernel.statistic(exact + 1e-6, data)
+                        - kernel.statistic(exact - 1e-6, data)) / 2e-6, rel=1e-4)
     # Check-in, broadcast, upload: 3 exchanges with the aggregator; Lemma C.3 counts the
     # upload too, and the peer rounds (sharing, circuits) come before it.
     assert est.cost.rounds == 2 + est.diagnostics["lemma_c3_rounds"]
@@ -415,8 +421,10 @@ def test_guarantee_diagnostics_and_standard_error() -> None:
     design = protocol.draw_design(60, np.asarray(d["public_coin"], dtype=np.uint64))
     n_pos = int(data[:, 1].sum())
     slope = math.comb(60, 2) / (n_pos * (60 - n_pos))   # AUC = U C(n,2) / (n+ n-)
-    assert est.std_error == pytest.approx(math.sqrt(protocol.noise_variance(60, design)) * slope,
-                                          rel=1e-6)
+    variance = (protocol.noise_variance(60, design)
+                + incomplete_variance_bound(60, 2, design.size, kernel.sensitivity))
+    assert d["design_variance_bound"] == incomplete_variance_bound(60, 2, design.size, 1.0)
+    assert est.std_error == pytest.approx(math.sqrt(variance) * slope, rel=1e-6)
     assert d["u_sensitivity"] == design.max_degree / design.size
     assert est.value == pytest.approx(d["u_statistic"] * slope)
 

@@ -704,13 +704,19 @@ class UMPC(Protocol):
             public_data[:, self.circuit.public_column] = state.public
         value = self.kernel.statistic(u, public_data)
         noise_var = self.noise_variance(n, design)
+        # The release estimates the complete U-statistic of the parties' data, so its error
+        # bar adds the edge-sampling variance; the data-free bound of 002 Claim D.1 keeps
+        # it public (and the interval conservative).
+        design_var = incomplete_variance_bound(n, self.kernel.degree, design.size,
+                                               self.kernel.sensitivity)
         slope = _slope(self.kernel, u, public_data)
-        std_error = normal_std_error(noise_var) * slope
+        std_error = normal_std_error(noise_var + design_var) * slope
         # Lemma C.3's count of the secure part (phases 1-4); the measured costs are in
         # Estimate.cost, filled by the runtime from the messages and their PeerTraffic.
         expected = self.expected_communication(n, design, state.public)
         diagnostics = self._diagnostics(n, design, state.public, noise_var)
         diagnostics.update({
+            "design_variance_bound": design_var,
             "lemma_c3_bits": expected["online_bits"],
             "lemma_c3_rounds": expected["rounds"],
             "expected_offline_bits": expected["offline_bits"],

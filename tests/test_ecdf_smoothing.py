@@ -7,13 +7,20 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import minimize
 from scipy.sparse.linalg import spsolve
 
+import fedustat.protocols.ecdf_smoothing as smoothing_module
 from fedustat.datasets import poisson_ecdf
 from fedustat.protocols.ecdf import PrivateECDF, dp_ecdf
 from fedustat.protocols.ecdf_smoothing import (
     _dyadic_solve,
+    _flow_problem,
+    _padded_graph,
+    _solve_lp_dyadic,
+    _subset_indices,
     isotonic_projection,
     smooth,
     smooth_counts,
@@ -188,6 +195,7 @@ def test_exact_curve_is_unchanged_and_deterministic():
     ({"p": 3}, "p must be 1 or 2"),
     ({"p": 1, "method": "active-set"}, "solves p = 2 only"),
     ({"p": 2, "method": "highs"}, "solves p = 1 only"),
+    ({"p": 2, "method": "dyadic-dp"}, "solves p = 1 only"),
     ({"p": 2, "method": "gurobi"}, "method must be"),
     ({"p": 2, "subset": np.array([], dtype=int)}, "subset"),
     ({"p": 2, "subset": np.array([0, 99])}, "subset positions must be in"),
@@ -197,3 +205,148 @@ def test_smooth_bad_inputs(kwargs, match):
     curve, _ = _poisson_curve(10, 1.0, seed=0)
     with pytest.raises(ValueError, match=match):
         smooth(curve, **kwargs)
+
+
+# ---- p = 1: the exact dynamic program over the dyadic tree vs HiGHS on the flow LP ----
+
+def _random_instance(rng: np.random.Generator, max_points: int
+                     ) -> tuple[np.ndarray, DyadicTree, int, np.ndarray | None]:
+    """Noisy counts of several kinds (continuous noise, integer noise with many ties,
+    a lone negative step), N not only powers of two, and B the whole grid, integer
+    positions or a boolean mask."""
+    n_points = int(rng.integers(1, max_points + 1))
+    n = int(rng.integers(1, 200))
+    kind = rng.integers(0, 3)
+    if kind == 0:
+        counts = np.sort(rng.uniform(0, n, n_points)) + rng.laplace(
+            0, rng.uniform(0.1, 50), n_points)
+    elif kind == 1:
+        counts = (np.sort(rng.integers(0, n + 1, n_points))
+                  + rng.integers(-10, 11, n_points)).astype(float)
+    else:
+        counts = np.full(n_points, float(n))
+        counts[rng.integers(0, n_points)] = -rng.uniform(1, 3 * n)
+    subset: np.ndarray | None = None
+    draw = rng.random()
+    if draw < 0.3:
+        subset = rng.integers(0, n_points, rng.integers(1, n_points + 1))
+    elif draw < 0.5:
+        subset = rng.random(n_points) < 0.5
+        subset[rng.integers(0, n_points)] = True
+    return counts, DyadicTree(n_points), n, subset
+
+
+def test_p1_dynamic_program_matches_highs_on_random_instances():
+    """Same optimum as HiGHS (dual simplex, a vertex of the LP) to 1e-9 relative, on 400
+    seeded instances; the p = 1 optimum need not be unique, so objectives are compared.
+    The solver's own certificate (dual value = primal cost) holds on each."""
+    rng = np.random.default_rng(2024)
+    for _ in range(400):
+        counts, tree, n, subset = _random_instance(rng, 70)
+        idx, dp_curve, _, info = smooth_counts(counts, tree, n, p=1, subset=subset)
+        _, _, _, ref = smooth_counts(counts, tree, n, p=1, subset=subset,
+                                     method="highs")
+        assert info["method"] == "dyadic-dp" and "fallback" not in info
+        scale = max(1.0, ref["objective"])
+        assert abs(info["objective"] - ref["objective"]) <= 1e-9 * scale
+        assert info["max_violation_removed"] <= 1e-9 * max(1.0, np.abs(counts).max(), n)
+        assert np.all(np.diff(dp_curve) >= 0) and dp_curve.min() >= 0 and dp_curve.max() <= n
+        problem = _flow_problem(counts, tree, n, idx)
+        flow, _, optimum = _solve_lp_dyadic(problem, tree, idx)
+        assert abs(optimum - np.abs(flow).sum()) <= 1e-9 * scale
+
+
+@settings(deadline=None, max_examples=80, derandomize=True)
+@given(st.lists(st.integers(-6, 12), min_size=1, max_size=24), st.integers(1, 15),
+       st.lists(st.booleans(), min_size=24, max_size=24))
+def test_p1_dynamic_program_property_integer_counts(steps, n, mask):
+    """Integer data (degenerate LPs with many optimal vertices) and arbitrary subsets."""
+    counts = np.cumsum(np.asarray(steps, dtype=float))
+    tree = DyadicTree(counts.size)
+    subset = np.asarray(mask[:counts.size])
+    subset = subset if subset.any() else None
+    _, _, _, info = smooth_counts(counts, tree, n, p=1, subset=subset)
+    _, _, _, ref = smooth_counts(counts, tree, n, p=1, subset=subset, method="highs")
+    assert info["method"] == "dyadic-dp"
+    assert info["objective"] == pytest.approx(ref["objective"], rel=1e-9, abs=1e-9)
+
+
+def test_p1_larger_grids_match_highs():
+    """N = 1000 and 2^11 + 3 (padding beyond N), whole grid and a sparse subset."""
+    rng = np.random.default_rng(11)
+    for n_points in (1000, 2**11 + 3):
+        curve, _ = _poisson_curve(n_points, 0.5, seed=n_points)
+        for subset in (None, np.sort(rng.choice(n_points, n_points // 10, replace=False))):
+            ours = smooth(curve, p=1, subset=subset)
+            ref = smooth(curve, p=1, subset=subset, method="highs")
+            assert ours.method == "dyadic-dp"
+            assert ours.objective == pytest.approx(ref.objective, rel=1e-9)
+            assert ours.diagnostics["max_violation_removed"] < 1e-9
+
+
+def test_p1_closed_form_single_violation():
+    """N = 4, counts 10, 30, 20, 40 of n = 100: increments (10, 20, -10, 20, 60). The
+    deficit of 10 at increment 2 has supplies one node away (nodes [1, 2), [2, 3),
+    [0, 2), [2, 4) all touch it), so the optimum is 10."""
+    _, smoothed, nu, info = smooth_counts(np.array([10.0, 30.0, 20.0, 40.0]), DyadicTree(4),
+                                          100, p=1)
+    assert info["objective"] == pytest.approx(10.0, abs=1e-12)
+    assert np.abs(nu).sum() == pytest.approx(10.0, abs=1e-12)
+    assert np.all(np.diff(smoothed) >= 0)
+
+
+def test_p1_exact_curve_is_unchanged():
+    x = poisson_ecdf(100, 3.0, rng=5).columns["x"]
+    exact = dp_ecdf(x, np.arange(1, 101, dtype=float), epsilon=math.inf)
+    res = smooth(exact, p=1)
+    assert res.objective == 0.0 and res.method == "dyadic-dp"
+    np.testing.assert_allclose(res.values, exact.values, atol=1e-15)
+
+
+def test_p1_label_bound_is_raised_until_inactive(monkeypatch):
+    """With a first label bound of 1 the program must enlarge it (the optimum uses
+    labels >= 1 here); the result is still HiGHS's optimum."""
+    curve, _ = _poisson_curve(512, 0.2, seed=9)
+    ref = smooth(curve, p=1, method="highs")
+    monkeypatch.setattr(smoothing_module, "_DP_FIRST_BOUND", 1)
+    res = smooth(curve, p=1)
+    assert res.method == "dyadic-dp" and res.iterations >= 2
+    assert res.objective == pytest.approx(ref.objective, rel=1e-9)
+
+
+def test_p1_falls_back_to_highs_when_certificate_fails(monkeypatch):
+    curve, _ = _poisson_curve(64, 0.5, seed=1)
+    ref = smooth(curve, p=1, method="highs")
+
+    def wrong(problem, tree, idx):  # a zero flow is infeasible on this noisy curve
+        return np.zeros(problem.nodes.size), 1, 0.0
+
+    monkeypatch.setattr(smoothing_module, "_solve_lp_dyadic", wrong)
+    res = smooth(curve, p=1)
+    assert res.method == "highs" and "infeasible" in res.diagnostics["fallback"]
+    assert res.objective == pytest.approx(ref.objective, rel=1e-12)
+
+
+def test_padded_graph_embeds_the_flow_problem():
+    """Cost-1 edges of the padded graph are exactly the kept nodes, the supplies add up
+    to n, and vertices beyond N or inside a group carry none."""
+    tree = DyadicTree(11)
+    counts = np.arange(1.0, 12.0)
+    for subset in (None, np.array([0, 3, 4, 9])):
+        idx = _subset_indices(subset, 11)
+        problem = _flow_problem(counts, tree, 20, idx)
+        graph = _padded_graph(problem, tree, idx)
+        assert graph.depth == tree.depth and graph.supply.size == 2**tree.depth + 1
+        assert graph.supply.sum() == pytest.approx(20.0)
+        assert np.count_nonzero(graph.supply) <= idx.size + 1
+        assert sum(int(u.sum()) for u in graph.unit) == problem.nodes.size
+        assert not graph.unit[0][11:].any()
+
+
+def test_p1_matches_cvxopt_paper_solver_at_4096_points():
+    """003 Sec. 6.7's CVXOPT LP on Eq. 3 as written: same optimum to its 1e-6 gap."""
+    pytest.importorskip("cvxopt")
+    curve, _ = _poisson_curve(4096, 1.0, seed=12)
+    ours = smooth(curve, p=1)
+    paper = smooth(curve, p=1, method="cvxopt")
+    assert ours.objective == pytest.approx(paper.objective, rel=1e-6)

@@ -27,8 +27,13 @@ vertex-edge incidence matrix, Eq. 3 reads
 
     minimize ||nu||_p   subject to   d_hat + M nu >= 0.
 
-* ``p = 1`` is an uncapacitated min-cost transshipment: a sparse LP with two non-zeros
-  per column, solved with HiGHS (``scipy.optimize.linprog``).
+* ``p = 1`` is an uncapacitated min-cost transshipment on the node graph. Its dual
+  labels the increments with integers ``mu >= 0`` that change by at most 1 along each
+  node; the node graph is the dyadic series-parallel graph (each node is an edge in
+  parallel with its two children's path), so a dynamic program over the tree finds
+  optimal labels and a flow meeting the complementary-slackness conditions with them,
+  exactly, in O(N T) for a small label bound T (:func:`_solve_lp_dyadic`, with the
+  proof). HiGHS on the LP (``scipy.optimize.linprog``) remains as ``method="highs"``.
 * ``p = 2``: the KKT conditions are ``nu = M^T mu`` with ``mu >= 0`` and
   ``w = d_hat + Lap mu >= 0``, ``mu^T w = 0``, where ``Lap = M M^T`` is the graph
   Laplacian of the node graph. This is a linear complementarity problem LCP(d_hat, Lap)
@@ -74,7 +79,7 @@ __all__ = [
     "smooth_counts",
 ]
 
-Method = Literal["auto", "active-set", "highs", "cvxopt"]
+Method = Literal["auto", "active-set", "dyadic-dp", "highs", "cvxopt"]
 
 # Feasibility slack accepted from a solver, relative to the largest |increment|.
 _FEAS_RTOL = 1e-9
@@ -105,8 +110,8 @@ class SmoothedECDF:
         ``sum |nu|^p`` in counts (Eq. 3's objective to the power p); for the pointwise
         projection ``sum (G - F_hat)^2`` in counts.
     method, iterations, seconds:
-        Solver used, its iteration count (active-set rounds, simplex or interior-point
-        iterations) and wall time.
+        Solver used, its iteration count (active-set rounds, passes of the p = 1 dynamic
+        program, simplex or interior-point iterations) and wall time.
     privacy:
         The guarantee of the curve it came from (smoothing is post-processing).
     """
@@ -319,11 +324,304 @@ def _dyadic_solve(n_points: int, free: np.ndarray, rhs: np.ndarray,
     return np.where(free, x, 0.0)
 
 
+# First label bound of the p = 1 dynamic program (doubled while the optimum reaches it).
+# Largest optimal label measured on 003's Poisson data, N = 2^16, eps = 0.05 .. 50: 9.
+_DP_FIRST_BOUND = 12
+
+
+@dataclass(frozen=True)
+class _PaddedGraph:
+    """The p = 1 flow graph embedded in the full dyadic graph on ``0 .. 2^L``.
+
+    Edge ``(l, j)`` joins ``j 2^l`` and ``(j + 1) 2^l``; it costs 1 when it is a kept node
+    of :class:`_FlowProblem` and 0 otherwise (it then lies inside one group of grid
+    vertices that B merges, or beyond N). ``supply`` puts ``d_hat_u`` on the first vertex
+    of group ``u`` and 0 elsewhere.
+    """
+
+    supply: np.ndarray
+    unit: list[np.ndarray]  # per level l: which edges (l, j) cost 1
+
+    @property
+    def depth(self) -> int:
+        return len(self.unit) - 1
+
+
+def _padded_graph(problem: _FlowProblem, tree: DyadicTree, idx: np.ndarray) -> _PaddedGraph:
+    size = 1 << tree.depth
+    # Grid vertex k (the increment between points k - 1 and k) lies in group
+    # #{b in B : b < k}; vertices beyond N join the last group.
+    group = np.searchsorted(idx, np.arange(size + 1), side="left")
+    supply = np.zeros(size + 1)
+    supply[np.concatenate([[0], idx + 1])] = problem.d_hat
+    unit = []
+    for lev in range(tree.depth + 1):
+        start = np.arange(size >> lev) << lev
+        unit.append(group[start] < group[start + (1 << lev)])
+    return _PaddedGraph(supply, unit)
+
+
+def _dp_tables(graph: _PaddedGraph, bound: int
+               ) -> tuple[list[np.ndarray | None], np.ndarray]:
+    """Bottom-up pass: ``tables[l][delta + 1, x + 1, j] = g_S(x, x + delta)`` for the
+    level-l segments ``S = [j 2^l, (j + 1) 2^l]``, labels ``x`` in ``-1 .. bound + 1``.
+
+    ``g_S(x, z)`` is the least ``sum D_k mu_k`` over the labels ``mu_k`` in
+    ``0 .. bound`` of the vertices strictly inside S, given the end labels ``x`` and
+    ``z``, with ``|mu_u - mu_v| <= w_e`` on the edges inside S (``+inf`` if none exist).
+    Returns the tables and the root's. Leaves (level 0, one edge) are not kept, as their
+    ``g`` is 0 on the strip ``|x - z| <= w_e`` (see :func:`_g_at`); this saves a third of
+    the memory.
+    """
+    n_labels = bound + 3
+    label = np.arange(n_labels, dtype=np.float64) - 1.0
+    leaf = np.zeros((3, n_labels, graph.unit[0].size))
+    leaf[0, 0] = np.inf  # z = x - 1 = -2 is off the table
+    leaf[2, -1] = np.inf  # z = x + 1 = bound + 2 is off the table
+    leaf[0][:, ~graph.unit[0]] = np.inf
+    leaf[2][:, ~graph.unit[0]] = np.inf
+    tables: list[np.ndarray | None] = [None]
+    child = leaf
+    for lev in range(graph.depth):
+        left, right = child[:, :, 0::2], child[:, :, 1::2]
+        n_seg = left.shape[2]
+        mid = graph.supply[(2 * np.arange(n_seg) + 1) << lev]
+        table = np.full((3, n_labels, n_seg), np.inf)
+        # g_S(x, z) = [|x - z| <= w_S] + min_y g_L(x, y) + D_c y + g_R(y, z), with
+        # y = x + dy in 0 .. bound and z - y = delta - dy in {-1, 0, 1}.
+        for delta in (-1, 0, 1):
+            for dy in (-1, 0, 1):
+                dz = delta - dy
+                if abs(dz) > 1:
+                    continue
+                lo, hi = max(0, 1 - dy), min(n_labels, bound + 2 - dy)
+                term = (left[dy + 1, lo:hi] + right[dz + 1, lo + dy:hi + dy]
+                        + label[lo + dy:hi + dy, None] * mid)
+                np.minimum(table[delta + 1, lo:hi], term, out=table[delta + 1, lo:hi])
+        table[0][:, ~graph.unit[lev + 1]] = np.inf
+        table[2][:, ~graph.unit[lev + 1]] = np.inf
+        tables.append(table)
+        child = table
+    return tables, child
+
+
+def _g_at(table: np.ndarray | None, unit: np.ndarray, n_labels: int, seg: np.ndarray,
+          x: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``g_S(x, z)`` at label indices ``x``, ``z`` (label + 1) of segments ``seg``."""
+    delta = z - x
+    ok = (np.abs(delta) <= unit[seg]) & (x >= 0) & (x < n_labels) & (z >= 0) & (z < n_labels)
+    out = np.full(seg.shape, np.inf)
+    out[ok] = 0.0 if table is None else table[delta[ok] + 1, x[ok], seg[ok]]
+    return out
+
+
+def _hexagon(table: np.ndarray | None, unit: np.ndarray, n_labels: int, seg: np.ndarray,
+             x: np.ndarray, z: np.ndarray) -> list[np.ndarray]:
+    """Bounds ``[lo_x, hi_x, lo_z, hi_z, lo_sum, hi_sum]`` of the subdifferential of
+    ``G_S`` at the integer point ``(x, z)``: ``s`` is a subgradient iff
+    ``s . r <= g(p + r) - g(p)`` for the six rays ``r = ±e_x, ±e_z, ±(e_x + e_z)``."""
+    g0 = _g_at(table, unit, n_labels, seg, x, z)
+
+    def g(dx: int, dz: int) -> np.ndarray:
+        return _g_at(table, unit, n_labels, seg, x + dx, z + dz)
+
+    return [g0 - g(-1, 0), g(1, 0) - g0, g0 - g(0, -1), g(0, 1) - g0,
+            g0 - g(-1, -1), g(1, 1) - g0]
+
+
+def _pick(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """A point of ``[lo, hi]`` (the one nearest 0; ``hi`` if round-off crossed them)."""
+    return np.minimum(np.maximum(0.0, lo), hi)
+
+
+def _dp_flows(graph: _PaddedGraph, tables: list[np.ndarray | None], root: np.ndarray,
+              bound: int) -> tuple[list[np.ndarray], int, float]:
+    """Top-down pass: optimal labels and a flow satisfying the KKT conditions with them.
+
+    Returns the flow on every padded edge (per level), the largest label used and the
+    optimal value ``min D^T mu``.
+    """
+    n_labels = bound + 3
+    label = np.arange(n_labels, dtype=np.float64) - 1.0
+    depth = graph.depth
+    supply = graph.supply
+    # Root: the labels of vertices 0 and 2^L minimize g_root(x, z) + D_0 x + D_top z.
+    z_label = label[None, :] + np.arange(-1, 2)[:, None]
+    inside = (label >= 0) & (label <= bound) & (z_label >= 0) & (z_label <= bound)
+    value = np.where(inside, root[:, :, 0] + supply[0] * label + supply[-1] * z_label,
+                     np.inf)
+    d_root, x_root = np.unravel_index(int(np.argmin(value)), value.shape)
+    optimum = float(value[d_root, x_root])
+    x = np.array([x_root], dtype=np.int64)
+    z = x + (d_root - 1)
+    seg = np.zeros(1, dtype=np.int64)
+    # Deliveries (alpha, beta) to the two ends: a subgradient of g_root with
+    # D_0 + alpha >= 0 (= 0 if the label is positive), likewise at the top vertex.
+    lo1, hi1, lo2, hi2, lo3, hi3 = _hexagon(root, graph.unit[depth], n_labels, seg, x, z)
+    a_lo = np.maximum(lo1, -supply[0])
+    a_hi = np.where(x > 1, np.minimum(hi1, -supply[0]), hi1)
+    b_lo = np.maximum(lo2, -supply[-1])
+    b_hi = np.where(z > 1, np.minimum(hi2, -supply[-1]), hi2)
+    total = _pick(np.maximum(lo3, a_lo + b_lo), np.minimum(hi3, a_hi + b_hi))
+    alpha = _pick(np.maximum(a_lo, total - b_hi), np.minimum(a_hi, total - b_lo))
+    beta = total - alpha
+    top_label = int(max(x.max(), z.max()))
+    flows: list[np.ndarray] = [np.zeros(0)] * (depth + 1)
+    for lev in range(depth, 0, -1):
+        child, unit_c = tables[lev - 1], graph.unit[lev - 1]
+        n_seg = x.size
+        left = 2 * np.arange(n_seg)
+        right = left + 1
+        mid = supply[(2 * np.arange(n_seg) + 1) << (lev - 1)]
+        # The midpoint label: an argmin of the recurrence (any one will do).
+        y = np.zeros(n_seg, dtype=np.int64)
+        best = np.full(n_seg, np.inf)
+        for dy in (-1, 0, 1):
+            cand = x + dy
+            val = (_g_at(child, unit_c, n_labels, left, x, cand)
+                   + _g_at(child, unit_c, n_labels, right, cand, z) + mid * label[
+                       np.clip(cand, 0, n_labels - 1)])
+            val[(cand < 1) | (cand > bound + 1)] = np.inf
+            better = val < best
+            best[better], y[better] = val[better], cand[better]
+        top_label = max(top_label, int(y.max()))
+        l1, u1, l2, u2, l3, u3 = _hexagon(child, unit_c, n_labels, left, x, y)
+        r1, s1, r2, s2, r3, s3 = _hexagon(child, unit_c, n_labels, right, y, z)
+        unit = graph.unit[lev]
+        # The edge's normal cone: a cost-1 edge carries flow only towards the end whose
+        # label is higher by 1 (f > 0 raises a); a cost-0 edge carries any flow.
+        f_lo = np.where(~unit | (z - x == 1), -np.inf, 0.0)
+        f_hi = np.where(~unit | (x - z == 1), np.inf, 0.0)
+        t_lo = -mid
+        t_hi = np.where(y > 1, -mid, np.inf)  # the midpoint ends at 0 if its label is > 0
+        a, b = alpha, beta
+        # Unknowns f, beta_L, alpha_R with alpha_L = a - f and beta_R = b + f; every
+        # condition is an interval in f once beta_L and alpha_R are eliminated.
+        f_lo = np.max([f_lo, a - u1, r2 - b, l2 + a - u3, r3 - b - s1,
+                       l2 + r3 - b - t_hi, t_lo - u3 + a - s1], axis=0)
+        f_hi = np.min([f_hi, a - l1, s2 - b, u2 + a - l3, s3 - b - r1,
+                       t_hi - l3 + a - r1, u2 + s3 - b - t_lo], axis=0)
+        f = _pick(f_lo, f_hi)
+        p_l, q_l = np.maximum(l2, l3 - a + f), np.minimum(u2, u3 - a + f)
+        p_r, q_r = np.maximum(r1, r3 - b - f), np.minimum(s1, s3 - b - f)
+        into_mid = np.maximum(t_lo, p_l + p_r)
+        beta_l = _pick(np.maximum(p_l, into_mid - q_r), np.minimum(q_l, into_mid - p_r))
+        flows[lev] = f
+        x = np.stack([x, y], axis=1).ravel()
+        z = np.stack([y, z], axis=1).ravel()
+        alpha = np.stack([a - f, into_mid - beta_l], axis=1).ravel()
+        beta = np.stack([beta_l, b + f], axis=1).ravel()
+    flows[0] = alpha  # a leaf edge delivers (f, -f)
+    return flows, top_label - 1, optimum
+
+
+def _solve_lp_dyadic(problem: _FlowProblem, tree: DyadicTree, idx: np.ndarray
+                     ) -> tuple[np.ndarray, int, float]:
+    """Exact p = 1 solution of Eq. 3 (003 Sec. 3.2) by dynamic programming over the tree.
+
+    Returns the flow on the kept nodes, the number of passes and the optimal value.
+    Time and memory O(N' T), ``N' = 2^L`` (L = ``tree.depth``), T the label bound
+    (``_DP_FIRST_BOUND``; optimal labels are small, see 4).
+
+    Problem and dual. ``(P) min sum_e w_e |f_e|`` s.t. every vertex ends non-negative,
+    ``D + M f >= 0``; its LP dual is ``(D) min D^T mu`` over ``mu >= 0`` with
+    ``|mu_u - mu_v| <= w_e`` on every edge ``e = (u, v)``, and ``min (P) = -min (D)``.
+
+    1. Embedding (:class:`_PaddedGraph`). Vertex ``k`` of the full dyadic graph on
+       ``0 .. N'`` belongs to group ``#{b in B : b < k}``: a run of consecutive vertices
+       joined by level-0 edges of cost 0. Contracting the groups gives exactly the graph
+       of :class:`_FlowProblem` (edges of cost 0 become the dropped loops ``u = v``), and
+       flows correspond with equal cost: summing a padded flow's vertex values over a
+       group gives the contracted increments; conversely a group's non-negative total
+       can be moved onto one vertex along cost-0 edges. So both optima are equal, and
+       the cost-1 edges of a padded optimum are an optimum of Eq. 3.
+    2. Integer labels. For a feasible real ``mu`` and ``t`` in ``[0, 1)``, ``floor(mu +
+       t)`` is feasible (the ``w_e`` are integers and ``floor(a + t) - floor(b + t) <=
+       ceil(a - b)``) and ``integral_0^1 floor(mu + t) dt = mu``. So (D) has an integer
+       optimum, and the same holds with the extra bound ``mu <= T`` (T an integer).
+    3. Segments. A level-l segment ``S = [a, b]``, ``b = a + 2^l``, holds the edges
+       inside it; for l >= 1 it is its edge ``(a, b)`` plus its halves L = ``[a, c]`` and
+       R = ``[c, b]``. ``G_S(x, z)`` = least ``sum D_k mu_k`` over the vertices strictly
+       inside S, labels in ``[0, T]``, the ends fixed at ``x``, ``z``; then
+       ``G_S(x, z) = [|x - z| <= w_S] + min_y (G_L(x, y) + D_c y + G_R(y, z))``
+       (``[.]`` is 0 or ``+inf``). By 2 (rounding inside S, the ends being integers)
+       the minimum over integer ``y`` gives ``G_S`` at integer ends:
+       :func:`_dp_tables`, three values of ``z - x`` per label ``x``, O(T) per segment.
+       The root adds ``D_0 x + D_N' z``; its minimum is ``min (D)`` under ``mu <= T``.
+    4. Label bound. An optimal ``mu`` has ``min mu = 0`` (else ``mu - 1`` is better by
+       ``sum D = n >= 1``) and is 1-Lipschitz in the graph distance, which is at most
+       ``2 max(L, 1)`` (vertex k reaches 0 along ``k -> k - lowbit(k)``, at most
+       ``popcount(k)`` edges). With ``T`` above every label of the solution found, the
+       bound is inactive and by convexity the solution is optimal without it; else T is
+       doubled (at ``T = 2 max(L, 1) + 1`` the bound is never reached).
+    5. Flow. ``G_S`` is convex and linear on each triangle ``{p, p + e_i, p + e_x +
+       e_z}`` of the integer grid: for ``(x, z)`` in one, rounding (2) an optimal
+       labelling with ends ``(x, z)`` puts the ends at the triangle's corners for the
+       fractions of ``t`` given by the barycentric weights, so ``G_S(x, z) >=`` the
+       linear interpolation, and convexity gives ``<=``. Hence ``∂G_S(p)`` at an integer
+       ``p`` is the hexagon of :func:`_hexagon`, read off the table. Top-down
+       (:func:`_dp_flows`): the root's optimality gives a subgradient ``(alpha, beta)``
+       with ``D_0 + alpha >= 0``, equality if ``x > 0`` (and likewise at ``N'``). If
+       ``(alpha, beta) ∈ ∂G_S(x, z)`` and ``y`` attains the minimum in 3, then
+       ``(alpha, 0, beta) ∈ ∂H(x, y, z)`` for ``H = [|x - z| <= w_S] + G_L(x, y) +
+       D_c y + G_R(y, z) + [0 <= y <= T]`` (``H >= G_S`` everywhere, with equality at
+       ``(x, y, z)``); the sum rule for polyhedral convex
+       functions splits it into a flow ``f`` on the edge ``(a, b)`` in the normal cone of
+       ``|x - z| <= w_S`` (``f > 0`` only if ``x - z = w_S``, ``f < 0`` only if
+       ``z - x = w_S``), ``(alpha - f, beta_L) ∈ ∂G_L(x, y)``, ``(alpha_R, beta + f) ∈
+       ∂G_R(y, z)`` and ``D_c + beta_L + alpha_R >= 0``, with equality if ``y > 0``
+       (``y < T`` by 4). Once ``beta_L``, ``alpha_R`` are eliminated every condition is an
+       interval for ``f``, solved in closed form. At a leaf ``∂G = {(f, -f)}`` with ``f``
+       in the same normal cone: the leaf's flow.
+    6. Certificate. The result is a flow with every vertex ``>= 0`` and ``= 0`` where
+       ``mu > 0``, and ``w_e |f_e| = f_e (mu_a - mu_b)`` on every edge; hence
+       ``sum_e w_e |f_e| = sum_k mu_k (M f)_k = -D^T mu``: a feasible flow whose cost
+       equals a dual feasible value, so both are optimal (weak duality). The caller checks
+       this numerically (:func:`_lp_certificate_failure`); the tests compare the optimum
+       with HiGHS on random instances, subsets and ties included.
+    """
+    graph = _padded_graph(problem, tree, idx)
+    cap = 2 * max(graph.depth, 1) + 1
+    bound = min(_DP_FIRST_BOUND, cap)
+    passes = 0
+    while True:
+        passes += 1
+        tables, root = _dp_tables(graph, bound)
+        flows, top, optimum = _dp_flows(graph, tables, root, bound)
+        if top < bound or bound >= cap:
+            break
+        bound = min(2 * bound + 1, cap)
+    nu = np.concatenate([np.where(graph.unit[lev][:size], flows[lev][:size], 0.0)
+                         for lev, size in enumerate(tree.level_sizes)])
+    return nu[problem.nodes], passes, -optimum
+
+
+def _lp_certificate_failure(problem: _FlowProblem, flow: np.ndarray,
+                            optimum: float) -> str | None:
+    """Why ``flow`` is not certified optimal for p = 1, or None if it is.
+
+    Certificate (weak duality): the flow is feasible, ``d_hat + M nu >= 0``, and its cost
+    equals the dual value ``-D^T mu`` of the labels the dynamic program found, both up
+    to round-off (``_FEAS_RTOL`` of the data's scale).
+    """
+    feas_tol = _FEAS_RTOL * max(1.0, float(np.abs(problem.d_hat).max()))
+    low = float(problem.increments(flow).min())
+    if low < -feas_tol:
+        return f"flow infeasible by {-low:.3g} (tolerance {feas_tol:.3g})"
+    gap = abs(float(np.abs(flow).sum()) - optimum)
+    gap_tol = _FEAS_RTOL * max(1.0, float(np.abs(problem.d_hat).sum()))
+    if gap > gap_tol:
+        return f"duality gap {gap:.3g} above {gap_tol:.3g}"
+    return None
+
+
 def _solve_lp_highs(problem: _FlowProblem) -> tuple[np.ndarray, int]:
     """p = 1: min sum |nu| s.t. d_hat + M nu >= 0, as an LP in (nu+, nu-) >= 0.
 
     HiGHS dual simplex ("highs-ds"): measured fastest of HiGHS's methods on this
-    network LP (benchmarks/bench_ecdf.py); it returns a vertex solution.
+    network LP; it returns a vertex solution. The default is :func:`_solve_lp_dyadic`
+    (far faster, benchmarks/bench_ecdf.py); this path is kept for comparison and as its
+    fallback.
     """
     incidence = problem.incidence()
     n_edges = incidence.shape[1]
@@ -395,7 +693,11 @@ def smooth_counts(counts: Any, tree: DyadicTree, n: int, *, p: int = 2,
     """Eq. 3 on noisy counts ``c_hat`` (length ``tree.n_points``) with the bounds [0, n].
 
     Returns ``(indices, smoothed counts at B, node corrections nu, info)``. The building
-    block of :func:`smooth`, also usable on securely aggregated noisy counts.
+    block of :func:`smooth`, also usable on securely aggregated noisy counts. ``info``
+    has ``method``, ``iterations``, ``seconds``, ``objective`` and
+    ``max_violation_removed``; for ``p = 1`` by ``"dyadic-dp"`` whose optimality
+    certificate failed (not observed; a guard against round-off) the solve is redone by
+    HiGHS, ``method`` says ``"highs"`` and ``fallback`` gives the reason.
     """
     c_hat = np.asarray(counts, dtype=np.float64)
     if c_hat.shape != (tree.n_points,) or not np.all(np.isfinite(c_hat)):
@@ -405,16 +707,18 @@ def smooth_counts(counts: Any, tree: DyadicTree, n: int, *, p: int = 2,
     if p not in (1, 2) or isinstance(p, bool):
         raise ValueError(f"p must be 1 or 2 (the norms of 003 Eq. 3), got {p!r}")
     if method == "auto":
-        method = "active-set" if p == 2 else "highs"
-    if method not in ("active-set", "highs", "cvxopt"):
-        raise ValueError(f"method must be 'auto', 'active-set', 'highs' or 'cvxopt', "
-                         f"got {method!r}")
+        method = "active-set" if p == 2 else "dyadic-dp"
+    if method not in ("active-set", "dyadic-dp", "highs", "cvxopt"):
+        raise ValueError(f"method must be 'auto', 'active-set', 'dyadic-dp', 'highs' or "
+                         f"'cvxopt', got {method!r}")
     if method == "active-set" and p != 2:
-        raise ValueError("method='active-set' solves p = 2 only; use 'highs' for p = 1")
-    if method == "highs" and p != 1:
-        raise ValueError("method='highs' solves p = 1 only; use 'active-set' for p = 2")
+        raise ValueError("method='active-set' solves p = 2 only; use 'dyadic-dp' or "
+                         "'highs' for p = 1")
+    if method in ("dyadic-dp", "highs") and p != 1:
+        raise ValueError(f"method={method!r} solves p = 1 only; use 'active-set' for p = 2")
     idx = _subset_indices(subset, tree.n_points)
     start = time.perf_counter()
+    fallback = None
     if method == "cvxopt":
         nu, iterations = _solve_cvxopt(c_hat, tree, n, idx, p)
         smoothed = c_hat[idx] + tree.matrix(idx) @ nu
@@ -422,6 +726,12 @@ def smooth_counts(counts: Any, tree: DyadicTree, n: int, *, p: int = 2,
         problem = _flow_problem(c_hat, tree, n, idx)
         if method == "active-set":
             flow, iterations = _solve_qp_active_set(problem)
+        elif method == "dyadic-dp":
+            flow, iterations, optimum = _solve_lp_dyadic(problem, tree, idx)
+            fallback = _lp_certificate_failure(problem, flow, optimum)
+            if fallback is not None:
+                method = "highs"
+                flow, iterations = _solve_lp_highs(problem)
         else:
             flow, iterations = _solve_lp_highs(problem)
         nu = np.zeros(tree.n_nodes)
@@ -436,6 +746,8 @@ def smooth_counts(counts: Any, tree: DyadicTree, n: int, *, p: int = 2,
     objective = float(np.sum(np.abs(nu) ** p))
     info = {"method": method, "iterations": iterations, "seconds": seconds,
             "objective": objective, "max_violation_removed": violation}
+    if fallback is not None:
+        info["fallback"] = fallback
     return idx, smoothed, nu, info
 
 
@@ -459,8 +771,10 @@ def smooth(curve: PrivateECDF, p: int = 2, subset: Any = None, *,
         The points B: a boolean mask over the thresholds or integer positions; None for
         all points.
     method:
-        ``"auto"``: the exact active-set algorithm for p = 2, HiGHS for p = 1.
-        ``"cvxopt"``: 003's own approach (Sec. 6.7), for comparison; needs cvxopt.
+        ``"auto"``: the exact active-set algorithm for p = 2, the exact dynamic program
+        over the dyadic tree (``"dyadic-dp"``) for p = 1. ``"highs"``: the p = 1 flow LP
+        by HiGHS's dual simplex (slower; kept for comparison). ``"cvxopt"``: 003's own
+        approach (Sec. 6.7), for comparison; needs cvxopt.
 
     Returns
     -------
@@ -476,7 +790,8 @@ def smooth(curve: PrivateECDF, p: int = 2, subset: Any = None, *,
         estimator="tree-noise", correction=nu, objective=info["objective"],
         method=info["method"], iterations=info["iterations"], seconds=info["seconds"],
         privacy=curve.privacy,
-        diagnostics={"max_violation_removed": info["max_violation_removed"] / n})
+        diagnostics={"max_violation_removed": info["max_violation_removed"] / n,
+                     **({"fallback": info["fallback"]} if "fallback" in info else {})})
 
 
 def isotonic_projection(curve: PrivateECDF, subset: Any = None) -> SmoothedECDF:

@@ -27,6 +27,19 @@ def as_rng(rng: RandomLike) -> np.random.Generator:
     )
 
 
+def as_seed_sequence(rng: RandomLike) -> np.random.SeedSequence:
+    """One ``SeedSequence`` to spawn independent streams from (a Generator seeds a fresh one)."""
+    if isinstance(rng, np.random.SeedSequence):
+        return rng
+    if isinstance(rng, np.random.Generator):
+        # Derive the seed from the Generator so runs stay reproducible.
+        return np.random.SeedSequence(int(rng.integers(0, 2**63 - 1)))
+    if rng is None or (isinstance(rng, int | np.integer) and not isinstance(rng, bool)):
+        return np.random.SeedSequence(rng)
+    raise TypeError("rng must be None, an integer seed, a SeedSequence or a "
+                    f"numpy.random.Generator, got {rng!r}")
+
+
 def as_float_array(values: Any, name: str, *, ndim: int | Sequence[int] = 1) -> np.ndarray:
     """Convert to a finite float64 array with the given number of dimensions.
 

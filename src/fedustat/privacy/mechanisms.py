@@ -33,7 +33,7 @@ from fedustat._validation import (
     check_probability,
 )
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
-from fedustat.privacy.noise import NoiseSource, Size, _shape, as_noise
+from fedustat.privacy.noise import NoiseSource, Size, _shape, as_noise, resolve_noise
 
 __all__ = [
     "DiscreteLaplaceMechanism",
@@ -46,16 +46,6 @@ __all__ = [
 ]
 
 _ANY_NDIM = tuple(range(33))
-
-
-def _noise_source(rng: RandomLike | NoiseSource, noise: NoiseSource | None) -> NoiseSource:
-    if noise is not None:
-        if rng is not None:
-            raise ValueError("pass either rng or noise, not both")
-        if not isinstance(noise, NoiseSource):
-            raise TypeError(f"noise must be a NoiseSource, got {type(noise).__name__}")
-        return noise
-    return as_noise(rng)
 
 
 def _check_model(model: Any) -> PrivacyModel:
@@ -130,7 +120,7 @@ class LaplaceMechanism:
             A seed, a Generator or a :class:`NoiseSource` (``noise`` is an alias).
         """
         arr = as_float_array(value, "value", ndim=_ANY_NDIM)
-        source = _noise_source(rng, noise)
+        source = resolve_noise(rng, noise)
         return arr + source.laplace(self.scale, arr.shape)
 
 
@@ -251,7 +241,7 @@ class GaussianMechanism:
                 noise: NoiseSource | None = None) -> np.ndarray:
         """Add independent ``N(0, σ²)`` noise to every entry of ``value``."""
         arr = as_float_array(value, "value", ndim=_ANY_NDIM)
-        source = _noise_source(rng, noise)
+        source = resolve_noise(rng, noise)
         return arr + source.gaussian(self.sigma, arr.shape)
 
 
@@ -333,7 +323,7 @@ class DiscreteLaplaceMechanism:
                 noise: NoiseSource | None = None) -> np.ndarray:
         """Add independent discrete Laplace noise to every entry of an integer ``value``."""
         arr = _as_integer_values(value)
-        source = _noise_source(rng, noise)
+        source = resolve_noise(rng, noise)
         return arr + source.discrete_laplace(self.scale, arr.shape)
 
 

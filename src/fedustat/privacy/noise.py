@@ -34,7 +34,8 @@ from fedustat._validation import RandomLike, as_rng, check_epsilon, check_probab
 Size = int | tuple[int, ...]
 NoiseKind = Literal["simulation", "deployment"]
 
-__all__ = ["DeploymentNoise", "NoiseSource", "SimulationNoise", "Size", "as_noise"]
+__all__ = ["DeploymentNoise", "NoiseSource", "SimulationNoise", "Size", "as_noise",
+           "resolve_noise"]
 
 
 def _shape(size: Size) -> tuple[int, ...]:
@@ -312,3 +313,14 @@ def as_noise(rng: RandomLike | NoiseSource | str = None) -> NoiseSource:
         raise ValueError(f"rng must be a seed, a Generator, a NoiseSource or 'deployment', "
                          f"got the string {rng!r}")
     return SimulationNoise(rng)
+
+
+def resolve_noise(rng: RandomLike | NoiseSource, noise: NoiseSource | None) -> NoiseSource:
+    """The source for functions taking both ``rng`` and its alias ``noise`` (one at most)."""
+    if noise is not None:
+        if rng is not None:
+            raise ValueError("pass either rng or noise, not both")
+        if not isinstance(noise, NoiseSource):
+            raise TypeError(f"noise must be a NoiseSource, got {type(noise).__name__}")
+        return noise
+    return as_noise(rng)

@@ -49,7 +49,7 @@ from fedustat._validation import (
     check_positive_int,
 )
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
-from fedustat.privacy.noise import NoiseSource, as_noise
+from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols import ecdf_smoothing as _smoothing
 from fedustat.protocols.base import Estimate
 from fedustat.protocols.ecdf_smoothing import SmoothedECDF
@@ -79,16 +79,6 @@ Distribution = Literal["laplace", "gaussian"]
 ECDF_ADJACENCY = "replace one record (n public)"
 ROC_ADJACENCY = "replace one record (score and label; n public)"
 HL_ADJACENCY = "replace one record (prediction and label; n public)"
-
-
-def _source(rng: RandomLike | NoiseSource, noise: NoiseSource | None) -> NoiseSource:
-    if noise is not None:
-        if rng is not None:
-            raise ValueError("pass either rng or noise, not both")
-        if not isinstance(noise, NoiseSource):
-            raise TypeError(f"noise must be a NoiseSource, got {type(noise).__name__}")
-        return noise
-    return as_noise(rng)
 
 
 # --------------------------------------------------------------------------- tree noise
@@ -161,7 +151,7 @@ def draw_tree_noise(n_points: int, scale: float, *, distribution: Distribution =
     """
     tree = DyadicTree(n_points)
     scale = check_epsilon(scale, "scale")
-    source = _source(rng, noise)
+    source = resolve_noise(rng, noise)
     if distribution == "laplace":
         values = source.laplace(scale, tree.n_nodes)
     elif distribution == "gaussian":
@@ -300,7 +290,7 @@ def dp_ecdf(values: Any, thresholds: Any, *, epsilon: float, rng: RandomLike = N
         return PrivateECDF(tau, counts / n, n, tree, 0.0, "laplace", PrivacyGuarantee.none(),
                            "none")
     scale = tree.n_levels / eps
-    source = _source(rng, noise)
+    source = resolve_noise(rng, noise)
     noisy = _release_counts(counts, tau.size, scale, source, tree_noise)
     kind = tree_noise.kind if tree_noise is not None else source.kind
     return PrivateECDF(tau, noisy / n, n, tree, scale, "laplace",
@@ -380,7 +370,7 @@ def dp_prefix_sums(stream: Any, *, epsilon: float | None = None, rho: float | No
                          "zCDP)")
     tree = DyadicTree(x.size)
     k = -(-tree.n_levels // 2)  # ceil((L + 1) / 2)
-    source = _source(rng, noise)
+    source = resolve_noise(rng, noise)
     adjacency = f"replace one stream element (values in [{lo:g}, {hi:g}])"
     if epsilon is not None:
         if delta is not None:
@@ -672,7 +662,7 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
         raise ValueError(f"p must be 1 or 2 (the norms of 003 Eq. 3), got {p!r}")
     smooth_p = p if smooth else None
     n = scores.size
-    source = None if math.isinf(eps) else _source(rng, noise)
+    source = None if math.isinf(eps) else resolve_noise(rng, noise)
     curves = []
     for cls in (1, 0):
         # Records of the other class enter as values above the grid: they count in n
@@ -854,7 +844,7 @@ def dp_hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, Q: int = 10,
     tau = absolute_grid(gamma, 1.0, gamma)
     tree = DyadicTree(tau.size)
     eps_prime = eps / (tree.depth + 9)
-    source = None if math.isinf(eps) else _source(rng, noise)
+    source = None if math.isinf(eps) else resolve_noise(rng, noise)
     curve = dp_ecdf(probs, tau, epsilon=tree.n_levels * eps_prime,
                     noise=source) if source is not None else dp_ecdf(probs, tau,
                                                                       epsilon=math.inf)

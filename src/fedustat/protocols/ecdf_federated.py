@@ -83,6 +83,7 @@ from fedustat._validation import (
     RandomLike,
     as_float_array,
     as_rng,
+    as_seed_sequence,
     check_epsilon,
     check_positive_int,
 )
@@ -222,17 +223,6 @@ def _check_ring(fixed_point: FixedPoint, n: int, tree: DyadicTree, epsilon: floa
         ratio = plan["contributors"] / plan["min_honest"] if plan["mode"] == "distributed" \
             else 1.0
         _check_capacity(fixed_point, n, tree, tree.n_levels / epsilon, ratio)
-
-
-def _root_sequence(rng: RandomLike) -> np.random.SeedSequence:
-    if isinstance(rng, np.random.SeedSequence):
-        return rng
-    if isinstance(rng, np.random.Generator):
-        return np.random.SeedSequence(int(rng.integers(0, 2**63 - 1)))
-    if rng is None or (isinstance(rng, int | np.integer) and not isinstance(rng, bool)):
-        return np.random.SeedSequence(rng)
-    raise TypeError("rng must be None, an integer seed, a SeedSequence or a "
-                    f"numpy.random.Generator, got {rng!r}")
 
 
 def _positions(thresholds: np.ndarray, data: Any) -> np.ndarray:
@@ -875,7 +865,7 @@ def pointwise_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: 
                              randomness=randomness)
     x = as_float_array(values, "values")
     size = check_positive_int(batch_size, "batch_size")
-    root = _root_sequence(rng)
+    root = as_seed_sequence(rng)
     n = x.size
     seeds = root.spawn(1 + (n + size - 1) // size)
     server = protocol.init_server(n)
@@ -1123,7 +1113,7 @@ def fss_ecdf_setup(values: Any, thresholds: Any, *, epsilon: float,
                        ring_bits=ring_bits, randomness=randomness)
     x = as_float_array(values, "values")
     size = check_positive_int(batch_size, "batch_size")
-    root = _root_sequence(rng)
+    root = as_seed_sequence(rng)
     n = x.size
     seeds = root.spawn(1 + (n + size - 1) // size)
     state = protocol.init_server(n)

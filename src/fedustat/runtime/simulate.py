@@ -19,7 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from fedustat._validation import RandomLike, as_float_array, check_positive_int
+from fedustat._validation import (
+    RandomLike,
+    as_float_array,
+    as_seed_sequence,
+    check_positive_int,
+)
 from fedustat.protocols.base import Cost, Estimate, Message, PeerTraffic, Protocol, Role
 
 MAX_ROUNDS = 10_000
@@ -130,19 +135,6 @@ def _message_for_batch(message: Message | None, group: slice) -> Message | None:
                    addressed[mine])
 
 
-def _root_seed(rng: RandomLike) -> np.random.SeedSequence:
-    """One SeedSequence from which the server's and every batch's streams are spawned."""
-    if isinstance(rng, np.random.SeedSequence):
-        return rng
-    if isinstance(rng, np.random.Generator):
-        # Derive child seeds from the Generator so runs stay reproducible.
-        return np.random.SeedSequence(int(rng.integers(0, 2**63 - 1)))
-    if rng is None or (isinstance(rng, int | np.integer) and not isinstance(rng, bool)):
-        return np.random.SeedSequence(rng)
-    raise TypeError("rng must be None, an integer seed, a SeedSequence or a "
-                    f"numpy.random.Generator, got {rng!r}")
-
-
 def _party_of_rows(parties: Any, n_rows: int) -> tuple[np.ndarray, int]:
     """Validated party id of every row (ids 0..K-1, every party holding a row) and K."""
     owner = np.asarray(parties)
@@ -193,7 +185,7 @@ def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
     if records.ndim == 1:
         records = records[:, None]
     n_rows = records.shape[0]
-    root = _root_seed(rng)
+    root = as_seed_sequence(rng)
     protocol = protocol.configure(n_rows)
     if parties is None:
         # The split of rows among parties is public; it draws from its own stream so

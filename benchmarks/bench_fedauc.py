@@ -38,81 +38,31 @@ import numpy as np
 
 from fedustat.datasets.partitions import partition_clients
 from fedustat.datasets.synthetic import classifier_scores
-from fedustat.protocols.base import Estimate
-from fedustat.protocols.fedauc import FedAUC, FedAUCLap, FedAUCRR
+from fedustat.protocols.fedauc import FedAUCLap, FedAUCRR
 from fedustat.protocols.fedauc_variance import rr_std_corrected, rr_std_eq7
+from fedustat.reproduce import (
+    CRITEO_LARGE,
+    CRITEO_SMALL,
+    TABLE7_CLIENTS,
+    TABLE7_EPSILONS,
+    TABLE7_METHODS,
+    TABLE7_PAPER,
+    fedauc_protocol,
+    fedauc_repeated,
+)
 from fedustat.runtime.simulate import simulate
 from fedustat.stats import roc_auc
 
-SMALL = (117_317, 341_090)  # 004 Table 4, small Criteo evaluation set (P, N)
-LARGE = (1_173_981, 3_410_081)  # 004 Table 4, large set
-CLIENTS = (10, 458, 1_000, 4_584, 45_840, 100_000, 458_407)
-EPSILONS = (1.0, 2.0, 4.0, 8.0)
-METHODS = ("RR", "GlobalLaplace", "LocalLaplace (IID)", "LocalLaplace (Non-IID)",
-           "adaptive (IID)", "adaptive (non-IID)")
-_ = None
-# 004 App. Q, Table 7, transcribed from the extracted text; it agrees cell by cell with
-# the main-text Table 1 (columns 10, 458, 4,584, 45,840). RR is given for one column only
-# (it does not depend on the clients); adaptive rows are blank at 1,000, 100,000, 458,407.
-PAPER: dict[float, dict[str, list[float | None]]] = {
-    1.0: {"RR": [2.17e-3, _, _, _, _, _, _],
-          "GlobalLaplace": [1.22e-4, 8.48e-4, 1.24e-3, 2.39e-3, 8.08e-3, 1.24e-2, 2.77e-2],
-          "LocalLaplace (IID)": [1.13e-4, 9.64e-4, 1.26e-3, 2.26e-3, 7.39e-3, 1.10e-2, 1.99e-2],
-          "LocalLaplace (Non-IID)": [8.98e-5, 5.29e-4, 8.49e-4, 1.86e-3, 5.45e-3, 8.33e-3,
-                                     1.81e-2],
-          "adaptive (IID)": [5.15e-5, 3.92e-4, _, 1.22e-3, 3.80e-3, _, _],
-          "adaptive (non-IID)": [2.93e-5, 1.22e-4, _, 3.92e-4, 1.03e-3, _, _]},
-    2.0: {"RR": [1.02e-3, _, _, _, _, _, _],
-          "GlobalLaplace": [5.85e-5, 4.15e-4, 5.62e-4, 1.28e-3, 3.95e-3, 5.21e-3, 1.32e-2],
-          "LocalLaplace (IID)": [5.74e-5, 4.72e-4, 5.78e-4, 1.21e-3, 4.09e-3, 5.24e-3, 8.86e-3],
-          "LocalLaplace (Non-IID)": [4.59e-5, 2.91e-4, 4.93e-4, 9.45e-4, 3.09e-3, 4.38e-3,
-                                     9.96e-3],
-          "adaptive (IID)": [2.60e-5, 1.84e-4, _, 6.48e-4, 1.66e-3, _, _],
-          "adaptive (non-IID)": [1.59e-5, 6.01e-5, _, 1.52e-4, 5.54e-4, _, _]},
-    4.0: {"RR": [3.49e-4, _, _, _, _, _, _],
-          "GlobalLaplace": [2.92e-5, 2.09e-4, 3.26e-4, 6.58e-4, 1.88e-3, 3.22e-3, 7.02e-3],
-          "LocalLaplace (IID)": [3.11e-5, 1.94e-4, 3.00e-4, 5.80e-4, 1.86e-3, 2.40e-3, 4.38e-3],
-          "LocalLaplace (Non-IID)": [2.49e-5, 1.48e-4, 2.05e-4, 4.44e-4, 1.53e-3, 2.26e-3,
-                                     4.39e-3],
-          "adaptive (IID)": [1.36e-5, 8.20e-5, _, 2.87e-4, 9.08e-4, _, _],
-          "adaptive (non-IID)": [7.80e-6, 2.81e-5, _, 8.72e-5, 2.77e-4, _, _]},
-    8.0: {"RR": [4.41e-5, _, _, _, _, _, _],
-          "GlobalLaplace": [1.54e-5, 9.82e-5, 1.53e-4, 3.31e-4, 1.05e-3, 1.58e-3, 2.99e-3],
-          "LocalLaplace (IID)": [1.51e-5, 1.06e-4, 1.40e-4, 3.27e-4, 8.52e-4, 1.35e-3, 2.29e-3],
-          "LocalLaplace (Non-IID)": [1.06e-5, 6.99e-5, 1.14e-4, 2.19e-4, 7.50e-4, 1.16e-3,
-                                     2.22e-3],
-          "adaptive (IID)": [7.01e-6, 4.55e-5, _, 1.37e-4, 4.61e-4, _, _],
-          "adaptive (non-IID)": [3.89e-6, 1.36e-5, _, 4.34e-5, 1.38e-4, _, _]},
-}
-
-
-def make_protocol(method: str, epsilon: float, n_samples: int) -> tuple[FedAUC, str]:
-    """The protocol of a Table 7 row (alpha = 0.5 as in the paper) and its partition."""
-    if method == "RR":
-        return FedAUCRR(epsilon), "iid"
-    if method == "GlobalLaplace":
-        return FedAUCLap(epsilon, sensitivity="global", n_samples=n_samples), "iid"
-    partition = "iid" if "(IID)" in method else "by-score"
-    allocation = "adaptive" if method.startswith("adaptive") else "fixed"
-    return FedAUCLap(epsilon, allocation=allocation), partition
-
-
-def repeated_estimates(protocol: FedAUC, scores: np.ndarray, labels: np.ndarray,
-                       clients: np.ndarray, runs: int, seed: int) -> list[Estimate]:
-    """``runs`` independent releases: the rank round once, the randomized round per run."""
-    data = np.column_stack([scores, labels.astype(np.float64)])
-    state = protocol.init_parties(data, clients)
-    server = protocol.init_server(int(clients.max()) + 1)
-    first = np.random.default_rng([seed, 0])
-    state, uploads = protocol.party_step(state, None, first)
-    server, ranks = protocol.server_step(server, uploads, first)
-    out = []
-    for run in range(runs):
-        rng = np.random.default_rng([seed, 1, run])
-        _, stats = protocol.party_step(state, ranks, rng)
-        _, estimate = protocol.server_step(server, stats, rng)
-        out.append(estimate)
-    return out
+# The Table 7 transcription, the protocols of its rows and the repeated-release helper
+# are shared with `fedustat reproduce 004-table7` (src/fedustat/reproduce.py).
+SMALL = CRITEO_SMALL
+LARGE = CRITEO_LARGE
+CLIENTS = TABLE7_CLIENTS
+EPSILONS = TABLE7_EPSILONS
+METHODS = TABLE7_METHODS
+PAPER = TABLE7_PAPER
+make_protocol = fedauc_protocol
+repeated_estimates = fedauc_repeated
 
 
 def fmt(x: float | None) -> str:

@@ -514,11 +514,60 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--format", choices=["table", "json"], default="table")
     cmp_.set_defaults(func=cmd_compare)
 
+    rep = sub.add_parser(
+        "reproduce", help="reproduce an experiment of the papers (--list to see them)",
+        description="Run one experiment of the papers at the paper's axes and repetitions "
+                    "(or reduced with --quick), print our numbers beside the paper's and "
+                    "write report.md and figures to --out.")
+    rep.add_argument("name", nargs="?", default=None, help="experiment name (see --list)")
+    rep.add_argument("--list", action="store_true", help="list the experiments and exit")
+    rep.add_argument("--quick", action="store_true",
+                     help="reduced grid and repetitions (seconds instead of minutes)")
+    rep.add_argument("--seed", type=int, default=0, help="root seed of every run")
+    rep.add_argument("--out", default=None,
+                     help="report folder (default fedustat-reproduce/NAME; '' = none)")
+    rep.set_defaults(func=cmd_reproduce)
+
     ds = sub.add_parser("datasets", help="list the bundled data sets")
     ds.set_defaults(func=cmd_datasets)
     pr = sub.add_parser("protocols", help="list the available protocols")
     pr.set_defaults(func=cmd_protocols)
     return parser
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from fedustat import reproduce
+
+    if args.list:
+        for exp in reproduce.available():
+            print(f"{exp.name:<14} {exp.paper}, {exp.target}")
+            print(f"{'':<14} data: {exp.data}")
+        return 0
+    if args.name is None:
+        raise SystemExit("error: name an experiment or pass --list; available: "
+                         + ", ".join(reproduce.EXPERIMENTS))
+    try:
+        exp = reproduce.get_experiment(args.name)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if args.seed < 0:
+        raise SystemExit(f"error: --seed must be non-negative, got {args.seed}")
+    result = exp.run(quick=args.quick, seed=args.seed)
+    print(f"{exp.paper}, {exp.target}: {result.title}")
+    print(result.table())
+    for note in result.notes:
+        print(f"- {note}")
+    out = f"fedustat-reproduce/{exp.name}" if args.out is None else args.out
+    message = f"wall time {result.seconds:.1f} s"
+    if out:
+        try:
+            path = reproduce.write_report(result, out)
+        except ImportError as exc:
+            raise SystemExit(f"error: the report's figures need matplotlib ({exc}); install "
+                             "fedustat[plot] or pass --out ''") from None
+        message += f"; report written to {path}"
+    print(message)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

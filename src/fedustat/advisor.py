@@ -54,6 +54,7 @@ from fedustat.protocols.fedauc_variance import (
     rr_std_corrected,
     rr_std_eq7,
 )
+from fedustat.protocols.ghazi_shuffle import JOIN_BITS, GhaziShuffle, table1_bins
 from fedustat.protocols.ldp_auc_tree import (
     DEFAULT_BINNED_DOMAIN,
     node_variance_bound,
@@ -571,6 +572,64 @@ def _ldp_ghazi(q: Query) -> Prediction | None:
         parameters=params, run_params=run, notes=tuple(notes))
 
 
+def _ghazi_shuffle(q: Query) -> Prediction | None:
+    kernel = q.kernel
+    if kernel is None or q.statistic == "auc":
+        return None  # like ldp-ghazi, no public-label variant
+    plan = _plan(q)
+    bins = table1_bins(plan, q.n, q.epsilon)  # the protocol's own default (002 Table 1)
+    domain = {c: list(range(m)) for c, m in q.domain.items()}
+    bounds = {c: b for c, b in q.bounds.items() if c not in q.domain}
+    if kernel.name in ("gini_mean_difference", "variance"):
+        bounds = {}
+    try:
+        proto = GhaziShuffle(kernel, q.epsilon, delta=q.delta, k=_k_param(bins),
+                             bounds=bounds or None, domain=domain or None, n_parties=q.n)
+        enc = proto.encoding_for(proto.grid_for(q.n))
+        params = proto.parameters_for(q.n, enc)
+    except (OverflowError, ValueError) as exc:
+        return Prediction("ghazi-shuffle", PrivacyModel.CENTRAL, q.epsilon, q.delta, math.inf,
+                          BOUND, "002 Table 1 (GhaziSM)", reason=f"the protocol refuses: {exc}")
+    n, t, d = q.n, enc.grid.size, enc.half
+    # Exact variance given the data (ghazi_shuffle docstring) with ||s_L||^2 + ||s_R||^2 <=
+    # n^2 max_x ||z_x||^2 / 4^c: a data-free bound.
+    components = {"noise": proto.variance_bound(n)}
+    # Fixed-point encoding bias: max |A_enc - A| plus the diagonal code's 2^-c-1 / (n-1).
+    components["encoding"] = (enc.encoding_error
+                              + 2.0 ** (-enc.frac_bits - 1) / (n - 1)) ** 2
+    formula = "exact noise variance of GhaziSM (data-free bound) + fixed-point encoding"
+    term = _lipschitz_term(q, plan, bins)
+    kind, notes = BOUND, ["assumes a trusted shuffler that hides each message's sender and "
+                          "does not collude with the aggregator (002 Sec. 5)"]
+    if term is None:
+        kind = PARTIAL
+        notes.append("quantization error of a non-Lipschitz kernel not included")
+    else:
+        components["quantization"] = term[0]
+        if term[0] > 0:
+            formula += " + 001 Lemma 2"
+    mse = sum(components.values())
+    # 002 Table 1's rate, for reference: 1/t^2 + t^2 log t / (eps^2 n^2).
+    components["table1_rate"] = 1.0 / t**2 + t * t * math.log(t) / (q.epsilon * n) ** 2
+    reason = ""
+    if q.delta == 0.0:
+        reason = (f"delivers (eps, {params.delta:.1e})-DP (a finite number of messages "
+                  "cannot give delta = 0); pass delta > 0 to consider it")
+    params_out: dict[str, Any] = {"t": t, "d": d, "r": params.n_messages,
+                                  "coordinates": enc.n_coordinates,
+                                  "ring_bits": proto.ring.bits, "frac_bits": enc.frac_bits}
+    if len(bins) > 1:
+        params_out["bins"] = dict(bins)
+    run = {} if not bins else {"k": _k_param(bins)}
+    # Without n_parties the run first counts the parties: a 1-bit check-in, the broadcast
+    # of (n, r, bins), then r (D + 1) ring elements per party.
+    bits = params.n_messages * enc.n_coordinates * proto.ring.bits + JOIN_BITS
+    return Prediction(
+        "ghazi-shuffle", PrivacyModel.CENTRAL, q.epsilon, params.delta, mse, kind, formula,
+        components=components, bits_per_party=bits, rounds=3, parameters=params_out,
+        run_params=run, reason=reason, notes=tuple(notes))
+
+
 def _tree_split_c(q: Query, alpha: int, split: str) -> tuple[float, float, float] | None:
     """(C, epsilon per level, delta) of a splitting strategy (001 Table 1)."""
     if split == "users":
@@ -978,6 +1037,8 @@ _U_STATS = ("auc", "kendall", "gini", "variance", "duplicate")
 register_predictor("central-laplace", _central_laplace, trust=_CURATOR, statistics=_U_STATS)
 register_predictor("ldp-quantized", _ldp_quantized, trust=_ALL_BUT_LABEL, statistics=_U_STATS)
 register_predictor("ldp-ghazi", _ldp_ghazi, trust=_ALL_BUT_LABEL,
+                   statistics=("kendall", "gini", "variance", "duplicate"))
+register_predictor("ghazi-shuffle", _ghazi_shuffle, trust=_SECURE,
                    statistics=("kendall", "gini", "variance", "duplicate"))
 register_predictor("ldp-tree", _ldp_tree, trust=_ALL_BUT_LABEL, statistics=("auc",))
 register_predictor("fedauc-rr", _fedauc_rr, trust=_LABEL, statistics=("auc",))

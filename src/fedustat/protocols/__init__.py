@@ -6,6 +6,7 @@ Importing this package registers every protocol with :mod:`fedustat.protocols.re
 from fedustat.protocols import (
     central,
     fedauc,
+    ghazi_shuffle,
     ldp_auc_tree,
     ldp_generic,
     ldp_ghazi,
@@ -16,5 +17,5 @@ from fedustat.protocols.base import ConfidenceInterval, Cost, Estimate, Message,
 from fedustat.protocols.central import CentralLaplace
 
 __all__ = ["CentralLaplace", "ConfidenceInterval", "Cost", "Estimate", "Message", "Protocol",
-           "Role", "central", "fedauc", "ldp_auc_tree", "ldp_generic", "ldp_ghazi",
+           "Role", "central", "fedauc", "ghazi_shuffle", "ldp_auc_tree", "ldp_generic", "ldp_ghazi",
            "pairs_2pc", "umpc"]

@@ -1,0 +1,172 @@
+"""Smoke tests of benchmarks/bench_peers.py: every comparison at its smallest size.
+
+A comparison whose peer package is missing is skipped (pure-ldp, OpenDP); diffprivlib and
+CVXOPT are optional inside their comparisons (a row or a column says they are missing).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from fedustat.privacy.randomizers import HadamardResponse
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_peers.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_peers", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_peers"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _peer_records(table) -> list[dict]:
+    return [r for r in table.records if r]
+
+
+def test_exact_reuses_bench_exact(bench: ModuleType) -> None:
+    table = bench.exact_comparison(n=2000, repeats=1, brute_n=200, seed=0)
+    records = _peer_records(table)
+    assert [r["statistic"] for r in records] == ["AUC vs sklearn"] * 2 + [
+        "Kendall tau-b vs SciPy"] * 2
+    for r in records:
+        assert r["n"] == 2000
+        assert r["max_abs_diff"] < 1e-12
+        assert r["ours"] > 0 and r["theirs"] > 0 and r["ratio"] > 0
+    text = table.render()
+    assert "ratio" in text and "brute force" in text
+
+
+def test_hadamard_variances_match_exact(bench: ModuleType) -> None:
+    pytest.importorskip("pure_ldp.frequency_oracles")
+    d, n, reps, seed = 64, 2000, 20, 0
+    table = bench.hadamard_comparison(domains=(d,), sizes=(n,), epsilons=(1.0, 4.0),
+                                      reps=reps, seed=seed)
+    records = _peer_records(table)
+    names = [r["name"] for r in records]
+    assert names == ["ours: 1-bit HR", "pure-ldp HM t=1 (same)", "pure-ldp HR high-priv.",
+                     "ours: 1-bit HR", "pure-ldp HM t=1 (same)", "pure-ldp HR general"]
+    # The benchmark's data: the first draw of its generator.
+    codes = bench._zipf_data(d, n, np.random.default_rng(seed))
+    counts = np.bincount(codes, minlength=d)
+    for r in records:
+        assert r["runs"] == reps and r["bits"] >= 7
+        assert r["t_total"] > 0 and r["var_exact"] > 0
+        if r["name"] == "pure-ldp HR general":
+            continue  # its exact variance is checked against its own runs in the benchmark
+        # Same law for ours, pure-ldp HM (t = 1) and high-privacy HR: Var_i = n c^2 - count_i.
+        var_i = HadamardResponse(d, r["epsilon"]).count_variance(counts)
+        assert r["var_exact"] == pytest.approx(var_i.mean() / n, rel=1e-12)
+        # Mean of reps * d squared, nearly Gaussian and uncorrelated errors: its relative
+        # standard deviation is sqrt(2 sum var_i^2 / reps) / sum var_i.
+        rel_sd = math.sqrt(2 * np.sum(var_i**2) / reps) / np.sum(var_i)
+        assert abs(r["emp_over_exact"] - 1) < 5 * rel_sd, r
+    assert "var ratio" in table.render()
+
+
+def test_hadamard_leaves_global_random_state(bench: ModuleType) -> None:
+    pytest.importorskip("pure_ldp.frequency_oracles")
+    np.random.seed(123)
+    expected = np.random.random()
+    np.random.seed(123)
+    bench.hadamard_comparison(domains=(64,), sizes=(200,), epsilons=(4.0,), reps=1)
+    assert np.random.random() == expected
+
+
+def test_ecdf_comparison_rows(bench: ModuleType) -> None:
+    pytest.importorskip("opendp")
+    table = bench.ecdf_comparison(n_bins_list=(256,), epsilons=(1.0,), reps=2, seed=0)
+    records = _peer_records(table)
+    names = [r["name"] for r in records]
+    assert names[:2] == ["ours: tree + Alg. 1", "ours: tree + QP smooth + Alg. 1"]
+    assert any(name.startswith("OpenDP tree b=2") for name in names)
+    assert "OpenDP exp. mech. (eps/4 per q)" in names
+    assert any(name.startswith("diffprivlib") for name in names)
+    for r in records:
+        if "time" not in r:  # a peer that could not be loaded
+            continue
+        assert r["runs"] == 2 and r["time"] > 0
+        assert len(r["q_mae"]) == 4 and all(np.isfinite(r["q_mae"]))
+        curve = not ("exp. mech." in r["name"] or r["name"].startswith("diffprivlib"))
+        assert (r["cdf_rmse"] is not None) == curve
+        if curve:
+            assert 0 < r["cdf_rmse"] < 0.5
+    assert "RMSE ratio" in table.render()
+
+
+def test_opendp_tree_spends_exactly_epsilon(bench: ModuleType) -> None:
+    pytest.importorskip("opendp")
+    dp, _ = bench._load_opendp()
+    for d_in in (1, 2):
+        *_, loss = bench._opendp_tree(dp, 64, 4, d_in, 0.7)
+        assert loss == pytest.approx(0.7, rel=1e-9)
+    meas = bench._opendp_exp_quantiles(dp, 64, 0.25, 2)
+    assert len(meas) == 4
+    assert all(m.map(2) == pytest.approx(0.25, rel=1e-9) for m in meas)
+
+
+def test_diffprivlib_loader_leaves_no_stub(bench: ModuleType) -> None:
+    quantile, label = bench._load_diffprivlib_quantile()
+    if quantile is None:
+        assert "diffprivlib" in label
+        return
+    value = quantile(np.arange(1.0, 101.0), 0.5, epsilon=1.0, bounds=(0, 101),
+                     random_state=0, accountant=None)
+    assert 0 <= value <= 101
+    parent = sys.modules.get("diffprivlib")
+    assert parent is None or hasattr(parent, "__version__")
+
+
+def test_smoothing_reuses_bench_ecdf(bench: ModuleType) -> None:
+    table = bench.smoothing_comparison(min_exp=8, max_exp=8, epsilon=1.0, thm1_reps=20)
+    records = _peer_records(table)
+    assert [(r["N"], r["p"]) for r in records] == [(256, 1), (256, 2)]
+    has_cvxopt = importlib.util.find_spec("cvxopt") is not None
+    for r in records:
+        assert r["ours"] > 0
+        assert (r["ratio"] is not None) == has_cvxopt
+        if has_cvxopt:
+            assert abs(r["rel_objective"]) < 1e-4
+    assert "Thm 1 check" in table.render()
+
+
+def test_fedauc_row_says_why(bench: ModuleType) -> None:
+    table = bench.fedauc_comparison()
+    assert len(table.rows) == 1
+    if table.records[0]["status"] == "not run":
+        assert "network" in table.rows[0][2]
+        assert "TensorFlow" in " ".join(table.notes)
+
+
+def test_unknown_comparison_is_rejected(bench: ModuleType, capsys) -> None:
+    with pytest.raises(ValueError, match="unknown comparison 'nope'"):
+        bench.run(bench.QUICK, ["nope"])
+    with pytest.raises(SystemExit):
+        bench.main(["--only", "exact,nope"])
+    assert "unknown comparison(s) ['nope']" in capsys.readouterr().err
+
+
+def test_table_render_aligns_and_formats(bench: ModuleType) -> None:
+    table = bench.Table("T", ["name", "value", "ratio"])
+    table.add(["a", 1.23456, bench._ratio(1.0, 4.0)], x=1)
+    table.gap()
+    table.add(["bb", float("nan"), bench._ratio(1.0, 0.0)], x=2)
+    lines = table.render().splitlines()
+    assert lines[0] == "T" and lines[1] == "="
+    assert lines[4].split() == ["a", "1.235", "0.25"]
+    assert lines[6].split() == ["bb", "-", "-"]
+    assert len({len(line) for line in (lines[2], lines[4], lines[6])}) == 1
+    markdown = table.render_markdown().splitlines()
+    assert markdown[0] == "### T"
+    assert markdown[2:6] == ["| name | value | ratio |", "|---|---|---|",
+                             "| a | 1.235 | 0.25 |", "| bb | - | - |"]

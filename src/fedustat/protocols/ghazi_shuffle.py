@@ -785,11 +785,11 @@ class GhaziShuffle(Protocol):
         u_se = math.sqrt(u_var)
         grid = enc.grid
         if self.kernel.statistic_fn is not None:
-            placeholder = grid.placeholder_records(np.array([n]))
-            value = self.kernel.statistic(u, placeholder)
+            public_rows = grid.public_records(np.array([n]))
+            value = self.kernel.statistic(u, public_rows)
             step = 1e-6 * max(1.0, abs(u))
-            slope = abs(self.kernel.statistic(u + step, placeholder)
-                        - self.kernel.statistic(u - step, placeholder)) / (2 * step)
+            slope = abs(self.kernel.statistic(u + step, public_rows)
+                        - self.kernel.statistic(u - step, public_rows)) / (2 * step)
             se = u_se * slope if math.isfinite(slope) else None
         else:
             value, se = u, u_se

@@ -618,9 +618,9 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
 
         group_counts = counts.sum(axis=1)
         if self.kernel.statistic_fn is not None:
-            placeholder = grid.placeholder_records(group_counts)
-            value = self.kernel.statistic(u, placeholder)
-            slope = _slope(self.kernel, u, placeholder)
+            public_rows = grid.public_records(group_counts)
+            value = self.kernel.statistic(u, public_rows)
+            slope = _slope(self.kernel, u, public_rows)
             se = u_se * slope if math.isfinite(slope) else None
         else:
             value, se = u, u_se

@@ -393,11 +393,11 @@ class GhaziProjection(QuantizedLocalProtocol):
         u_se = math.sqrt(4.0 * var_half) / (n * (n - 1))
 
         if self.kernel.statistic_fn is not None:
-            placeholder = grid.placeholder_records(np.array([n]))
-            value = self.kernel.statistic(u, placeholder)
+            public_rows = grid.public_records(np.array([n]))
+            value = self.kernel.statistic(u, public_rows)
             h = 1e-6 * max(1.0, abs(u))
-            slope = abs(self.kernel.statistic(u + h, placeholder)
-                        - self.kernel.statistic(u - h, placeholder)) / (2 * h)
+            slope = abs(self.kernel.statistic(u + h, public_rows)
+                        - self.kernel.statistic(u - h, public_rows)) / (2 * h)
             se = u_se * slope if math.isfinite(slope) else None
         else:
             value, se = u, u_se

@@ -325,7 +325,7 @@ class ProductGrid:
             out[:, list(self.public_index)] = self.group_values()[group]
         return out
 
-    def placeholder_records(self, group_counts: np.ndarray) -> np.ndarray:
+    def public_records(self, group_counts: np.ndarray) -> np.ndarray:
         """Records with the public values of each group repeated by its count.
 
         Private columns hold the first cell's representative: a kernel's map from U to

@@ -145,24 +145,12 @@ class CentralLaplace(Protocol):
                            "u_sensitivity": mechanism.sensitivity,
                            "noise_source": source.kind}
         value = self.kernel.statistic(noisy_u, data)
-        std_error = std_u * _slope(self.kernel, noisy_u, data)
+        std_error = std_u * self.kernel.statistic_slope(noisy_u, data)
         estimate = Estimate(
             value=float(value), quantity=self.kernel.name, protocol=self.name,
             privacy=self.guarantee, std_error=std_error,
             cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
         return state, estimate
-
-
-def _slope(kernel: Kernel, u: float, data: np.ndarray) -> float:
-    """|d statistic / d U| at u (delta method for the standard error).
-
-    Evaluated at the released noisy U so that the error bar uses public values only.
-    """
-    h = 1e-6 * max(1.0, abs(u))
-    hi = kernel.statistic(u + h, data)
-    lo = kernel.statistic(u - h, data)
-    slope = abs(hi - lo) / (2 * h)
-    return float(slope) if math.isfinite(slope) else math.nan
 
 
 def _central_laplace(kernel: Kernel, *, epsilon: float, delta: float = 0.0,

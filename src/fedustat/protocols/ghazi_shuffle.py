@@ -787,9 +787,7 @@ class GhaziShuffle(Protocol):
         if self.kernel.statistic_fn is not None:
             public_rows = grid.public_records(np.array([n]))
             value = self.kernel.statistic(u, public_rows)
-            step = 1e-6 * max(1.0, abs(u))
-            slope = abs(self.kernel.statistic(u + step, public_rows)
-                        - self.kernel.statistic(u - step, public_rows)) / (2 * step)
+            slope = self.kernel.statistic_slope(u, public_rows)
             se = u_se * slope if math.isfinite(slope) else None
         else:
             value, se = u, u_se

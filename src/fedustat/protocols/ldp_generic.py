@@ -620,7 +620,7 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         if self.kernel.statistic_fn is not None:
             public_rows = grid.public_records(group_counts)
             value = self.kernel.statistic(u, public_rows)
-            slope = _slope(self.kernel, u, public_rows)
+            slope = self.kernel.statistic_slope(u, public_rows)
             se = u_se * slope if math.isfinite(slope) else None
         else:
             value, se = u, u_se
@@ -656,13 +656,6 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
                         privacy=self.guarantee, std_error=se,
                         cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
-
-
-def _slope(kernel: Kernel, u: float, data: np.ndarray) -> float:
-    """|d statistic / d U| at the released U (delta method), from public values only."""
-    h = 1e-6 * max(1.0, abs(u))
-    slope = abs(kernel.statistic(u + h, data) - kernel.statistic(u - h, data)) / (2.0 * h)
-    return float(slope)
 
 
 def evaluate_quantization(protocol: QuantizedRandomizedResponse, data: Any, *,

@@ -709,7 +709,7 @@ class UMPC(Protocol):
         # it public (and the interval conservative).
         design_var = incomplete_variance_bound(n, self.kernel.degree, design.size,
                                                self.kernel.sensitivity)
-        slope = _slope(self.kernel, u, public_data)
+        slope = self.kernel.statistic_slope(u, public_data)
         std_error = normal_std_error(noise_var + design_var) * slope
         # Lemma C.3's count of the secure part (phases 1-4); the measured costs are in
         # Estimate.cost, filled by the runtime from the messages and their PeerTraffic.
@@ -776,14 +776,6 @@ class UMPC(Protocol):
                 f"only the release ({basis}). The offline material comes from a trusted "
                 "dealer that must not collude with any party or the aggregator; parties are "
                 "semi-honest (002 Sec. 3).")
-
-
-def _slope(kernel: Kernel, u: float, public_data: np.ndarray) -> float:
-    """|d statistic / d U| at the released U (public quantities only)."""
-    h = 1e-6 * max(1.0, abs(u))
-    slope = abs(kernel.statistic(u + h, public_data) - kernel.statistic(u - h, public_data))
-    slope /= 2 * h
-    return float(slope) if math.isfinite(slope) else math.nan
 
 
 def _umpc(kernel: Kernel, *, epsilon: float, delta: float = 0.0,

@@ -277,6 +277,18 @@ class Kernel:
             return float(u)
         return float(self.statistic_fn(float(u), self.check_data(data)))
 
+    def statistic_slope(self, u: float, data: Any) -> float:
+        """|d statistic / d U| at ``u`` (delta method for standard errors; nan if undefined).
+
+        Private protocols evaluate it at the released U with public records only, so the
+        error bar they derive from it costs no privacy.
+        """
+        if self.statistic_fn is None:
+            return 1.0
+        h = 1e-6 * max(1.0, abs(u))
+        slope = abs(self.statistic(u + h, data) - self.statistic(u - h, data)) / (2.0 * h)
+        return float(slope) if math.isfinite(slope) else math.nan
+
     def __repr__(self) -> str:
         lip = "" if self.lipschitz is None else f", lipschitz={self.lipschitz:g}"
         fast = ", exact fast path" if self.exact is not None else ""

@@ -40,7 +40,7 @@ from fedustat.datasets.partitions import partition_clients
 from fedustat.datasets.synthetic import classifier_scores
 from fedustat.protocols.fedauc import FedAUCLap, FedAUCRR
 from fedustat.protocols.fedauc_variance import rr_std_corrected, rr_std_eq7
-from fedustat.reproduce import (
+from fedustat.reproduce.fedauc_experiments import (
     CRITEO_LARGE,
     CRITEO_SMALL,
     TABLE7_CLIENTS,
@@ -54,7 +54,7 @@ from fedustat.runtime.simulate import simulate
 from fedustat.stats import roc_auc
 
 # The Table 7 transcription, the protocols of its rows and the repeated-release helper
-# are shared with `fedustat reproduce 004-table7` (src/fedustat/reproduce.py).
+# are shared with `fedustat reproduce 004-table7` (src/fedustat/reproduce/fedauc_experiments.py).
 SMALL = CRITEO_SMALL
 LARGE = CRITEO_LARGE
 CLIENTS = TABLE7_CLIENTS

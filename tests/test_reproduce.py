@@ -60,7 +60,7 @@ def test_fedauc_rr_matches_corrected_eq7(results: dict) -> None:
 
 
 def test_unknown_experiment_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="unknown experiment 'nope'; available: 004-table7"):
+    with pytest.raises(ValueError, match="unknown experiment 'nope'; available: 000-fig3"):
         reproduce.get_experiment("nope")
     with pytest.raises(SystemExit, match="unknown experiment 'nope'"):
         main(["reproduce", "nope"])

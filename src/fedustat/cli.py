@@ -545,7 +545,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return 0
     if args.name is None:
         raise SystemExit("error: name an experiment or pass --list; available: "
-                         + ", ".join(reproduce.EXPERIMENTS))
+                         + ", ".join(e.name for e in reproduce.available()))
     try:
         exp = reproduce.get_experiment(args.name)
     except ValueError as exc:

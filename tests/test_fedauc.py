@@ -283,6 +283,7 @@ def test_rr_transcript_is_exactly_epsilon_label_dp():
     lambda: FedAUCLap(1.5, alpha=0.2),
     lambda: FedAUCLap(1.5, sensitivity="global", n_samples=40),
     lambda: FedAUCLap(1.5, allocation="adaptive"),
+    lambda: FedAUCLap(1.5, allocation="orthogonal", beta=0.3),
 ])
 def test_laplace_release_plan_is_epsilon_dp_per_client(make):
     # Changing label i of client k moves (X_0, X_1) by (1, c_i); the Laplace privacy loss
@@ -308,7 +309,7 @@ def test_laplace_release_plan_is_epsilon_dp_per_client(make):
         np.testing.assert_allclose(worst, protocol.epsilon, rtol=1e-12)
 
 
-@pytest.mark.parametrize("allocation", ["fixed", "adaptive"])
+@pytest.mark.parametrize("allocation", ["fixed", "orthogonal", "adaptive"])
 def test_gaussian_release_plan_sensitivity(allocation):
     eps, delta = 1.0, 1e-5
     protocol = FedAUCLap(eps, delta=delta, mechanism="gaussian", allocation=allocation)
@@ -325,7 +326,7 @@ def test_gaussian_release_plan_sensitivity(allocation):
     assert mahalanobis.max() == pytest.approx(1 / sigma_1, rel=1e-12)
 
 
-@pytest.mark.parametrize("allocation", ["fixed", "adaptive"])
+@pytest.mark.parametrize("allocation", ["fixed", "orthogonal", "adaptive"])
 def test_noise_free_release_reconstructs_local_statistics(allocation):
     # With zero noise, localP' = sum y and localSum' = sum r y (Sec. 5.3: u' <u, y> +
     # <v', y> = <r, y>), so the estimate is the exact AUC.
@@ -455,6 +456,7 @@ def test_eq8_eq9_with_one_sample_per_client(sensitivity):
     lambda: FedAUCLap(1.0),
     lambda: FedAUCLap(1.0, sensitivity="global", n_samples=3000),
     lambda: FedAUCLap(1.0, allocation="adaptive"),
+    lambda: FedAUCLap(1.0, allocation="orthogonal", beta=0.7),
     lambda: FedAUCLap(1.0, mechanism="gaussian", delta=1e-5),
     lambda: FedAUCLap(1.0, allocation="adaptive", mechanism="gaussian", delta=1e-5),
 ])
@@ -486,6 +488,24 @@ def test_adaptive_is_never_worse_than_the_best_fixed_alpha(kind, k):
         best_fixed = min(linearized_variance(FedAUCLap(eps, alpha=a), s, y, clients)
                          for a in np.linspace(0.02, 0.98, 49))
         assert adaptive <= best_fixed
+
+
+@pytest.mark.parametrize("kind", ["iid", "by-score"])
+@pytest.mark.parametrize("k", [1, 60, 600])
+def test_adaptive_is_the_best_split_for_exact_counts(kind, k):
+    # With exact P and N (004 Table 2's setting) the AUC's noise is globalSum's noise /
+    # (P N), and the adaptive beta minimizes each client's localSum' variance (Sec. 5.3),
+    # so no shared beta ("orthogonal", Fig. 1c) does better.
+    s, y = binormal(1800, 4200, seed=9)
+    clients = partition_clients(s, k, kind, rng=1)
+
+    def sum_noise_var(protocol: FedAUCLap) -> float:
+        return after_ranking(protocol, s, y, clients)[1].noise_moments[0]
+
+    adaptive = sum_noise_var(FedAUCLap(1.0, allocation="adaptive"))
+    best_shared = min(sum_noise_var(FedAUCLap(1.0, allocation="orthogonal", beta=b))
+                      for b in np.linspace(0.02, 0.98, 49))
+    assert adaptive <= best_shared
 
 
 def test_adaptive_beats_best_fixed_alpha_by_monte_carlo():
@@ -620,6 +640,12 @@ def test_server_refuses_a_transport_that_ignores_the_clients():
     (lambda s, y: FedAUCLap(1.0, allocation="adaptive", sensitivity="global"), ValueError,
      "needs sensitivity='local'"),
     (lambda s, y: FedAUCLap(1.0, mechanism="gaussian"), ValueError, "needs delta > 0"),
+    (lambda s, y: FedAUCLap(1.0, allocation="orthogonal", beta=0.0), ValueError,
+     r"beta must be in \(0, 1\)"),
+    (lambda s, y: FedAUCLap(1.0, allocation="orthogonal", sensitivity="global"), ValueError,
+     "allocation='orthogonal' uses each client's own ranks"),
+    (lambda s, y: FedAUCLap(1.0, allocation="even"), ValueError,
+     "allocation must be 'fixed', 'orthogonal' or 'adaptive'"),
     (lambda s, y: FedAUCRR(1.0, partition="random"), ValueError, "partition must be one of"),
     (lambda s, y: simulate(FedAUCRR(1.0, n_clients=30), auc_kernel().pack(s, y)), ValueError,
      "exceeds the number of samples"),

@@ -90,7 +90,7 @@ LABEL_ADJACENCY = ("change one sample's label; scores, ranks and client sizes ar
 
 Mechanism = Literal["laplace", "gaussian"]
 Sensitivity = Literal["local", "global"]
-Allocation = Literal["fixed", "adaptive"]
+Allocation = Literal["fixed", "orthogonal", "adaptive"]
 
 
 # --------------------------------------------------------------------------- ranking
@@ -623,10 +623,15 @@ class FedAUCLap(FedAUC):
         rank) or ``"global"`` (GlobalLaplace, App. N: M - 1 for every client).
     allocation:
         ``"fixed"``: ``epsilon_localSum = alpha eps``, ``epsilon_localP = (1 - alpha) eps``
-        (Sec. 5.2). ``"adaptive"``: orthogonalization and per-client beta (Sec. 5.3,
-        :func:`adaptive_split`); the sensitivity of ``<v', y>`` is ``||v'||_inf``.
+        (Sec. 5.2). ``"orthogonal"``: orthogonalization (Sec. 5.3) with one budget share
+        ``beta`` for the count at every client ("Orthogonal" of Sec. 6.2.2 and Fig. 1c;
+        beta needs tuning, e.g. on validation data). ``"adaptive"``: orthogonalization
+        and per-client beta (Sec. 5.3, :func:`adaptive_split`). In both the sensitivity
+        of ``<v', y>`` is ``||v'||_inf``.
     alpha:
         Budget share of localSum for ``"fixed"``, in (0, 1); the paper uses 0.5.
+    beta:
+        Budget share of the count ``<u, y>`` for ``"orthogonal"``, in (0, 1).
     mechanism:
         ``"laplace"`` (pure epsilon-LabelDP) or ``"gaussian"`` ((epsilon, delta)-LabelDP,
         ``delta > 0``). The Gaussian variant releases the pair of statistics with one
@@ -650,21 +655,23 @@ class FedAUCLap(FedAUC):
                  alpha: float = 0.5, mechanism: Mechanism = "laplace",
                  n_samples: int | None = None, n_clients: int | None = None,
                  partition: str = "iid", client_of_sample: Any = None,
-                 noise: NoiseSource | None = None) -> None:
+                 noise: NoiseSource | None = None, beta: float = 0.5) -> None:
         super().__init__(epsilon, delta=delta, n_clients=n_clients, partition=partition,
                          client_of_sample=client_of_sample, noise=noise)
         if sensitivity not in ("local", "global"):
             raise ValueError(f"sensitivity must be 'local' or 'global', got {sensitivity!r}")
-        if allocation not in ("fixed", "adaptive"):
-            raise ValueError(f"allocation must be 'fixed' or 'adaptive', got {allocation!r}")
-        if allocation == "adaptive" and sensitivity != "local":
-            raise ValueError("allocation='adaptive' uses each client's own ranks; it needs "
-                             "sensitivity='local'")
+        if allocation not in ("fixed", "orthogonal", "adaptive"):
+            raise ValueError("allocation must be 'fixed', 'orthogonal' or 'adaptive', got "
+                             f"{allocation!r}")
+        if allocation != "fixed" and sensitivity != "local":
+            raise ValueError(f"allocation={allocation!r} uses each client's own ranks; it "
+                             "needs sensitivity='local'")
         if mechanism not in ("laplace", "gaussian"):
             raise ValueError(f"mechanism must be 'laplace' or 'gaussian', got {mechanism!r}")
         self.sensitivity = sensitivity
         self.allocation = allocation
         self.alpha = check_probability(alpha, "alpha", open_left=True, open_right=True)
+        self.beta = check_probability(beta, "beta", open_left=True, open_right=True)
         self.mechanism = mechanism
         self.n_samples = (None if n_samples is None
                           else check_positive_int(n_samples, "n_samples", minimum=2))
@@ -674,8 +681,8 @@ class FedAUCLap(FedAUC):
                 raise ValueError("mechanism='gaussian' needs delta > 0 ((epsilon, delta)-"
                                  "LabelDP); use mechanism='laplace' for pure epsilon")
             self._unit_sigma = GaussianMechanism(1.0, self.epsilon, self.delta).sigma
-        if allocation == "adaptive":
-            self.name = "fedauc-adaptive" + ("-gaussian" if mechanism == "gaussian" else "")
+        if allocation != "fixed":
+            self.name = f"fedauc-{allocation}" + ("-gaussian" if mechanism == "gaussian" else "")
         elif mechanism == "gaussian":
             self.name = "fedauc-gaussian" + ("-global" if sensitivity == "global" else "")
         else:
@@ -703,12 +710,13 @@ class FedAUCLap(FedAUC):
         """Per-client noise scales of (X_0, X_1), the factor lam and beta (adaptive)."""
         k = max_rank.size
         if not self.private:
-            lam = mean_rank.copy() if self.allocation == "adaptive" else np.zeros(k)
+            lam = mean_rank.copy() if self.allocation != "fixed" else np.zeros(k)
             return np.zeros((2, k)), lam, None
         laplace = self.mechanism == "laplace"
-        if self.allocation == "adaptive":
+        if self.allocation != "fixed":
             # Sec. 5.3: X_0 = <u, y> + s1, X_1 = <v', y> + ||v'||_inf s2.
-            beta = adaptive_split(mean_rank, spread, self.mechanism)
+            beta = (adaptive_split(mean_rank, spread, self.mechanism)
+                    if self.allocation == "adaptive" else np.full(k, self.beta))
             rest = 1.0 - beta
             with np.errstate(divide="ignore", invalid="ignore"):
                 if laplace:
@@ -742,7 +750,7 @@ class FedAUCLap(FedAUC):
         """
         max_r, mean_r, spread = _segment_summaries(ranks, starts, sizes)
         scales, lam, beta = self._scales(max_r, mean_r, spread)
-        coefficients = ranks - mean_r[local] if self.allocation == "adaptive" else ranks
+        coefficients = ranks - mean_r[local] if self.allocation != "fixed" else ranks
         return ReleasePlan(sum_coefficients=coefficients, scales=scales, lam=lam, beta=beta)
 
     def _local_message(self, state: ClientBatch, doubled_ranks: np.ndarray,

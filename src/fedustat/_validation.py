@@ -127,6 +127,17 @@ def check_epsilon(epsilon: Any, name: str = "epsilon", *, allow_inf: bool = Fals
     return eps
 
 
+def check_positive_float(value: Any, name: str) -> float:
+    """A finite number > 0."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a positive number, got {value!r}") from exc
+    if not math.isfinite(x) or x <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return x
+
+
 def check_delta(delta: Any, name: str = "delta") -> float:
     """A failure probability in [0, 1)."""
     try:

@@ -418,15 +418,21 @@ def _statistic_scale(q: Query) -> float:
     return 1.0
 
 
-def _plan(q: Query) -> QuantizationPlan:
-    """The public quantization plan ``ldp-quantized`` / ``ldp-ghazi`` use for the query."""
-    kernel = q.kernel
-    assert kernel is not None
+def _column_arguments(q: Query, kernel: Kernel) -> dict[str, Any]:
+    """The ``bounds=`` and ``domain=`` arguments of the quantizing protocols for the query:
+    public bounds of its continuous columns, public values of its discrete ones."""
     domain = {c: list(range(m)) for c, m in q.domain.items()}
     bounds = {c: b for c, b in q.bounds.items() if c not in q.domain}
     if kernel.name in ("gini_mean_difference", "variance"):
         bounds = {}  # these kernels carry their own bounds
-    return plan_for_kernel(kernel, bounds=bounds or None, domain=domain or None)
+    return {"bounds": bounds or None, "domain": domain or None}
+
+
+def _plan(q: Query) -> QuantizationPlan:
+    """The public quantization plan ``ldp-quantized`` / ``ldp-ghazi`` use for the query."""
+    kernel = q.kernel
+    assert kernel is not None
+    return plan_for_kernel(kernel, **_column_arguments(q, kernel))
 
 
 def _bins(q: Query, plan: QuantizationPlan) -> dict[str, int]:
@@ -456,6 +462,20 @@ def _lipschitz_term(q: Query, plan: QuantizationPlan, bins: Mapping[str, int]
         return None
     k = next(iter(bins.values()))
     return kernel.sensitivity**2 * lip**2 / (2.0 * k * k), "000 Thm 2 (L_f^2 / 2k^2)"
+
+
+def _add_quantization(term: tuple[float, str] | None, components: dict[str, float],
+                      notes: list[str], formula: str, source: str) -> tuple[str, str]:
+    """Fold a :func:`_lipschitz_term` into a prediction: its MSE joins ``components`` and,
+    when non-zero, ``source`` joins ``formula``; without a bound the prediction is PARTIAL
+    and ``notes`` says why. Returns ``(kind, formula)``."""
+    if term is None:
+        notes.append("quantization error of a non-Lipschitz kernel not included")
+        return PARTIAL, formula
+    components["quantization"] = term[0]
+    if term[0] > 0:
+        formula += " + " + source
+    return BOUND, formula
 
 
 # --------------------------------------------------------------------------- predictors
@@ -533,12 +553,7 @@ def _ldp_ghazi(q: Query) -> Prediction | None:
         return None  # the projection baseline has no public-label variant
     plan = _plan(q)
     bins = _bins(q, plan)
-    domain = {c: list(range(m)) for c, m in q.domain.items()}
-    bounds = {c: b for c, b in q.bounds.items() if c not in q.domain}
-    if kernel.name in ("gini_mean_difference", "variance"):
-        bounds = {}
-    proto = GhaziProjection(kernel, q.epsilon, k=_k_param(bins), bounds=bounds or None,
-                            domain=domain or None)
+    proto = GhaziProjection(kernel, q.epsilon, k=_k_param(bins), **_column_arguments(q, kernel))
     setup = proto.setup_for(proto.plan.grid(bins))
     n, c, d = q.n, setup.randomizer.second_moment, setup.half
     ks_max2 = 0.25 * float((setup.vectors**2).sum(axis=0).max())
@@ -549,15 +564,9 @@ def _ldp_ghazi(q: Query) -> Prediction | None:
         / (n * (n - 1.0)) ** 2
     components = {"randomization": var}
     formula = "002 eq. 19 with our randomizer's constants"
-    term = _lipschitz_term(q, plan, bins)
-    kind, notes = BOUND, []
-    if term is None:
-        kind = PARTIAL
-        notes.append("quantization error of a non-Lipschitz kernel not included")
-    else:
-        components["quantization"] = term[0]
-        if term[0] > 0:
-            formula += " + 001 Lemma 2 (002 eq. 18 is for the centre kernel)"
+    notes: list[str] = []
+    kind, formula = _add_quantization(_lipschitz_term(q, plan, bins), components, notes,
+                                      formula, "001 Lemma 2 (002 eq. 18 is for the centre kernel)")
     gamma2 = setup.factorization.gamma2_upper_bound
     components["eq19_leading_order"] = (gamma2**2 / (q.epsilon**2 * n)
                                         + gamma2**2 * d / (q.epsilon**4 * n * n))
@@ -578,13 +587,9 @@ def _ghazi_shuffle(q: Query) -> Prediction | None:
         return None  # like ldp-ghazi, no public-label variant
     plan = _plan(q)
     bins = table1_bins(plan, q.n, q.epsilon)  # the protocol's own default (002 Table 1)
-    domain = {c: list(range(m)) for c, m in q.domain.items()}
-    bounds = {c: b for c, b in q.bounds.items() if c not in q.domain}
-    if kernel.name in ("gini_mean_difference", "variance"):
-        bounds = {}
     try:
         proto = GhaziShuffle(kernel, q.epsilon, delta=q.delta, k=_k_param(bins),
-                             bounds=bounds or None, domain=domain or None, n_parties=q.n)
+                             n_parties=q.n, **_column_arguments(q, kernel))
         enc = proto.encoding_for(proto.grid_for(q.n))
         params = proto.parameters_for(q.n, enc)
     except (OverflowError, ValueError) as exc:
@@ -598,16 +603,10 @@ def _ghazi_shuffle(q: Query) -> Prediction | None:
     components["encoding"] = (enc.encoding_error
                               + 2.0 ** (-enc.frac_bits - 1) / (n - 1)) ** 2
     formula = "exact noise variance of GhaziSM (data-free bound) + fixed-point encoding"
-    term = _lipschitz_term(q, plan, bins)
-    kind, notes = BOUND, ["assumes a trusted shuffler that hides each message's sender and "
-                          "does not collude with the aggregator (002 Sec. 5)"]
-    if term is None:
-        kind = PARTIAL
-        notes.append("quantization error of a non-Lipschitz kernel not included")
-    else:
-        components["quantization"] = term[0]
-        if term[0] > 0:
-            formula += " + 001 Lemma 2"
+    notes = ["assumes a trusted shuffler that hides each message's sender and does not "
+             "collude with the aggregator (002 Sec. 5)"]
+    kind, formula = _add_quantization(_lipschitz_term(q, plan, bins), components, notes,
+                                      formula, "001 Lemma 2")
     mse = sum(components.values())
     # 002 Table 1's rate, for reference: 1/t^2 + t^2 log t / (eps^2 n^2).
     components["table1_rate"] = 1.0 / t**2 + t * t * math.log(t) / (q.epsilon * n) ** 2

@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from fedustat._validation import RandomLike, as_rng, check_positive_int, check_probability
+from fedustat._validation import (
+    RandomLike,
+    as_rng,
+    check_positive_float,
+    check_positive_int,
+    check_probability,
+)
 from fedustat.datasets.bundled import Dataset
 
 __all__ = [
@@ -43,16 +49,6 @@ def _check_alpha(alpha: Any) -> int:
         raise ValueError(f"alpha must be <= {_MAX_ALPHA} so that scores in [0, 2^alpha - 1] "
                          f"fit in 64-bit integers, got {alpha}")
     return alpha
-
-
-def _positive_float(value: Any, name: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a positive number, got {value!r}") from exc
-    if not math.isfinite(x) or x <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return x
 
 
 def _two_class(score_pos: np.ndarray, score_neg: np.ndarray, gen: np.random.Generator,
@@ -274,7 +270,7 @@ def poisson_ecdf(n_bins: int, lam: float = 3.0, rng: RandomLike = None, *,
         If every drawn count is zero (probability exp(-N·lambda)): there is no data.
     """
     n_bins = check_positive_int(n_bins, "n_bins")
-    lam = _positive_float(lam, "lam")
+    lam = check_positive_float(lam, "lam")
     gen = as_rng(rng)
     counts = gen.poisson(lam, size=n_bins)  # 003 Sec. 6.2: count of value i ~ Pois(lambda)
     x = np.repeat(np.arange(1, n_bins + 1, dtype=np.int64), counts)

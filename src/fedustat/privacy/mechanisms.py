@@ -56,8 +56,23 @@ def _check_model(model: Any) -> PrivacyModel:
         raise ValueError(f"model must be one of {names}, got {model!r}") from exc
 
 
+class _PureDPMechanism:
+    """What the Laplace and discrete Laplace mechanisms share: the noise's standard
+    deviation, from the subclass's ``variance``, and a pure ``epsilon``-DP guarantee
+    (delta = 0) built from its ``epsilon``, ``model`` and ``adjacency`` fields."""
+
+    @property
+    def std(self) -> float:
+        """Standard deviation of the added noise."""
+        return math.sqrt(self.variance)
+
+    @property
+    def guarantee(self) -> PrivacyGuarantee:
+        return PrivacyGuarantee(self.epsilon, 0.0, self.model, self.adjacency)
+
+
 @dataclass(frozen=True)
-class LaplaceMechanism:
+class LaplaceMechanism(_PureDPMechanism):
     """The Laplace mechanism: ``f(x) + Lap(b)`` with ``b = sensitivity / epsilon``.
 
     Pure ``epsilon``-DP for a query with L1 sensitivity ``sensitivity``
@@ -92,15 +107,6 @@ class LaplaceMechanism:
     def variance(self) -> float:
         """Noise variance ``2 b²``."""
         return 2.0 * self.scale**2
-
-    @property
-    def std(self) -> float:
-        """Standard deviation of the added noise."""
-        return math.sqrt(self.variance)
-
-    @property
-    def guarantee(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(self.epsilon, 0.0, self.model, self.adjacency)
 
     def pdf(self, z: Any) -> np.ndarray:
         """Noise density at ``z``; ``release(v)`` has density ``pdf(z - v)``."""
@@ -261,7 +267,7 @@ def _as_integer_values(value: Any) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class DiscreteLaplaceMechanism:
+class DiscreteLaplaceMechanism(_PureDPMechanism):
     """The discrete Laplace (two-sided geometric) mechanism on integer-valued queries.
 
     Adds ``Z`` with ``P(Z = z) = (1 - t)/(1 + t) t^|z|``, ``t = exp(-epsilon /
@@ -302,15 +308,6 @@ class DiscreteLaplaceMechanism:
         """``2 t / (1 - t)²``."""
         t = self.t
         return 2.0 * t / (-math.expm1(-self.epsilon / self.sensitivity)) ** 2
-
-    @property
-    def std(self) -> float:
-        """Standard deviation of the added noise."""
-        return math.sqrt(self.variance)
-
-    @property
-    def guarantee(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(self.epsilon, 0.0, self.model, self.adjacency)
 
     def pmf(self, z: Any) -> np.ndarray:
         """Noise probability mass at ``z`` (zero off the integers)."""

@@ -53,7 +53,13 @@ from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols import ecdf_smoothing as _smoothing
 from fedustat.protocols.base import Estimate
 from fedustat.protocols.ecdf_smoothing import SmoothedECDF
-from fedustat.stats.ecdf import DyadicTree, absolute_grid, check_thresholds, ecdf_counts
+from fedustat.stats.ecdf import (
+    DyadicTree,
+    _step_at,
+    absolute_grid,
+    check_thresholds,
+    ecdf_counts,
+)
 
 __all__ = [
     "DPHosmerLemeshow",
@@ -227,8 +233,21 @@ class PrivateECDF:
 
     def __call__(self, t: Any) -> np.ndarray:
         """Right-continuous step evaluation at ``t`` (0 below the first threshold)."""
-        pos = np.searchsorted(self.thresholds, np.asarray(t, dtype=np.float64), side="right")
-        return np.concatenate([[0.0], self.values])[pos]
+        return _step_at(self.thresholds, self.values, t)
+
+
+def _check_tree_noise(tree_noise: Any, n_points: int, scale: float) -> None:
+    """A caller's draw must be Laplace noise over this grid at the budget's scale
+    ``(L + 1) / eps`` (003 Thm 1), or the release would not be the one promised."""
+    if not isinstance(tree_noise, TreeNoise):
+        raise TypeError(f"tree_noise must be a TreeNoise, got {type(tree_noise).__name__}")
+    if tree_noise.tree.n_points != n_points or tree_noise.distribution != "laplace":
+        raise ValueError(f"tree_noise must be Laplace noise for {n_points} points, got "
+                         f"{tree_noise.distribution} noise for "
+                         f"{tree_noise.tree.n_points} points")
+    if not math.isclose(tree_noise.scale, scale, rel_tol=1e-12):
+        raise ValueError(f"tree_noise has scale {tree_noise.scale:g} but epsilon requires "
+                         f"(L+1)/epsilon = {scale:g}")
 
 
 def _release_counts(counts: np.ndarray, n_points: int, scale: float, source: NoiseSource,
@@ -236,15 +255,7 @@ def _release_counts(counts: np.ndarray, n_points: int, scale: float, source: Noi
     if tree_noise is None:
         tree_noise = draw_tree_noise(n_points, scale, noise=source)
     else:
-        if not isinstance(tree_noise, TreeNoise):
-            raise TypeError(f"tree_noise must be a TreeNoise, got {type(tree_noise).__name__}")
-        if tree_noise.tree.n_points != n_points or tree_noise.distribution != "laplace":
-            raise ValueError(f"tree_noise must be Laplace noise for {n_points} points, got "
-                             f"{tree_noise.distribution} noise for "
-                             f"{tree_noise.tree.n_points} points")
-        if not math.isclose(tree_noise.scale, scale, rel_tol=1e-12):
-            raise ValueError(f"tree_noise has scale {tree_noise.scale:g} but epsilon requires "
-                             f"(L+1)/epsilon = {scale:g}")
+        _check_tree_noise(tree_noise, n_points, scale)
     return apply_tree_noise(counts, tree_noise)
 
 

@@ -91,14 +91,14 @@ from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.mechanisms import polya
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
 from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role, normal_std_error
-from fedustat.protocols.ecdf import ECDF_ADJACENCY, PrivateECDF, TreeNoise
+from fedustat.protocols.ecdf import ECDF_ADJACENCY, PrivateECDF, TreeNoise, _check_tree_noise
 from fedustat.protocols.ecdf_smoothing import SmoothedECDF, smooth_counts
 from fedustat.secure.dcf import FssKey, dcf_gen, dcf_sum_at
 from fedustat.secure.fixedpoint import FixedPoint
 from fedustat.secure.ring import Ring, as_share_rng
 from fedustat.secure.sharing import reconstruct, share
 from fedustat.secure.transcript import Transcript
-from fedustat.stats.ecdf import DyadicTree, check_thresholds
+from fedustat.stats.ecdf import DyadicTree, _step_at, check_thresholds
 
 __all__ = [
     "FederatedECDF",
@@ -168,6 +168,19 @@ def _fixed_point(ring_bits: Any, frac_bits: Any) -> FixedPoint:
     if frac >= bits - 1:
         raise ValueError(f"frac_bits must be < ring_bits - 1 = {bits - 1}, got {frac}")
     return FixedPoint(bits, frac)
+
+
+def _check_contributors(contributors: Any, n_servers: int, min_honest: Any) -> tuple[int, int]:
+    """``(K, h)`` of the distributed noise: K contributors (default: the m servers) of
+    whom at least h are honest."""
+    k = n_servers if contributors is None else check_positive_int(contributors, "contributors")
+    if k < 2:
+        raise ValueError(f"contributors must be >= 2: a single contributor knows the whole "
+                         f"noise and could remove it from the release, got {contributors!r}")
+    h = check_positive_int(min_honest, "min_honest")
+    if h > k:
+        raise ValueError(f"min_honest ({h}) cannot exceed the number of contributors ({k})")
+    return k, h
 
 
 def _randomness(randomness: Any) -> Randomness:
@@ -371,13 +384,7 @@ def distributed_tree_noise(n_points: int, epsilon: float, *, n_servers: int = 2,
     tree = DyadicTree(check_positive_int(n_points, "n_points"))
     eps = check_epsilon(epsilon)
     m = _check_servers(n_servers)
-    k = m if contributors is None else check_positive_int(contributors, "contributors")
-    if k < 2:
-        raise ValueError(f"contributors must be >= 2: a single contributor knows the whole "
-                         f"noise and could remove it from the release, got {contributors!r}")
-    h = check_positive_int(min_honest, "min_honest")
-    if h > k:
-        raise ValueError(f"min_honest ({h}) cannot exceed the number of contributors ({k})")
+    k, h = _check_contributors(contributors, m, min_honest)
     fp = _fixed_point(ring_bits, frac_bits)
     scale = tree.n_levels / eps
     t = math.exp(-fp.resolution / scale)
@@ -461,24 +468,10 @@ def _resolve_noise(tree: DyadicTree, epsilon: float, n_servers: int,
                              f"({noise.fixed_point.bits} bits)")
         return noise.fixed_point, noise, {"mode": "given"}
     if tree_noise is not None:
-        if not isinstance(tree_noise, TreeNoise):
-            raise TypeError(f"tree_noise must be a TreeNoise, got {type(tree_noise).__name__}")
-        if tree_noise.tree.n_points != tree.n_points or tree_noise.distribution != "laplace":
-            raise ValueError(f"tree_noise must be Laplace noise for {tree.n_points} points, "
-                             f"got {tree_noise.distribution} noise for "
-                             f"{tree_noise.tree.n_points} points")
-        if not math.isclose(tree_noise.scale, scale, rel_tol=1e-12):
-            raise ValueError(f"tree_noise has scale {tree_noise.scale:g} but epsilon requires "
-                             f"(L+1)/epsilon = {scale:g}")
+        _check_tree_noise(tree_noise, tree.n_points, scale)
         c = DEALER_FRAC_BITS if frac_bits is None else frac_bits
         return _fixed_point(ring_bits, c), None, {"mode": "dealer", "tree_noise": tree_noise}
-    k = n_servers if contributors is None else check_positive_int(contributors, "contributors")
-    if k < 2:
-        raise ValueError(f"contributors must be >= 2: a single contributor knows the whole "
-                         f"noise and could remove it from the release, got {contributors!r}")
-    h = check_positive_int(min_honest, "min_honest")
-    if h > k:
-        raise ValueError(f"min_honest ({h}) cannot exceed the number of contributors ({k})")
+    k, h = _check_contributors(contributors, n_servers, min_honest)
     c = 0 if frac_bits is None else frac_bits
     return _fixed_point(ring_bits, c), None, {"mode": "distributed", "contributors": k,
                                               "min_honest": h}
@@ -574,8 +567,7 @@ class FederatedECDF:
 
     def __call__(self, t: Any) -> np.ndarray:
         """Right-continuous step evaluation on the queried thresholds (0 below them)."""
-        pos = np.searchsorted(self.thresholds, np.asarray(t, dtype=np.float64), side="right")
-        return np.concatenate([[0.0], self.values])[pos]
+        return _step_at(self.thresholds, self.values, t)
 
     def to_private_ecdf(self) -> PrivateECDF:
         """The release as a :class:`~fedustat.protocols.ecdf.PrivateECDF` (query = grid).

@@ -67,7 +67,7 @@ from scipy.sparse.linalg import splu
 
 from fedustat._validation import check_positive_int
 from fedustat.privacy.guarantee import PrivacyGuarantee
-from fedustat.stats.ecdf import DyadicTree
+from fedustat.stats.ecdf import DyadicTree, _step_at
 
 if TYPE_CHECKING:
     from fedustat.protocols.ecdf import PrivateECDF
@@ -134,9 +134,7 @@ class SmoothedECDF:
     def __call__(self, t: Any) -> np.ndarray:
         """Right-continuous step evaluation: the value at the largest threshold ``<= t``
         (0 below the first threshold)."""
-        pos = np.searchsorted(self.thresholds, np.asarray(t, dtype=np.float64), side="right")
-        padded = np.concatenate([[0.0], self.values])
-        return padded[pos]
+        return _step_at(self.thresholds, self.values, t)
 
 
 def _subset_indices(subset: Any, n_points: int) -> np.ndarray:

@@ -306,6 +306,15 @@ def _first_distinct(rows: np.ndarray, n: int) -> np.ndarray:
     return np.sort(first)
 
 
+def _check_subset_size(k: int, n: int) -> tuple[int, int]:
+    """``(k, n)`` for designs of k-subsets of n parties: both >= 1 and ``k <= n``."""
+    k = check_positive_int(k, "k")
+    n = check_positive_int(n, "n")
+    if k > n:
+        raise ValueError(f"k={k} exceeds the number of parties n={n}")
+    return k, n
+
+
 def uniform_sample(m: int, k: int, n: int, rng: RandomLike = None) -> Design:
     """m distinct k-subsets of the n parties, uniformly without replacement.
 
@@ -315,10 +324,7 @@ def uniform_sample(m: int, k: int, n: int, rng: RandomLike = None) -> Design:
     ones kept, which is a uniform m-set too.
     """
     m = check_positive_int(m, "m", minimum=0)
-    k = check_positive_int(k, "k")
-    n = check_positive_int(n, "n")
-    if k > n:
-        raise ValueError(f"k={k} exceeds the number of parties n={n}")
+    k, n = _check_subset_size(k, n)
     total = math.comb(n, k)
     if m > total:
         raise ValueError(f"m={m} exceeds the number of distinct {k}-subsets "
@@ -349,10 +355,7 @@ def bernoulli_sample(p: float, k: int, n: int, rng: RandomLike = None) -> Design
     empty.
     """
     p = check_probability(p, "p")
-    k = check_positive_int(k, "k")
-    n = check_positive_int(n, "n")
-    if k > n:
-        raise ValueError(f"k={k} exceeds the number of parties n={n}")
+    k, n = _check_subset_size(k, n)
     gen = as_rng(rng)
     total = math.comb(n, k)
     chunk = 2**62

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from fedustat._validation import as_float_array, check_positive_int
+from fedustat._validation import as_float_array, check_positive_float, check_positive_int
 
 __all__ = [
     "MAX_GRID_POINTS",
@@ -81,6 +81,13 @@ def ecdf(values: Any, thresholds: Any) -> np.ndarray:
     return ecdf_counts(x, thresholds) / x.size
 
 
+def _step_at(thresholds: np.ndarray, values: np.ndarray, t: Any) -> np.ndarray:
+    """A curve given at sorted thresholds, read as a right-continuous step function at
+    ``t``: the value at the largest threshold ``<= t``, 0 below the first (003 Def. 3)."""
+    pos = np.searchsorted(thresholds, np.asarray(t, dtype=np.float64), side="right")
+    return np.concatenate([[0.0], values])[pos]
+
+
 def _grid_bounds(lower: Any, upper: Any) -> tuple[float, float]:
     try:
         lo, hi = float(lower), float(upper)
@@ -91,16 +98,6 @@ def _grid_bounds(lower: Any, upper: Any) -> tuple[float, float]:
     if not lo < hi:
         raise ValueError(f"lower must be < upper, got lower={lower!r}, upper={upper!r}")
     return lo, hi
-
-
-def _positive(value: Any, name: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a positive number, got {value!r}") from exc
-    if not math.isfinite(x) or x <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return x
 
 
 def _integer_grid(k_lo: int, k_hi: int, name: str) -> np.ndarray:
@@ -130,7 +127,7 @@ def absolute_grid(lower: float, upper: float, gamma: float) -> np.ndarray:
         Grid spacing (> 0).
     """
     lo, hi = _grid_bounds(lower, upper)
-    gamma = _positive(gamma, "gamma")
+    gamma = check_positive_float(gamma, "gamma")
     k = _integer_grid(math.ceil(lo / gamma), math.ceil(hi / gamma), "gamma")
     return k * gamma
 
@@ -153,7 +150,7 @@ def log_grid(lower: float, upper: float, nu: float) -> np.ndarray:
     lo, hi = _grid_bounds(lower, upper)
     if lo <= 0:
         raise ValueError(f"lower must be > 0 for a logarithmic grid, got {lower!r}")
-    nu = _positive(nu, "nu")
+    nu = check_positive_float(nu, "nu")
     z = _integer_grid(math.ceil(math.log(lo) / nu), math.ceil(math.log(hi) / nu), "nu")
     return np.exp(nu * z)
 

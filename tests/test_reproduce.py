@@ -117,3 +117,10 @@ def test_fedauc_fig1_reports_every_allocation(results: dict) -> None:
     assert methods == {"Naive", "Orthogonal", "Adaptive"}
     for row in results["004-fig1"].rows:
         assert float(row[5]) > 0
+
+
+def test_fedauc_table6_std_scales_as_one_over_sqrt_m(results: dict) -> None:
+    # 004 Sec. 6.2.1 / Fig. 1a: ten times the samples, 1/sqrt(10) the std; the corrected
+    # eq. 7 of both sets (class ratios and AUCs differ slightly) gives that within 2%.
+    for row in results["004-table6"].rows:
+        assert float(row[4]) == pytest.approx(math.sqrt(10), rel=0.02)

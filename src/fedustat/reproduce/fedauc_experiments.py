@@ -466,12 +466,13 @@ def _fedauc_fig1(quick: bool, seed: int) -> ExperimentResult:
                 rows.append([f"allocation, K = {k:,}", label, "1", method,
                              f"{name} = {share:g}", fmt(released), fmt(exact), "-"])
             summary[(label, method)] = (min(curve), min(exact_curve))
-            ax_b.plot(shares, curve, "o-", label=f"{method}, {label}")
+            ax_b.plot(shares, curve, "o-" if method == "Naive" else "s--",
+                      color="C1" if kind == "iid" else "C0", label=f"{method}, {label}")
         released, exact = measure(FedAUCLap(1.0, allocation="adaptive"), clients, 300)
         summary[(label, "Adaptive")] = (released, exact)
         rows.append([f"allocation, K = {k:,}", label, "1", "Adaptive", "per-client beta",
                      fmt(released), fmt(exact), "smallest std (Fig. 1c, 6)"])
-        ax_b.axhline(released, linestyle="--", color="k" if kind == "iid" else "0.5",
+        ax_b.axhline(released, linestyle=":", color="C1" if kind == "iid" else "C0",
                      label=f"Adaptive, {label}")
     ax_b.set_yscale("log")
     ax_b.set_xlabel("alpha (Naive) or shared beta (Orthogonal)")

@@ -1,4 +1,4 @@
-"""Side-by-side benchmarks with existing tools, in one run (issue 7, part 4).
+"""Side-by-side benchmarks with existing tools, in one run.
 
 Usage::
 

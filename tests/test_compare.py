@@ -54,6 +54,14 @@ def test_tiny_run_covers_every_statistic(tiny: ComparisonResult) -> None:
     assert {"dp-ecdf", "dp-ecdf-smoothed"} <= {r.protocol for r in tiny.rows_for("ecdf")}
 
 
+def test_every_recommended_protocol_runs(tiny: ComparisonResult) -> None:
+    # Each protocol gets the case's public bounds / domains when its factory takes them,
+    # so none of the advisor's eligible protocols fails for want of them.
+    assert not [s for s in tiny.skipped if "declared bounds" in s], tiny.skipped
+    for st in ("kendall", "duplicate"):
+        assert "ghazi-shuffle" in {r.protocol for r in tiny.rows_for(st)}
+
+
 def test_exact_values_are_the_data_statistics(tiny: ComparisonResult) -> None:
     from sklearn.metrics import roc_auc_score
 

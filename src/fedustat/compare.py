@@ -448,21 +448,20 @@ def _accepted(name: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _column_params(case: Case, pred: Prediction) -> dict[str, Any]:
-    """Public bounds / domain of the record columns for protocols that quantize them."""
+    """Public bounds / domain of the record columns, for the protocols that take them.
+
+    Every protocol is offered the case's public column bounds and discrete domains;
+    :func:`_accepted` keeps what its factory takes (those that quantize the records).
+    """
     params = dict(pred.run_params)
-    if pred.protocol in ("ldp-quantized", "ldp-ghazi", "ldp-tree", "umpc", "pairs-2pc"):
-        private = {c: b for c, b in case.bounds.items() if c != "label"}
-        domain = {c: v for c, v in case.values.items() if c != "label"}
-        if case.statistic in ("gini", "variance"):
-            private = {}  # the kernel carries its bounds
-        if pred.protocol == "ldp-tree":
-            if "score" in private:
-                params["bounds"] = private
-        else:
-            if private:
-                params["bounds"] = private
-            if domain:
-                params["domain"] = domain
+    private = {c: b for c, b in case.bounds.items() if c != "label"}
+    domain = {c: v for c, v in case.values.items() if c != "label"}
+    if case.statistic in ("gini", "variance"):
+        private = {}  # the kernel carries its bounds
+    if private:
+        params["bounds"] = private
+    if domain:
+        params["domain"] = domain
     return _accepted(pred.protocol, params)
 
 

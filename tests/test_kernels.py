@@ -387,3 +387,15 @@ def test_bad_tuples_raise():
         k.evaluate(x, [[0, 3]])
     with pytest.raises(TypeError, match="integer indices"):
         k.evaluate(x, [[0.0, 1.0]])
+
+
+def test_statistic_with_error_is_the_delta_method() -> None:
+    # Renyi-2 entropy is -ln(U): slope 1 / U. Without a statistic map the
+    # statistic is U itself and the error passes through unchanged.
+    from fedustat.stats.kernels import duplicate_pair_kernel, renyi2_entropy_kernel
+
+    rows = np.zeros((5, 1))
+    value, se = renyi2_entropy_kernel().statistic_with_error(0.25, 0.01, rows)
+    assert value == pytest.approx(math.log(4.0))
+    assert se == pytest.approx(0.01 / 0.25, rel=1e-6)
+    assert duplicate_pair_kernel().statistic_with_error(0.25, 0.01, rows) == (0.25, 0.01)

@@ -784,13 +784,8 @@ class GhaziShuffle(Protocol):
         u_var = (tv2 * norm2 + d * tv2 * tv2 + tg2) / (n * (n - 1.0)) ** 2
         u_se = math.sqrt(u_var)
         grid = enc.grid
-        if self.kernel.statistic_fn is not None:
-            public_rows = grid.public_records(np.array([n]))
-            value = self.kernel.statistic(u, public_rows)
-            slope = self.kernel.statistic_slope(u, public_rows)
-            se = u_se * slope if math.isfinite(slope) else None
-        else:
-            value, se = u, u_se
+        value, se = self.kernel.statistic_with_error(
+            u, u_se, grid.public_records(np.array([n])))
         fac = enc.factorization
         diagnostics: dict[str, Any] = {
             "k": grid.size, "bins": grid.bins, "k_rule": k_rule or self.k_rule,

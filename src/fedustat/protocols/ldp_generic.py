@@ -617,13 +617,7 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         u_se = math.sqrt(var_u)
 
         group_counts = counts.sum(axis=1)
-        if self.kernel.statistic_fn is not None:
-            public_rows = grid.public_records(group_counts)
-            value = self.kernel.statistic(u, public_rows)
-            slope = self.kernel.statistic_slope(u, public_rows)
-            se = u_se * slope if math.isfinite(slope) else None
-        else:
-            value, se = u, u_se
+        value, se = self.kernel.statistic_with_error(u, u_se, grid.public_records(group_counts))
 
         diagnostics: dict[str, Any] = {
             "k": k, "bins": grid.bins, "k_rule": k_rule or self.k_rule,

@@ -392,13 +392,8 @@ class GhaziProjection(QuantizedLocalProtocol):
                     + n * (n - 1) / 2.0 * c * c * d / 2.0)
         u_se = math.sqrt(4.0 * var_half) / (n * (n - 1))
 
-        if self.kernel.statistic_fn is not None:
-            public_rows = grid.public_records(np.array([n]))
-            value = self.kernel.statistic(u, public_rows)
-            slope = self.kernel.statistic_slope(u, public_rows)
-            se = u_se * slope if math.isfinite(slope) else None
-        else:
-            value, se = u, u_se
+        value, se = self.kernel.statistic_with_error(
+            u, u_se, grid.public_records(np.array([n])))
         fac = setup.factorization
         diagnostics: dict[str, Any] = {
             "k": grid.size, "bins": grid.bins, "k_rule": k_rule or self.k_rule,

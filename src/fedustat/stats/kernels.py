@@ -289,6 +289,18 @@ class Kernel:
         slope = abs(self.statistic(u + h, data) - self.statistic(u - h, data)) / (2.0 * h)
         return float(slope) if math.isfinite(slope) else math.nan
 
+    def statistic_with_error(self, u: float, u_std_error: float, data: Any
+                             ) -> tuple[float, float | None]:
+        """The statistic at a released U and its delta-method standard error.
+
+        ``data`` holds public records only (see :meth:`statistic_slope`); the error is
+        None where the slope is undefined.
+        """
+        if self.statistic_fn is None:
+            return u, u_std_error
+        slope = self.statistic_slope(u, data)
+        return self.statistic(u, data), (u_std_error * slope if math.isfinite(slope) else None)
+
     def __repr__(self) -> str:
         lip = "" if self.lipschitz is None else f", lipschitz={self.lipschitz:g}"
         fast = ", exact fast path" if self.exact is not None else ""

@@ -121,7 +121,11 @@ from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.mechanisms import polya
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
 from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
-from fedustat.protocols.ldp_ghazi import Factorization, balanced_factorization
+from fedustat.protocols.ldp_ghazi import (
+    Factorization,
+    balanced_factorization,
+    factorization_diagnostics,
+)
 from fedustat.protocols.quantization import (
     DEFAULT_AVG_TOL,
     DEFAULT_MAX_EVALUATIONS,
@@ -788,13 +792,8 @@ class GhaziShuffle(Protocol):
             u, u_se, grid.public_records(np.array([n])))
         fac = enc.factorization
         diagnostics: dict[str, Any] = {
-            "k": grid.size, "bins": grid.bins, "k_rule": k_rule or self.k_rule,
-            "quantizer": grid.quantizer, "quantized_kernel": self.quantized_kernel,
-            "factorization": "balanced eigendecomposition" + (
-                f" + JL to d = {self.dim} (seed {self.projection_seed})"
-                if self.dim is not None and self.dim < fac.rank else ""),
-            "rank": fac.rank, "dim": d, "factorization_error": fac.error,
-            "gamma2_upper_bound": fac.gamma2_upper_bound,
+            **factorization_diagnostics(grid, k_rule or self.k_rule, self.quantized_kernel,
+                                        fac, d, self.dim, self.projection_seed),
             "n_messages": params.n_messages, "n_coordinates": enc.n_coordinates,
             "ring_bits": self.ring.bits, "frac_bits": c, "encoding_error": enc.encoding_error,
             "diagonal": "public (constant)" if enc.diagonal_public else "summed",

@@ -105,6 +105,7 @@ __all__ = [
     "L2SphereRandomizer",
     "LaplaceVectorRandomizer",
     "balanced_factorization",
+    "factorization_diagnostics",
 ]
 
 FLOAT_BITS = 64
@@ -176,6 +177,23 @@ def balanced_factorization(matrix: Any, *, rank: int | None = None, dim: int | N
 # Local randomizers for vectors
 # --------------------------------------------------------------------------------------
 
+
+
+def factorization_diagnostics(grid: Any, k_rule: str, quantized_kernel: str,
+                              factorization: Factorization, dim: int,
+                              requested_dim: int | None, projection_seed: int | None
+                              ) -> dict[str, Any]:
+    """The diagnostics of the quantization grid and the factorization of A they used
+    (shared by Ghazi's protocol and its shuffle-model variant)."""
+    projected = requested_dim is not None and requested_dim < factorization.rank
+    return {
+        "k": grid.size, "bins": grid.bins, "k_rule": k_rule,
+        "quantizer": grid.quantizer, "quantized_kernel": quantized_kernel,
+        "factorization": "balanced eigendecomposition" + (
+            f" + JL to d = {requested_dim} (seed {projection_seed})" if projected else ""),
+        "rank": factorization.rank, "dim": dim, "factorization_error": factorization.error,
+        "gamma2_upper_bound": factorization.gamma2_upper_bound,
+    }
 
 class L2SphereRandomizer:
     """eps-LDP unbiased randomizer for vectors in the l2 ball of radius ``radius``.
@@ -396,13 +414,9 @@ class GhaziProjection(QuantizedLocalProtocol):
             u, u_se, grid.public_records(np.array([n])))
         fac = setup.factorization
         diagnostics: dict[str, Any] = {
-            "k": grid.size, "bins": grid.bins, "k_rule": k_rule or self.k_rule,
-            "quantizer": grid.quantizer, "quantized_kernel": self.quantized_kernel,
-            "factorization": "balanced eigendecomposition" + (
-                f" + JL to d = {self.dim} (seed {self.projection_seed})"
-                if self.dim is not None and self.dim < fac.rank else ""),
-            "rank": fac.rank, "dim": d, "factorization_error": fac.error,
-            "gamma2_upper_bound": fac.gamma2_upper_bound, "mechanism": self.mechanism,
+            **factorization_diagnostics(grid, k_rule or self.k_rule, self.quantized_kernel,
+                                        fac, d, self.dim, self.projection_seed),
+            "mechanism": self.mechanism,
             "noise_second_moment": c, "u_statistic": u, "u_std_error": u_se,
             "std_error_method": "upper-leaning plug-in of the variance decomposition "
                                 "(ldp_ghazi module docstring)",

@@ -199,6 +199,14 @@ def theorem2_mse_bound(n: int, k: int, epsilon: float, *, lipschitz: float | Non
 # --------------------------------------------------------------------------------------
 
 
+def _check_beta(beta: Any) -> float:
+    """The uniform-report probability of k-ary randomized response, in [0, 1)."""
+    beta = float(beta)
+    if not 0.0 <= beta < 1.0:
+        raise ValueError(f"beta must be in [0, 1), got {beta!r}")
+    return beta
+
+
 def _check_counts(counts: Any, matrices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mats = np.asarray(matrices, dtype=np.float64)
     if mats.ndim == 2:
@@ -231,9 +239,7 @@ def pair_sum(counts: Any, matrices: Any, beta: float) -> float:
         Probability of reporting a uniform draw, in [0, 1).
     """
     c, mats = _check_counts(counts, matrices)
-    beta = float(beta)
-    if not 0.0 <= beta < 1.0:
-        raise ValueError(f"beta must be in [0, 1), got {beta!r}")
+    beta = _check_beta(beta)
     m, k = c.shape
     b = beta / k
     s = 1.0 - beta
@@ -270,9 +276,7 @@ def pair_sum_variance(true_counts: Any, matrices: Any, beta: float) -> float:
     (b = beta/k), so every trace is a handful of O(k^2) products.
     """
     h, mats = _check_counts(true_counts, matrices)
-    beta = float(beta)
-    if not 0.0 <= beta < 1.0:
-        raise ValueError(f"beta must be in [0, 1), got {beta!r}")
+    beta = _check_beta(beta)
     m, k = h.shape
     b = beta / k
     s = 1.0 - beta

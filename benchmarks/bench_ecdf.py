@@ -29,7 +29,7 @@ import numpy as np
 
 from fedustat.datasets import poisson_ecdf
 from fedustat.protocols.ecdf import dp_ecdf
-from fedustat.protocols.ecdf_smoothing import isotonic_projection, smooth
+from fedustat.protocols.ecdf.smoothing import isotonic_projection, smooth
 from fedustat.stats.ecdf import ecdf, tree_depth
 
 

@@ -38,8 +38,8 @@ import numpy as np
 
 from fedustat.datasets.partitions import partition_clients
 from fedustat.datasets.synthetic import classifier_scores
-from fedustat.protocols.fedauc import FedAUCLap, FedAUCRR
-from fedustat.protocols.fedauc_variance import rr_std_corrected, rr_std_eq7
+from fedustat.protocols.fedauc.protocol import FedAUCLap, FedAUCRR
+from fedustat.protocols.fedauc.variance import rr_std_corrected, rr_std_eq7
 from fedustat.reproduce.fedauc_experiments import (
     CRITEO_LARGE,
     CRITEO_SMALL,

@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fedustat.datasets import poisson_ecdf
 from fedustat.privacy.randomizers import HadamardResponse
 from fedustat.protocols.ecdf import dp_ecdf, dp_quantile
-from fedustat.protocols.ecdf_smoothing import smooth
+from fedustat.protocols.ecdf.smoothing import smooth
 
 COMPARISONS = ("exact", "hadamard", "ecdf", "smoothing", "fedauc")
 QUANTILE_LEVELS = (0.25, 0.5, 0.75, 0.9)

@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fedustat
 from fedustat.protocols.central import CentralLaplace
-from fedustat.protocols.umpc import UMPC, incomplete_variance_bound
+from fedustat.protocols.mpc.umpc import UMPC, incomplete_variance_bound
 from fedustat.runtime.simulate import simulate
 from fedustat.stats import balanced_sample, gini_kernel, kendall_tau_kernel, ustatistic
 from fedustat.stats.kernels import Kernel

@@ -24,7 +24,7 @@ measured against the exact statistic of the raw data, so it includes the quantiz
 error. ``bound`` is the square root of the protocol's MSE bound (an upper bound on the
 RMSE, hence on the mean absolute error): Theorem 2 of 000 (Lipschitz kernel, simple
 rounding) or Theorem 1 (discrete data, no quantization error) for ``ldp-quantized``; the
-variance bound of :mod:`fedustat.protocols.ldp_ghazi` evaluated at the true data plus
+variance bound of :mod:`fedustat.protocols.local.ghazi` evaluated at the true data plus
 the quantization term of Theorem 2 for ``ldp-ghazi``; empty where no bound applies.
 """
 
@@ -40,7 +40,8 @@ import numpy as np
 
 import fedustat
 from fedustat.datasets.synthetic import auc_one, classifier_scores, ithdigit, ur
-from fedustat.protocols import ldp_generic, ldp_ghazi
+from fedustat.protocols.local import ghazi as ldp_ghazi
+from fedustat.protocols.local import quantized_rr as ldp_generic
 from fedustat.stats import (
     auc_kernel,
     duplicate_pair_kernel,
@@ -120,7 +121,7 @@ def gini_rows(quick: bool) -> list[dict[str, Any]]:
     exact = ustatistic(GINI, x)
     out = []
     for eps in (1.0, 4.0):
-        k_default = fedustat.protocols.quantization.corollary1_k(n, eps)
+        k_default = fedustat.protocols.local.quantization.corollary1_k(n, eps)
         for k, label in ((None, f"k from Corollary 1 ({k_default})"), (8, "k = 8"),
                          (64, "k = 64")):
             estimates, seconds, error = _run("ldp-quantized", GINI, x, exact, eps, runs, 2,

@@ -18,7 +18,7 @@ epsilon, runs, seconds, mean_abs_error, bound, notes``:
 of one run (data generation excluded). The error is measured against the exact AUC of
 the discretized scores the protocol receives. ``bound`` is the square root of Theorem 3's
 MSE bound (000 Thm 3 with the node variances derived in
-:mod:`fedustat.protocols.ldp_auc_tree`), an upper bound on the RMSE and therefore on the
+:mod:`fedustat.protocols.local.auc_tree`), an upper bound on the RMSE and therefore on the
 mean absolute error; with users split across levels 001 App. B.2.2 proves it only up to
 a factor alpha for this (sample) error.
 """
@@ -34,7 +34,7 @@ import numpy as np
 
 from fedustat.datasets.bundled import Dataset
 from fedustat.datasets.synthetic import auc_one, ithdigit, ur
-from fedustat.protocols import ldp_auc_tree
+from fedustat.protocols.local import auc_tree as ldp_auc_tree
 from fedustat.runtime.simulate import simulate
 from fedustat.stats import auc_kernel, roc_auc
 

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from fedustat.datasets import load_diabetes_pairs
-from fedustat.protocols.pairs_2pc import PairsTwoParty, permutation_conditional_variance
+from fedustat.protocols.mpc.pairs_2pc import PairsTwoParty, permutation_conditional_variance
 from fedustat.runtime.simulate import simulate
 from fedustat.stats import kendall_tau_kernel, ustatistic
 

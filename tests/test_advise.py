@@ -212,7 +212,7 @@ def test_ecdf_quantile_and_roc_predictions() -> None:
     assert abs(mse - pred.mse) <= Z * se
     secure = advise("ecdf", n=n, epsilon=eps, domain_size=grid.size, trust="secure")
     if "ecdf-secagg" in {p.protocol for p in secure.predictions}:
-        from fedustat.protocols.ecdf_federated import pointwise_ecdf
+        from fedustat.protocols.ecdf import pointwise_ecdf
 
         spred = secure.prediction("ecdf-secagg")
         assert secure.recommended is spred and spred.kind == EXACT
@@ -344,7 +344,7 @@ def test_parameters_follow_the_papers() -> None:
     central = advise("auc", n_pos=100, n_neg=300, epsilon=0.5).prediction("central-laplace")
     assert central.mse == pytest.approx(2 * (1 / (100 * 0.5)) ** 2)
     rr = advise("auc", n_pos=100, n_neg=300, epsilon=1.0, auc=0.8).prediction("fedauc-rr")
-    from fedustat.protocols.fedauc_variance import rr_std_corrected
+    from fedustat.protocols.fedauc.variance import rr_std_corrected
     assert rr.mse == pytest.approx(rr_std_corrected(400, 100, 0.8, 1.0) ** 2)
     assert rr.components["paper_eq7"] > 0
     gauss = advise("auc", n_pos=100, n_neg=300, epsilon=1.0).prediction("fedauc-gaussian")

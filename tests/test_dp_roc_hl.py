@@ -110,7 +110,7 @@ def test_plot_roc(scores):
     import matplotlib
 
     matplotlib.use("Agg")
-    from fedustat.protocols.ecdf_plots import plot_roc
+    from fedustat.protocols.ecdf.plots import plot_roc
 
     y, s = scores
     res = dp_roc_curve(y, s, epsilon=1.0, thresholds=absolute_grid(-4.0, 6.0, 0.1), rng=0)
@@ -122,7 +122,7 @@ def test_plot_roc(scores):
 
 
 def test_plot_needs_matplotlib(monkeypatch, scores):
-    from fedustat.protocols import ecdf_plots
+    from fedustat.protocols.ecdf import plots as ecdf_plots
 
     real_import = builtins.__import__
 

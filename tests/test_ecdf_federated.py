@@ -21,25 +21,23 @@ from scipy import stats
 
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.protocols.ecdf import (
+    FssECDF,
+    PointwiseECDF,
+    SharedTreeNoise,
     TreeNoise,
+    distributed_tree_noise,
     dp_ecdf,
     dp_quantile,
     draw_tree_noise,
     ecdf_noise_scale,
-)
-from fedustat.protocols.ecdf_federated import (
-    DEALER_FRAC_BITS,
-    FssECDF,
-    PointwiseECDF,
-    SharedTreeNoise,
-    distributed_tree_noise,
     fss_ecdf,
     fss_ecdf_setup,
     index_bits,
     pointwise_ecdf,
     share_tree_noise,
 )
-from fedustat.protocols.ecdf_smoothing import smooth
+from fedustat.protocols.ecdf.shared_noise import DEALER_FRAC_BITS
+from fedustat.protocols.ecdf.smoothing import smooth
 from fedustat.runtime.simulate import simulate
 from fedustat.secure.dcf import dcf_eval, dcf_gen, dcf_sum_at
 from fedustat.secure.ring import Ring

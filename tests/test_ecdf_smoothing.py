@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 from scipy.sparse.linalg import spsolve
 
-import fedustat.protocols.ecdf_smoothing as smoothing_module
+import fedustat.protocols.ecdf.smoothing as smoothing_module
 from fedustat.datasets import poisson_ecdf
 from fedustat.protocols.ecdf import PrivateECDF, dp_ecdf
-from fedustat.protocols.ecdf_smoothing import (
+from fedustat.protocols.ecdf.smoothing import (
     _dyadic_solve,
     _flow_problem,
     _padded_graph,

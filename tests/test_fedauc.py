@@ -26,9 +26,10 @@ from fedustat.privacy.mechanisms import GaussianMechanism
 from fedustat.privacy.noise import NoiseSource
 from fedustat.privacy.randomizers import BinaryRandomizedResponse
 from fedustat.privacy.verify import verify_ldp
-from fedustat.protocols import fedauc, registry
-from fedustat.protocols import fedauc_variance as fv
-from fedustat.protocols.fedauc import (
+from fedustat.protocols import registry
+from fedustat.protocols.fedauc import protocol as fedauc
+from fedustat.protocols.fedauc import variance as fv
+from fedustat.protocols.fedauc.protocol import (
     FedAUC,
     FedAUCLap,
     FedAUCRR,

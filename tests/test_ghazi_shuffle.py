@@ -23,9 +23,10 @@ import fedustat
 from fedustat.advisor import advise
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.noise import DeploymentNoise, SimulationNoise
-from fedustat.protocols import ghazi_shuffle as gs
-from fedustat.protocols import ldp_ghazi, registry
-from fedustat.protocols.ldp_generic import pair_sum
+from fedustat.protocols import registry
+from fedustat.protocols.local import ghazi as ldp_ghazi
+from fedustat.protocols.local import ghazi_shuffle as gs
+from fedustat.protocols.local.quantized_rr import pair_sum
 from fedustat.runtime.simulate import simulate
 from fedustat.secure.ring import Ring
 from fedustat.stats import (

@@ -23,13 +23,13 @@ from sklearn.metrics import roc_auc_score
 import fedustat
 from fedustat.datasets.synthetic import auc_one, ithdigit, ur
 from fedustat.privacy import DeploymentNoise, PrivacyModel, verify_ldp
-from fedustat.protocols import ldp_auc_tree as tree
 from fedustat.protocols import registry
 from fedustat.protocols.base import Message, Role
-from fedustat.protocols.hierarchical import HierarchicalHistogram, pruned_uauc, uauc_exact
+from fedustat.protocols.local import auc_tree as tree
+from fedustat.protocols.local.hierarchical import HierarchicalHistogram, pruned_uauc, uauc_exact
 from fedustat.runtime.simulate import simulate
 from fedustat.stats import auc_kernel, kendall_tau_kernel
-from fedustat.stats.ustat import roc_auc
+from fedustat.stats.exact import roc_auc
 
 KERNEL = auc_kernel()
 Z = 5.0  # standard errors allowed in Monte Carlo checks

@@ -20,9 +20,9 @@ from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.noise import SimulationNoise
 from fedustat.privacy.randomizers import KaryRandomizedResponse
 from fedustat.privacy.verify import verify_ldp
-from fedustat.protocols import ldp_generic as lg
 from fedustat.protocols import registry
-from fedustat.protocols.quantization import (
+from fedustat.protocols.local import quantized_rr as lg
+from fedustat.protocols.local.quantization import (
     ColumnGrid,
     corollary1_k,
     plan_for_kernel,

@@ -14,8 +14,8 @@ import pytest
 import fedustat
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.noise import SimulationNoise
-from fedustat.protocols import ldp_ghazi as gz
 from fedustat.protocols import registry
+from fedustat.protocols.local import ghazi as gz
 from fedustat.runtime.simulate import simulate
 from fedustat.stats import auc_kernel, gini_kernel, kendall_tau_kernel
 from fedustat.stats.ustat import ustatistic

@@ -20,8 +20,9 @@ import fedustat
 from fedustat.privacy.accounting import advanced_composition, per_step_budget_advanced
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.mechanisms import DiscreteLaplaceMechanism
-from fedustat.protocols import pairs_2pc, registry
-from fedustat.protocols.pairs_2pc import (
+from fedustat.protocols import registry
+from fedustat.protocols.mpc import pairs_2pc
+from fedustat.protocols.mpc.pairs_2pc import (
     DEFAULT_FIXED_POINT,
     PairsTwoParty,
     all_pairs_budget,

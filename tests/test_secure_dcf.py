@@ -19,10 +19,9 @@ from fedustat.secure.dcf import (
     dcf_gen,
     dpf_eval,
     dpf_gen,
-    fss_is_zero,
-    fss_msb,
 )
 from fedustat.secure.dealer import Dealer
+from fedustat.secure.fss_gates import fss_is_zero, fss_msb
 from fedustat.secure.ring import Ring
 from fedustat.secure.sharing import reconstruct, share
 from fedustat.secure.transcript import Transcript

@@ -1,4 +1,4 @@
-"""U-MPC (``fedustat.protocols.umpc``, 002 Protocol 3.1) and its secure kernel circuits.
+"""U-MPC (``fedustat.protocols.mpc.umpc``, 002 Protocol 3.1) and its secure kernel circuits.
 
 Sources: Protocol 3.1 (phases), Lemma C.1 (correctness: U_hat = U_{f,E} + eta / |E|),
 App. C.2.3 (sensitivity delta_G^max Delta f / |E|), Lemma C.3 (communication), Protocol B.1
@@ -25,8 +25,8 @@ import fedustat
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
-from fedustat.protocols.secure_kernels import SUPPORTED_KERNELS, KernelCircuit, circuit_for
-from fedustat.protocols.umpc import (
+from fedustat.protocols.mpc.kernel_circuits import SUPPORTED_KERNELS, KernelCircuit, circuit_for
+from fedustat.protocols.mpc.umpc import (
     MAX_DIS_PARTIES,
     UMPC,
     collusion_guarantee,

@@ -41,7 +41,7 @@ from fedustat.stats import (
     volume_under_surface,
     vus_kernel,
 )
-from fedustat.stats.ustat import _inversions
+from fedustat.stats.exact import _inversions
 
 TOL = 1e-12
 HYP = settings(deadline=None, max_examples=80, derandomize=True)

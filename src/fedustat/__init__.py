@@ -25,7 +25,7 @@ from fedustat.protocols.ecdf import (
     dp_quantile,
     dp_roc_curve,
 )
-from fedustat.protocols.ecdf_smoothing import isotonic_projection, smooth
+from fedustat.protocols.ecdf.smoothing import isotonic_projection, smooth
 
 __version__ = "0.1.0"
 

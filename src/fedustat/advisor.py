@@ -28,8 +28,6 @@ The formulas, with the equation each follows, are listed in ``docs/compare.md``.
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,24 +44,24 @@ from fedustat._validation import (
 from fedustat.privacy.accounting import per_step_budget_advanced
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.protocols import registry
-from fedustat.protocols.fedauc import FedAUCLap
-from fedustat.protocols.fedauc_variance import (
+from fedustat.protocols.fedauc.protocol import FedAUCLap
+from fedustat.protocols.fedauc.variance import (
     global_laplace_std_eq8,
     laplace_linearized_std,
     local_laplace_std_eq9,
     rr_std_corrected,
     rr_std_eq7,
 )
-from fedustat.protocols.ghazi_shuffle import JOIN_BITS, GhaziShuffle, table1_bins
-from fedustat.protocols.ldp_auc_tree import (
+from fedustat.protocols.local.auc_tree import (
     DEFAULT_BINNED_DOMAIN,
     node_variance_bound,
     optimal_a,
     theorem3_mse_bound,
 )
-from fedustat.protocols.ldp_generic import theorem1_variance_bound
-from fedustat.protocols.ldp_ghazi import GhaziProjection
-from fedustat.protocols.quantization import QuantizationPlan, plan_for_kernel
+from fedustat.protocols.local.ghazi import GhaziProjection
+from fedustat.protocols.local.ghazi_shuffle import JOIN_BITS, GhaziShuffle, table1_bins
+from fedustat.protocols.local.quantization import QuantizationPlan, plan_for_kernel
+from fedustat.protocols.local.quantized_rr import theorem1_variance_bound
 from fedustat.stats import kernels
 from fedustat.stats.ecdf import tree_depth
 from fedustat.stats.kernels import Kernel
@@ -126,13 +124,6 @@ _ALL_BUT_LABEL = frozenset({"local", "secure", "curator"})
 _SECURE = frozenset({"secure", "curator"})
 _CURATOR = frozenset({"curator"})
 _LABEL = frozenset({"label"})
-
-
-# Protocol modules that may not be imported by fedustat.protocols yet; importing them
-# registers them, so the advisor can mark them runnable.
-for _module in ("umpc", "pairs_2pc"):
-    with contextlib.suppress(ImportError):
-        importlib.import_module(f"fedustat.protocols.{_module}")
 
 
 # --------------------------------------------------------------------------- data types
@@ -819,7 +810,7 @@ def _umpc_cost(q: Query, m: int) -> tuple[float | None, int | None, str, str]:
     with its corrections, for a BalancedSamp design of m edges), when it is installed;
     the last item is the module's refusal (e.g. values too wide for its fixed point)."""
     try:
-        from fedustat.protocols.umpc import UMPC
+        from fedustat.protocols.mpc.umpc import UMPC
         from fedustat.stats.designs import balanced_sample
     except ImportError:
         return None, None, "U-MPC module not installed: cost unknown", ""
@@ -844,7 +835,7 @@ def _umpc_cost(q: Query, m: int) -> tuple[float | None, int | None, str, str]:
     # Lemma C.3 counts the secure phases and the upload; the first round adds a 1-bit
     # check-in (or the public label) per party and the aggregator's broadcast of the coin.
     return (count["online_bits"] / q.n + 1.0, int(count["rounds"]) + 2,
-            "cost: 002 Lemma C.3 count (fedustat.protocols.umpc) plus the 1-bit check-in", "")
+            "cost: 002 Lemma C.3 count (fedustat.protocols.mpc.umpc) plus the 1-bit check-in", "")
 
 
 MAX_COSTED_PARTIES = 20_000  # drawing a BalancedSamp design for the count is O(|E|)
@@ -1006,7 +997,7 @@ def _ecdf(name: str, smooth: bool) -> Predictor:
     return predict
 
 
-SECAGG_SERVERS = 2  # fedustat.protocols.ecdf_federated's default m (contributors K = m)
+SECAGG_SERVERS = 2  # fedustat.protocols.ecdf's default m (contributors K = m)
 
 
 def _ecdf_secagg(q: Query) -> Prediction | None:
@@ -1064,7 +1055,7 @@ register_predictor("dp-roc-smoothed", _ecdf("dp-roc-smoothed", True), trust=_CUR
 # registry protocols.
 CURVE_RELEASES = frozenset({"dp-ecdf", "dp-ecdf-smoothed", "dp-roc", "dp-roc-smoothed"})
 try:
-    from fedustat.protocols.ecdf_federated import pointwise_ecdf as _pointwise_ecdf  # noqa: F401
+    from fedustat.protocols.ecdf import pointwise_ecdf as _pointwise_ecdf  # noqa: F401
 except ImportError:
     pass
 else:

@@ -60,7 +60,7 @@ from fedustat.protocols.ecdf import (
     roc_curve_on_grid,
     roc_l1_distance,
 )
-from fedustat.protocols.ecdf_smoothing import smooth
+from fedustat.protocols.ecdf.smoothing import smooth
 from fedustat.report import MarkdownReport
 from fedustat.stats import kernels
 from fedustat.stats.ecdf import ecdf as exact_ecdf
@@ -585,7 +585,7 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
                     roc_l1_distance(curve.fpr, curve.tpr, fpr0, tpr0))
         else:
             if pred.protocol == "ecdf-secagg":
-                from fedustat.protocols.ecdf_federated import pointwise_ecdf
+                from fedustat.protocols.ecdf import pointwise_ecdf
 
                 released = pointwise_ecdf(x, tau, epsilon=eps, rng=rng)
                 out.bits.append(released.cost.bits_per_party)

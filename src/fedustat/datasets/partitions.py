@@ -12,7 +12,7 @@ Both splits here give every client ``floor(M / K)`` or ``ceil(M / K)`` samples, 
 client is empty for any ``1 <= K <= M``; ``K = M`` is the paper's extreme case of one
 sample per client (004 Sec. 6.2.2, App. O). A split is returned as the client id of each
 sample (``client_of_sample``), the form the FedAUC driver
-(:func:`fedustat.protocols.fedauc.run_fedauc`) takes.
+(:func:`fedustat.protocols.fedauc.protocol.run_fedauc`) takes.
 """
 
 from __future__ import annotations

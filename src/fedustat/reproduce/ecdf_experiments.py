@@ -9,7 +9,7 @@ import numpy as np
 
 from fedustat import datasets
 from fedustat.protocols.ecdf import dp_ecdf, dp_hosmer_lemeshow, dp_quantile, dp_roc_curve
-from fedustat.protocols.ecdf_smoothing import isotonic_projection, smooth
+from fedustat.protocols.ecdf.smoothing import isotonic_projection, smooth
 from fedustat.reproduce.framework import ExperimentResult, new_figure, register_experiment
 
 

@@ -11,8 +11,8 @@ import numpy as np
 from fedustat.datasets.partitions import partition_clients
 from fedustat.datasets.synthetic import classifier_scores
 from fedustat.protocols.base import Estimate
-from fedustat.protocols.fedauc import FedAUC, FedAUCLap, FedAUCRR
-from fedustat.protocols.fedauc_variance import (
+from fedustat.protocols.fedauc.protocol import FedAUC, FedAUCLap, FedAUCRR
+from fedustat.protocols.fedauc.variance import (
     global_laplace_std_eq8,
     local_laplace_std_eq9,
     rr_std_corrected,

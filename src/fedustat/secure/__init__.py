@@ -16,7 +16,8 @@ transcript  the message log: bits per member, phase and round; conversion to a C
 dealer      the offline phase: Beaver and AND triples, edaBits, daBits, FSS keys
 beaver      Beaver multiplication, AND gates, B2A
 compare     [x < y], msb, [x == y] (method "circuit" or "fss")
-dcf         DCF/DPF key generation and evaluation (AES-128 PRG), FSS gates
+dcf         DCF/DPF key generation and evaluation (AES-128 PRG), the gates' dealt material
+fss_gates   FSS gates on 2-party shares: msb and zero test
 noise       Protocol B.1 noise, its M_HF subgroup variant and Remark B.1's local variant
 """
 
@@ -33,9 +34,10 @@ from fedustat.secure.compare import (
     less_than,
     msb,
 )
-from fedustat.secure.dcf import FssKey, dcf_eval, dcf_gen, dpf_eval, dpf_gen, fss_is_zero, fss_msb
+from fedustat.secure.dcf import FssKey, dcf_eval, dcf_gen, dpf_eval, dpf_gen
 from fedustat.secure.dealer import AndTriples, BeaverTriples, DaBits, Dealer, EdaBits
 from fedustat.secure.fixedpoint import FixedPoint
+from fedustat.secure.fss_gates import fss_is_zero, fss_msb
 from fedustat.secure.noise import (
     NoiseShares,
     distributed_noise,

@@ -64,8 +64,9 @@ from typing import Any, Literal
 import numpy as np
 
 from fedustat.secure.beaver import and_gates, b2a, mul
-from fedustat.secure.dcf import LAMBDA, fss_is_zero, fss_msb
+from fedustat.secure.dcf import LAMBDA
 from fedustat.secure.dealer import AndTriples, DaBits, Dealer, EdaBits, popcount
+from fedustat.secure.fss_gates import fss_is_zero, fss_msb
 from fedustat.secure.ring import Ring, full_mask
 from fedustat.secure.sharing import Material, as_shares, open_shares
 from fedustat.secure.transcript import Transcript

@@ -54,18 +54,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from fedustat._validation import RandomLike, check_positive_int
 from fedustat.secure.ring import DEFAULT_RING, Ring, random_words
-from fedustat.secure.sharing import Material, as_shares, open_shares, share
-from fedustat.secure.transcript import Transcript
-
-if TYPE_CHECKING:
-    from fedustat.secure.dealer import Dealer
+from fedustat.secure.sharing import Material, share
 
 __all__ = [
     "LAMBDA",
@@ -77,8 +73,6 @@ __all__ = [
     "dcf_sum_at",
     "dpf_eval",
     "dpf_gen",
-    "fss_is_zero",
-    "fss_msb",
 ]
 
 LAMBDA = 128  # seed length in bits (the security parameter)
@@ -456,69 +450,6 @@ def deal_fss_zero(shape: tuple[int, ...], ring: Ring, rng: RandomLike | Any = No
     r = ring.random(shape, rng)
     keys = dpf_gen(r.ravel(), 1, domain_bits=ring.bits, ring=ring, rng=rng)
     return FssZeroMaterial(shape, ring, 2, share(r, 2, rng, ring=ring), keys)
-
-
-def _material(source: Any, cls: type, method: str, shape: tuple[int, ...]) -> Any:
-    if isinstance(source, cls):
-        return source
-    deal = getattr(source, method, None)
-    if deal is None:
-        raise TypeError(f"source must be a {cls.__name__} or a Dealer, got {type(source).__name__}")
-    return deal(shape)
-
-
-def fss_msb(z: np.ndarray, source: FssMsbMaterial | Dealer, *,
-            transcript: Transcript | None = None) -> np.ndarray:
-    """Shares of ``msb(z)`` (the sign bit) for 2-party shares ``z`` of shape ``(2, *s)``.
-
-    One online round: each server sends ``l`` bits per secret (its share of ``z + r``),
-    then evaluates its DCF key locally. Correct for every ``z`` in Z_{2^l}.
-
-    Parameters
-    ----------
-    z:
-        Additive shares, shape ``(2, *s)``.
-    source:
-        Pre-dealt :class:`FssMsbMaterial`, or a :class:`~fedustat.secure.dealer.Dealer`
-        that deals it now.
-    transcript:
-        Where the opening is recorded.
-    """
-    zs = as_shares(z, "z", n_shares=2)
-    mat = _material(source, FssMsbMaterial, "fss_msb", zs.shape[1:])
-    ring = mat.ring
-    zs = ring.reduce(zs)
-    mat.consume(zs.shape[1:])
-    (masked,) = open_shares(ring.add(zs, mat.mask), ring=ring, transcript=transcript,
-                            kind="fss_msb.open")
-    low = np.bitwise_and(masked, np.uint64((1 << (ring.bits - 1)) - 1)).ravel()
-    top = ring.msb(masked)
-    out = np.empty_like(zs)
-    for b in (0, 1):
-        # w = msb(r) xor borrow, as beta [zh_low < r_low] + msb(r) with beta = 1 - 2 msb(r).
-        w = ring.add(dcf_eval(b, mat.keys[b], low).reshape(masked.shape), mat.mask_msb[b])
-        # msb(z) = msb(zh) xor w = a + (1 - 2a) w with a = msb(zh) public.
-        out[b] = ring.mul(ring.sub(np.uint64(1), ring.mul(np.uint64(2), top)), w)
-    out[0] = ring.add(out[0], top)
-    return out
-
-
-def fss_is_zero(z: np.ndarray, source: FssZeroMaterial | Dealer, *,
-                transcript: Transcript | None = None) -> np.ndarray:
-    """Shares of ``[z == 0]`` for 2-party shares ``z``: open ``z + r``, evaluate the DPF
-    at the opened value (one round, ``l`` bits per secret per server)."""
-    zs = as_shares(z, "z", n_shares=2)
-    mat = _material(source, FssZeroMaterial, "fss_zero", zs.shape[1:])
-    ring = mat.ring
-    zs = ring.reduce(zs)
-    mat.consume(zs.shape[1:])
-    (masked,) = open_shares(ring.add(zs, mat.mask), ring=ring, transcript=transcript,
-                            kind="fss_zero.open")
-    flat = masked.ravel()
-    out = np.empty_like(zs)
-    for b in (0, 1):
-        out[b] = dpf_eval(b, mat.keys[b], flat).reshape(masked.shape)
-    return out
 
 
 _ONE = np.uint64(1)

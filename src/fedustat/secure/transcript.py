@@ -15,7 +15,7 @@ groups of ``p`` parties (member ``j`` of group ``g`` holds ``shares[j, g, ...]``
 (member, group) slot (``party_ids`` of shape ``(p, m)``). :meth:`Transcript.view` gives
 another layout on the same log (same records, same round counter), e.g. the edges of a
 hypergraph for the kernel circuits and all ``n`` parties for the noise. Totals per
-global party (:meth:`Transcript.party_bits`) and a :class:`~fedustat.protocols.base.Cost`
+global party (:meth:`Transcript.party_bits`) and a :class:`~fedustat.cost.Cost`
 (:meth:`Transcript.cost`) are then computed over every layout at once.
 
 Rounds count sequential online exchanges: each opening advances the counter by one;
@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fedustat._validation import check_positive_int
-from fedustat.protocols.base import Cost
+from fedustat.cost import Cost
 
 __all__ = ["Layout", "PartyBits", "Phase", "Record", "Transcript"]
 
@@ -304,7 +304,7 @@ class Transcript:
         return PartyBits(totals["os"], totals["or"], totals["fr"])
 
     def cost(self, n_parties: int, *, server_operations: int = 0) -> Cost:
-        """The online costs as a :class:`~fedustat.protocols.base.Cost`; ``offline_bits``
+        """The online costs as a :class:`~fedustat.cost.Cost`; ``offline_bits``
         is every bit the dealer sent."""
         bits = self.party_bits(n_parties)
         return Cost(

@@ -12,6 +12,16 @@ from fedustat.stats.designs import (
     permutation_pairs,
     uniform_sample,
 )
+from fedustat.stats.exact import (
+    duplicate_pair_ratio,
+    gini_mean_difference,
+    kendall_tau,
+    mann_whitney_u,
+    rand_index,
+    renyi2_entropy,
+    roc_auc,
+    volume_under_surface,
+)
 from fedustat.stats.kernels import (
     KERNEL_FACTORIES,
     Kernel,
@@ -26,23 +36,14 @@ from fedustat.stats.kernels import (
     variance_kernel,
     vus_kernel,
 )
+from fedustat.stats.tuples import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_TUPLES
 from fedustat.stats.ustat import (
-    DEFAULT_BLOCK_SIZE,
-    DEFAULT_MAX_TUPLES,
-    duplicate_pair_ratio,
-    gini_mean_difference,
     hoeffding_components,
     incomplete_ustat_variance,
     incomplete_ustatistic,
-    kendall_tau,
-    mann_whitney_u,
     permutation_design_variance,
-    rand_index,
-    renyi2_entropy,
-    roc_auc,
     ustat_variance,
     ustatistic,
-    volume_under_surface,
 )
 
 __all__ = [

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fedustat._validation import RandomLike, as_rng, check_positive_int, check_probability
-from fedustat.stats.ustat import DEFAULT_MAX_TUPLES, _combination_blocks
+from fedustat.stats.tuples import DEFAULT_MAX_TUPLES, combination_blocks
 
 __all__ = [
     "Design",
@@ -380,6 +380,6 @@ def complete_design(n: int, k: int, *, max_size: int = DEFAULT_MAX_TUPLES) -> De
     if total > max_size:
         raise ValueError(f"the complete design has C({n}, {k}) = {total:.3g} tuples, more than "
                          f"max_size={max_size}; raise max_size or sample a design")
-    blocks = list(_combination_blocks(n, k, max(total, 1)))
+    blocks = list(combination_blocks(n, k, max(total, 1)))
     tuples = np.concatenate(blocks) if blocks else np.empty((0, k), dtype=np.int64)
     return Design(tuples, n, f"complete_design(k={k})")

@@ -81,7 +81,7 @@ def ecdf(values: Any, thresholds: Any) -> np.ndarray:
     return ecdf_counts(x, thresholds) / x.size
 
 
-def _step_at(thresholds: np.ndarray, values: np.ndarray, t: Any) -> np.ndarray:
+def step_at(thresholds: np.ndarray, values: np.ndarray, t: Any) -> np.ndarray:
     """A curve given at sorted thresholds, read as a right-continuous step function at
     ``t``: the value at the largest threshold ``<= t``, 0 below the first (003 Def. 3)."""
     pos = np.searchsorted(thresholds, np.asarray(t, dtype=np.float64), side="right")

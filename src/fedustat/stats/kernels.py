@@ -42,21 +42,21 @@ from fedustat._validation import (
     check_consistent_length,
     check_positive_int,
 )
-from fedustat.stats.ustat import (
-    _auc_row_sums,
-    _auc_twice_numerator,
-    _check_ordinal_classes,
-    _duplicate_pair_ratio,
-    _duplicate_row_sums,
-    _gini_mean_difference,
-    _gini_row_sums,
-    _kendall_counts,
-    _n_pairs,
-    _rand_index,
-    _rand_row_sums,
-    _tie_pairs,
-    _variance_row_sums,
-    _vus_twelve_numerator,
+from fedustat.stats.exact import (
+    auc_row_sums,
+    auc_twice_numerator,
+    check_ordinal_classes,
+    duplicate_pair_ratio_unchecked,
+    duplicate_row_sums,
+    gini_mean_difference_unchecked,
+    gini_row_sums,
+    kendall_counts,
+    n_pairs,
+    rand_index_unchecked,
+    rand_row_sums,
+    tie_pairs,
+    variance_row_sums,
+    vus_twelve_numerator,
 )
 
 __all__ = [
@@ -338,7 +338,7 @@ def _validate_bounded(data: np.ndarray, bounds: tuple[float, float]) -> np.ndarr
 
 
 def _validate_vus(data: np.ndarray) -> np.ndarray:
-    _check_ordinal_classes(data[:, 1], "class")
+    check_ordinal_classes(data[:, 1], "class")
     return data
 
 
@@ -364,13 +364,13 @@ def _auc_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _auc_exact(data: np.ndarray) -> float:
-    twice, _, _ = _auc_twice_numerator(data[:, 0], data[:, 1])
+    twice, _, _ = auc_twice_numerator(data[:, 0], data[:, 1])
     n = data.shape[0]
     return twice / (n * (n - 1))
 
 
 def _auc_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return _auc_row_sums(data[:, 0], data[:, 1])
+    return auc_row_sums(data[:, 0], data[:, 1])
 
 
 def _class_sizes(data: np.ndarray) -> tuple[int, int]:
@@ -380,18 +380,18 @@ def _class_sizes(data: np.ndarray) -> tuple[int, int]:
 
 def _auc_statistic(u: float, data: np.ndarray) -> float:
     n_pos, n_neg = _class_sizes(data)
-    return u * _n_pairs(data.shape[0]) / (n_pos * n_neg)
+    return u * n_pairs(data.shape[0]) / (n_pos * n_neg)
 
 
 def _mann_whitney_statistic(u: float, data: np.ndarray) -> float:
-    return u * _n_pairs(data.shape[0])
+    return u * n_pairs(data.shape[0])
 
 
 def _auc_active_share(data: np.ndarray) -> float:
     # A record's kernel value can only be non-zero with records of the other class:
     # max(n+, n-) of the C(n, 2) pairs, so Delta AUC = 1 / min(n+, n-).
     n_pos, n_neg = _class_sizes(data)
-    return max(n_pos, n_neg) / _n_pairs(data.shape[0])
+    return max(n_pos, n_neg) / n_pairs(data.shape[0])
 
 
 def auc_kernel() -> Kernel:
@@ -435,16 +435,16 @@ def _kendall_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _kendall_exact(data: np.ndarray) -> float:
-    cmd, tot, _, _ = _kendall_counts(data[:, 0], data[:, 1])
+    cmd, tot, _, _ = kendall_counts(data[:, 0], data[:, 1])
     return cmd / tot
 
 
 def _kendall_b_statistic(u: float, data: np.ndarray) -> float:
-    tot = _n_pairs(data.shape[0])
+    tot = n_pairs(data.shape[0])
     ties = []
     for col, name in ((0, "x"), (1, "y")):
         _, counts = np.unique(data[:, col], return_counts=True)
-        t = _tie_pairs(counts)
+        t = tie_pairs(counts)
         if t == tot:
             raise ValueError(f"{name} is constant; Kendall's tau-b is undefined")
         ties.append(t)
@@ -480,11 +480,11 @@ def _gini_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _gini_exact(data: np.ndarray) -> float:
-    return _gini_mean_difference(data[:, 0])
+    return gini_mean_difference_unchecked(data[:, 0])
 
 
 def _gini_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return _gini_row_sums(data[:, 0])
+    return gini_row_sums(data[:, 0])
 
 
 def gini_kernel(bounds: tuple[float, float]) -> Kernel:
@@ -511,7 +511,7 @@ def _variance_exact(data: np.ndarray) -> float:
 
 
 def _variance_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return _variance_row_sums(data[:, 0])
+    return variance_row_sums(data[:, 0])
 
 
 def variance_kernel(bounds: tuple[float, float]) -> Kernel:
@@ -539,11 +539,11 @@ def _duplicate_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _duplicate_exact(data: np.ndarray) -> float:
-    return _duplicate_pair_ratio(data[:, 0])
+    return duplicate_pair_ratio_unchecked(data[:, 0])
 
 
 def _duplicate_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return _duplicate_row_sums(data[:, 0])
+    return duplicate_row_sums(data[:, 0])
 
 
 def _renyi2_statistic(u: float, data: np.ndarray) -> float:
@@ -583,11 +583,11 @@ def _rand_func(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _rand_exact(data: np.ndarray) -> float:
-    return _rand_index(data[:, 0], data[:, 1])
+    return rand_index_unchecked(data[:, 0], data[:, 1])
 
 
 def _rand_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return _rand_row_sums(data[:, 0], data[:, 1])
+    return rand_row_sums(data[:, 0], data[:, 1])
 
 
 def rand_index_kernel() -> Kernel:
@@ -627,7 +627,7 @@ def _vus_func(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def _vus_exact(data: np.ndarray) -> float:
-    twelve, _, _, _ = _vus_twelve_numerator(data[:, 0], data[:, 1])
+    twelve, _, _, _ = vus_twelve_numerator(data[:, 0], data[:, 1])
     return twelve / (12 * math.comb(data.shape[0], 3))
 
 

@@ -84,8 +84,8 @@ from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
 from fedustat.privacy.randomizers import HadamardResponse, LocalRandomizer
 from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role, normal_std_error
-from fedustat.protocols.hierarchical import check_domain, check_scores, pruned_uauc
-from fedustat.protocols.quantization import ColumnGrid
+from fedustat.protocols.local.hierarchical import check_domain, check_scores, pruned_uauc
+from fedustat.protocols.local.quantization import ColumnGrid
 from fedustat.protocols.registry import register
 from fedustat.stats.kernels import Kernel
 

@@ -8,7 +8,7 @@ U-statistic. Then (002 Protocol 3.1):
    its fixed-point encoded record among the ``k`` members of ``e`` (additive (k, k)
    sharing, 002 App. A.1-A.2) and sends each other member its share.
 2. **Computing phase.** The members of every edge evaluate the kernel on their shares
-   with the secure circuits of :mod:`fedustat.protocols.secure_kernels` (comparisons,
+   with the secure circuits of :mod:`fedustat.protocols.mpc.kernel_circuits` (comparisons,
    equalities, Beaver products with material from an offline dealer), all edges at once;
    each member ends with a share ``[f(x_e)]_{e_j}``.
 3. **Noise phase** (in parallel with 2). The parties obtain additive shares of discrete
@@ -76,8 +76,8 @@ from fedustat.protocols.base import (
     Role,
     normal_std_error,
 )
+from fedustat.protocols.mpc.kernel_circuits import CircuitMaterial, KernelCircuit, circuit_for
 from fedustat.protocols.registry import register
-from fedustat.protocols.secure_kernels import CircuitMaterial, KernelCircuit, circuit_for
 from fedustat.secure import (
     Dealer,
     FixedPoint,
@@ -409,7 +409,7 @@ class UMPC(Protocol):
     ----------
     kernel:
         A built-in kernel with a secure circuit (see
-        :data:`fedustat.protocols.secure_kernels.SUPPORTED_KERNELS`).
+        :data:`fedustat.protocols.mpc.kernel_circuits.SUPPORTED_KERNELS`).
     epsilon:
         Privacy budget (> 0); ``math.inf`` runs without the noise phase (exact
         incomplete U-statistic, for tests).

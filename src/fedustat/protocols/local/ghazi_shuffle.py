@@ -13,8 +13,8 @@ below that 002 leaves open is recorded in the estimate's diagnostics.
 Protocol
 --------
 Public set-up (no data): the grid of t cells and the quantized kernel A of
-``ldp-ghazi`` (:mod:`fedustat.protocols.quantization`), its balanced factorization
-``A = L^T R`` (:func:`~fedustat.protocols.ldp_ghazi.balanced_factorization`, optional JL
+``ldp-ghazi`` (:mod:`fedustat.protocols.local.quantization`), its balanced factorization
+``A = L^T R`` (:func:`~fedustat.protocols.local.ghazi.balanced_factorization`, optional JL
 to ``dim``), and the fixed-point table ``z_x = round(2^c [L e_x; R e_x])`` (integers, D = 2d
 coordinates per cell) plus the diagonal code ``g_x = round(<z^L_x, z^R_x> / 2^c)``.
 
@@ -121,12 +121,12 @@ from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.mechanisms import polya
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
 from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
-from fedustat.protocols.ldp_ghazi import (
+from fedustat.protocols.local.ghazi import (
     Factorization,
     balanced_factorization,
     factorization_diagnostics,
 )
-from fedustat.protocols.quantization import (
+from fedustat.protocols.local.quantization import (
     DEFAULT_AVG_TOL,
     DEFAULT_MAX_EVALUATIONS,
     ProductGrid,
@@ -269,7 +269,7 @@ def table1_bins(plan: QuantizationPlan, n_parties: int, epsilon: float,
     002's MSE ``1/t^2 + t^2 log t / (eps^2 n^2)`` is balanced at ``t ~ sqrt(eps n)``
     (log t dropped; L scales the quantization term as in 000 Thm 2), capped at
     :data:`MAX_DEFAULT_CELLS`. Like Corollary 1's rule in
-    :meth:`~fedustat.protocols.quantization.QuantizationPlan.bins_for`, the total is divided
+    :meth:`~fedustat.protocols.local.quantization.QuantizationPlan.bins_for`, the total is divided
     by the discrete cells and split evenly over the continuous columns (>= 2 bins each).
     """
     out = {c.name: int(c.bins) for c in plan.continuous if c.bins is not None}

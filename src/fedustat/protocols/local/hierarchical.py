@@ -10,7 +10,7 @@ scores themselves.
 
 Ties. 000 Sec. 4 sets ``UAUC(h+, h-, p) = 0`` at a leaf, so its UAUC counts only
 strictly ordered (positive above negative) pairs. ``sklearn.metrics.roc_auc_score``
-(and :func:`fedustat.stats.ustat.roc_auc`) count a tied pair 1/2; the tied pairs are
+(and :func:`fedustat.stats.exact.roc_auc`) count a tied pair 1/2; the tied pairs are
 exactly the pairs sharing a leaf, so adding ``h+_leaf h-_leaf / 2`` at every leaf makes
 ``UAUC / (n+ n-)`` equal to that AUC. Both the exact and the pruned recursion here add
 this leaf term (``tie_term=True``, the default); ``tie_term=False`` gives the paper's

@@ -21,7 +21,7 @@ What 002 states
 What we infer (each choice is recorded in the estimate's diagnostics)
 ---------------------------------------------------------------------
 1. **Quantized kernel.** The same grid and quantized kernel as ``ldp-quantized``
-   (:mod:`fedustat.protocols.quantization`; default the midpoint kernel, ``"center"``
+   (:mod:`fedustat.protocols.local.quantization`; default the midpoint kernel, ``"center"``
    gives 002's ``f(r_i, r_j)``), so the two baselines differ only in how they privatize.
 2. **Factorization.** 002 does not say how L and R are found (gamma_2 is a semidefinite
    program). We use the balanced eigendecomposition of the symmetric A:
@@ -90,12 +90,12 @@ from fedustat._validation import check_epsilon, check_positive_int
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols.base import Cost, Estimate
-from fedustat.protocols.ldp_generic import QuantizedLocalProtocol
-from fedustat.protocols.quantization import (
+from fedustat.protocols.local.quantization import (
     DEFAULT_AVG_TOL,
     DEFAULT_MAX_EVALUATIONS,
     ProductGrid,
 )
+from fedustat.protocols.local.quantized_rr import QuantizedLocalProtocol
 from fedustat.protocols.registry import register
 from fedustat.stats.kernels import Kernel
 
@@ -306,7 +306,7 @@ class GhaziProjection(QuantizedLocalProtocol):
     ----------
     kernel, epsilon, k, bounds, domain, quantizer, quantized_kernel, n_parties, lipschitz,
     noise, max_evaluations, avg_tol:
-        As for :class:`~fedustat.protocols.ldp_generic.QuantizedRandomizedResponse` (the
+        As for :class:`~fedustat.protocols.local.quantized_rr.QuantizedRandomizedResponse` (the
         same public grid and quantized kernel). Kernels with public columns (AUC) are
         not supported: use ``ldp-quantized``.
     rank:

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -67,10 +67,8 @@ from scipy.sparse.linalg import splu
 
 from fedustat._validation import check_positive_int
 from fedustat.privacy.guarantee import PrivacyGuarantee
-from fedustat.stats.ecdf import DyadicTree, _step_at
-
-if TYPE_CHECKING:
-    from fedustat.protocols.ecdf import PrivateECDF
+from fedustat.protocols.ecdf.release import PrivateECDF
+from fedustat.stats.ecdf import DyadicTree, step_at
 
 __all__ = [
     "SmoothedECDF",
@@ -134,7 +132,7 @@ class SmoothedECDF:
     def __call__(self, t: Any) -> np.ndarray:
         """Right-continuous step evaluation: the value at the largest threshold ``<= t``
         (0 below the first threshold)."""
-        return _step_at(self.thresholds, self.values, t)
+        return step_at(self.thresholds, self.values, t)
 
 
 def _subset_indices(subset: Any, n_points: int) -> np.ndarray:
@@ -761,7 +759,7 @@ def smooth(curve: PrivateECDF, p: int = 2, subset: Any = None, *,
     Parameters
     ----------
     curve:
-        A :class:`~fedustat.protocols.ecdf.PrivateECDF` (it carries the dyadic tree and n).
+        A :class:`~fedustat.protocols.ecdf.release.PrivateECDF` (it carries the dyadic tree and n).
     p:
         1 (least absolute noise, the Laplace maximum-likelihood choice) or 2 (least
         squares; its solution is unique).

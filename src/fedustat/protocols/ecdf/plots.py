@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedustat.protocols.ecdf import DPROCCurve, roc_curve_on_grid
+from fedustat.protocols.ecdf.roc import DPROCCurve, roc_curve_on_grid
 
 __all__ = ["plot_roc"]
 

@@ -1,6 +1,6 @@
 """Secure kernel circuits: the built-in kernels evaluated on additive shares (002 App. A.5).
 
-U-MPC (002 Protocol 3.1, :mod:`fedustat.protocols.umpc`) calls a functionality
+U-MPC (002 Protocol 3.1, :mod:`fedustat.protocols.mpc.umpc`) calls a functionality
 ``F_f`` that turns the members' shares of the ``k`` records of an edge into shares of
 ``f(x_e)``. This module implements ``F_f`` for every built-in kernel with the primitives
 of :mod:`fedustat.secure` (comparisons and equalities as boolean circuits or FSS gates,

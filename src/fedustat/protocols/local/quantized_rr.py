@@ -9,7 +9,7 @@ Sources
 Protocol (one round, or two when k must be derived from the number of parties)
 -------------------------------------------------------------------------------
 1. Each party quantizes its record on a public grid of k cells (000 Alg. 1 line 2; see
-   :mod:`fedustat.protocols.quantization`) and applies k-ary randomized response
+   :mod:`fedustat.protocols.local.quantization`) and applies k-ary randomized response
    (line 3) with ``beta = k / (k + e^eps - 1)``, sending one code of ceil(log2 k) bits.
    Public columns (the labels of AUC) are sent as they are.
 2. The aggregator estimates the U-statistic of the quantized kernel A from the reports.
@@ -96,7 +96,7 @@ from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
 from fedustat.privacy.randomizers import KaryRandomizedResponse
 from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
-from fedustat.protocols.quantization import (
+from fedustat.protocols.local.quantization import (
     DEFAULT_AVG_TOL,
     DEFAULT_MAX_EVALUATIONS,
     ProductGrid,
@@ -381,7 +381,7 @@ class _ServerState:
 class QuantizedLocalProtocol(Protocol):
     """Shared machinery of the one-message LDP protocols on a quantization grid.
 
-    Holds the public grid (:func:`~fedustat.protocols.quantization.plan_for_kernel`), the
+    Holds the public grid (:func:`~fedustat.protocols.local.quantization.plan_for_kernel`), the
     quantized kernel, and the optional first round in which the parties check in so that
     the aggregator can fix k from Corollary 1 and the number of parties. Subclasses say
     what a party sends (:meth:`_party_setup`, :meth:`_party_fields`) and how the
@@ -543,7 +543,7 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         Bins per continuous column (int, sequence or mapping by column). None derives
         them from Corollary 1, ``k = n^{1/4} sqrt(L eps)`` (see ``n_parties``).
     bounds, domain, public_columns, quantizer:
-        The public grid (:func:`~fedustat.protocols.quantization.plan_for_kernel`).
+        The public grid (:func:`~fedustat.protocols.local.quantization.plan_for_kernel`).
     quantized_kernel:
         ``"mid"`` (001 eq. 14), ``"avg"`` (eq. 15) or ``"center"``; default ``"mid"``,
         and ``"center"`` with randomized rounding.

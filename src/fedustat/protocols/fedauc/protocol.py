@@ -64,7 +64,7 @@ from fedustat.privacy.mechanisms import GaussianMechanism
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
 from fedustat.privacy.randomizers import BinaryRandomizedResponse
 from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
-from fedustat.protocols.fedauc_variance import (
+from fedustat.protocols.fedauc.variance import (
     auc_gradient,
     laplace_linearized_std,
     rr_debias_terms,
@@ -549,7 +549,7 @@ class FedAUCRR(FedAUC):
     kept in their state, so repeated evaluations reuse them (Sec. 4.1).
 
     The standard error is the delta-method one of
-    :func:`~fedustat.protocols.fedauc_variance.rr_linearized_std` (noisy counts and the
+    :func:`~fedustat.protocols.fedauc.variance.rr_linearized_std` (noisy counts and the
     division by 1 - alpha - beta included), evaluated at the released values.
     """
 
@@ -646,7 +646,7 @@ class FedAUCLap(FedAUC):
 
     Each client adds noise to two linear statistics of its labels (a
     :class:`ReleasePlan`); the standard error is
-    :func:`~fedustat.protocols.fedauc_variance.laplace_linearized_std` with the noise
+    :func:`~fedustat.protocols.fedauc.variance.laplace_linearized_std` with the noise
     variances the server can compute from the ranks it assigned.
     """
 

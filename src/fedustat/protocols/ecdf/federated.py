@@ -1,0 +1,308 @@
+"""Federated evaluation of the tree-noise DP ECDF: the released curve, shared by both evaluations.
+
+The two evaluations live in :mod:`~fedustat.protocols.ecdf.secagg` and
+:mod:`~fedustat.protocols.ecdf.fss`, the shared noise in
+:mod:`~fedustat.protocols.ecdf.shared_noise`.
+
+Source: 003 (DP empirical CDFs), Sec. 4 (Eq. 4), Sec. 4.1 (pointwise evaluation through
+secure aggregation) and Sec. 4.2 (function secret sharing); the mechanism itself is
+Sec. 3.1 (Eq. 2, Thm 1), implemented centrally in :mod:`fedustat.protocols.ecdf.release`.
+
+003 Eq. (4) writes the private ECDF at a grid point as a noisy U-statistic of degree one:
+``F_hat(tau_i) = U_{phi <= tau_i}(X, eta : I[L, i])`` — the count of values ``<= tau_i``
+plus the ``L + 1`` node noises of the dyadic intervals that cover point ``i``. Both
+evaluations below compute exactly that, with the count aggregated in secret and the node
+noise held as secret shares by the servers, so the servers open ``count + noise`` and
+nothing else.
+
+* **Pointwise secure aggregation (Sec. 4.1).** For a query ``B`` of grid positions,
+  every party secret-shares its indicator vector ``1[x_i <= tau_b]`` (``b in B``) among
+  ``m >= 2`` servers, additively over Z_{2^l}. Each server sums the shares it received,
+  scales the sum to fixed point, adds its share of the noise of each queried point and
+  sends the result to the querier, who adds the ``m`` shares. Every party takes part in
+  every query: ``m |B| l`` bits per party (003: O(n |B|) in total).
+* **Function secret sharing (Sec. 4.2).** Once, each party turns its value into a grid
+  position ``g_i = #{tau < x_i}`` and gives the two servers the two keys of a
+  distributed comparison function (DCF, :func:`fedustat.secure.dcf.dcf_gen`) for
+  ``f_i(b) = 1[b < g_i] = 1[x_i > tau_b]`` — 003's ``phi_{>}`` — on ``d = bitlen(N)``
+  bits. Afterwards the servers answer any query alone: server ``j`` evaluates all ``n``
+  keys at the queried positions and sums (its share of ``#{x_i > tau_b}``); the count is
+  ``n`` minus that. The DCF of :mod:`fedustat.secure.dcf` (Boyle et al., Eurocrypt 2021,
+  Fig. 3) is two-party, so ``m = 2`` here (003 mentions ``m > 2``; not implemented).
+  Upload ``2 K_DCF(d)`` bits per party once; each query costs ``2 |B| (w + l)`` bits
+  between the querier and the servers, independent of n (003: O(n + m |B|)).
+
+The noise (both evaluations)
+----------------------------
+The tree noise is drawn **once** per grid and kept by the servers as additive shares of
+one value per dyadic node (:class:`SharedTreeNoise`). A query opens ``count_b +
+sum_l eta_(l, b >> l)`` for ``b in B``; every answer, to any number of queries, is an
+entry of the same eps-DP curve of 003 Thm 1, so further queries cost no privacy. Two
+ways to create the shares:
+
+* :func:`distributed_tree_noise` — 002 Protocol B.1 with the servers as recipients:
+  ``K >= 2`` independent contributors each draw ``Polya(1/h, t) - Polya(1/h, t)`` per
+  node and secret-share it among the servers; the sum over contributors of ``h`` of them
+  is one discrete Laplace variable ``P(k) ~ t^|k|`` on the grid ``2^-c Z`` with
+  ``t = exp(-2^-c / b)``, ``b = (L + 1) / eps``. It is eps-DP by Thm 1's coupling: a
+  replaced record shifts at most ``L + 1`` node noises by one count, i.e. by ``2^c`` grid
+  units, which changes the probability by ``t^(-2^c) = e^(1/b)`` per node. With
+  ``min_honest = h`` the release stays eps-DP against anyone who knows the parts of up
+  to ``K - h`` contributors (the default ``h = 1``: each contributor's part alone is a
+  full discrete Laplace, so the servers may be the contributors; the variance is ``K/h``
+  times that of one discrete Laplace).
+* :func:`share_tree_noise` — a noise dealer secret-shares a given :class:`TreeNoise`
+  (e.g. from :func:`~fedustat.protocols.ecdf.draw_tree_noise`) after rounding each node
+  to the fixed-point grid ``2^-c``. Still eps-DP: the rounded noise takes the value
+  ``k 2^-c`` with the Laplace mass of the cell around it, and a shift by ``2^c`` cells
+  maps cells onto cells with a mass ratio at most ``e^(1/b)``. This is how the "same
+  noise draw, same curve" check against :func:`~fedustat.protocols.ecdf.dp_ecdf` is
+  made: the curves agree to ``(L + 1) 2^-(c+1) / n`` (the rounding of ``L + 1`` nodes).
+  The dealer knows the noise, so it must be independent of the servers and never see a
+  release (the trust placed in the secure layer's dealer).
+
+Nothing is opened but the noisy counts at the queried points: individual values are
+information-theoretically hidden from any ``m - 1`` servers in the pointwise protocol,
+and computationally (AES-based PRG of the DCF) from either single server in the FSS
+protocol; the FSS servers must not collude.
+
+Costs are measured: party uploads from the :class:`~fedustat.protocols.base.Message`
+objects the party steps emit, server traffic from a
+:class:`~fedustat.secure.transcript.Transcript`.
+:func:`fedustat.secure.dcf.dcf_sum_at` evaluates all keys at a shared, sorted set of
+points by walking the trie of the points once per key (``~2 |B|`` PRG nodes instead of
+``d |B|``), which makes the FSS servers practical at ``n = 10^5``, ``|B| = 1024``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from fedustat._validation import (
+    as_float_array,
+)
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.protocols.base import Cost, Estimate, normal_std_error
+from fedustat.protocols.ecdf.release import ECDF_ADJACENCY, PrivateECDF
+from fedustat.protocols.ecdf.shared_noise import SharedTreeNoise
+from fedustat.protocols.ecdf.smoothing import SmoothedECDF, smooth_counts
+from fedustat.secure.fixedpoint import FixedPoint
+from fedustat.secure.sharing import reconstruct
+from fedustat.secure.transcript import Transcript
+from fedustat.stats.ecdf import DyadicTree, step_at
+
+__all__ = [
+    "DEFAULT_BATCH",
+    "FederatedECDF",
+    "index_bits",
+]
+
+DEFAULT_BATCH = 4096  # parties per batch in the in-process runners (memory, not results)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def query_indices(query: Any, n_points: int) -> np.ndarray:
+    """Grid positions of a query: None (all), a boolean mask, or integer positions."""
+    if query is None:
+        return np.arange(n_points, dtype=np.int64)
+    arr = np.asarray(query)
+    if arr.dtype == bool:
+        if arr.shape != (n_points,):
+            raise ValueError(f"query as a boolean mask must have shape ({n_points},), "
+                             f"got {arr.shape}")
+        idx = np.flatnonzero(arr).astype(np.int64)
+    else:
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError("query must be None, a boolean mask over the thresholds or a "
+                             "1-D array of integer grid positions")
+        idx = np.unique(arr.astype(np.int64))
+        if idx.size and (idx[0] < 0 or idx[-1] >= n_points):
+            raise ValueError(f"query positions must be in [0, {n_points - 1}], got "
+                             f"{int(idx[0])}..{int(idx[-1])}")
+    if idx.size == 0:
+        raise ValueError("query selects no threshold; ask for at least one grid position")
+    return idx
+
+
+def index_bits(n_points: int) -> int:
+    """``w``: bits to name one of ``N`` grid positions in a query (at least 1)."""
+    return max(1, (int(n_points) - 1).bit_length())
+
+
+
+
+def grid_positions(thresholds: np.ndarray, data: Any) -> np.ndarray:
+    """``g = #{tau < x}``: ``x <= tau_b`` iff ``g <= b``; ``g = N`` above the grid."""
+    arr = np.asarray(data)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    x = as_float_array(arr, "values")
+    return np.searchsorted(thresholds, x, side="left").astype(np.int64)
+
+
+
+
+# ------------------------------------------------------------------------ the release
+
+
+@dataclass(frozen=True)
+class FederatedECDF:
+    """The private ECDF at the queried thresholds, released by a federated evaluation.
+
+    Shaped like :class:`~fedustat.protocols.ecdf.PrivateECDF` (``thresholds`` and
+    ``values`` aligned, ``n``, ``tree``, ``scale``, ``privacy``, ``counts``,
+    ``variance``, step evaluation), so :func:`~fedustat.protocols.ecdf.dp_quantile`
+    accepts it; plus the query, the measured costs and the noise's description.
+
+    Attributes
+    ----------
+    thresholds, values:
+        The queried thresholds ``tau_B`` and ``F_hat`` there (003 Eq. 2).
+    counts:
+        The opened noisy counts ``n F_hat`` (``values = counts / n``).
+    indices, grid:
+        Their positions in the public grid, and the grid.
+    n:
+        Number of parties (public).
+    tree:
+        The dyadic tree over the whole grid.
+    scale:
+        ``b = (L + 1) / eps`` per node in counts (0 for an exact curve).
+    distribution:
+        ``"laplace"`` (a continuous draw rounded to ``resolution``),
+        ``"discrete-laplace"`` or ``"none"``.
+    resolution:
+        ``2^-c``: the fixed-point step of the noise in counts.
+    node_variance:
+        Variance of one node's noise in counts squared (see :class:`SharedTreeNoise`).
+    privacy:
+        eps-DP, central model, replace-one adjacency (as :func:`dp_ecdf`).
+    noise_kind, protocol:
+        ``"simulation"``/``"deployment"``/``"none"``; ``"ecdf-pointwise-secagg"`` or
+        ``"ecdf-fss"``.
+    cost:
+        This query's traffic (measured).
+    setup_cost:
+        One-time traffic: the noise shares, and for FSS the key upload (measured).
+    diagnostics:
+        Bits by message kind, timings, evaluation counts, the trust statement.
+    """
+
+    thresholds: np.ndarray
+    values: np.ndarray
+    counts: np.ndarray
+    indices: np.ndarray
+    grid: np.ndarray
+    n: int
+    tree: DyadicTree
+    scale: float
+    distribution: str
+    resolution: float
+    node_variance: float
+    privacy: PrivacyGuarantee
+    noise_kind: str
+    protocol: str
+    cost: Cost
+    setup_cost: Cost
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def variance(self) -> float:
+        """Noise variance of ``F_hat`` at each point: ``(L + 1)`` node variances / n^2."""
+        return self.tree.n_levels * self.node_variance / self.n**2
+
+    @property
+    def std_error(self) -> float:
+        return math.sqrt(self.variance)
+
+    def __call__(self, t: Any) -> np.ndarray:
+        """Right-continuous step evaluation on the queried thresholds (0 below them)."""
+        return step_at(self.thresholds, self.values, t)
+
+    def to_private_ecdf(self) -> PrivateECDF:
+        """The release as a :class:`~fedustat.protocols.ecdf.PrivateECDF` (query = grid).
+
+        ``PrivateECDF.variance`` assumes ``2 scale^2`` per node; the scale given is the
+        Laplace scale with this noise's variance, ``sqrt(node_variance / 2)`` (equal to
+        ``b`` for a rounded Laplace draw, slightly below it for one discrete Laplace).
+        """
+        if self.indices.size != self.grid.size:
+            raise ValueError(f"to_private_ecdf needs the curve at every grid point; this "
+                             f"query has {self.indices.size} of {self.grid.size} (query=None "
+                             f"evaluates them all)")
+        return PrivateECDF(self.grid, self.values, self.n, self.tree,
+                           math.sqrt(self.node_variance / 2.0), "laplace", self.privacy,
+                           self.noise_kind)
+
+    def smooth(self, p: int = 2, *, method: Literal["auto", "active-set", "highs",
+                                                    "cvxopt"] = "auto") -> SmoothedECDF:
+        """003 Eq. 3 on the queried points (post-processing, same guarantee)."""
+        full = np.zeros(self.grid.size)
+        full[self.indices] = self.counts
+        idx, smoothed, nu, info = smooth_counts(full, self.tree, self.n, p=p,
+                                                subset=self.indices, method=method)
+        return SmoothedECDF(
+            thresholds=self.grid[idx], values=smoothed / self.n, raw_values=self.values,
+            indices=idx, n=self.n, p=p, estimator="tree-noise", correction=nu,
+            objective=info["objective"], method=info["method"],
+            iterations=info["iterations"], seconds=info["seconds"], privacy=self.privacy,
+            diagnostics={"max_violation_removed": info["max_violation_removed"] / self.n})
+
+
+def _guarantee(epsilon: float) -> PrivacyGuarantee:
+    if math.isinf(epsilon):
+        return PrivacyGuarantee.none()
+    return PrivacyGuarantee(epsilon, 0.0, PrivacyModel.CENTRAL, ECDF_ADJACENCY)
+
+
+def open_counts(count_shares: np.ndarray, indices: np.ndarray,
+                 noise: SharedTreeNoise | None, fixed_point: FixedPoint,
+                 transcript: Transcript) -> np.ndarray:
+    """Servers: scale their count shares to fixed point, add their noise shares and send
+    them to the querier, who adds them up (one round, ``m |B| l`` bits). Returns counts."""
+    ring = fixed_point.ring
+    units = ring.mul(count_shares, np.uint64(1 << fixed_point.frac_bits))
+    if noise is not None:
+        units = ring.add(units, noise.point_shares(indices))
+    transcript.record_to_server("ecdf.release", ring.bits * indices.size)
+    return fixed_point.decode(reconstruct(units, ring=ring))
+
+
+def release_curve(protocol: str, grid: np.ndarray, tree: DyadicTree, indices: np.ndarray,
+             counts: np.ndarray, n: int, epsilon: float, fixed_point: FixedPoint,
+             noise: SharedTreeNoise | None, cost: Cost, setup_cost: Cost,
+             diagnostics: dict[str, Any]) -> FederatedECDF:
+    if noise is None:
+        scale, dist, kind, node_var = 0.0, "none", "none", 0.0
+    else:
+        scale, dist, kind, node_var = (noise.scale, noise.distribution, noise.kind,
+                                       noise.node_variance)
+        diagnostics = {**diagnostics, "noise_contributors": noise.contributors,
+                       "noise_min_honest": noise.min_honest,
+                       "noise_tolerated_colluders": noise.tolerated_colluders}
+    return FederatedECDF(grid[indices], counts / n, counts, indices, grid, n, tree, scale, dist,
+                         fixed_point.resolution, node_var, _guarantee(epsilon), kind,
+                         protocol, cost, setup_cost, diagnostics)
+
+
+def curve_estimate(curve: FederatedECDF) -> Estimate:
+    """The scalar face of a released curve, for the Protocol contract.
+
+    ``value`` is the mean of ``F_hat`` over the queried points (``F_hat(tau)`` itself for a
+    single threshold); its standard error counts each node once per queried point it
+    covers: ``Var = sum_nodes w_node^2 var_node / (|B| n)^2``. The curve is
+    ``diagnostics["curve"]``.
+    """
+    weights = np.bincount(curve.tree.point_nodes(curve.indices).ravel(),
+                          minlength=curve.tree.n_nodes).astype(np.float64)
+    var = float(np.sum(weights**2)) * curve.node_variance / (curve.indices.size * curve.n) ** 2
+    return Estimate(value=float(np.mean(curve.values)), quantity="ecdf",
+                    protocol=curve.protocol, privacy=curve.privacy,
+                    std_error=normal_std_error(var), cost=curve.cost,
+                    diagnostics={**curve.diagnostics, "curve": curve})

@@ -1,0 +1,322 @@
+"""003 Sec. 4.2: the private ECDF through function secret sharing (two servers).
+
+Each party uploads the two keys of a DCF for ``1[x_i > tau_b]`` once; afterwards the servers
+answer any threshold query alone (see :mod:`fedustat.protocols.ecdf.federated`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from fedustat._validation import (
+    RandomLike,
+    as_float_array,
+    as_seed_sequence,
+    check_epsilon,
+    check_positive_int,
+)
+from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.ecdf.federated import (
+    DEFAULT_BATCH,
+    FederatedECDF,
+    curve_estimate,
+    grid_positions,
+    index_bits,
+    open_counts,
+    query_indices,
+    release_curve,
+)
+from fedustat.protocols.ecdf.shared_noise import (
+    Randomness,
+    SharedTreeNoise,
+    check_randomness,
+    check_ring,
+    draw_noise,
+    resolve_noise_plan,
+)
+from fedustat.protocols.ecdf.tree_noise import TreeNoise
+from fedustat.secure.dcf import FssKey, dcf_gen, dcf_sum_at
+from fedustat.secure.fixedpoint import FixedPoint
+from fedustat.secure.ring import Ring, as_share_rng
+from fedustat.secure.transcript import Transcript
+from fedustat.stats.ecdf import DyadicTree, check_thresholds
+
+__all__ = [
+    "FssECDF",
+    "FssECDFServers",
+    "fss_ecdf",
+    "fss_ecdf_setup",
+]
+
+
+# --------------------------------------------------------------- Sec. 4.2: FSS servers
+
+
+@dataclass(eq=False)
+class FssECDFServers:
+    """The two FSS servers after the key upload: they answer threshold queries alone.
+
+    Server ``j`` holds ``keys[j]`` (one DCF key per party for ``f_i(b) = 1[x_i > tau_b]``)
+    and its row of the noise shares. :meth:`query` is 003 Sec. 4.2's evaluation phase.
+    """
+
+    keys: tuple[FssKey, FssKey]
+    grid: np.ndarray
+    tree: DyadicTree
+    n: int
+    epsilon: float
+    fixed_point: FixedPoint
+    noise: SharedTreeNoise | None
+    setup_cost: Cost
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    queries: int = 0
+
+    protocol: str = "ecdf-fss"
+
+    def query(self, query: Any = None) -> FederatedECDF:
+        """Evaluate the private ECDF at the grid positions ``query`` (None: all).
+
+        The querier sends ``B`` to both servers (``2 |B| w`` bits); server ``j`` computes
+        ``Y_j(b) = sum_i Eval(j, k_i^j, b)`` (:func:`dcf_sum_at`), its count share
+        (``n - Y_0`` and ``-Y_1``: the count of ``x_i <= tau_b`` is ``n`` minus that of
+        ``x_i > tau_b``), scales it to fixed point, adds its noise share and sends it to
+        the querier (``2 |B| l`` bits). Independent of n: 2 rounds, ``2 |B| (w + l)`` bits.
+        Every answer is an entry of the same eps-DP curve, whatever the number of queries.
+        """
+        idx = query_indices(query, self.grid.size)
+        transcript = Transcript(2)
+        w = index_bits(self.grid.size)
+        transcript.view(1).record(phase="online", kind="ecdf.query",
+                                  sent=np.array([[2 * idx.size * w]]),
+                                  received=np.zeros((1, 1), np.int64))
+        ring = self.fixed_point.ring
+        seconds = []
+        count_shares = np.empty((2, idx.size), dtype=np.uint64)
+        for j in (0, 1):
+            start = time.perf_counter()
+            above = dcf_sum_at(j, self.keys[j], idx.astype(np.uint64))
+            base = np.uint64(self.n) if j == 0 else np.uint64(0)
+            count_shares[j] = ring.sub(ring.reduce(base), above)
+            seconds.append(time.perf_counter() - start)
+        counts = open_counts(count_shares, idx, self.noise, self.fixed_point, transcript)
+        self.queries += 1
+        online = transcript.total_bits("online")
+        cost = Cost(total_bits=online, rounds=transcript.rounds,
+                    server_operations=2 * self.n * idx.size)
+        diagnostics = {**self.diagnostics, "bits_query": 2 * idx.size * w,
+                       "bits_servers_to_querier": online - 2 * idx.size * w,
+                       "dcf_evaluations_per_server": self.n * idx.size,
+                       "seconds_eval_per_server": seconds, "query_number": self.queries}
+        return release_curve(self.protocol, self.grid, self.tree, idx, counts, self.n,
+                        self.epsilon, self.fixed_point, self.noise, cost, self.setup_cost,
+                        diagnostics)
+
+
+@dataclass
+class _FssParties:
+    positions: np.ndarray
+    parties: np.ndarray
+
+
+@dataclass
+class _FssServerState:
+    n: int
+    batches: list[dict[str, np.ndarray]] = field(default_factory=list)
+    received: int = 0
+    upload_bits: int = 0
+    max_upload_bits: int = 0
+
+
+_KEY_FIELDS = ("key_seed", "key_cw_seed", "key_cw_t", "key_cw_value", "key_cw_out")
+
+
+class FssECDF(Protocol):
+    """003 Sec. 4.2: each party uploads DCF keys once; the servers answer queries alone.
+
+    Party step (one round, once): party ``i`` computes ``g_i = #{tau < x_i}`` and runs
+    ``dcf_gen`` for ``f(b) = 1[b < g_i]`` (``= 1[x_i > tau_b]``, 003's ``phi_>``) on
+    ``d = bitlen(N)`` bits with payload 1, and sends key ``j`` to server ``j``. The message
+    carries both keys' real fields (``key_seed`` 2 x 128 bits, ``key_cw_seed`` 2 x d x 128,
+    ``key_cw_t`` 2 x 2d, ``key_cw_value`` 2 x d l, ``key_cw_out`` 2 x l): ``2 K_DCF(d)``
+    bits per party, ``K_DCF(d) = 128 + d (130 + l) + l`` = ``FssKey.bits_per_key``.
+
+    Server step: the servers assemble the keys, set up the noise shares (as
+    :class:`PointwiseECDF`) and answer the protocol's ``query``; the :class:`Estimate`
+    carries the curve (``diagnostics["curve"]``) and the servers, ready for more
+    queries (``diagnostics["servers"]``, a :class:`FssECDFServers`). Parameters as in
+    :class:`PointwiseECDF`; ``n_servers`` must be 2 (the DCF is a two-party FSS scheme).
+    """
+
+    name = "ecdf-fss"
+
+    def __init__(self, thresholds: Any, query: Any = None, *, epsilon: float,
+                 n_servers: int = 2, noise: SharedTreeNoise | None = None,
+                 tree_noise: TreeNoise | None = None, contributors: int | None = None,
+                 min_honest: int = 1, frac_bits: int | None = None, ring_bits: int = 64,
+                 randomness: Randomness = "simulation") -> None:
+        if n_servers != 2:
+            raise ValueError(f"n_servers must be 2: the comparison keys (DCF, Boyle et al. "
+                             f"2021) are a two-party FSS scheme, got {n_servers!r}")
+        self.thresholds = check_thresholds(thresholds)
+        self.tree = DyadicTree(self.thresholds.size)
+        self.query = query_indices(query, self.thresholds.size)
+        self.epsilon = check_epsilon(epsilon, allow_inf=True)
+        self.n_servers = 2
+        self.fixed_point, self.noise, self._plan = resolve_noise_plan(
+            self.tree, self.epsilon, 2, noise, tree_noise, contributors, min_honest,
+            frac_bits, ring_bits)
+        self.randomness = check_randomness(randomness)
+        # Positions run over 0..N (N: above the grid), so d bits with 2^d > N.
+        self.domain_bits = int(self.thresholds.size).bit_length()
+
+    @property
+    def ring(self) -> Ring:
+        return self.fixed_point.ring
+
+    def key_bits(self) -> int:
+        """``K_DCF(d) = 128 + d (128 + 2 + l) + l``: one key's wire size."""
+        return 128 + self.domain_bits * (128 + 2 + self.ring.bits) + self.ring.bits
+
+    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _FssParties:
+        return _FssParties(grid_positions(self.thresholds, data), np.asarray(parties, np.int64))
+
+    def init_server(self, n_parties: int) -> _FssServerState:
+        n = check_positive_int(n_parties, "n_parties")
+        check_ring(self.fixed_point, n, self.tree, self.epsilon, self.noise, self._plan)
+        return _FssServerState(n)
+
+    def party_step(self, state: _FssParties, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[_FssParties, Message]:
+        source = as_share_rng("os") if self.randomness == "os" else rng
+        k0, k1 = dcf_gen(state.positions, 1, domain_bits=self.domain_bits, ring=self.ring,
+                         rng=source)
+        rows, d = state.positions.size, self.domain_bits
+        # Correction words are common to both keys but travel to both servers.
+        fields = {
+            "key_seed": np.stack([k0.seed, k1.seed], axis=1),
+            "key_cw_seed": np.broadcast_to(np.moveaxis(k0.cw_seed, 0, 1)[:, None],
+                                           (rows, 2, d, 2)),
+            "key_cw_t": np.broadcast_to(np.moveaxis(k0.cw_t, 0, 1)[:, None], (rows, 2, d, 2)),
+            "key_cw_value": np.broadcast_to(np.moveaxis(k0.cw_value, 0, 1)[:, None],
+                                            (rows, 2, d)),
+            "key_cw_out": np.broadcast_to(k0.cw_out[:, None], (rows, 2)),
+        }
+        bits = {"key_seed": 64, "key_cw_seed": 64, "key_cw_t": 1,
+                "key_cw_value": self.ring.bits, "key_cw_out": self.ring.bits}
+        return state, Message(Role.PARTY, Role.SERVER, fields, bits, state.parties)
+
+    def absorb(self, state: _FssServerState, inbox: Message) -> _FssServerState:
+        """Servers store one batch of keys (server ``j`` keeps slot ``j`` of each field)."""
+        missing = set(_KEY_FIELDS) - set(inbox.fields)
+        if missing:
+            raise ValueError(f"the key upload lacks the fields {sorted(missing)}")
+        state.batches.append({name: np.asarray(inbox.fields[name]) for name in _KEY_FIELDS})
+        bits = np.asarray(inbox.bits_per_row())
+        state.received += int(bits.size)
+        state.upload_bits += int(bits.sum())
+        state.max_upload_bits = max(state.max_upload_bits, int(bits.max(initial=0)))
+        return state
+
+    def _server_key(self, batches: list[dict[str, np.ndarray]], j: int) -> FssKey:
+        def cat(name: str) -> np.ndarray:
+            return np.concatenate([b[name][:, j] for b in batches], axis=0)
+
+        return FssKey(j, "dcf", self.domain_bits, self.ring, np.ascontiguousarray(cat("key_seed")),
+                      np.ascontiguousarray(np.moveaxis(cat("key_cw_seed"), 1, 0)),
+                      np.ascontiguousarray(np.moveaxis(cat("key_cw_t"), 1, 0)),
+                      np.ascontiguousarray(np.moveaxis(cat("key_cw_value"), 1, 0)),
+                      np.ascontiguousarray(cat("key_cw_out")))
+
+    def servers(self, state: _FssServerState, rng: Any) -> FssECDFServers:
+        """The servers once every key is in: keys assembled, noise shares set up."""
+        if state.received != state.n:
+            raise ValueError(f"the servers received keys from {state.received} of "
+                             f"{state.n} parties")
+        keys = (self._server_key(state.batches, 0), self._server_key(state.batches, 1))
+        noise = self.noise
+        if noise is None:
+            noise_rng = "os" if self.randomness == "os" else rng
+            noise = draw_noise(self._plan, self.tree, self.epsilon, 2, self.fixed_point,
+                                noise_rng)
+        check_ring(self.fixed_point, state.n, self.tree, self.epsilon, noise, self._plan)
+        noise_bits = 0 if noise is None else noise.setup_bits
+        setup = Cost(bits_per_party=state.upload_bits / state.n,
+                     max_bits_per_party=state.max_upload_bits,
+                     total_bits=state.upload_bits + noise_bits, rounds=1,
+                     offline_bits=noise_bits)
+        diagnostics = {"bits_key_upload": state.upload_bits,
+                       "key_bits_per_server": keys[0].bits_per_key,
+                       "domain_bits": self.domain_bits, "noise_setup_bits": noise_bits,
+                       "n_servers": 2, "ring_bits": self.ring.bits,
+                       "frac_bits": self.fixed_point.frac_bits,
+                       "secrecy": "computational (AES-128 PRG of the DCF keys) against either "
+                                  "server alone; the two servers must not collude"}
+        return FssECDFServers(keys, self.thresholds, self.tree, state.n, self.epsilon,
+                              self.fixed_point, noise, setup, diagnostics)
+
+    def server_step(self, state: _FssServerState, inbox: Message,
+                    rng: np.random.Generator) -> tuple[_FssServerState, Estimate]:
+        state = self.absorb(state, inbox)
+        servers = self.servers(state, rng)
+        curve = servers.query(self.query)
+        estimate = curve_estimate(curve)
+        estimate = replace(estimate, cost=Cost(server_operations=curve.cost.server_operations,
+                                               offline_bits=curve.setup_cost.offline_bits),
+                           diagnostics={**estimate.diagnostics, "servers": servers})
+        return state, estimate
+
+
+def fss_ecdf_setup(values: Any, thresholds: Any, *, epsilon: float,
+                   noise: SharedTreeNoise | None = None, tree_noise: TreeNoise | None = None,
+                   contributors: int | None = None, min_honest: int = 1,
+                   frac_bits: int | None = None, ring_bits: int = 64,
+                   batch_size: int = DEFAULT_BATCH, rng: RandomLike = None,
+                   randomness: Randomness = "simulation") -> FssECDFServers:
+    """003 Sec. 4.2's preprocessing: every party uploads its two DCF keys, once.
+
+    Runs the party steps of :class:`FssECDF` batch by batch; the returned servers answer
+    any later query with :meth:`FssECDFServers.query`. ``setup_cost`` is measured from
+    the key messages (``2 K_DCF(d)`` bits per party) plus the noise shares.
+    """
+    protocol = FssECDF(thresholds, None, epsilon=epsilon, noise=noise, tree_noise=tree_noise,
+                       contributors=contributors, min_honest=min_honest, frac_bits=frac_bits,
+                       ring_bits=ring_bits, randomness=randomness)
+    x = as_float_array(values, "values")
+    size = check_positive_int(batch_size, "batch_size")
+    root = as_seed_sequence(rng)
+    n = x.size
+    seeds = root.spawn(1 + (n + size - 1) // size)
+    state = protocol.init_server(n)
+    start = time.perf_counter()
+    for i, lo in enumerate(range(0, n, size)):
+        rows = slice(lo, min(lo + size, n))
+        parties = protocol.init_parties(x[rows], np.arange(rows.start, rows.stop))
+        _, upload = protocol.party_step(parties, None, np.random.default_rng(seeds[1 + i]))
+        state = protocol.absorb(state, upload)
+    keygen = time.perf_counter() - start
+    servers = protocol.servers(state, np.random.default_rng(seeds[0]))
+    servers.diagnostics["seconds_keygen_all_parties"] = keygen
+    return servers
+
+
+def fss_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: float,
+             noise: SharedTreeNoise | None = None, tree_noise: TreeNoise | None = None,
+             contributors: int | None = None, min_honest: int = 1,
+             frac_bits: int | None = None, ring_bits: int = 64,
+             batch_size: int = DEFAULT_BATCH, rng: RandomLike = None,
+             randomness: Randomness = "simulation") -> FederatedECDF:
+    """003 Sec. 4.2 in one call: key upload (:func:`fss_ecdf_setup`), then one query.
+
+    Parameters as in :class:`PointwiseECDF` (two servers). ``cost`` is the query's
+    (``2 |B| (w + l)`` bits, 2 rounds, independent of n); ``setup_cost`` the key upload
+    and the noise shares.
+    """
+    servers = fss_ecdf_setup(values, thresholds, epsilon=epsilon, noise=noise,
+                             tree_noise=tree_noise, contributors=contributors,
+                             min_honest=min_honest, frac_bits=frac_bits, ring_bits=ring_bits,
+                             batch_size=batch_size, rng=rng, randomness=randomness)
+    return servers.query(query)

@@ -1,0 +1,271 @@
+"""003 Sec. 4.1: the private ECDF at a query of grid points through secure aggregation.
+
+Every party secret-shares its indicator vector ``1[x_i <= tau_b]`` among ``m >= 2``
+servers; the servers add their shares of the tree noise and open only noisy counts
+(see :mod:`fedustat.protocols.ecdf.federated`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedustat._validation import (
+    RandomLike,
+    as_float_array,
+    as_seed_sequence,
+    check_epsilon,
+    check_positive_int,
+)
+from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.ecdf.federated import (
+    DEFAULT_BATCH,
+    FederatedECDF,
+    curve_estimate,
+    grid_positions,
+    index_bits,
+    open_counts,
+    query_indices,
+    release_curve,
+)
+from fedustat.protocols.ecdf.shared_noise import (
+    Randomness,
+    SharedTreeNoise,
+    check_randomness,
+    check_ring,
+    check_servers,
+    draw_noise,
+    resolve_noise_plan,
+)
+from fedustat.protocols.ecdf.tree_noise import TreeNoise
+from fedustat.secure.ring import Ring, as_share_rng
+from fedustat.secure.sharing import share
+from fedustat.secure.transcript import Transcript
+from fedustat.stats.ecdf import DyadicTree, check_thresholds
+
+__all__ = [
+    "PointwiseECDF",
+    "pointwise_ecdf",
+]
+
+
+# -------------------------------------------------------- Sec. 4.1: secure aggregation
+
+
+@dataclass
+class _PointwiseParties:
+    positions: np.ndarray
+    parties: np.ndarray
+
+
+@dataclass
+class _PointwiseServers:
+    n: int
+    sums: np.ndarray  # (m, |B|): each server's sum of the shares it received
+    indices: np.ndarray
+    received: int = 0
+    upload_bits: int = 0
+    max_upload_bits: int = 0
+    query_bits_per_party: int = 0
+    seconds: float = 0.0
+
+
+class PointwiseECDF(Protocol):
+    """003 Sec. 4.1: the private ECDF at a query ``B`` through secure aggregation.
+
+    Party step (one round): party ``i`` computes ``1[x_i <= tau_b]`` for ``b in B`` (the
+    U-statistic kernel of 003 Eq. 4) and sends server ``j`` the ``j``-th additive share of
+    that vector over Z_{2^l} (002 App. A.2): a message field ``shares`` of shape
+    ``(rows, m, |B|)``, ``l`` bits per element, so ``m |B| l`` bits per party. The query
+    is a protocol parameter or arrives as a server broadcast ``{"query": B}``.
+
+    Server step: each server sums its column of shares; once all ``n`` parties are in,
+    the servers scale to fixed point, add their shares of the point noise (the ``L + 1``
+    node shares covering each point, :class:`SharedTreeNoise`) and send their ``|B|``
+    shares to the querier, who adds them. The result is an :class:`Estimate` (see
+    :func:`curve_estimate`) whose ``diagnostics["curve"]`` is the :class:`FederatedECDF`.
+    ``server_operations`` counts ring additions of shares, ``m n |B|``. Under
+    :func:`~fedustat.runtime.simulate.simulate` the measured cost is the party uploads;
+    the servers' bits are in the curve's ``cost``.
+
+    Parameters
+    ----------
+    thresholds:
+        Public, strictly increasing grid (N points).
+    query:
+        Grid positions to evaluate (None: all), a boolean mask or integer positions.
+    epsilon:
+        Budget (> 0) or ``math.inf`` for the exact counts.
+    n_servers:
+        m >= 2 aggregation servers.
+    noise:
+        Noise shares the servers already hold (:class:`SharedTreeNoise`), reused across
+        queries so that all answers come from one eps-DP curve. Only for the same data:
+        if a party joined, left or changed its value in between, two answers with the same
+        noise differ by the exact change — draw new noise then (a new eps). Without
+        ``noise``, every run draws fresh noise and is its own eps-DP release.
+    tree_noise:
+        A Laplace draw for a dealer to share (:func:`share_tree_noise`): the curve then
+        equals ``dp_ecdf(..., tree_noise=tree_noise)`` up to fixed-point rounding.
+    contributors, min_honest:
+        With neither ``noise`` nor ``tree_noise``, :func:`distributed_tree_noise` draws
+        the noise in the first server step with these parameters.
+    frac_bits:
+        c (default 0 for distributed noise, 20 for a dealer-shared continuous draw).
+    ring_bits:
+        l (default 64).
+    randomness:
+        ``"simulation"`` (the steps' seeded generators) or ``"os"`` (OS CSPRNG).
+    """
+
+    name = "ecdf-pointwise-secagg"
+
+    def __init__(self, thresholds: Any, query: Any = None, *, epsilon: float,
+                 n_servers: int = 2, noise: SharedTreeNoise | None = None,
+                 tree_noise: TreeNoise | None = None, contributors: int | None = None,
+                 min_honest: int = 1, frac_bits: int | None = None, ring_bits: int = 64,
+                 randomness: Randomness = "simulation") -> None:
+        self.thresholds = check_thresholds(thresholds)
+        self.tree = DyadicTree(self.thresholds.size)
+        self.query = query_indices(query, self.thresholds.size)
+        self.epsilon = check_epsilon(epsilon, allow_inf=True)
+        self.n_servers = check_servers(n_servers)
+        self.fixed_point, self.noise, self._plan = resolve_noise_plan(
+            self.tree, self.epsilon, self.n_servers, noise, tree_noise, contributors,
+            min_honest, frac_bits, ring_bits)
+        self.randomness = check_randomness(randomness)
+
+    @property
+    def ring(self) -> Ring:
+        return self.fixed_point.ring
+
+    def query_message(self) -> Message:
+        """The querier's broadcast of ``B`` to the parties: ``|B| w`` bits (``w`` =
+        :func:`index_bits`)."""
+        return Message(Role.SERVER, Role.PARTY, {"query": self.query},
+                       {"query": index_bits(self.thresholds.size)})
+
+    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PointwiseParties:
+        return _PointwiseParties(grid_positions(self.thresholds, data),
+                                 np.asarray(parties, dtype=np.int64))
+
+    def init_server(self, n_parties: int) -> _PointwiseServers:
+        n = check_positive_int(n_parties, "n_parties")
+        check_ring(self.fixed_point, n, self.tree, self.epsilon, self.noise, self._plan)
+        return _PointwiseServers(n, np.zeros((self.n_servers, self.query.size), np.uint64),
+                                 self.query)
+
+    def party_step(self, state: _PointwiseParties, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[_PointwiseParties, Message]:
+        idx = self.query
+        if inbox is not None and "query" in inbox.fields:
+            idx = query_indices(np.asarray(inbox.fields["query"]), self.thresholds.size)
+            if not np.array_equal(idx, self.query):
+                raise ValueError("the broadcast query differs from the query the servers "
+                                 "aggregate for; build one PointwiseECDF per query")
+        indicators = (state.positions[:, None] <= idx[None, :]).astype(np.uint64)
+        source = as_share_rng("os") if self.randomness == "os" else rng
+        shares = share(indicators, self.n_servers, source, ring=self.ring)  # (m, rows, |B|)
+        message = Message(Role.PARTY, Role.SERVER, {"shares": np.moveaxis(shares, 0, 1)},
+                          {"shares": self.ring.bits}, state.parties)
+        return state, message
+
+    def absorb(self, state: _PointwiseServers, inbox: Message) -> _PointwiseServers:
+        """Servers add the shares of one batch of parties (server ``j`` sums column j)."""
+        start = time.perf_counter()
+        shares = np.asarray(inbox.fields["shares"])
+        if shares.ndim != 3 or shares.shape[1:] != state.sums.shape:
+            raise ValueError(f"shares must have shape (rows, {self.n_servers}, "
+                             f"{state.indices.size}) for this query, got {shares.shape}")
+        state.sums = self.ring.add(state.sums, self.ring.sum(shares, axis=0))
+        bits = np.asarray(inbox.bits_per_row())
+        state.received += int(shares.shape[0])
+        state.upload_bits += int(bits.sum())
+        state.max_upload_bits = max(state.max_upload_bits, int(bits.max(initial=0)))
+        state.seconds += time.perf_counter() - start
+        return state
+
+    def finish(self, state: _PointwiseServers, rng: Any) -> FederatedECDF:
+        """Servers: draw or take the noise, open ``count + noise`` to the querier."""
+        if state.received != state.n:
+            raise ValueError(f"the servers received shares from {state.received} of "
+                             f"{state.n} parties; every party must take part in a query")
+        noise = self.noise
+        if noise is None:
+            noise_rng = "os" if self.randomness == "os" else rng
+            noise = draw_noise(self._plan, self.tree, self.epsilon, self.n_servers,
+                                self.fixed_point, noise_rng)
+        check_ring(self.fixed_point, state.n, self.tree, self.epsilon, noise, self._plan)
+        transcript = Transcript(self.n_servers)
+        counts = open_counts(state.sums, state.indices, noise, self.fixed_point, transcript)
+        n, m, b = state.n, self.n_servers, state.indices.size
+        online = transcript.total_bits("online")
+        query_rounds = 1 if state.query_bits_per_party else 0
+        cost = Cost(bits_per_party=state.upload_bits / n, max_bits_per_party=state.max_upload_bits,
+                    bits_received_per_party=float(state.query_bits_per_party),
+                    total_bits=state.upload_bits + n * state.query_bits_per_party + online,
+                    rounds=query_rounds + 1 + transcript.rounds, server_operations=m * n * b)
+        setup_bits = 0 if noise is None else noise.setup_bits
+        setup = Cost(total_bits=setup_bits, rounds=int(setup_bits > 0),
+                     offline_bits=setup_bits)
+        diagnostics = {"bits_upload": state.upload_bits,
+                       "bits_query": n * state.query_bits_per_party,
+                       "bits_servers_to_querier": online, "noise_setup_bits": setup_bits,
+                       "n_servers": m, "ring_bits": self.ring.bits,
+                       "frac_bits": self.fixed_point.frac_bits,
+                       "seconds_servers": state.seconds,
+                       "secrecy": f"information-theoretic against any {m - 1} of the {m} "
+                                  f"servers (additive shares)"}
+        return release_curve(self.name, self.thresholds, self.tree, state.indices, counts, n,
+                        self.epsilon, self.fixed_point, noise, cost, setup, diagnostics)
+
+    def server_step(self, state: _PointwiseServers, inbox: Message,
+                    rng: np.random.Generator) -> tuple[_PointwiseServers, Estimate]:
+        state = self.absorb(state, inbox)
+        curve = self.finish(state, rng)
+        estimate = curve_estimate(curve)
+        return state, estimate.with_cost(Cost(server_operations=curve.cost.server_operations,
+                                              offline_bits=curve.setup_cost.offline_bits))
+
+
+def pointwise_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: float,
+                   n_servers: int = 2, noise: SharedTreeNoise | None = None,
+                   tree_noise: TreeNoise | None = None, contributors: int | None = None,
+                   min_honest: int = 1, frac_bits: int | None = None, ring_bits: int = 64,
+                   batch_size: int = DEFAULT_BATCH, rng: RandomLike = None,
+                   randomness: Randomness = "simulation") -> FederatedECDF:
+    """003 Sec. 4.1 in one process: the private ECDF at ``query`` by secure aggregation.
+
+    Runs :class:`PointwiseECDF` batch by batch (the servers add each batch's shares as it
+    arrives, so memory stays bounded): the querier broadcasts ``B`` (``|B| w`` bits per
+    party), every party uploads ``m |B| l`` bits of shares, the servers send ``m |B| l``
+    bits to the querier. ``cost`` is measured from those messages:
+    ``total_bits = n |B| (w + m l) + m |B| l`` and 3 rounds; ``setup_cost`` is the noise
+    sharing. Parameters as in :class:`PointwiseECDF`; ``values`` one per party; ``rng``
+    seeds the shares, the batches and (for distributed noise) the contributors.
+
+    Returns
+    -------
+    FederatedECDF
+    """
+    protocol = PointwiseECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
+                             noise=noise, tree_noise=tree_noise, contributors=contributors,
+                             min_honest=min_honest, frac_bits=frac_bits, ring_bits=ring_bits,
+                             randomness=randomness)
+    x = as_float_array(values, "values")
+    size = check_positive_int(batch_size, "batch_size")
+    root = as_seed_sequence(rng)
+    n = x.size
+    seeds = root.spawn(1 + (n + size - 1) // size)
+    server = protocol.init_server(n)
+    ask = protocol.query_message()
+    server.query_bits_per_party = int(ask.bits_per_row())
+    for i, lo in enumerate(range(0, n, size)):
+        rows = slice(lo, min(lo + size, n))
+        parties = protocol.init_parties(x[rows], np.arange(rows.start, rows.stop))
+        _, upload = protocol.party_step(parties, ask, np.random.default_rng(seeds[1 + i]))
+        server = protocol.absorb(server, upload)
+    return protocol.finish(server, np.random.default_rng(seeds[0]))

@@ -1,0 +1,379 @@
+"""Tree noise held as secret shares by the servers of a federated ECDF evaluation.
+
+003 Sec. 4 evaluates the tree-noise ECDF (Sec. 3.1, Thm 1) with the count aggregated in
+secret and the node noise held as additive shares by the servers, so the servers open
+``count + noise`` and nothing else. The noise is drawn once per grid
+(:class:`SharedTreeNoise`) either by independent contributors (002 Protocol B.1,
+:func:`distributed_tree_noise`) or by a noise dealer that shares a given draw
+(:func:`share_tree_noise`); :mod:`fedustat.protocols.ecdf.federated` states why each is
+eps-DP. The helpers here also size the ring so that counts plus noise never wrap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from fedustat._validation import (
+    RandomLike,
+    as_rng,
+    check_epsilon,
+    check_positive_int,
+)
+from fedustat.privacy.mechanisms import polya
+from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
+from fedustat.protocols.ecdf.tree_noise import TreeNoise, check_tree_noise
+from fedustat.secure.fixedpoint import FixedPoint
+from fedustat.secure.ring import Ring, as_share_rng
+from fedustat.secure.sharing import share
+from fedustat.stats.ecdf import DyadicTree
+
+__all__ = [
+    "DEALER_FRAC_BITS",
+    "Randomness",
+    "SharedTreeNoise",
+    "distributed_tree_noise",
+    "share_tree_noise",
+]
+
+
+Randomness = Literal["simulation", "os"]
+
+DEALER_FRAC_BITS = 20  # rounding of a continuous draw: 2^-21 counts per node at most
+_TAIL_LOG2 = 40  # the noise exceeds the ring's capacity with probability < 2^-40
+
+
+def check_servers(n_servers: Any) -> int:
+    m = check_positive_int(n_servers, "n_servers")
+    if m < 2:
+        raise ValueError(f"n_servers must be >= 2: with one server it holds every share "
+                         f"and sees the parties' indicators, got {n_servers!r}")
+    return m
+
+
+def _fixed_point(ring_bits: Any, frac_bits: Any) -> FixedPoint:
+    bits = check_positive_int(ring_bits, "ring_bits", minimum=2)
+    frac = check_positive_int(frac_bits, "frac_bits", minimum=0)
+    if bits > 64:
+        raise ValueError(f"ring_bits must be <= 64, got {bits}")
+    if frac >= bits - 1:
+        raise ValueError(f"frac_bits must be < ring_bits - 1 = {bits - 1}, got {frac}")
+    return FixedPoint(bits, frac)
+
+
+def _check_contributors(contributors: Any, n_servers: int, min_honest: Any) -> tuple[int, int]:
+    """``(K, h)`` of the distributed noise: K contributors (default: the m servers) of
+    whom at least h are honest."""
+    k = n_servers if contributors is None else check_positive_int(contributors, "contributors")
+    if k < 2:
+        raise ValueError(f"contributors must be >= 2: a single contributor knows the whole "
+                         f"noise and could remove it from the release, got {contributors!r}")
+    h = check_positive_int(min_honest, "min_honest")
+    if h > k:
+        raise ValueError(f"min_honest ({h}) cannot exceed the number of contributors ({k})")
+    return k, h
+
+
+def check_randomness(randomness: Any) -> Randomness:
+    if randomness not in ("simulation", "os"):
+        raise ValueError(f"randomness must be 'simulation' (seeded NumPy) or 'os' (the "
+                         f"operating system's CSPRNG), got {randomness!r}")
+    return randomness
+
+
+def _noise_bound(tree: DyadicTree, scale: float, shape_ratio: float) -> float:
+    """A public bound (in counts) on ``|sum of the L + 1 node noises|`` at every point.
+
+    For ``X, Y ~ NB(R, t)`` i.i.d. (the sum of the contributors' Pólya parts, ``R =
+    K / h``), Chernoff with ``lambda = ln(1/t) / 2`` gives ``E e^(lambda X) = (1 +
+    sqrt t)^R <= 2^R``, so ``P(|X - Y| >= x) <= 2^(R+1) t^(x/2)``. With ``ln(1/t) = 2^-c / b``
+    and a union over the nodes, ``x = 2 b ((41 + R) ln 2 + ln(#nodes))`` counts bounds every
+    node with probability ``>= 1 - 2^-40``; it also bounds a continuous Laplace(b) draw
+    (``R = 1``), whose tail ``e^(-x/b)`` is lighter. A point carries ``L + 1`` nodes.
+    """
+    per_node = 2.0 * scale * ((_TAIL_LOG2 + 1 + shape_ratio) * math.log(2.0)
+                              + math.log(tree.n_nodes))
+    return tree.n_levels * per_node
+
+
+def _check_capacity(fixed_point: FixedPoint, n: int, tree: DyadicTree, scale: float | None,
+                    shape_ratio: float = 1.0) -> None:
+    """Refuse rings whose signed range cannot hold ``count + noise`` at every point.
+
+    Only the opened values must fit: shares and partial sums wrap modulo ``2^l`` by
+    design. ``scale`` is the noise's ``b`` (None: no noise) and ``shape_ratio`` its total
+    Pólya shape ``K / h``; the bound uses these public parameters only
+    (:func:`_noise_bound`), never data.
+    """
+    bound = float(n)
+    if scale is not None:
+        bound += _noise_bound(tree, scale, shape_ratio)
+    limit = 2.0 ** (fixed_point.bits - 1 - fixed_point.frac_bits)
+    if bound >= limit:
+        raise OverflowError(
+            f"ring_bits={fixed_point.bits} with frac_bits={fixed_point.frac_bits} holds counts "
+            f"below 2^{fixed_point.bits - 1 - fixed_point.frac_bits} = {limit:.6g}, but n = {n} "
+            f"plus the noise bound gives {bound:.6g}; use more ring_bits or fewer frac_bits")
+
+
+def check_ring(fixed_point: FixedPoint, n: int, tree: DyadicTree, epsilon: float,
+                noise: SharedTreeNoise | None, plan: dict[str, Any]) -> None:
+    """:func:`_check_capacity` for the noise given or planned."""
+    if plan["mode"] == "none":
+        _check_capacity(fixed_point, n, tree, None)
+    elif noise is not None:
+        _check_capacity(fixed_point, n, tree, noise.scale, noise.contributors / noise.min_honest)
+    else:
+        ratio = plan["contributors"] / plan["min_honest"] if plan["mode"] == "distributed" \
+            else 1.0
+        _check_capacity(fixed_point, n, tree, tree.n_levels / epsilon, ratio)
+
+
+
+
+# ------------------------------------------------------------------------ shared noise
+
+
+@dataclass(frozen=True, eq=False)
+class SharedTreeNoise:
+    """The tree noise of 003 Thm 1 as additive shares held by the servers.
+
+    Attributes
+    ----------
+    shares:
+        ``(m, n_nodes)`` ring elements: row ``j`` is server ``j``'s share of every node's
+        noise, in fixed-point units ``2^-c`` of a count (nodes as in
+        :class:`~fedustat.stats.ecdf.DyadicTree`).
+    tree:
+        The dyadic tree over the grid.
+    fixed_point:
+        Ring ``Z_{2^l}`` and resolution ``2^-c``.
+    epsilon, scale:
+        The budget and the Laplace scale ``b = (L + 1) / eps`` per node, in counts.
+    distribution:
+        ``"discrete-laplace"`` (:func:`distributed_tree_noise`) or ``"laplace"`` (a
+        continuous draw rounded to ``2^-c``, :func:`share_tree_noise`).
+    contributors, min_honest:
+        Who drew it: ``K`` contributors, each a ``1/h`` share of the Pólya shape; the
+        dealer path has ``K = h = 1``.
+    kind:
+        ``"simulation"`` or ``"deployment"``.
+    setup_bits:
+        Bits the contributors sent to the servers (one share per server and node each).
+    """
+
+    shares: np.ndarray
+    tree: DyadicTree
+    fixed_point: FixedPoint
+    epsilon: float
+    scale: float
+    distribution: str
+    contributors: int
+    min_honest: int
+    kind: str
+    setup_bits: int
+
+    @property
+    def n_servers(self) -> int:
+        return int(self.shares.shape[0])
+
+    @property
+    def ring(self) -> Ring:
+        return self.fixed_point.ring
+
+    @property
+    def tolerated_colluders(self) -> int:
+        """Contributors whose parts may be known to an observer of the release while it
+        stays eps-DP (``K - h``)."""
+        return self.contributors - self.min_honest
+
+    @property
+    def node_variance(self) -> float:
+        """Variance of one node's noise, in counts squared.
+
+        Discrete: ``(K / h) 2^-2c * 2 t / (1 - t)^2`` (Pólya shapes add; ``2 t / (1-t)^2``
+        is the variance of the discrete Laplace ``t^|k|``), which is at most ``(K / h) 2
+        b^2``. Rounded continuous draw: ``2 b^2`` (the rounding adds ``O(2^-c b)``).
+        """
+        if self.distribution == "laplace":
+            return 2.0 * self.scale**2
+        unit = self.fixed_point.resolution
+        t = math.exp(-unit / self.scale)
+        one_minus_t = -math.expm1(-unit / self.scale)
+        return self.contributors / self.min_honest * unit**2 * 2.0 * t / one_minus_t**2
+
+    def point_shares(self, indices: np.ndarray) -> np.ndarray:
+        """Each server's share of the noise at the grid points ``indices``: the sum of the
+        ``L + 1`` covering nodes (003 Eq. 2), computed locally, shape ``(m, |B|)``."""
+        nodes = self.tree.point_nodes(np.asarray(indices, dtype=np.int64))
+        return self.ring.sum(self.shares[:, nodes], axis=-1)
+
+    def reconstruct(self) -> np.ndarray:
+        """The node noise in counts (float): for tests and audits only — publishing it
+        next to a release reveals the exact counts."""
+        units = self.ring.to_signed(self.ring.sum(self.shares, axis=0))
+        return units.astype(np.float64) / self.fixed_point.scale
+
+
+def _noise_sources(rng: RandomLike | str) -> tuple[NoiseSource, Any]:
+    """Pólya source and share randomness: seeded NumPy, or OpenDP/OS CSPRNG for ``'os'``."""
+    if isinstance(rng, str):
+        if rng != "os":
+            raise ValueError(f"rng must be a seed, a Generator or 'os', got {rng!r}")
+        return DeploymentNoise(), as_share_rng("os")
+    gen = as_rng(rng)
+    return SimulationNoise(gen), gen
+
+
+def distributed_tree_noise(n_points: int, epsilon: float, *, n_servers: int = 2,
+                           contributors: int | None = None, min_honest: int = 1,
+                           frac_bits: int = 0, ring_bits: int = 64,
+                           rng: RandomLike | str = None) -> SharedTreeNoise:
+    """Tree noise drawn by ``K >= 2`` independent contributors and shared among servers.
+
+    002 Protocol B.1 with the servers as recipients: contributor ``k`` draws
+    ``X_k - Y_k``, ``X_k, Y_k ~ Polya(1/h, t)``, for every dyadic node and sends each
+    server an additive share. With ``h = min_honest`` contributors the Pólya shapes add
+    up to one discrete Laplace ``P(k) ~ t^|k|`` on the grid ``2^-c Z``, ``t = exp(-2^-c /
+    b)``, ``b = (L + 1) / eps``: the discrete analogue of 003 Thm 1's ``Lap(b)`` per node,
+    eps-DP by the same coupling (a shift of one count is ``2^c`` grid units, a probability
+    ratio ``e^(1/b)`` per node, at most ``L + 1`` nodes).
+
+    Parameters
+    ----------
+    n_points:
+        N, the number of thresholds of the grid.
+    epsilon:
+        Budget of the whole curve (> 0).
+    n_servers:
+        m >= 2 servers that receive shares.
+    contributors:
+        K >= 2 contributors (default: m, e.g. the servers themselves).
+    min_honest:
+        h in [1, K]: the release stays eps-DP against an observer who knows the parts of
+        up to ``K - h`` contributors. The default 1 makes each part a full discrete
+        Laplace (safe when the contributors are the servers, which see the release) at
+        ``K`` times the variance; ``h = K`` gives exactly one discrete Laplace per node
+        but needs contributors that never learn the release.
+    frac_bits:
+        c: resolution ``2^-c`` of the noise (0: integer discrete Laplace). With
+        ``rng='os'`` keep it small: the deployment Pólya sampler takes time linear in
+        its mean, about ``b 2^c`` per draw.
+    ring_bits:
+        l: the ring Z_{2^l} of the shares.
+    rng:
+        Seed or Generator (simulation), or ``'os'`` (OS CSPRNG and the deployment
+        sampler of :class:`~fedustat.privacy.noise.DeploymentNoise`).
+    """
+    tree = DyadicTree(check_positive_int(n_points, "n_points"))
+    eps = check_epsilon(epsilon)
+    m = check_servers(n_servers)
+    k, h = _check_contributors(contributors, m, min_honest)
+    fp = _fixed_point(ring_bits, frac_bits)
+    scale = tree.n_levels / eps
+    t = math.exp(-fp.resolution / scale)
+    source, share_rng = _noise_sources(rng)
+    size = (k, tree.n_nodes)
+    parts = polya(1.0 / h, t, size, rng=source) - polya(1.0 / h, t, size, rng=source)
+    ring = fp.ring
+    # Contributor k's part, shared among the m servers: shape (m, K, nodes).
+    shares = share(ring.reduce(np.asarray(parts, dtype=np.int64)), m, share_rng, ring=ring)
+    return SharedTreeNoise(ring.sum(shares, axis=1), tree, fp, eps, scale, "discrete-laplace",
+                           k, h, source.kind, k * m * tree.n_nodes * ring.bits)
+
+
+def share_tree_noise(tree_noise: TreeNoise, *, n_servers: int = 2,
+                     frac_bits: int = DEALER_FRAC_BITS, ring_bits: int = 64,
+                     rng: RandomLike | str = None) -> SharedTreeNoise:
+    """A noise dealer rounds a given Laplace tree-noise draw to ``2^-c`` and shares it.
+
+    The draw (e.g. :func:`~fedustat.protocols.ecdf.draw_tree_noise` with scale
+    ``(L + 1)/eps``) is the one :func:`~fedustat.protocols.ecdf.dp_ecdf` would add, so the
+    federated curve equals the central one up to the rounding, at most ``(L + 1)
+    2^-(c+1)`` counts per point. Rounding keeps eps-DP (module docstring). The dealer
+    knows the noise: it must be independent of the servers and never see a release.
+
+    Parameters
+    ----------
+    tree_noise:
+        A Laplace :class:`~fedustat.protocols.ecdf.TreeNoise`.
+    n_servers:
+        m >= 2.
+    frac_bits, ring_bits:
+        Fixed point ``c`` and ring ``l``; a node outside the range raises OverflowError.
+    rng:
+        Share randomness: seed, Generator or ``'os'``.
+    """
+    if not isinstance(tree_noise, TreeNoise):
+        raise TypeError(f"tree_noise must be a TreeNoise, got {type(tree_noise).__name__}")
+    if tree_noise.distribution != "laplace":
+        raise ValueError(f"tree_noise must be Laplace noise (003 Thm 1), got "
+                         f"{tree_noise.distribution!r}")
+    m = check_servers(n_servers)
+    fp = _fixed_point(ring_bits, frac_bits)
+    units = fp.encode(tree_noise.values, "tree_noise.values")
+    share_rng = as_share_rng(rng)
+    tree = tree_noise.tree
+    return SharedTreeNoise(share(units, m, share_rng, ring=fp.ring), tree, fp,
+                           tree.n_levels / tree_noise.scale, tree_noise.scale, "laplace", 1, 1,
+                           tree_noise.kind, m * tree.n_nodes * fp.bits)
+
+
+def resolve_noise_plan(tree: DyadicTree, epsilon: float, n_servers: int,
+                   noise: SharedTreeNoise | None, tree_noise: TreeNoise | None,
+                   contributors: int | None, min_honest: int, frac_bits: int | None,
+                   ring_bits: int) -> tuple[FixedPoint, SharedTreeNoise | None, dict[str, Any]]:
+    """Check the noise arguments; return the fixed point, a ready noise (if given) and
+    the plan for drawing it later."""
+    if noise is not None and tree_noise is not None:
+        raise ValueError("pass either noise (shares already held by the servers) or "
+                         "tree_noise (a draw for the dealer to share), not both")
+    if math.isinf(epsilon):
+        if noise is not None or tree_noise is not None:
+            raise ValueError("epsilon is infinite (the exact curve) but noise was given")
+        c = 0 if frac_bits is None else frac_bits
+        return _fixed_point(ring_bits, c), None, {"mode": "none"}
+    scale = tree.n_levels / epsilon
+    if noise is not None:
+        if not isinstance(noise, SharedTreeNoise):
+            raise TypeError(f"noise must be a SharedTreeNoise, got {type(noise).__name__}")
+        if noise.tree.n_points != tree.n_points or noise.n_servers != n_servers:
+            raise ValueError(f"noise is shared among {noise.n_servers} servers for "
+                             f"{noise.tree.n_points} points; this evaluation has {n_servers} "
+                             f"servers and {tree.n_points} points")
+        if not math.isclose(noise.scale, scale, rel_tol=1e-12):
+            raise ValueError(f"noise has scale {noise.scale:g} but epsilon requires "
+                             f"(L+1)/epsilon = {scale:g}")
+        if frac_bits is not None and frac_bits != noise.fixed_point.frac_bits:
+            raise ValueError(f"frac_bits={frac_bits} differs from the noise's "
+                             f"{noise.fixed_point.frac_bits}")
+        if ring_bits != noise.fixed_point.bits:
+            raise ValueError(f"ring_bits={ring_bits} differs from the noise's ring "
+                             f"({noise.fixed_point.bits} bits)")
+        return noise.fixed_point, noise, {"mode": "given"}
+    if tree_noise is not None:
+        check_tree_noise(tree_noise, tree.n_points, scale)
+        c = DEALER_FRAC_BITS if frac_bits is None else frac_bits
+        return _fixed_point(ring_bits, c), None, {"mode": "dealer", "tree_noise": tree_noise}
+    k, h = _check_contributors(contributors, n_servers, min_honest)
+    c = 0 if frac_bits is None else frac_bits
+    return _fixed_point(ring_bits, c), None, {"mode": "distributed", "contributors": k,
+                                              "min_honest": h}
+
+
+def draw_noise(plan: dict[str, Any], tree: DyadicTree, epsilon: float, n_servers: int,
+                fixed_point: FixedPoint, rng: Any) -> SharedTreeNoise | None:
+    if plan["mode"] == "none":
+        return None
+    if plan["mode"] == "dealer":
+        return share_tree_noise(plan["tree_noise"], n_servers=n_servers,
+                                frac_bits=fixed_point.frac_bits, ring_bits=fixed_point.bits,
+                                rng=rng)
+    return distributed_tree_noise(tree.n_points, epsilon, n_servers=n_servers,
+                                  contributors=plan["contributors"],
+                                  min_honest=plan["min_honest"],
+                                  frac_bits=fixed_point.frac_bits, ring_bits=fixed_point.bits,
+                                  rng=rng)

@@ -425,7 +425,7 @@ def test_bad_inputs() -> None:
                  rng=0)
     with pytest.raises(ValueError, match="label must be binary"):
         simulate(tree.LdpAucTree(KERNEL, 1.0, d=8), np.array([[1, 0], [2, 2], [3, 1]]), rng=0)
-    with pytest.raises(ValueError, match="data must have two columns"):
+    with pytest.raises(ValueError, match=r"data has 3 column\(s\) but kernel 'auc' needs 2"):
         simulate(tree.LdpAucTree(KERNEL, 1.0, d=8), np.array([[1, 0, 1], [2, 1, 1]]), rng=0)
     with pytest.raises(ValueError, match="no positive party"):
         simulate(tree.LdpAucTree(KERNEL, 1.0, d=8), np.array([[1.0, 0.0], [2.0, 0.0]]), rng=0)

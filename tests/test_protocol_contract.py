@@ -71,7 +71,7 @@ class ToyVariance(Protocol):
         self.even_only = even_only
         self.jitter = jitter
 
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _ToyParties:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _ToyParties:
         return _ToyParties(np.asarray(data[:, 0], dtype=np.float64), np.asarray(parties))
 
     def init_server(self, n_parties: int) -> _ToyServer:
@@ -130,7 +130,7 @@ class NeverEnds(Protocol):
 
     name = "never-ends"
 
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> Any:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> Any:
         return np.asarray(parties)
 
     def init_server(self, n_parties: int) -> Any:
@@ -172,7 +172,7 @@ class PeerToy(Protocol):
         self.declared_offline = declared_offline
         self.outsider = outsider
 
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> Any:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> Any:
         return [np.asarray(parties), 0]
 
     def init_server(self, n_parties: int) -> Any:
@@ -535,7 +535,7 @@ class _RowCounter(Protocol):
 
     name = "row-counter"
 
-    def init_parties(self, data, parties):
+    def encode_parties(self, data, parties):
         return np.asarray(parties)
 
     def init_server(self, n_parties):

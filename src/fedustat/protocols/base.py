@@ -30,7 +30,12 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import stats as sps
 
-from fedustat._validation import as_int_array, check_consistent_length, check_positive_int
+from fedustat._validation import (
+    as_float_array,
+    as_int_array,
+    check_consistent_length,
+    check_positive_int,
+)
 from fedustat.cost import Cost
 from fedustat.privacy.guarantee import PrivacyGuarantee
 
@@ -241,13 +246,45 @@ class Protocol(ABC):
         """
         return None
 
-    @abstractmethod
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Every party validates its own records before encoding them, whatever transport
+        # runs it; a protocol adapts what is checked through check_records, never by
+        # replacing the step that runs the check.
+        if "init_parties" in cls.__dict__:
+            raise TypeError(f"{cls.__name__} overrides init_parties; implement encode_parties "
+                            "(and check_records for protocol-specific public domains)")
+
     def init_parties(self, data: np.ndarray, parties: np.ndarray) -> Any:
         """State of a batch of parties holding ``data``; ``parties`` is each row's party id.
 
-        With one party per row the ids are distinct; a party holding several rows
-        appears on each of them (rows of one party are contiguous).
+        The party's own step: the records are checked against the protocol's public
+        domain (:meth:`check_records`: shape, finiteness, labels, declared bounds and
+        domains) and then encoded (:meth:`encode_parties`). Every transport calls this, so
+        every transport enforces the public bounds. With one party per row the ids are
+        distinct; a party holding several rows appears on each of them.
         """
+        records = self.check_records(data)
+        return self.encode_parties(records, np.asarray(parties))
+
+    def check_records(self, data: Any) -> np.ndarray:
+        """A party's records checked against the public domain; returns a 2-D float array.
+
+        Default: the protocol's kernel's :meth:`~fedustat.stats.kernels.Kernel.check_records`
+        (labels, the kernel's declared bounds), or finite floats when it has no kernel.
+        Protocols with further public bounds or domains (quantization, fixed-point
+        encodings) extend it.
+        """
+        kernel = getattr(self, "kernel", None)
+        if kernel is not None:
+            return kernel.check_records(data)
+        arr = as_float_array(data, "data", ndim=(1, 2))
+        return arr[:, None] if arr.ndim == 1 else arr
+
+    @abstractmethod
+    def encode_parties(self, records: np.ndarray, parties: np.ndarray) -> Any:
+        """State of a batch of parties holding the checked ``records`` (see
+        :meth:`init_parties`); rows of one party are contiguous."""
 
     @abstractmethod
     def init_server(self, n_parties: int) -> Any:

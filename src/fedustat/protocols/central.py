@@ -96,17 +96,16 @@ class CentralLaplace(Protocol):
         For the complete design delta_G^max / |E| = k / n, or the kernel's tighter
         ``active_share`` where public information fixes some kernel values (AUC).
         """
-        n_parties = data.shape[0]
+        public = self.kernel.public_view(data)
+        n_parties = public.n
         if self.design is None:
-            share = (self.kernel.degree / n_parties if self.kernel.active_share is None
-                     else self.kernel.active_share(data))
-            return share * self.kernel.sensitivity
+            return self.kernel.active_share_of(public) * self.kernel.sensitivity
         if self.design.n_parties != n_parties:
             raise ValueError(f"design is for {self.design.n_parties} parties, data has "
                              f"{n_parties}")
         return self.design.max_degree * self.kernel.sensitivity / self.design.size
 
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
         return _PartyState(np.asarray(data, dtype=np.float64), np.asarray(parties))
 
     def init_server(self, n_parties: int) -> _ServerState:
@@ -144,8 +143,11 @@ class CentralLaplace(Protocol):
             diagnostics = {"u_statistic_noise_scale": mechanism.scale,
                            "u_sensitivity": mechanism.sensitivity,
                            "noise_source": source.kind}
-        value = self.kernel.statistic(noisy_u, data)
-        std_error = std_u * self.kernel.statistic_slope(noisy_u, data)
+        # The exact computation may read the records (tau-b's ties); a release reads only
+        # n and the public columns.
+        public = data if math.isinf(self.epsilon) else self.kernel.public_view(data)
+        value = self.kernel.statistic(noisy_u, public)
+        std_error = std_u * self.kernel.statistic_slope(noisy_u, public)
         estimate = Estimate(
             value=float(value), quantity=self.kernel.name, protocol=self.name,
             privacy=self.guarantee, std_error=std_error,

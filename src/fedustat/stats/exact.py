@@ -356,12 +356,19 @@ def vus_twelve_numerator(scores: np.ndarray, classes: np.ndarray) -> tuple[float
     return float(math.fsum(terms.tolist())), n0, n1, n2
 
 
-def check_ordinal_classes(classes: Any, name: str) -> np.ndarray:
+def check_ordinal_values(classes: Any, name: str) -> np.ndarray:
+    """Every value is one of the ordinal classes 0, 1, 2 (a record-level check)."""
     c = as_float_array(classes, name)
     bad = ~np.isin(c, (0.0, 1.0, 2.0))
     if np.any(bad):
         shown = sorted(set(np.unique(c[bad]).tolist()))[:5]
         raise ValueError(f"{name} must contain the ordinal classes 0, 1, 2; found {shown}")
+    return c
+
+
+def check_ordinal_classes(classes: Any, name: str) -> np.ndarray:
+    """Ordinal classes 0, 1, 2, each present at least once."""
+    c = check_ordinal_values(classes, name)
     missing = [k for k in (0, 1, 2) if not np.any(c == k)]
     if missing:
         raise ValueError(f"{name} has no record of class {missing}; "

@@ -6,7 +6,8 @@ array of shape ``(n, len(kernel.columns))``, one row per party / record; ``kerne
 builds it from columns and checks them.
 
 Each built-in documents how its U-statistic ``U`` relates to the statistic reported by
-``kernel.statistic(U, data)``:
+``kernel.statistic(U, public)``, where ``public`` (a :class:`PublicData`) holds only n and the
+kernel's public columns, so mapping a private U to the statistic is post-processing:
 
 ==========================  =========  ===================================================
 factory                     degree     reported statistic
@@ -28,7 +29,7 @@ factory                     degree     reported statistic
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -46,6 +47,7 @@ from fedustat.stats.exact import (
     auc_row_sums,
     auc_twice_numerator,
     check_ordinal_classes,
+    check_ordinal_values,
     duplicate_pair_ratio_unchecked,
     duplicate_row_sums,
     gini_mean_difference_unchecked,
@@ -62,6 +64,7 @@ from fedustat.stats.exact import (
 __all__ = [
     "KERNEL_FACTORIES",
     "Kernel",
+    "PublicData",
     "auc_kernel",
     "duplicate_pair_kernel",
     "gini_kernel",
@@ -79,6 +82,33 @@ KernelFunc = Callable[..., np.ndarray]
 # Labelled kernels follow the papers' setting: the class of each record (hence the class
 # sizes used by ``statistic``) is public, the score is private (000 Sec. 4).
 LABELS_PUBLIC = "replace one record's score; labels and class sizes public"
+
+
+@dataclass(frozen=True, eq=False)
+class PublicData:
+    """What the map from U to the reported statistic may read: never a private value.
+
+    ``n`` is the number of records (public under replace-one adjacency) and ``columns``
+    the kernel's public columns only (the labels of a labelled kernel, public as in 000
+    Sec. 4). Private protocols hand this, never the records, to ``statistic_fn`` and
+    ``active_share``, so what they compute from a noised U stays post-processing.
+    """
+
+    n: int
+    columns: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def column(self, name: str) -> np.ndarray:
+        """The public column ``name``; a private column is refused."""
+        try:
+            return self.columns[name]
+        except KeyError:
+            public = ", ".join(self.columns) or "none"
+            raise ValueError(f"column {name!r} is not public (public columns: {public}); a "
+                             "release may not read private values") from None
+
+    def class_sizes(self, name: str, n_classes: int) -> np.ndarray:
+        """Number of records in each class 0..n_classes-1 of the public column ``name``."""
+        return np.bincount(self.column(name).astype(np.int64), minlength=n_classes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,11 +135,16 @@ class Kernel:
     exact : callable or None
         ``exact(data) -> float``: the complete U-statistic in O(n log n), or None.
     statistic_fn : callable or None
-        ``statistic_fn(u, data) -> float`` maps the U-statistic to the reported statistic;
-        None means the identity.
+        ``statistic_fn(u, public) -> float`` maps the U-statistic to the reported statistic
+        from public quantities only (``public`` is a :class:`PublicData`: n and the public
+        columns); None means the identity.
     validate : callable or None
-        ``validate(data) -> data``: kernel-specific checks of a packed array (binary
-        labels, bounds, ...), returning the (possibly normalized) array.
+        ``validate(data) -> data``: kernel-specific checks of each record of a packed array
+        (binary labels, bounds, ...), returning the (possibly normalized) array. It must
+        hold for any number of records, one party's included.
+    validate_dataset : callable or None
+        ``validate_dataset(data) -> None``: checks that need the whole data set (e.g. every
+        class present), run by :meth:`check_data` after the record checks.
     row_sums : callable or None
         Degree 2 only: ``row_sums(data) -> (R, Q)`` with ``R_i = sum_{j != i} f(x_i, x_j)``
         and ``Q_i = sum_{j != i} f(x_i, x_j)^2`` in O(n log n), or None. Gives the Hoeffding
@@ -120,16 +155,17 @@ class Kernel:
         The neighbouring relation under which ``sensitivity`` bounds the change of one
         record's contribution; private releases state it in their guarantee.
     active_share : callable or None
-        ``active_share(data) -> float``: the largest fraction of all k-subsets that contain
-        one given record and on which the kernel is not fixed by public information (for
-        AUC, the pairs of a record with the other class). None means every subset
-        counts, k / n. It tightens the sensitivity of the complete U-statistic to
-        ``active_share * sensitivity``.
-    statistic_is_public : bool
-        True when ``statistic(u, data)`` uses ``data`` only through public quantities
-        (n; the class sizes of labelled kernels, public as in 000 Sec. 4), so applying it
-        to a private U is post-processing. False for tau-b, whose tie correction reads
-        the private values: private protocols refuse it.
+        ``active_share(public) -> float`` (``public`` a :class:`PublicData`): the largest
+        fraction of all k-subsets that contain one given record and on which the kernel is
+        not fixed by public information (for AUC, the pairs of a record with the other
+        class). None means every subset counts, k / n. It tightens the sensitivity of the
+        complete U-statistic to ``active_share * sensitivity``.
+    public_columns : tuple of str
+        The columns that are public (the labels of a labelled kernel); the rest are private.
+    exact_only_statistic_fn : callable or None
+        ``exact_only_statistic_fn(u, data) -> float`` for a map that must read private values
+        (tau-b's tie correction): only an exact, non-private computation may use it, and
+        private protocols refuse such a kernel (``statistic_is_public`` is False).
     """
 
     name: str
@@ -139,14 +175,17 @@ class Kernel:
     func: KernelFunc = field(repr=False)
     lipschitz: float | None = None
     exact: Callable[[np.ndarray], float] | None = field(default=None, repr=False)
-    statistic_fn: Callable[[float, np.ndarray], float] | None = field(default=None, repr=False)
+    statistic_fn: Callable[[float, PublicData], float] | None = field(default=None, repr=False)
     validate: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False)
+    validate_dataset: Callable[[np.ndarray], None] | None = field(default=None, repr=False)
     row_sums: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = field(
         default=None, repr=False)
     description: str = field(default="", repr=False)
     adjacency: str = field(default="replace one record", repr=False)
-    active_share: Callable[[np.ndarray], float] | None = field(default=None, repr=False)
-    statistic_is_public: bool = field(default=True, repr=False)
+    active_share: Callable[[PublicData], float] | None = field(default=None, repr=False)
+    public_columns: tuple[str, ...] = field(default=(), repr=False)
+    exact_only_statistic_fn: Callable[[float, np.ndarray], float] | None = field(
+        default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_positive_int(self.degree, "degree")
@@ -174,6 +213,15 @@ class Kernel:
             raise TypeError(f"func must be callable, got {type(self.func).__name__}")
         if self.row_sums is not None and self.degree != 2:
             raise ValueError("row_sums is defined for degree-2 kernels only")
+        public = ((self.public_columns,) if isinstance(self.public_columns, str)
+                  else tuple(self.public_columns))
+        unknown = [c for c in public if c not in cols]
+        if unknown:
+            raise ValueError(f"public_columns {unknown} are not columns of the kernel {cols}")
+        object.__setattr__(self, "public_columns", public)
+        if self.statistic_fn is not None and self.exact_only_statistic_fn is not None:
+            raise ValueError("give statistic_fn (public quantities) or exact_only_statistic_fn "
+                             "(reads private values), not both")
 
     # ---------------------------------------------------------------- properties
     @property
@@ -184,6 +232,12 @@ class Kernel:
     @property
     def n_columns(self) -> int:
         return len(self.columns)
+
+    @property
+    def statistic_is_public(self) -> bool:
+        """True when the map from U to the statistic reads public quantities only, so
+        applying it to a private U is post-processing (False for tau-b)."""
+        return self.exact_only_statistic_fn is None
 
     # ---------------------------------------------------------------- data
     def pack(self, *columns: Any) -> np.ndarray:
@@ -201,7 +255,22 @@ class Kernel:
     def check_data(self, data: Any) -> np.ndarray:
         """Validate a data array (shape, finiteness, kernel-specific rules) and return it.
 
-        A 1-D array is accepted for one-column kernels.
+        A 1-D array is accepted for one-column kernels. Needs at least ``degree`` records.
+        """
+        arr = self.check_records(data)
+        if arr.shape[0] < self.degree:
+            raise ValueError(f"data has {arr.shape[0]} record(s); a kernel of degree "
+                             f"{self.degree} needs at least {self.degree}")
+        if self.validate_dataset is not None:
+            self.validate_dataset(arr)
+        return arr
+
+    def check_records(self, data: Any) -> np.ndarray:
+        """Validate any number of records (a party's own, possibly one) against the
+        kernel's public domain: shape, finiteness, labels, declared bounds.
+
+        Every protocol runs this in the party's own step (``Protocol.init_parties``), so
+        every transport enforces it.
         """
         arr = as_float_array(data, "data", ndim=(1, 2))
         if arr.ndim == 1:
@@ -213,12 +282,15 @@ class Kernel:
         if arr.shape[1] != self.n_columns:
             raise ValueError(f"data has {arr.shape[1]} column(s) but kernel {self.name!r} needs "
                              f"{self.n_columns} {self.columns}; build it with kernel.pack(...)")
-        if arr.shape[0] < self.degree:
-            raise ValueError(f"data has {arr.shape[0]} record(s); a kernel of degree "
-                             f"{self.degree} needs at least {self.degree}")
-        if self.validate is not None:
+        if self.validate is not None and arr.shape[0]:
             arr = self.validate(arr)
         return arr
+
+    def public_view(self, data: Any) -> PublicData:
+        """n and the public columns of ``data`` (checked records): all a release may read."""
+        arr = self.check_records(data)
+        cols = {name: arr[:, self.columns.index(name)].copy() for name in self.public_columns}
+        return PublicData(arr.shape[0], cols)
 
     def check_tuples(self, tuples: Any, n: int) -> np.ndarray:
         """Validate an (m, degree) array of index tuples into n records; return int64."""
@@ -271,35 +343,53 @@ class Kernel:
         arr = self.check_data(data)
         return self._evaluate_unchecked(arr, self.check_tuples(tuples, arr.shape[0]))
 
-    def statistic(self, u: float, data: Any) -> float:
-        """Map the U-statistic ``u`` of ``data`` to the reported statistic (see module table)."""
+    def statistic(self, u: float, public: PublicData | Any) -> float:
+        """Map the U-statistic ``u`` to the reported statistic (see the module table).
+
+        ``public`` is a :class:`PublicData`, or records from which only n and the public
+        columns are taken; ``statistic_fn`` never sees a private value. A kernel whose map
+        reads private values (tau-b) needs the records and is for exact computation only.
+        """
+        if self.exact_only_statistic_fn is not None:
+            if isinstance(public, PublicData):
+                raise ValueError(f"kernel {self.name!r}: the map from U to the statistic reads "
+                                 "private values, so it cannot be applied to a release; only "
+                                 "exact (non-private) computation may use it")
+            return float(self.exact_only_statistic_fn(float(u), self.check_data(public)))
         if self.statistic_fn is None:
             return float(u)
-        return float(self.statistic_fn(float(u), self.check_data(data)))
+        view = public if isinstance(public, PublicData) else self.public_view(public)
+        return float(self.statistic_fn(float(u), view))
 
-    def statistic_slope(self, u: float, data: Any) -> float:
+    def active_share_of(self, public: PublicData) -> float:
+        """Largest fraction of the k-subsets one record is in with a value not fixed by public
+        information (see ``active_share``); ``degree / n`` by default."""
+        if self.active_share is None:
+            return self.degree / public.n
+        return float(self.active_share(public))
+
+    def statistic_slope(self, u: float, public: PublicData | Any) -> float:
         """|d statistic / d U| at ``u`` (delta method for standard errors; nan if undefined).
 
-        Private protocols evaluate it at the released U with public records only, so the
+        Private protocols evaluate it at the released U with public quantities only, so the
         error bar they derive from it costs no privacy.
         """
-        if self.statistic_fn is None:
+        if self.statistic_fn is None and self.exact_only_statistic_fn is None:
             return 1.0
         h = 1e-6 * max(1.0, abs(u))
-        slope = abs(self.statistic(u + h, data) - self.statistic(u - h, data)) / (2.0 * h)
+        slope = abs(self.statistic(u + h, public) - self.statistic(u - h, public)) / (2.0 * h)
         return float(slope) if math.isfinite(slope) else math.nan
 
-    def statistic_with_error(self, u: float, u_std_error: float, data: Any
+    def statistic_with_error(self, u: float, u_std_error: float, public: PublicData | Any
                              ) -> tuple[float, float | None]:
         """The statistic at a released U and its delta-method standard error.
 
-        ``data`` holds public records only (see :meth:`statistic_slope`); the error is
-        None where the slope is undefined.
+        ``public`` as in :meth:`statistic`; the error is None where the slope is undefined.
         """
-        if self.statistic_fn is None:
+        if self.statistic_fn is None and self.exact_only_statistic_fn is None:
             return u, u_std_error
-        slope = self.statistic_slope(u, data)
-        return self.statistic(u, data), (u_std_error * slope if math.isfinite(slope) else None)
+        slope = self.statistic_slope(u, public)
+        return self.statistic(u, public), (u_std_error * slope if math.isfinite(slope) else None)
 
     def __repr__(self) -> str:
         lip = "" if self.lipschitz is None else f", lipschitz={self.lipschitz:g}"
@@ -321,7 +411,7 @@ def _as_column(values: Any, name: str) -> np.ndarray:
 
 
 def _validate_binary_labels(data: np.ndarray, column: int, name: str) -> np.ndarray:
-    labels = as_binary_labels(data[:, column], name)
+    labels = as_binary_labels(data[:, column], name, require_both=False)
     if not np.array_equal(labels, data[:, column]):
         data = data.copy()
         data[:, column] = labels
@@ -332,14 +422,22 @@ def _validate_auc(data: np.ndarray) -> np.ndarray:
     return _validate_binary_labels(data, 1, "label")
 
 
+def _validate_auc_dataset(data: np.ndarray) -> None:
+    as_binary_labels(data[:, 1], "label")  # both classes present
+
+
 def _validate_bounded(data: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
     check_bounds(data[:, 0], bounds, "x")
     return data
 
 
 def _validate_vus(data: np.ndarray) -> np.ndarray:
-    check_ordinal_classes(data[:, 1], "class")
+    check_ordinal_values(data[:, 1], "class")
     return data
+
+
+def _validate_vus_dataset(data: np.ndarray) -> None:
+    check_ordinal_classes(data[:, 1], "class")
 
 
 def _check_bounds_arg(bounds: Any) -> tuple[float, float]:
@@ -373,25 +471,25 @@ def _auc_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return auc_row_sums(data[:, 0], data[:, 1])
 
 
-def _class_sizes(data: np.ndarray) -> tuple[int, int]:
-    n_pos = int(np.count_nonzero(data[:, 1]))
-    return n_pos, data.shape[0] - n_pos
+def _class_sizes(public: PublicData) -> tuple[int, int]:
+    n_pos = int(np.count_nonzero(public.column("label")))
+    return n_pos, public.n - n_pos
 
 
-def _auc_statistic(u: float, data: np.ndarray) -> float:
-    n_pos, n_neg = _class_sizes(data)
-    return u * n_pairs(data.shape[0]) / (n_pos * n_neg)
+def _auc_statistic(u: float, public: PublicData) -> float:
+    n_pos, n_neg = _class_sizes(public)
+    return u * n_pairs(public.n) / (n_pos * n_neg)
 
 
-def _mann_whitney_statistic(u: float, data: np.ndarray) -> float:
-    return u * n_pairs(data.shape[0])
+def _mann_whitney_statistic(u: float, public: PublicData) -> float:
+    return u * n_pairs(public.n)
 
 
-def _auc_active_share(data: np.ndarray) -> float:
+def _auc_active_share(public: PublicData) -> float:
     # A record's kernel value can only be non-zero with records of the other class:
     # max(n+, n-) of the C(n, 2) pairs, so Delta AUC = 1 / min(n+, n-).
-    n_pos, n_neg = _class_sizes(data)
-    return max(n_pos, n_neg) / n_pairs(data.shape[0])
+    n_pos, n_neg = _class_sizes(public)
+    return max(n_pos, n_neg) / n_pairs(public.n)
 
 
 def auc_kernel() -> Kernel:
@@ -406,8 +504,9 @@ def auc_kernel() -> Kernel:
     return Kernel(
         name="auc", degree=2, columns=("score", "label"), output_range=(0.0, 1.0),
         func=_auc_func, exact=_auc_exact, statistic_fn=_auc_statistic, validate=_validate_auc,
+        validate_dataset=_validate_auc_dataset,
         row_sums=_auc_rows, description="AUC = U * C(n,2) / (n_pos * n_neg)",
-        adjacency=LABELS_PUBLIC, active_share=_auc_active_share,
+        adjacency=LABELS_PUBLIC, active_share=_auc_active_share, public_columns=("label",),
     )
 
 
@@ -420,8 +519,9 @@ def mann_whitney_kernel() -> Kernel:
     return Kernel(
         name="mann_whitney", degree=2, columns=("score", "label"), output_range=(0.0, 1.0),
         func=_auc_func, exact=_auc_exact, statistic_fn=_mann_whitney_statistic,
-        validate=_validate_auc, row_sums=_auc_rows, description="Mann-Whitney U = U * C(n,2)",
-        adjacency=LABELS_PUBLIC, active_share=_auc_active_share,
+        validate=_validate_auc, validate_dataset=_validate_auc_dataset, row_sums=_auc_rows,
+        description="Mann-Whitney U = U * C(n,2)",
+        adjacency=LABELS_PUBLIC, active_share=_auc_active_share, public_columns=("label",),
     )
 
 
@@ -463,10 +563,9 @@ def kendall_tau_kernel(variant: str = "b") -> Kernel:
     return Kernel(
         name=f"kendall_tau_{variant}", degree=2, columns=("x", "y"), output_range=(-1.0, 1.0),
         func=_kendall_func, exact=_kendall_exact,
-        statistic_fn=_kendall_b_statistic if variant == "b" else None,
+        exact_only_statistic_fn=_kendall_b_statistic if variant == "b" else None,
         description=("tau-a = U" if variant == "a"
                      else "tau-b = U * C(n,2) / sqrt((C(n,2) - T_x) (C(n,2) - T_y))"),
-        statistic_is_public=variant == "a",
     )
 
 
@@ -546,7 +645,7 @@ def _duplicate_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return duplicate_row_sums(data[:, 0])
 
 
-def _renyi2_statistic(u: float, data: np.ndarray) -> float:
+def _renyi2_statistic(u: float, public: PublicData) -> float:
     return math.inf if u <= 0.0 else -math.log(u)
 
 
@@ -631,16 +730,16 @@ def _vus_exact(data: np.ndarray) -> float:
     return twelve / (12 * math.comb(data.shape[0], 3))
 
 
-def _vus_statistic(u: float, data: np.ndarray) -> float:
-    counts = np.bincount(data[:, 1].astype(np.int64), minlength=3)
-    return u * math.comb(data.shape[0], 3) / (int(counts[0]) * int(counts[1]) * int(counts[2]))
+def _vus_statistic(u: float, public: PublicData) -> float:
+    counts = public.class_sizes("class", 3)
+    return u * math.comb(public.n, 3) / (int(counts[0]) * int(counts[1]) * int(counts[2]))
 
 
-def _vus_active_share(data: np.ndarray) -> float:
+def _vus_active_share(public: PublicData) -> float:
     # Only triples with one record of each class count: a class-c record is in the
     # product of the other two class sizes of them.
-    sizes = np.bincount(data[:, 1].astype(np.int64), minlength=3).astype(np.float64)
-    n = data.shape[0]
+    sizes = public.class_sizes("class", 3).astype(np.float64)
+    n = public.n
     most = max(sizes[1] * sizes[2], sizes[0] * sizes[2], sizes[0] * sizes[1])
     return float(most / math.comb(n, 3))
 
@@ -657,8 +756,9 @@ def vus_kernel() -> Kernel:
     return Kernel(
         name="vus", degree=3, columns=("score", "class"), output_range=(0.0, 1.0),
         func=_vus_func, exact=_vus_exact, statistic_fn=_vus_statistic, validate=_validate_vus,
+        validate_dataset=_validate_vus_dataset,
         description="VUS = U * C(n,3) / (n0 * n1 * n2)",
-        adjacency=LABELS_PUBLIC, active_share=_vus_active_share,
+        adjacency=LABELS_PUBLIC, active_share=_vus_active_share, public_columns=("class",),
     )
 
 
@@ -675,7 +775,8 @@ def user_kernel(
     lipschitz: float | None = None,
     name: str = "user",
     *,
-    statistic_fn: Callable[[float, np.ndarray], float] | None = None,
+    statistic_fn: Callable[[float, PublicData], float] | None = None,
+    public_columns: str | Sequence[str] = (),
 ) -> Kernel:
     """A kernel from a vectorized Python callable.
 
@@ -692,14 +793,19 @@ def user_kernel(
     lipschitz : float, optional
     name : str
     statistic_fn : callable, optional
-        Map from the U-statistic to a reported statistic; identity by default.
+        ``statistic_fn(u, public) -> float``: the map from the U-statistic to the reported
+        statistic; identity by default. ``public`` is a :class:`PublicData` holding n and
+        the columns named in ``public_columns``, never a private value, so the map applied
+        to a private U stays private.
+    public_columns : str or sequence of str
+        Columns whose values are public (e.g. labels); the map may read them.
     """
     if not callable(func):
         raise TypeError(f"func must be callable, got {type(func).__name__}")
     cols = (columns,) if isinstance(columns, str) else tuple(columns)
     return Kernel(name=name, degree=degree, columns=cols, output_range=output_range, func=func,
                   lipschitz=lipschitz, statistic_fn=statistic_fn,
-                  description="user-defined kernel")
+                  public_columns=public_columns, description="user-defined kernel")
 
 
 #: Built-in kernel factories by name (Gini and variance need ``bounds=(lo, hi)``).

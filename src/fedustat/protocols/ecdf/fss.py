@@ -181,7 +181,7 @@ class FssECDF(Protocol):
         """``K_DCF(d) = 128 + d (128 + 2 + l) + l``: one key's wire size."""
         return 128 + self.domain_bits * (128 + 2 + self.ring.bits) + self.ring.bits
 
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _FssParties:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _FssParties:
         return _FssParties(grid_positions(self.thresholds, data), np.asarray(parties, np.int64))
 
     def init_server(self, n_parties: int) -> _FssServerState:

@@ -148,7 +148,7 @@ class PointwiseECDF(Protocol):
         return Message(Role.SERVER, Role.PARTY, {"query": self.query},
                        {"query": index_bits(self.thresholds.size)})
 
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PointwiseParties:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _PointwiseParties:
         return _PointwiseParties(grid_positions(self.thresholds, data),
                                  np.asarray(parties, dtype=np.int64))
 

@@ -364,7 +364,7 @@ class FedAUC(Protocol):
         return self.noise if self.noise is not None else SimulationNoise(rng)
 
     # ------------------------------------------------------------- contract
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> ClientBatch:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> ClientBatch:
         """A batch of clients from rows (score, label) and the owning client of each row.
 
         Rows of one client may come in any order; they are grouped here.

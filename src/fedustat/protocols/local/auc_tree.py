@@ -480,7 +480,7 @@ class LdpAucTree(Protocol):
         return self.randomizer.guarantee
 
     # ------------------------------------------------------------------ parties
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
         records = as_float_array(data, "data", ndim=2)
         if records.shape[1] != 2:
             raise ValueError(f"data must have two columns (score, label), got "

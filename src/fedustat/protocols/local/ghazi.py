@@ -411,7 +411,7 @@ class GhaziProjection(QuantizedLocalProtocol):
         u_se = math.sqrt(4.0 * var_half) / (n * (n - 1))
 
         value, se = self.kernel.statistic_with_error(
-            u, u_se, grid.public_records(np.array([n])))
+            u, u_se, grid.public_data(np.array([n])))
         fac = setup.factorization
         diagnostics: dict[str, Any] = {
             **factorization_diagnostics(grid, k_rule or self.k_rule, self.quantized_kernel,

@@ -698,7 +698,7 @@ class GhaziShuffle(Protocol):
                           - polya(shape_r, params.t_diagonal, n_rows, rng=source))
         return out
 
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
         records = np.asarray(data, dtype=np.float64)
         if records.ndim == 1:
             records = records[:, None]
@@ -789,7 +789,7 @@ class GhaziShuffle(Protocol):
         u_se = math.sqrt(u_var)
         grid = enc.grid
         value, se = self.kernel.statistic_with_error(
-            u, u_se, grid.public_records(np.array([n])))
+            u, u_se, grid.public_data(np.array([n])))
         fac = enc.factorization
         diagnostics: dict[str, Any] = {
             **factorization_diagnostics(grid, k_rule or self.k_rule, self.quantized_kernel,

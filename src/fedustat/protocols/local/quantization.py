@@ -36,7 +36,7 @@ import numpy as np
 from fedustat._validation import as_float_array, check_bounds, check_positive_int
 from fedustat.privacy.noise import NoiseSource
 from fedustat.stats import kernels as _kernels
-from fedustat.stats.kernels import LABELS_PUBLIC, Kernel
+from fedustat.stats.kernels import LABELS_PUBLIC, Kernel, PublicData
 
 __all__ = [
     "ColumnGrid",
@@ -325,20 +325,17 @@ class ProductGrid:
             out[:, list(self.public_index)] = self.group_values()[group]
         return out
 
-    def public_records(self, group_counts: np.ndarray) -> np.ndarray:
-        """Records with the public values of each group repeated by its count.
-
-        Private columns hold the first cell's representative: a kernel's map from U to
-        its statistic may read public columns and n only (``Kernel.statistic_is_public``),
-        so this array gives it everything it may use and nothing private.
-        """
+    def public_data(self, group_counts: np.ndarray) -> PublicData:
+        """n and the public columns, each group's public values repeated by its count: all
+        a kernel's map from U to its statistic may read (:class:`PublicData`)."""
         counts = np.asarray(group_counts, dtype=np.int64)
         rows = np.repeat(np.arange(self.n_groups), counts)
-        out = np.empty((rows.size, len(self.columns)))
-        out[:, list(self.private_index)] = self.representatives()[0]
+        columns = {}
         if self.public:
-            out[:, list(self.public_index)] = self.group_values()[rows]
-        return out
+            values = self.group_values()[rows]
+            for j, col in enumerate(self.public):
+                columns[col.name] = values[:, j]
+        return PublicData(int(rows.size), columns)
 
 
 # --------------------------------------------------------------------------------------

@@ -480,7 +480,7 @@ class QuantizedLocalProtocol(Protocol):
         """The aggregator's estimate from the parties' fields."""
 
     # ---------------------------------------------------------------- protocol steps
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
         records = np.asarray(data, dtype=np.float64)
         if records.ndim == 1:
             records = records[:, None]
@@ -621,7 +621,7 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         u_se = math.sqrt(var_u)
 
         group_counts = counts.sum(axis=1)
-        value, se = self.kernel.statistic_with_error(u, u_se, grid.public_records(group_counts))
+        value, se = self.kernel.statistic_with_error(u, u_se, grid.public_data(group_counts))
 
         diagnostics: dict[str, Any] = {
             "k": k, "bins": grid.bins, "k_rule": k_rule or self.k_rule,

@@ -144,6 +144,7 @@ from fedustat.secure import (
 from fedustat.stats.designs import Design, permutation_pairs
 from fedustat.stats.kernels import (
     Kernel,
+    PublicData,
     auc_kernel,
     duplicate_pair_kernel,
     gini_kernel,
@@ -982,7 +983,7 @@ class PairsTwoParty(Protocol):
         return theorem5_mse(n, self.P, self.epsilon, zeta1, zeta2, **kwargs)
 
     # -- party steps --------------------------------------------------------------------
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
         return _PartyState(np.asarray(data, dtype=np.float64), np.asarray(parties, np.int64))
 
     def init_server(self, n_parties: int) -> _ServerState:
@@ -1194,16 +1195,10 @@ class PairsTwoParty(Protocol):
     def _statistic(self, u: float, labels: np.ndarray) -> tuple[float, float]:
         """The reported statistic and ``|d statistic / d U|``, from public quantities only
         (n and, for AUC, the public labels)."""
-        if self.kernel.statistic_fn is None:
-            return u, 1.0
         n = labels.size
-        public = np.column_stack([np.ones(n), labels]) if self.spec.labelled \
-            else np.zeros((n, self.kernel.n_columns))
+        public = PublicData(n, {"label": labels} if self.spec.labelled else {})
         value = self.kernel.statistic(u, public)
-        h = 1e-6 * max(1.0, abs(u))
-        slope = abs(self.kernel.statistic(u + h, public)
-                    - self.kernel.statistic(u - h, public)) / (2 * h)
-        return float(value), float(slope) if math.isfinite(slope) else math.nan
+        return float(value), self.kernel.statistic_slope(u, public)
 
 
 def _all_pairs(n: int) -> np.ndarray:

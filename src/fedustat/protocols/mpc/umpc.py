@@ -90,7 +90,7 @@ from fedustat.secure import (
     subgroup_size,
 )
 from fedustat.stats.designs import Design, balanced_sample, bernoulli_sample, uniform_sample
-from fedustat.stats.kernels import Kernel
+from fedustat.stats.kernels import Kernel, PublicData
 
 __all__ = [
     "DEFAULT_FIXED_POINT",
@@ -587,7 +587,7 @@ class UMPC(Protocol):
         return bernoulli_sample(m / total, k, n_parties, gen)
 
     # ------------------------------------------------------------------ steps
-    def init_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
+    def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
         records = np.asarray(data, dtype=np.float64)
         if records.ndim != 2 or records.shape[1] != self.kernel.n_columns:
             raise ValueError(f"data must have {self.kernel.n_columns} column(s) "
@@ -698,10 +698,11 @@ class UMPC(Protocol):
         total = int(ring.to_signed(ring.sum(z)))          # Rec(sum z_i), Lemma C.1
         denominator = self.scale() * design.size
         u = total / denominator
-        public_data = np.zeros((n, self.kernel.n_columns))
+        public_columns = {}
         if state.public is not None:
             assert self.circuit.public_column is not None
-            public_data[:, self.circuit.public_column] = state.public
+            public_columns[self.kernel.columns[self.circuit.public_column]] = state.public
+        public_data = PublicData(n, public_columns)
         value = self.kernel.statistic(u, public_data)
         noise_var = self.noise_variance(n, design)
         # The release estimates the complete U-statistic of the parties' data, so its error

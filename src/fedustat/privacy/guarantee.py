@@ -1,9 +1,15 @@
-"""The privacy guarantee a release carries, as data (ARCHITECTURE.md, principle 2)."""
+"""The privacy guarantee a release carries, as data (ARCHITECTURE.md, principle 2).
+
+A guarantee is (epsilon, delta) in a model under an adjacency, and the trust it rests on:
+who must behave (a curator, a dealer, servers that do not collude), what the adversary is
+assumed unable to do (break AES), and who must not collude with whom. The assumptions are
+data too, so a release can be judged by what it asks the user to believe.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from fedustat._validation import check_delta, check_epsilon
@@ -19,26 +25,101 @@ class PrivacyModel(StrEnum):
     NONE = "none"  # exact, non-private computation
 
 
+class Trust(StrEnum):
+    """Kinds of trust a guarantee may rest on."""
+
+    CURATOR = "trusted curator"
+    DEALER = "trusted dealer"
+    NON_COLLUDING_SERVERS = "non-colluding servers"
+    SEMI_HONEST = "semi-honest parties"
+    COMPUTATIONAL = "computational security"
+    HONEST_NOISE = "honest noise contributors"
+    SHUFFLER = "trusted shuffler"
+    LOCAL = "no trusted party"
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One assumption a guarantee rests on: its kind and what exactly is assumed."""
+
+    kind: Trust
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.detail}"
+
+
+def trusted_curator() -> Assumption:
+    return Assumption(Trust.CURATOR, "one party sees every record in the clear and adds the "
+                                     "noise honestly")
+
+
+def trusted_dealer(what: str) -> Assumption:
+    return Assumption(Trust.DEALER, f"an offline dealer deals {what}, colludes with no one "
+                                    "and sees nothing of the online phase")
+
+
+def non_colluding_servers(count: int, tolerated: int | None = None) -> Assumption:
+    tolerated = count - 1 if tolerated is None else tolerated
+    return Assumption(Trust.NON_COLLUDING_SERVERS,
+                      f"{count} servers of which at most {tolerated} collude")
+
+
+def semi_honest(who: str = "parties and servers") -> Assumption:
+    return Assumption(Trust.SEMI_HONEST, f"the {who} follow the protocol (they may try to "
+                                         "learn from what they see, not deviate)")
+
+
+def computational(primitive: str) -> Assumption:
+    return Assumption(Trust.COMPUTATIONAL, f"the adversary cannot break {primitive}")
+
+
+def honest_noise(contributors: int, honest: int) -> Assumption:
+    return Assumption(Trust.HONEST_NOISE, f"at least {honest} of the {contributors} noise "
+                                          "contributors keep their noise secret")
+
+
+def trusted_shuffler() -> Assumption:
+    return Assumption(Trust.SHUFFLER, "a shuffler mixes the messages and hides who sent them")
+
+
+def local_only() -> Assumption:
+    return Assumption(Trust.LOCAL, "each party randomizes its own record; the aggregator and "
+                                   "the other parties may all be adversarial")
+
+
 @dataclass(frozen=True)
 class PrivacyGuarantee:
     """An (epsilon, delta) differential-privacy guarantee in a stated model.
 
     ``adjacency`` names the neighbouring relation, e.g. ``"replace one record"``
-    (bounded DP) or ``"change one label"``.
+    (bounded DP) or ``"change one label"``. ``assumptions`` are what the guarantee rests
+    on (a trusted curator, a dealer, non-colluding servers, semi-honest parties,
+    computational security and its primitive); see :class:`Assumption`. They are not part
+    of equality: two guarantees with the same (epsilon, delta, model, adjacency) make the
+    same DP statement, whatever each asks the user to trust.
     """
 
     epsilon: float
     delta: float = 0.0
     model: PrivacyModel = PrivacyModel.CENTRAL
     adjacency: str = "replace one record"
+    assumptions: tuple[Assumption, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
+        if not all(isinstance(a, Assumption) for a in self.assumptions):
+            raise TypeError("assumptions must be Assumption objects")
+        object.__setattr__(self, "assumptions", tuple(self.assumptions))
         if self.model is PrivacyModel.NONE:
             if not math.isinf(self.epsilon):
                 raise ValueError("a non-private release must have epsilon = inf")
             return
         check_epsilon(self.epsilon, "epsilon", allow_inf=True)
         check_delta(self.delta, "delta")
+
+    def assuming(self, *assumptions: Assumption) -> PrivacyGuarantee:
+        """This guarantee with ``assumptions`` added."""
+        return replace(self, assumptions=(*self.assumptions, *assumptions))
 
     @classmethod
     def none(cls) -> PrivacyGuarantee:
@@ -54,4 +135,7 @@ class PrivacyGuarantee:
             return "not private"
         eps = f"eps={self.epsilon:g}"
         d = f", delta={self.delta:g}" if self.delta else ""
-        return f"({eps}{d}) {self.model.value} DP, adjacency: {self.adjacency}"
+        trust = ""
+        if self.assumptions:
+            trust = "; assuming " + "; ".join(str(a) for a in self.assumptions)
+        return f"({eps}{d}) {self.model.value} DP, adjacency: {self.adjacency}{trust}"

@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
@@ -37,7 +37,10 @@ from fedustat._validation import (
     check_positive_int,
 )
 from fedustat.cost import Cost
-from fedustat.privacy.guarantee import PrivacyGuarantee
+from fedustat.privacy.errors import ErrorDistribution
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+
+NOISE_KINDS = ("simulation", "deployment", "none")
 
 
 class Role(StrEnum):
@@ -170,11 +173,17 @@ class ConfidenceInterval(NamedTuple):
 class Estimate:
     """A released statistic with its error bar, privacy guarantee and measured costs.
 
-    ``std_error`` is the standard error of ``value`` around the exact statistic of the
-    parties' data (the error the protocol adds: noise, randomization, subsampling). It
-    is computed from public quantities only, so releasing it costs no privacy; sampling
-    error of the data around a population parameter is not included. ``None`` where no
-    formula applies.
+    A release holds only DP outputs, public configuration and what is computed from those
+    alone; each protocol lists its DP outputs in ``Protocol.released_fields`` (checked for
+    every protocol by ``tests/test_release_privacy.py``). Internals a simulation needs
+    (keys, shares, noise draws, records) stay in the protocol's state, never here.
+
+    ``error`` is the law of ``value - exact`` (noise, randomization, subsampling) around the
+    exact statistic of the parties' data, from public quantities only, so releasing it costs
+    no privacy; ``std_error`` is its standard deviation. Sampling error of the data around a
+    population parameter is not included. ``None`` where no formula applies.
+    ``noise`` says where the randomness came from: ``"simulation"`` (seeded NumPy, for
+    studies), ``"deployment"`` (OS CSPRNG and vetted samplers) or ``"none"`` (exact).
     """
 
     value: float
@@ -184,16 +193,43 @@ class Estimate:
     std_error: float | None = None
     cost: Cost = field(default_factory=Cost)
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
+    error: ErrorDistribution | None = None
+    noise: str = "simulation"
+
+    def __post_init__(self) -> None:
+        if self.noise not in NOISE_KINDS:
+            raise ValueError(f"noise must be one of {NOISE_KINDS}, got {self.noise!r}")
+        if self.privacy.model is PrivacyModel.NONE:
+            object.__setattr__(self, "noise", "none")
+        if self.error is not None and self.std_error is None:
+            object.__setattr__(self, "std_error", self.error.std)
 
     def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        """Normal-approximation interval value +- z * std_error."""
+        """Interval for the exact statistic of the parties' data.
+
+        From the release's error law (:attr:`error`: exact for Laplace and discrete
+        Laplace noise, a numerical convolution or a conservative bound where terms add),
+        else the normal approximation ``value ± z std_error``.
+        """
         if not 0.0 < confidence_level < 1.0:
             raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+        if self.error is not None:
+            half = self.error.half_width(confidence_level)
+            return ConfidenceInterval(self.value - half, self.value + half)
         if self.std_error is None:
             raise ValueError(f"protocol {self.protocol!r} gives no standard error for "
                              f"{self.quantity}; no confidence interval is available")
         z = float(sps.norm.ppf(0.5 + confidence_level / 2.0))
         return ConfidenceInterval(self.value - z * self.std_error, self.value + z * self.std_error)
+
+    @property
+    def interval_method(self) -> str:
+        """How :meth:`confidence_interval` is computed, in words."""
+        if self.error is not None:
+            return f"error law {self.error}"
+        if self.std_error is not None:
+            return "normal approximation"
+        return "none"
 
     # SciPy's result objects call the released number ``statistic``; mirror that name.
     @property
@@ -208,8 +244,10 @@ class Estimate:
 
     def __str__(self) -> str:
         se = "" if self.std_error is None else f" ± {self.std_error:.3g} (s.e.)"
+        grade = {"simulation": "simulation noise (not for protecting people)",
+                 "deployment": "deployment noise", "none": "no noise"}[self.noise]
         return (f"{self.quantity} = {self.value:.6g}{se} [{self.protocol}; {self.privacy}; "
-                f"{self.cost.bits_per_party:g} bits/party]")
+                f"{grade}; {self.cost.bits_per_party:g} bits/party]")
 
 
 class Protocol(ABC):
@@ -232,6 +270,13 @@ class Protocol(ABC):
     """
 
     name: str = "protocol"
+
+    #: The fields of this protocol's :class:`Estimate` that may depend on the private data:
+    #: its DP outputs and what is computed from them alone, as ``fnmatch`` patterns over
+    #: dotted paths (``"diagnostics.u_statistic"``). Every other field is public
+    #: configuration; ``tests/test_release_privacy.py`` runs each protocol on neighbouring
+    #: data sets with one seed and fails on any other field that differs.
+    released_fields: ClassVar[tuple[str, ...]] = ("value", "std_error", "error", "error.*")
 
     def configure(self, n_rows: int) -> Protocol:
         """This protocol set up with the run's public size (default: unchanged)."""

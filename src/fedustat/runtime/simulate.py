@@ -153,9 +153,33 @@ def _party_of_rows(parties: Any, n_rows: int) -> tuple[np.ndarray, int]:
     return owner, n_parties
 
 
+@dataclass
+class SimulationRun:
+    """A simulated run: the release and, for studies only, the final states.
+
+    ``server_state`` and ``party_states`` hold what a simulation keeps of every role at
+    once (shares, keys, noise draws, records). A deployment never produces this object:
+    each role holds only its own state and the release is :attr:`estimate` alone.
+    """
+
+    estimate: Estimate
+    server_state: Any
+    party_states: list[Any]
+
+
 def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
              batch_size: int | None = None, parties: Any = None) -> Estimate:
-    """Run ``protocol`` on ``data`` in this process.
+    """Run ``protocol`` on ``data`` in this process and return the release.
+
+    See :func:`simulate_run` for the parameters; this returns its ``estimate``.
+    """
+    return simulate_run(protocol, data, rng=rng, batch_size=batch_size,
+                        parties=parties).estimate
+
+
+def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
+                 batch_size: int | None = None, parties: Any = None) -> SimulationRun:
+    """Run ``protocol`` on ``data`` in this process; the release and the final states.
 
     Parameters
     ----------
@@ -174,10 +198,11 @@ def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
 
     Returns
     -------
-    Estimate
-        The protocol's estimate with ``cost`` replaced by the measured costs (bits are
-        counted per party, whatever number of rows it holds, and include the peer
-        traffic party steps report; see :meth:`MessageLog.cost` for the offline bits).
+    SimulationRun
+        ``estimate`` is the protocol's estimate with ``cost`` replaced by the measured
+        costs (bits are counted per party, whatever number of rows it holds, and include
+        the peer traffic party steps report; see :meth:`MessageLog.cost` for the offline
+        bits); ``server_state`` and ``party_states`` are the final states (simulation only).
     """
     if not isinstance(protocol, Protocol):
         raise TypeError(f"protocol must be a fedustat Protocol, got {type(protocol).__name__}")
@@ -224,8 +249,9 @@ def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
         server_state, out = protocol.server_step(server_state, to_server, server_rng)
         if isinstance(out, Estimate):
             ops = int(out.cost.server_operations)
-            return out.with_cost(log.cost(server_operations=ops,
-                                          offline_bits=out.cost.offline_bits))
+            estimate = out.with_cost(log.cost(server_operations=ops,
+                                              offline_bits=out.cost.offline_bits))
+            return SimulationRun(estimate, server_state, party_states)
         log.record(out)
         to_parties = out
     raise RuntimeError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} rounds")

@@ -1,0 +1,343 @@
+"""The law of a release's error, for intervals that cover.
+
+A private release is ``released = exact + Z``. Its interval should use the law of ``Z``,
+not a normal approximation: for the Laplace mechanism (002 App. A.4, Lemma A.5) the
+normal interval ``value ± 1.96 sd`` covers only ``1 - exp(-1.96 sqrt 2) = 93.7%``, while
+the Laplace quantile ``b ln(1 / (1 - level))`` covers exactly ``level``.
+
+Every law here is symmetric about 0 and is computed from public quantities only (noise
+scales, the public sample-size terms of a variance), so an interval built from it is
+post-processing of the release.
+
+* :class:`NormalError`: Gaussian noise, or a CLT approximation of a sum of many small
+  terms (randomized response counts, sampled designs).
+* :class:`LaplaceError`: the Laplace mechanism, exactly.
+* :class:`DiscreteLaplaceError`: the discrete Laplace (two-sided geometric) mechanism on
+  a lattice ``unit * Z`` (002 App. B.1.1), exactly; its intervals are lattice points, so
+  they cover at least ``level``.
+* :class:`ScaledError`: ``c Z`` (a statistic that is a linear map of U, or the delta
+  method's slope).
+* :class:`SumOfErrors`: independent terms added (Laplace noise plus a design's sampling
+  error, K clients' Laplace noises): its cdf by the Gil-Pelaez inversion of the product of
+  the characteristic functions (Gil-Pelaez 1951: for a symmetric law with real
+  characteristic function ``phi``, ``F(x) = 1/2 + (1/pi) int_0^inf sin(w x) phi(w) / w dw``).
+  When every term is a lattice law the integral does not converge; the sum then uses the
+  conservative union bound ``P(|sum Z_i| > sum a_i) <= sum P(|Z_i| > a_i)``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import integrate, optimize
+from scipy import stats as sps
+
+__all__ = [
+    "DiscreteLaplaceError",
+    "ErrorDistribution",
+    "LaplaceError",
+    "NormalError",
+    "ScaledError",
+    "SumOfErrors",
+    "error_sum",
+]
+
+
+def _check_level(level: float) -> float:
+    if isinstance(level, bool) or not isinstance(level, int | float | np.floating) \
+            or not 0.0 < float(level) < 1.0:
+        raise ValueError(f"confidence_level must be a number in (0, 1), got {level!r}")
+    return float(level)
+
+
+def _check_scale(value: float, name: str) -> float:
+    value = float(value)
+    if not (math.isfinite(value) and value >= 0.0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+class ErrorDistribution(ABC):
+    """The law of ``Z = released - exact``: symmetric about 0, from public quantities."""
+
+    @property
+    @abstractmethod
+    def variance(self) -> float:
+        """``Var Z``."""
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.variance)
+
+    @abstractmethod
+    def cdf(self, x: float) -> float:
+        """``P(Z <= x)``."""
+
+    @property
+    def is_lattice(self) -> bool:
+        """True for a law on a lattice (no density); sums of such laws need a bound."""
+        return False
+
+    def characteristic(self, w: np.ndarray) -> np.ndarray:
+        """``E cos(w Z)`` (the characteristic function, real for a symmetric law)."""
+        raise NotImplementedError
+
+    def half_width(self, confidence_level: float = 0.95) -> float:
+        """The smallest ``a`` with ``P(|Z| <= a) >= confidence_level``."""
+        level = _check_level(confidence_level)
+        if self.variance == 0.0:
+            return 0.0
+        target = 0.5 + level / 2.0
+        hi = max(self.std, 1e-300)
+        while self.cdf(hi) < target:
+            hi *= 2.0
+        return float(optimize.brentq(lambda a: self.cdf(a) - target, 0.0, hi, xtol=1e-14 * hi,
+                                     rtol=1e-12))
+
+    def interval(self, confidence_level: float = 0.95) -> tuple[float, float]:
+        """``(lo, hi)`` with ``P(lo <= Z <= hi) >= confidence_level`` (symmetric)."""
+        a = self.half_width(confidence_level)
+        return -a, a
+
+    def scaled(self, factor: float) -> ErrorDistribution:
+        """The law of ``factor * Z``."""
+        return ScaledError(self, factor)
+
+    def __add__(self, other: ErrorDistribution) -> ErrorDistribution:
+        return error_sum([self, other])
+
+
+@dataclass(frozen=True)
+class NormalError(ErrorDistribution):
+    """``Z ~ N(0, sigma^2)``."""
+
+    sigma: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", _check_scale(self.sigma, "sigma"))
+
+    @property
+    def variance(self) -> float:
+        return self.sigma**2
+
+    def cdf(self, x: float) -> float:
+        if self.sigma == 0.0:
+            return 1.0 if x >= 0 else 0.0
+        return float(sps.norm.cdf(x / self.sigma))
+
+    def half_width(self, confidence_level: float = 0.95) -> float:
+        level = _check_level(confidence_level)
+        return float(self.sigma * sps.norm.ppf(0.5 + level / 2.0))
+
+    def characteristic(self, w: np.ndarray) -> np.ndarray:
+        return np.exp(-0.5 * (self.sigma * np.asarray(w)) ** 2)
+
+    def __str__(self) -> str:
+        return f"normal(sd={self.sigma:.3g})"
+
+
+@dataclass(frozen=True)
+class LaplaceError(ErrorDistribution):
+    """``Z ~ Laplace(0, b)``, density ``exp(-|z|/b) / (2b)`` (002 App. A.4, Lemma A.5)."""
+
+    scale: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", _check_scale(self.scale, "scale"))
+
+    @property
+    def variance(self) -> float:
+        return 2.0 * self.scale**2
+
+    def cdf(self, x: float) -> float:
+        if self.scale == 0.0:
+            return 1.0 if x >= 0 else 0.0
+        z = x / self.scale
+        return 1.0 - 0.5 * math.exp(-z) if z >= 0 else 0.5 * math.exp(z)
+
+    def half_width(self, confidence_level: float = 0.95) -> float:
+        # P(|Z| <= a) = 1 - exp(-a/b).
+        level = _check_level(confidence_level)
+        return self.scale * math.log(1.0 / (1.0 - level))
+
+    def characteristic(self, w: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + (self.scale * np.asarray(w)) ** 2)
+
+    def __str__(self) -> str:
+        return f"Laplace(b={self.scale:.3g})"
+
+
+@dataclass(frozen=True)
+class DiscreteLaplaceError(ErrorDistribution):
+    """``Z = unit * K`` with ``P(K = k) = (1 - t)/(1 + t) t^|k|``, ``t = exp(-1/scale)``
+    (the discrete Laplace of 002 App. B.1.1; ``scale`` in lattice units)."""
+
+    scale: float
+    unit: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", _check_scale(self.scale, "scale"))
+        object.__setattr__(self, "unit", _check_scale(self.unit, "unit"))
+
+    @property
+    def _t(self) -> float:
+        return math.exp(-1.0 / self.scale) if self.scale > 0 else 0.0
+
+    @property
+    def is_lattice(self) -> bool:
+        return True
+
+    @property
+    def variance(self) -> float:
+        t = self._t
+        return self.unit**2 * 2.0 * t / (1.0 - t) ** 2
+
+    def _abs_tail(self, k: int) -> float:
+        """``P(|K| > k)`` for k >= 0: ``2 t^(k+1) / (1 + t)``."""
+        t = self._t
+        return 2.0 * t ** (k + 1) / (1.0 + t)
+
+    def cdf(self, x: float) -> float:
+        if self.unit == 0.0 or self.scale == 0.0:
+            return 1.0 if x >= 0 else 0.0
+        k = math.floor(x / self.unit + 1e-12)
+        if k >= 0:
+            return 1.0 - 0.5 * self._abs_tail(k)
+        return 0.5 * self._abs_tail(-k - 1)
+
+    def half_width(self, confidence_level: float = 0.95) -> float:
+        level = _check_level(confidence_level)
+        if self.unit == 0.0 or self.scale == 0.0:
+            return 0.0
+        t = self._t
+        # Smallest k with 2 t^(k+1) / (1 + t) <= 1 - level.
+        k = math.ceil(math.log((1.0 - level) * (1.0 + t) / 2.0) / math.log(t) - 1.0 - 1e-12)
+        return max(k, 0) * self.unit
+
+    def characteristic(self, w: np.ndarray) -> np.ndarray:
+        t = self._t
+        return (1.0 - t) ** 2 / (1.0 - 2.0 * t * np.cos(np.asarray(w) * self.unit) + t * t)
+
+    def __str__(self) -> str:
+        return f"discrete Laplace(scale={self.scale:.3g} x {self.unit:.3g})"
+
+
+@dataclass(frozen=True)
+class ScaledError(ErrorDistribution):
+    """``factor * Z`` for a base law ``Z``."""
+
+    base: ErrorDistribution
+    factor: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "factor", abs(_finite(self.factor, "factor")))
+
+    @property
+    def variance(self) -> float:
+        return self.factor**2 * self.base.variance
+
+    @property
+    def is_lattice(self) -> bool:
+        return self.base.is_lattice
+
+    def cdf(self, x: float) -> float:
+        if self.factor == 0.0:
+            return 1.0 if x >= 0 else 0.0
+        return self.base.cdf(x / self.factor)
+
+    def half_width(self, confidence_level: float = 0.95) -> float:
+        return self.factor * self.base.half_width(confidence_level)
+
+    def characteristic(self, w: np.ndarray) -> np.ndarray:
+        return self.base.characteristic(self.factor * np.asarray(w))
+
+    def __str__(self) -> str:
+        return f"{self.factor:.3g} x {self.base}"
+
+
+def _finite(value: float, name: str) -> float:
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class SumOfErrors(ErrorDistribution):
+    """The sum of independent symmetric terms (see the module docstring for the method)."""
+
+    parts: tuple[ErrorDistribution, ...]
+
+    @property
+    def variance(self) -> float:
+        return math.fsum(p.variance for p in self.parts)
+
+    @property
+    def is_lattice(self) -> bool:
+        return all(p.is_lattice for p in self.parts)
+
+    def characteristic(self, w: np.ndarray) -> np.ndarray:
+        out = np.ones_like(np.asarray(w, dtype=np.float64))
+        for p in self.parts:
+            out = out * p.characteristic(w)
+        return out
+
+    def cdf(self, x: float) -> float:
+        if self.is_lattice:
+            raise ValueError("the cdf of a sum of lattice laws is not computed; "
+                             "use half_width (a union bound)")
+        if x == 0.0:
+            return 0.5
+        sd = self.std
+
+        def integrand(w: float) -> float:
+            return math.sin(w * x) * float(self.characteristic(np.array(w))) / w
+
+        # The characteristic function of a law with a density decays; integrate it on
+        # growing windows (in units of 1/sd) until the window adds nothing.
+        total, start, width = 0.0, 0.0, 10.0 / sd
+        for _ in range(60):
+            part, _ = integrate.quad(integrand, start, start + width, limit=400)
+            total += part
+            start += width
+            if abs(part) < 1e-13 and float(abs(self.characteristic(np.array(start)))) < 1e-12:
+                break
+            width *= 2.0
+        return float(min(1.0, max(0.0, 0.5 + total / math.pi)))
+
+    def half_width(self, confidence_level: float = 0.95) -> float:
+        level = _check_level(confidence_level)
+        if not self.is_lattice:
+            return super().half_width(level)
+        # Union bound: split the miss probability in proportion to each part's variance.
+        alpha = 1.0 - level
+        total = self.variance
+        if total == 0.0:
+            return 0.0
+        return math.fsum(p.half_width(1.0 - alpha * max(p.variance / total, 1e-300))
+                         if p.variance > 0 else 0.0 for p in self.parts)
+
+    def __str__(self) -> str:
+        return " + ".join(str(p) for p in self.parts)
+
+
+def error_sum(parts: Sequence[ErrorDistribution]) -> ErrorDistribution:
+    """The law of a sum of independent terms; zero-variance terms are dropped and a single
+    remaining term is returned as it is."""
+    flat: list[ErrorDistribution] = []
+    for p in parts:
+        if not isinstance(p, ErrorDistribution):
+            raise TypeError(f"parts must be ErrorDistribution objects, got {type(p).__name__}")
+        flat.extend(p.parts if isinstance(p, SumOfErrors) else (p,))
+    flat = [p for p in flat if p.variance > 0.0]
+    if not flat:
+        return NormalError(0.0)
+    if len(flat) == 1:
+        return flat[0]
+    if all(isinstance(p, NormalError) for p in flat):
+        return NormalError(math.sqrt(math.fsum(p.variance for p in flat)))
+    return SumOfErrors(tuple(flat))

@@ -277,6 +277,9 @@ class Protocol(ABC):
     #: configuration; ``tests/test_release_privacy.py`` runs each protocol on neighbouring
     #: data sets with one seed and fails on any other field that differs.
     released_fields: ClassVar[tuple[str, ...]] = ("value", "std_error", "error", "error.*")
+    #: Fields that depend on public randomness only (a sampled design, a public coin, a
+    #: simulated client split): they change with the seed, never with the data.
+    public_coin_fields: ClassVar[tuple[str, ...]] = ()
 
     def configure(self, n_rows: int) -> Protocol:
         """This protocol set up with the run's public size (default: unchanged)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -53,6 +53,9 @@ class PrivatePrefixSums:
     privacy:
         The (eps, delta) guarantee (for Gaussian noise converted from rho-zCDP).
     """
+
+    #: Fields that depend on the data: the noisy running sums.
+    released_fields: ClassVar[tuple[str, ...]] = ("values",)
 
     values: np.ndarray
     tree: DyadicTree

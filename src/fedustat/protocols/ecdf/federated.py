@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -193,6 +193,10 @@ class FederatedECDF:
     diagnostics:
         Bits by message kind, timings, evaluation counts, the trust statement.
     """
+
+    #: Fields that depend on the data: the noisy counts at the queried points and the curve
+    #: from them.
+    released_fields: ClassVar[tuple[str, ...]] = ("values", "counts")
 
     thresholds: np.ndarray
     values: np.ndarray

@@ -74,6 +74,8 @@ class FssECDFServers:
     setup_cost: Cost
     diagnostics: dict[str, Any] = field(default_factory=dict)
     queries: int = 0
+    keygen_seconds: float = 0.0
+    last_query_seconds: list[float] = field(default_factory=list)
 
     protocol: str = "ecdf-fss"
 
@@ -107,13 +109,15 @@ class FssECDFServers:
         online = transcript.total_bits("online")
         cost = Cost(total_bits=online, rounds=transcript.rounds,
                     server_operations=2 * self.n * idx.size)
+        # Server-side timing stays with the servers; a release carries public counts only.
+        self.last_query_seconds = seconds
         diagnostics = {**self.diagnostics, "bits_query": 2 * idx.size * w,
                        "bits_servers_to_querier": online - 2 * idx.size * w,
                        "dcf_evaluations_per_server": self.n * idx.size,
-                       "seconds_eval_per_server": seconds, "query_number": self.queries}
+                       "query_number": self.queries}
         return release_curve(self.protocol, self.grid, self.tree, idx, counts, self.n,
-                        self.epsilon, self.fixed_point, self.noise, cost, self.setup_cost,
-                        diagnostics)
+                             self.epsilon, self.fixed_point, self.noise, cost, self.setup_cost,
+                             diagnostics)
 
 
 @dataclass
@@ -129,6 +133,8 @@ class _FssServerState:
     received: int = 0
     upload_bits: int = 0
     max_upload_bits: int = 0
+    # The two servers' keys and noise shares once set up (their own state, never released).
+    servers: FssECDFServers | None = None
 
 
 _KEY_FIELDS = ("key_seed", "key_cw_seed", "key_cw_t", "key_cw_value", "key_cw_out")
@@ -146,12 +152,17 @@ class FssECDF(Protocol):
 
     Server step: the servers assemble the keys, set up the noise shares (as
     :class:`PointwiseECDF`) and answer the protocol's ``query``; the :class:`Estimate`
-    carries the curve (``diagnostics["curve"]``) and the servers, ready for more
-    queries (``diagnostics["servers"]``, a :class:`FssECDFServers`). Parameters as in
+    carries the curve (``diagnostics["curve"]``). The servers, ready for more queries (a
+    :class:`FssECDFServers` holding both servers' keys and noise shares), stay in the
+    server state (``simulate_run(...).server_state.servers``): they are never part of a
+    release, since the keys and shares reveal every party's position and the noise.
+    Parameters as in
     :class:`PointwiseECDF`; ``n_servers`` must be 2 (the DCF is a two-party FSS scheme).
     """
 
     name = "ecdf-fss"
+    released_fields = (*Protocol.released_fields, "diagnostics.curve.values",
+                       "diagnostics.curve.counts")
 
     def __init__(self, thresholds: Any, query: Any = None, *, epsilon: float,
                  n_servers: int = 2, noise: SharedTreeNoise | None = None,
@@ -262,11 +273,11 @@ class FssECDF(Protocol):
                     rng: np.random.Generator) -> tuple[_FssServerState, Estimate]:
         state = self.absorb(state, inbox)
         servers = self.servers(state, rng)
+        state.servers = servers
         curve = servers.query(self.query)
         estimate = curve_estimate(curve)
         estimate = replace(estimate, cost=Cost(server_operations=curve.cost.server_operations,
-                                               offline_bits=curve.setup_cost.offline_bits),
-                           diagnostics={**estimate.diagnostics, "servers": servers})
+                                               offline_bits=curve.setup_cost.offline_bits))
         return state, estimate
 
 
@@ -299,7 +310,7 @@ def fss_ecdf_setup(values: Any, thresholds: Any, *, epsilon: float,
         state = protocol.absorb(state, upload)
     keygen = time.perf_counter() - start
     servers = protocol.servers(state, np.random.default_rng(seeds[0]))
-    servers.diagnostics["seconds_keygen_all_parties"] = keygen
+    servers.keygen_seconds = keygen
     return servers
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy import stats as sps
@@ -130,6 +130,14 @@ class DPHosmerLemeshow:
     privacy:
         eps-DP in total (003 Thm 2).
     """
+
+    #: Fields that depend on the data: the noisy ECDF, its quantiles and the noisy group
+    #: statistics.
+    released_fields: ClassVar[tuple[str, ...]] = ("cuts", "observed", "expected",
+                                                  "statistic.value", "statistic.std_error",
+                                                  "statistic.error", "statistic.error.*",
+                                                  "statistic.diagnostics.*", "pvalue",
+                                                  "ecdf.values")
 
     statistic: Estimate
     pvalue: float

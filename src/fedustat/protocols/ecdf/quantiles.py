@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,6 +34,10 @@ class Quantiles:
     ``upper - lower <= nu`` unless the grid is coarser. ``upper`` is the smallest
     threshold found whose private CDF reaches q: the usual generalized inverse.
     """
+
+    #: Fields that depend on the data: computed from the private curve alone.
+    released_fields: ClassVar[tuple[str, ...]] = ("value", "lower", "upper", "bracketed",
+                                                  "evaluations")
 
     q: np.ndarray
     value: np.ndarray

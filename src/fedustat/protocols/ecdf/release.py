@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -60,6 +60,10 @@ class PrivateECDF:
     noise_kind:
         ``"simulation"``, ``"deployment"`` or ``"none"``.
     """
+
+    #: Fields that depend on the data: the noisy curve; everything else is public (the grid,
+    #: n, the noise scale).
+    released_fields: ClassVar[tuple[str, ...]] = ("values",)
 
     thresholds: np.ndarray
     values: np.ndarray

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -169,6 +169,12 @@ class DPROCCurve:
     privacy:
         eps-DP in total, adjacency: replace one record (score and label), n public.
     """
+
+    #: Fields that depend on the data: the two noisy ECDFs and what is computed from them.
+    released_fields: ClassVar[tuple[str, ...]] = ("fpr", "tpr", "thresholds", "raw_fpr", "raw_tpr",
+                                                  "positives.values", "negatives.values",
+                                                  "auc.value", "auc.std_error", "auc.error",
+                                                  "auc.error.*", "auc.diagnostics.*")
 
     fpr: np.ndarray
     tpr: np.ndarray

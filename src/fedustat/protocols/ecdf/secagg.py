@@ -122,6 +122,8 @@ class PointwiseECDF(Protocol):
     """
 
     name = "ecdf-pointwise-secagg"
+    released_fields = (*Protocol.released_fields, "diagnostics.curve.values",
+                       "diagnostics.curve.counts")
 
     def __init__(self, thresholds: Any, query: Any = None, *, epsilon: float,
                  n_servers: int = 2, noise: SharedTreeNoise | None = None,
@@ -216,11 +218,10 @@ class PointwiseECDF(Protocol):
                        "bits_servers_to_querier": online, "noise_setup_bits": setup_bits,
                        "n_servers": m, "ring_bits": self.ring.bits,
                        "frac_bits": self.fixed_point.frac_bits,
-                       "seconds_servers": state.seconds,
                        "secrecy": f"information-theoretic against any {m - 1} of the {m} "
                                   f"servers (additive shares)"}
         return release_curve(self.name, self.thresholds, self.tree, state.indices, counts, n,
-                        self.epsilon, self.fixed_point, noise, cost, setup, diagnostics)
+                             self.epsilon, self.fixed_point, noise, cost, setup, diagnostics)
 
     def server_step(self, state: _PointwiseServers, inbox: Message,
                     rng: np.random.Generator) -> tuple[_PointwiseServers, Estimate]:

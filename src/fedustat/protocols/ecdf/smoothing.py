@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -113,6 +113,12 @@ class SmoothedECDF:
     privacy:
         The guarantee of the curve it came from (smoothing is post-processing).
     """
+
+    #: Fields that depend on the data: computed from the private curve alone (including the
+    #: solver's time).
+    released_fields: ClassVar[tuple[str, ...]] = ("values", "raw_values", "objective",
+                                                  "correction", "iterations", "seconds",
+                                                  "diagnostics.*")
 
     thresholds: np.ndarray
     values: np.ndarray

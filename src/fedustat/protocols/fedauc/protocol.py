@@ -323,6 +323,15 @@ class FedAUC(Protocol):
     """
 
     name = "fedauc"
+    # The noisy global statistics and what the server computes from them alone.
+    released_fields = (*Protocol.released_fields, "diagnostics.global_sum",
+                       "diagnostics.noisy_pos", "diagnostics.noisy_neg", "diagnostics.noisy_auc",
+                       "diagnostics.estimated_pos", "diagnostics.base_rate", "diagnostics.alpha",
+                       "diagnostics.beta", "diagnostics.std_error_exact_counts")
+    # The simulated split of the samples into clients is public; the noise each client
+    # adds (and the adaptive budget split) follows from it.
+    public_coin_fields = ("diagnostics.sum_noise_var", "diagnostics.pos_noise_var",
+                          "diagnostics.sum_pos_noise_cov", "diagnostics.beta_*")
 
     def __init__(self, epsilon: float, *, delta: float = 0.0, n_clients: int | None = None,
                  partition: str = "iid", client_of_sample: Any = None,

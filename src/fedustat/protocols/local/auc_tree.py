@@ -433,6 +433,10 @@ class LdpAucTree(Protocol):
     """
 
     name = "ldp-tree"
+    # Everything the aggregator computes from the reports: the level each party reports
+    # on is its own coin, and the per-level counts follow from the reports.
+    released_fields = (*Protocol.released_fields, "diagnostics.uauc",
+                       "diagnostics.reports_per_level_*", "cost.server_operations")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, d: int, delta: float = 0.0,
                  split: str = "users", a: float | None = None,

@@ -434,6 +434,8 @@ class GhaziShuffle(Protocol):
     """
 
     name = "ghazi-shuffle"
+    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
+                       "diagnostics.u_std_error")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, delta: float = 0.0, k: Any = None,
                  bounds: Any = None, domain: Any = None, quantizer: str = "round",

@@ -389,6 +389,8 @@ class QuantizedLocalProtocol(Protocol):
     """
 
     name = "quantized-local"
+    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
+                       "diagnostics.u_std_error")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, k: Any = None, bounds: Any = None,
                  domain: Any = None, public_columns: Any = None, quantizer: str = "round",
@@ -562,6 +564,9 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
     """
 
     name = "ldp-quantized"
+    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
+                       "diagnostics.u_std_error", "diagnostics.quantization_delta_estimate",
+                       "diagnostics.quantization_error_bound_estimate")
 
     def randomizer_for(self, grid: ProductGrid) -> KaryRandomizedResponse:
         """k-ary randomized response on the grid's cells (000 Alg. 1 line 3)."""

@@ -902,6 +902,11 @@ class PairsTwoParty(Protocol):
     """
 
     name = "pairs-2pc"
+    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
+                       "diagnostics.pair_values", "diagnostics.noise_std_error")
+    # The pairs come from public permutations; with public labels (AUC) only the pairs of
+    # opposite labels are computed, so the costs follow the design too.
+    public_coin_fields = ("diagnostics.design.*", "diagnostics.n_computed_pairs", "cost.*")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, delta: float = 0.0, P: int = 1,
                  noise_split: NoiseSplit = "independent", comparison: ComparisonMethod = "fss",

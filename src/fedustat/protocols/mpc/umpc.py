@@ -447,6 +447,12 @@ class UMPC(Protocol):
     """
 
     name = "umpc"
+    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic")
+    # BalancedSamp draws the edges from a public coin; which edges are active (with public
+    # labels, the edges with both classes) and every party's traffic follow from them.
+    public_coin_fields = ("diagnostics.public_coin", "diagnostics.active_edges",
+                          "diagnostics.expected_offline_bits", "diagnostics.lemma_c3_bits",
+                          "cost.*")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, design: str | Design = "balanced",
                  edges: int | None = None, threat_model: str = "hf", f_honest: float = 0.5,

@@ -60,6 +60,7 @@ class ReleaseCase:
     neighbour: np.ndarray
     released_fields: tuple[str, ...]
     public_coin_fields: tuple[str, ...] = ()
+    protocol: Any = None  # the registered protocol the case runs, where there is one
 
 
 # ------------------------------------------------------------------------------ flatten
@@ -206,7 +207,7 @@ def _protocol_case(label: str, name: str, kernel: Kernel, data: tuple[np.ndarray
                         rng=seed)
 
     return ReleaseCase(f"{name}[{label}]", run, data[0], data[1], protocol.released_fields,
-                       protocol.public_coin_fields)
+                       protocol.public_coin_fields, protocol)
 
 
 GRID = np.linspace(0.0, 1.0, 17)

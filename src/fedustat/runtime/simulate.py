@@ -14,6 +14,7 @@ batch draws from its own random stream spawned from the seed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,7 +179,8 @@ def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
 
 
 def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
-                 batch_size: int | None = None, parties: Any = None) -> SimulationRun:
+                 batch_size: int | None = None, parties: Any = None,
+                 relay: Callable[[Message], Message] | None = None) -> SimulationRun:
     """Run ``protocol`` on ``data`` in this process; the release and the final states.
 
     Parameters
@@ -195,6 +197,10 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
         Party id (0..K-1) of each row, for protocols whose parties hold several rows
         (e.g. clients holding many samples). Default: the protocol's own
         ``assign_parties`` (a public client split), else one party per row.
+    relay:
+        A function every message passes through on its way (e.g. wire encoding and
+        decoding), so a transport's treatment of messages can be tested on every
+        protocol; default: messages are handed over as they are.
 
     Returns
     -------
@@ -244,6 +250,8 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
             party_states[i], msg = protocol.party_step(
                 party_states[i], _message_for_batch(to_parties, group), batch_rngs[i])
             outgoing.append(msg)
+        if relay is not None:
+            outgoing = [relay(msg) for msg in outgoing]
         to_server = _merge_party_messages(outgoing)
         log.record(to_server)
         server_state, out = protocol.server_step(server_state, to_server, server_rng)
@@ -253,5 +261,5 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
                                               offline_bits=out.cost.offline_bits))
             return SimulationRun(estimate, server_state, party_states)
         log.record(out)
-        to_parties = out
+        to_parties = out if relay is None else relay(out)
     raise RuntimeError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} rounds")

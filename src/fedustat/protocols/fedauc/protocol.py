@@ -419,7 +419,7 @@ class FedAUC(Protocol):
                 raise ValueError("clients expect no message before they upload their scores")
             return self._upload_scores(state, rng)
         if state.phase == 1:
-            if inbox is None or "rank2" not in inbox.fields:
+            if inbox is None or not {"rank", "rank2"} & set(inbox.fields):
                 raise ValueError("clients expect the server's ranks in their second step")
             return self._receive_ranks(state, inbox, rng)
         raise RuntimeError(f"{self.name}: the clients have already sent their statistics")
@@ -465,9 +465,13 @@ class FedAUC(Protocol):
         if m < 2:
             raise ValueError("the AUC needs at least 2 samples")
         doubled, ties = _doubled_mid_ranks(scores)
-        # Without ties every rank is an integer in 0..M-1; mid-ranks need one more bit.
-        bits = (2 * m - 2).bit_length() if ties else (m - 1).bit_length()
-        reply = Message(Role.SERVER, Role.PARTY, {"rank2": doubled}, {"rank2": bits}, owner)
+        # Without ties every rank is an integer in 0..M-1 and travels as such; mid-ranks
+        # travel doubled (integers in 0..2M-2), one more bit.
+        if ties:
+            bits, name, sent = (2 * m - 2).bit_length(), "rank2", doubled
+        else:
+            bits, name, sent = (m - 1).bit_length(), "rank", doubled // 2
+        reply = Message(Role.SERVER, Role.PARTY, {name: sent}, {name: bits}, owner)
         ranks = doubled / 2.0
         if np.any(owner[1:] < owner[:-1]):
             order = np.argsort(owner, kind="stable")
@@ -488,7 +492,8 @@ class FedAUC(Protocol):
     def _receive_ranks(self, state: ClientBatch, inbox: Message,
                        rng: np.random.Generator) -> tuple[ClientBatch, Message]:
         order = state.upload_order
-        received = np.asarray(inbox.fields["rank2"], dtype=np.int64)
+        received = (np.asarray(inbox.fields["rank2"], dtype=np.int64) if "rank2" in inbox.fields
+                    else 2 * np.asarray(inbox.fields["rank"], dtype=np.int64))
         if order is None or received.shape != order.shape:
             raise ValueError(f"clients expected {state.scores.size} ranks, got {received.size}")
         if inbox.parties is not None and not np.array_equal(inbox.parties, state.owner[order]):

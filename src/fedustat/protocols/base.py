@@ -280,6 +280,9 @@ class Protocol(ABC):
     #: Fields that depend on public randomness only (a sampled design, a public coin, a
     #: simulated client split): they change with the seed, never with the data.
     public_coin_fields: ClassVar[tuple[str, ...]] = ()
+    #: In a networked run, whether a process holding several rows is one party (a client
+    #: holding samples, as in FedAUC) rather than one party per row (one record each).
+    silo_is_one_party: ClassVar[bool] = False
 
     def configure(self, n_rows: int) -> Protocol:
         """This protocol set up with the run's public size (default: unchanged)."""

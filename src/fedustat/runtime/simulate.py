@@ -14,7 +14,7 @@ batch draws from its own random stream spawned from the seed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,7 +111,7 @@ class MessageLog:
         )
 
 
-def _merge_party_messages(messages: list[Message]) -> Message:
+def merge_party_messages(messages: list[Message]) -> Message:
     if len(messages) == 1:
         return messages[0]
     first = messages[0]
@@ -154,6 +154,19 @@ def _party_of_rows(parties: Any, n_rows: int) -> tuple[np.ndarray, int]:
     return owner, n_parties
 
 
+def _batches(n: int, batch_size: int | Sequence[int] | None) -> list[slice]:
+    """Consecutive groups of party ids: equal groups of ``batch_size``, or given sizes."""
+    if not isinstance(batch_size, Sequence) or isinstance(batch_size, str):
+        size = n if batch_size is None else check_positive_int(batch_size, "batch_size")
+        return [slice(start, min(start + size, n)) for start in range(0, n, size)]
+    sizes = [check_positive_int(s, "batch_size entries") for s in batch_size]
+    if sum(sizes) != n:
+        raise ValueError(f"batch sizes {sizes} add up to {sum(sizes)}, but the run has {n} "
+                         "parties")
+    ends = np.cumsum([0, *sizes])
+    return [slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:], strict=True)]
+
+
 @dataclass
 class SimulationRun:
     """A simulated run: the release and, for studies only, the final states.
@@ -169,7 +182,7 @@ class SimulationRun:
 
 
 def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
-             batch_size: int | None = None, parties: Any = None) -> Estimate:
+             batch_size: int | Sequence[int] | None = None, parties: Any = None) -> Estimate:
     """Run ``protocol`` on ``data`` in this process and return the release.
 
     See :func:`simulate_run` for the parameters; this returns its ``estimate``.
@@ -179,7 +192,7 @@ def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
 
 
 def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
-                 batch_size: int | None = None, parties: Any = None,
+                 batch_size: int | Sequence[int] | None = None, parties: Any = None,
                  relay: Callable[[Message], Message] | None = None) -> SimulationRun:
     """Run ``protocol`` on ``data`` in this process; the release and the final states.
 
@@ -192,7 +205,8 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
     rng:
         Seed or Generator; the same seed gives the same estimate.
     batch_size:
-        Parties per batch (default: all parties in one batch).
+        Parties per batch (default: all parties in one batch), or the sizes of
+        consecutive batches (a networked run's silos, so its seeded numbers match).
     parties:
         Party id (0..K-1) of each row, for protocols whose parties hold several rows
         (e.g. clients holding many samples). Default: the protocol's own
@@ -230,10 +244,9 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
         owner, n = _party_of_rows(parties, n_rows)
         order = np.argsort(owner, kind="stable")
         records, owner = records[order], owner[order]
-    size = n if batch_size is None else check_positive_int(batch_size, "batch_size")
-    seeds = root.spawn((n + size - 1) // size + 1)
+    batches = _batches(n, batch_size)
+    seeds = root.spawn(len(batches) + 1)
     server_rng = np.random.default_rng(seeds[0])
-    batches = [slice(start, min(start + size, n)) for start in range(0, n, size)]
     batch_rngs = [np.random.default_rng(s) for s in seeds[1:]]
     # Rows of the parties start..stop-1 (owners are sorted).
     row_start = np.searchsorted(owner, np.arange(n + 1))
@@ -252,7 +265,7 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
             outgoing.append(msg)
         if relay is not None:
             outgoing = [relay(msg) for msg in outgoing]
-        to_server = _merge_party_messages(outgoing)
+        to_server = merge_party_messages(outgoing)
         log.record(to_server)
         server_state, out = protocol.server_step(server_state, to_server, server_rng)
         if isinstance(out, Estimate):

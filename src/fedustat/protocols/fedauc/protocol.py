@@ -535,6 +535,8 @@ class FedAUC(Protocol):
         return Cost(server_operations=int(m * max(1, (m - 1).bit_length()) + state.n_clients))
 
     # ------------------------------------------------------------- driver hook
+    silo_is_one_party = True
+
     def assign_parties(self, records: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Client id of each sample (row) from this protocol's client configuration."""
         scores = np.asarray(records)[:, 0]

@@ -1,0 +1,1 @@
+"""Networked runs: each role in its own process over mutually authenticated gRPC."""

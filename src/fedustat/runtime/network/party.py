@@ -1,0 +1,122 @@
+"""A party of a networked run: its own records, its own steps, one TLS channel to the server.
+
+:func:`run_party` joins the server (which authenticates it by its certificate), receives
+its party ids and the public size of the run, and then loops: run the protocol's party
+step on its own state and the server's last message, send the frame, wait for the reply.
+The party's records never leave this process; only the step's message does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedustat._validation import RandomLike, as_float_array, as_seed_sequence
+from fedustat.protocols.base import Protocol, Role
+from fedustat.runtime.network.certs import Credentials
+from fedustat.runtime.network.service import (
+    CHANNEL_OPTIONS,
+    JOIN,
+    REPLY_MESSAGE,
+    REPLY_RELEASE,
+    ROUND,
+    NetworkRunError,
+    fingerprint,
+)
+from fedustat.runtime.simulate import MAX_ROUNDS
+from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
+
+__all__ = ["PartyResult", "run_party"]
+
+
+@dataclass(frozen=True)
+class PartyResult:
+    """What a party learns: the release summary the server sent (DP outputs only)."""
+
+    release: dict[str, Any]
+    party_ids: tuple[int, int]
+    rounds: int
+
+
+def _grpc() -> Any:
+    try:
+        import grpc
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError("networked runs need gRPC: pip install 'fedustat[network]'") from exc
+    return grpc
+
+
+def run_party(protocol: Protocol, records: Any, credentials: Credentials, server: str, *,
+              rng: RandomLike = None, timeout: float = 60.0) -> PartyResult:
+    """Take part in a run of ``protocol`` served at ``server`` (``host:port``).
+
+    Parameters
+    ----------
+    protocol:
+        Configured exactly as the server's (the server refuses another configuration).
+    records:
+        This party's rows, shape (m, columns) or (m,); they are checked here, by the
+        protocol's own party step, before anything is sent.
+    credentials:
+        This party's certificate (its name says which party it is), key and the CA.
+    rng:
+        ``None`` (default): randomness from the OS. A seed reproduces the simulator's
+        numbers for the same seed and the same split of rows into silos.
+    timeout:
+        Seconds to wait for each of the server's answers.
+    """
+    grpc = _grpc()
+    rows = as_float_array(records, "records", ndim=(1, 2))
+    rows = rows[:, None] if rows.ndim == 1 else rows
+    channel = grpc.secure_channel(
+        server, grpc.ssl_channel_credentials(credentials.ca, credentials.key,
+                                             credentials.certificate),
+        options=CHANNEL_OPTIONS)
+    identity = credentials.identity
+    try:
+        join = channel.unary_unary(JOIN)
+        exchange = channel.unary_unary(ROUND)
+        mark = fingerprint(protocol)
+        try:
+            assignment = json.loads(join(json.dumps({"rows": int(rows.shape[0]),
+                                                     "fingerprint": mark}).encode(),
+                                         timeout=timeout, wait_for_ready=True))
+        except grpc.RpcError as exc:
+            raise NetworkRunError(f"{identity} could not join: {exc.details()}") from None
+        first, stop = assignment["ids"]
+        ids = np.arange(first, stop, dtype=np.int64)
+        owner = ids if ids.size == rows.shape[0] else np.full(rows.shape[0], first,
+                                                               dtype=np.int64)
+        configured = protocol.configure(int(assignment["n_rows"]))
+        if rng is None:
+            party_rng = np.random.default_rng(np.random.SeedSequence())
+        else:
+            streams = as_seed_sequence(rng).spawn(int(assignment["n_silos"]) + 1)
+            party_rng = np.random.default_rng(streams[1 + int(assignment["silo"])])
+        state = configured.init_parties(rows, owner)
+        inbox = None
+        for current in range(MAX_ROUNDS):
+            state, message = configured.party_step(state, inbox, party_rng)
+            frame = encode(Envelope(mark, assignment["run"], current, "party", identity,
+                                    message))
+            try:
+                reply = exchange(frame, timeout=timeout)
+            except grpc.RpcError as exc:
+                raise NetworkRunError(f"round {current}: {exc.details()}") from None
+            if reply[:1] == REPLY_RELEASE:
+                return PartyResult(json.loads(reply[1:]), (first, stop), current + 1)
+            if reply[:1] != REPLY_MESSAGE:
+                raise NetworkRunError(f"round {current}: the server's reply is not a "
+                                      "message or a release")
+            try:
+                inbox = decode(reply[1:], Expectation(
+                    mark, assignment["run"], current, "server", "server", Role.PARTY,
+                    allow_nonfinite=frozenset()))
+            except WireError as exc:
+                raise NetworkRunError(str(exc)) from None
+        raise NetworkRunError(f"no release after {MAX_ROUNDS} rounds")
+    finally:
+        channel.close()

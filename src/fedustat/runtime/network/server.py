@@ -1,0 +1,317 @@
+"""The aggregator of a networked run: waits for the parties, runs the server steps.
+
+:func:`serve` starts a gRPC server with mutually authenticated TLS, accepts exactly the
+expected parties (certificate names ``party-0`` ... ``party-{K-1}``), and runs the
+protocol's rounds: each round it collects one validated frame per party, merges them in
+party order (as the simulator does), runs the server step and answers every party with
+its part of the reply. Nothing but the release leaves the server's process to its caller.
+
+Failures never yield a number: a party that does not send its frame of a round within
+``timeout`` seconds, or sends a frame that fails validation, stops the run with a
+:class:`~fedustat.runtime.network.service.NetworkRunError` naming the party, and every
+waiting party is told why.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fedustat._validation import RandomLike, as_seed_sequence, check_positive_int
+from fedustat.protocols.base import Estimate, Message, Protocol, Role
+from fedustat.runtime.network.certs import Credentials, party_identity, party_index
+from fedustat.runtime.network.service import (
+    CHANNEL_OPTIONS,
+    REPLY_MESSAGE,
+    REPLY_RELEASE,
+    SERVICE,
+    NetworkRunError,
+    fingerprint,
+    release_summary,
+)
+from fedustat.runtime.simulate import MAX_ROUNDS, MessageLog, merge_party_messages
+from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
+
+__all__ = ["ServerRun", "serve"]
+
+
+def _grpc() -> Any:
+    try:
+        import grpc
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError("networked runs need gRPC: pip install 'fedustat[network]'") from exc
+    return grpc
+
+
+@dataclass
+class _Party:
+    identity: str
+    rows: int
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+@dataclass
+class ServerRun:
+    """What the server's caller gets: the release and who took part."""
+
+    estimate: Estimate
+    parties: list[str]
+    rounds: int
+    seconds: float
+
+
+class _Coordinator:
+    """The server's state machine; gRPC handler threads wait on its condition."""
+
+    def __init__(self, protocol: Protocol, n_silos: int, rng: RandomLike,
+                 timeout: float) -> None:
+        self.protocol = protocol
+        self.n_silos = n_silos
+        self.timeout = timeout
+        self.fingerprint = fingerprint(protocol)
+        self.run = f"run-{int(time.time() * 1000):x}"
+        self.seeded = rng is not None
+        self.root = as_seed_sequence(rng) if self.seeded else None
+        self.lock = threading.Condition()
+        self.joined: dict[int, _Party] = {}
+        self.assigned = False
+        self.round = 0
+        self.inbox: dict[int, Message] = {}
+        self.replies: dict[int, bytes] = {}
+        self.reply_round = -1
+        self.failure: str | None = None
+        self.estimate: Estimate | None = None
+        self.server_state: Any = None
+        self.log: MessageLog | None = None
+        self.server_rng: np.random.Generator | None = None
+        self.done = threading.Event()
+        self.progress = time.monotonic()
+
+    # ---------------------------------------------------------------- helpers
+    def _identity(self, context: Any) -> tuple[str, int]:
+        names = context.auth_context().get("x509_common_name") or []
+        identity = names[0].decode() if names else ""
+        index = party_index(identity)
+        if index is None or index >= self.n_silos:
+            context.abort(_grpc().StatusCode.PERMISSION_DENIED,
+                          f"{identity or 'an unnamed peer'} is not one of this run's parties "
+                          f"(party-0 .. party-{self.n_silos - 1})")
+        return identity, index
+
+    def _fail(self, reason: str) -> None:
+        if self.failure is None:
+            self.failure = reason
+        self.lock.notify_all()
+        self.done.set()
+
+    def _wait(self, ready: Any, context: Any) -> None:
+        """Block a handler until ``ready()`` or a failure (the watchdog bounds the wait)."""
+        while not ready() and self.failure is None:
+            self.lock.wait(0.5)
+        if self.failure is not None:
+            context.abort(_grpc().StatusCode.ABORTED, self.failure)
+
+    def missing(self) -> tuple[str, list[str]]:
+        """The stage the run waits in and the parties it waits for."""
+        if not self.assigned:
+            return "joining", [party_identity(i) for i in range(self.n_silos)
+                               if i not in self.joined]
+        return f"round {self.round}", [party_identity(i) for i in range(self.n_silos)
+                                       if i not in self.inbox]
+
+    def watch(self) -> None:
+        """Fail the run when no party has made progress for ``timeout`` seconds."""
+        with self.lock:
+            if self.failure is None and self.estimate is None \
+                    and time.monotonic() - self.progress > self.timeout:
+                stage, waiting = self.missing()
+                self._fail(f"{stage}: no answer within {self.timeout:g} s from "
+                           f"{', '.join(waiting)}; no release")
+
+    # ---------------------------------------------------------------- Join
+    def join(self, request: bytes, context: Any) -> bytes:
+        identity, index = self._identity(context)
+        try:
+            hello = json.loads(request.decode())
+            rows = check_positive_int(hello["rows"], "rows")
+            party_fingerprint = str(hello["fingerprint"])
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
+                ValueError) as exc:
+            context.abort(_grpc().StatusCode.INVALID_ARGUMENT,
+                          f"hello from {identity} is malformed: {exc}")
+        if party_fingerprint != self.fingerprint:
+            context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
+                          f"{identity} runs protocol configuration {party_fingerprint}, the "
+                          f"server runs {self.fingerprint}")
+        with self.lock:
+            if self.assigned or index in self.joined:
+                context.abort(_grpc().StatusCode.ALREADY_EXISTS,
+                              f"{identity} has already joined this run")
+            self.joined[index] = _Party(identity, rows)
+            self.progress = time.monotonic()
+            if len(self.joined) == self.n_silos:
+                self._assign()
+            self._wait(lambda: self.assigned, context)
+            party = self.joined[index]
+            return json.dumps({"run": self.run, "n_rows": self.n_rows,
+                               "n_parties": self.n_parties, "silo": index,
+                               "n_silos": self.n_silos,
+                               "ids": [int(party.ids[0]), int(party.ids[-1]) + 1]}).encode()
+
+    def _assign(self) -> None:
+        """Party ids per silo: its own id when a silo is one party, else one id per row."""
+        self.n_rows = sum(p.rows for p in self.joined.values())
+        self.protocol = self.protocol.configure(self.n_rows)
+        start = 0
+        for i in range(self.n_silos):
+            party = self.joined[i]
+            width = 1 if self.protocol.silo_is_one_party else party.rows
+            party.ids = np.arange(start, start + width, dtype=np.int64)
+            start += width
+        self.n_parties = start
+        self.server_state = self.protocol.init_server(self.n_parties)
+        self.log = MessageLog(self.n_parties)
+        if self.seeded:
+            # The simulator's streams for batches of these sizes: same seed, same numbers.
+            self.server_rng = np.random.default_rng(self.root.spawn(self.n_silos + 1)[0])
+        else:
+            self.server_rng = np.random.default_rng(np.random.SeedSequence())
+        self.assigned = True
+        self.lock.notify_all()
+
+    # ---------------------------------------------------------------- Round
+    def round_trip(self, request: bytes, context: Any) -> bytes:
+        identity, index = self._identity(context)
+        with self.lock:
+            if not self.assigned or index not in self.joined:
+                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
+                              f"{identity} sent a round before joining")
+            if self.failure is not None:
+                context.abort(_grpc().StatusCode.ABORTED, self.failure)
+            current = self.round
+            party = self.joined[index]
+            expect = Expectation(self.fingerprint, self.run, current, "party", identity,
+                                 Role.SERVER, party_ids=party.ids,
+                                 max_elements=max(1 << 20, 64 * party.rows * 1024))
+            try:
+                message = decode(request, expect).message
+            except WireError as exc:
+                self._fail(f"round {current}: {exc}; no release")
+                context.abort(_grpc().StatusCode.INVALID_ARGUMENT, str(exc))
+            if index in self.inbox:
+                context.abort(_grpc().StatusCode.ALREADY_EXISTS,
+                              f"{identity} already sent round {current}")
+            self.inbox[index] = message
+            self.progress = time.monotonic()
+            if len(self.inbox) == self.n_silos:
+                self._server_step(current)
+            self._wait(lambda: self.reply_round >= current, context)
+            return self.replies[index]
+
+    def _server_step(self, current: int) -> None:
+        merged = merge_party_messages([self.inbox[i] for i in range(self.n_silos)])
+        self.inbox = {}
+        try:
+            self.log.record(merged)
+            self.server_state, out = self.protocol.server_step(self.server_state, merged,
+                                                               self.server_rng)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            self._fail(f"round {current}: the server step refused the parties' messages: "
+                       f"{exc}; no release")
+            return
+        if isinstance(out, Estimate):
+            ops = int(out.cost.server_operations)
+            self.estimate = out.with_cost(self.log.cost(server_operations=ops,
+                                                        offline_bits=out.cost.offline_bits))
+            reply = REPLY_RELEASE + json.dumps(release_summary(self.estimate)).encode()
+            self.replies = dict.fromkeys(range(self.n_silos), reply)
+            self.done.set()
+        else:
+            self.log.record(out)
+            self.replies = {i: REPLY_MESSAGE + encode(Envelope(
+                self.fingerprint, self.run, current, "server", "server",
+                _part_for(out, self.joined[i].ids)))
+                for i in range(self.n_silos)}
+        self.round = current + 1
+        self.reply_round = current
+        if self.round > MAX_ROUNDS:
+            self._fail(f"protocol {self.protocol.name!r} did not finish within {MAX_ROUNDS} "
+                       "rounds")
+        self.lock.notify_all()
+
+
+def _part_for(message: Message, ids: np.ndarray) -> Message:
+    """A server message restricted to one silo's party ids (broadcasts go whole)."""
+    if message.parties is None:
+        return message
+    addressed = np.asarray(message.parties)
+    mine = np.isin(addressed, ids)
+    return Message(message.sender, message.receiver,
+                   {k: np.asarray(v)[mine] for k, v in message.fields.items()},
+                   message.bits_per_value, addressed[mine])
+
+
+def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
+          address: str = "127.0.0.1:0", rng: RandomLike = None, timeout: float = 60.0,
+          on_ready: Any = None) -> ServerRun:
+    """Run the aggregator of ``protocol`` for ``n_silos`` parties; return the release.
+
+    Parameters
+    ----------
+    protocol:
+        The protocol, configured exactly as the parties configure theirs (their public
+        configurations must hash alike, see ``service.fingerprint``).
+    n_silos:
+        Number of party processes (certificates ``party-0`` ...). A silo holding m rows
+        acts for m parties, or for one party where the protocol's party is a client
+        holding samples (FedAUC).
+    credentials:
+        The server's certificate, key and the deployment CA (``load_credentials``).
+    address:
+        ``host:port`` to listen on; port 0 picks a free port (``on_ready`` gets it).
+    rng:
+        ``None`` (default): the server's randomness comes from the OS. A seed gives the
+        simulator's streams, for comparing a networked run with a simulation.
+    timeout:
+        Seconds to wait for all parties to join, and for each round's frames.
+    on_ready:
+        Called with the bound port once the server listens.
+    """
+    grpc = _grpc()
+    n_silos = check_positive_int(n_silos, "n_silos")
+    coordinator = _Coordinator(protocol, n_silos, rng, float(timeout))
+    handler = grpc.method_handlers_generic_handler(SERVICE, {
+        "Join": grpc.unary_unary_rpc_method_handler(coordinator.join),
+        "Round": grpc.unary_unary_rpc_method_handler(coordinator.round_trip),
+    })
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=n_silos + 4),
+                         options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=4 * n_silos + 8)
+    server.add_generic_rpc_handlers((handler,))
+    server_credentials = grpc.ssl_server_credentials(
+        [(credentials.key, credentials.certificate)], root_certificates=credentials.ca,
+        require_client_auth=True)
+    port = server.add_secure_port(address, server_credentials)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    started = time.monotonic()
+    server.start()
+    try:
+        if on_ready is not None:
+            on_ready(port)
+        # Each stage (joining, every round) must see progress within `timeout`.
+        while not coordinator.done.wait(timeout=0.2):
+            coordinator.watch()
+        # Let the last replies reach the parties before the server goes away.
+        time.sleep(0.2)
+    finally:
+        server.stop(grace=1.0)
+    if coordinator.estimate is None:
+        raise NetworkRunError(coordinator.failure or "the run ended without a release")
+    return ServerRun(coordinator.estimate, [party_identity(i) for i in range(n_silos)],
+                     coordinator.round, time.monotonic() - started)

@@ -177,7 +177,7 @@ class DeploymentNoise(NoiseSource):
     operations for every value; ``benchmarks/bench_samplers.py`` measures it).
 
     * ``laplace``: discrete Laplace on the grid ``2^e``, ``scale / 2^e`` in
-      ``(2^39, 2^40]``; ``discrete_laplace``: difference of two geometrics, each from a
+      ``[2^39, 2^40)``; ``discrete_laplace``: difference of two geometrics, each from a
       public number of independent binary digits.
     * ``gaussian``: discrete Gaussian on the grid ``2^e``, ``sigma / 2^e`` in
       ``[2^10, 2^11)``, by inversion of a full CDF table; ``polya``: the same inversion of

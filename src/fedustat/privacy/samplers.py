@@ -21,7 +21,7 @@ Constructions (see docs/secure.md, "Deployment samplers"):
 * Discrete Laplace: the difference of two i.i.d. geometrics (Inusah & Kozubowski 2006;
   002 App. B.1.1 with n = 1).
 * Laplace: discrete Laplace on the public grid ``2^e`` with ``scale / 2^e`` in
-  ``(2^39, 2^40]``, so outputs are exact multiples of the grid.
+  ``[2^39, 2^40)``, so outputs are exact multiples of the grid.
 * Gaussian and Pólya: inversion of an integer CDF table over the whole truncated
   support: one word per draw, compared with every entry of the table.
 
@@ -49,7 +49,7 @@ __all__ = ["GAUSSIAN_GRID_BITS", "LAPLACE_GRID_BITS", "MAX_TABLE_SIZE", "TAIL_BI
 
 #: Every truncated tail has probability at most ``2^-TAIL_BITS``.
 TAIL_BITS = 64
-#: Laplace noise lives on the grid ``2^e`` with ``scale / 2^e`` in ``(2^39, 2^40]``.
+#: Laplace noise lives on the grid ``2^e`` with ``scale / 2^e`` in ``[2^39, 2^40)``.
 LAPLACE_GRID_BITS = 40
 #: Gaussian noise lives on the grid ``2^e`` with ``sigma / 2^e`` in ``[2^10, 2^11)``.
 GAUSSIAN_GRID_BITS = 10
@@ -160,7 +160,7 @@ def discrete_laplace(scale: float, count: int) -> np.ndarray:
 
 
 def _laplace_grid(scale: float) -> int:
-    """Grid exponent ``e``: ``scale / 2^e`` in ``(2^39, 2^40]`` (a power of two, exact)."""
+    """Grid exponent ``e``: ``scale / 2^e`` in ``[2^39, 2^40)`` (a power of two, exact)."""
     _, exponent = math.frexp(scale)  # scale = m 2^exponent, m in [0.5, 1)
     return exponent - LAPLACE_GRID_BITS
 

@@ -148,6 +148,18 @@ def test_uniform_and_integers_laws(noise):
     assert big.min() >= 0 and big.max() < 2**62 + 3 and big.max() > 2**60
 
 
+@pytest.mark.parametrize("high", [1, 2, 7, 1000, 2**32 - 1, 2**32, 2**32 + 5, 2**63 - 1])
+def test_integers_is_the_128_bit_multiply_shift(monkeypatch, high):
+    # Compare the limb arithmetic with Python's exact floor(u high / 2^128) on seeded words,
+    # including the extreme words 0 and 2^128 - 1.
+    words = np.random.default_rng(high % 1000).integers(0, 2**64, size=(500, 2),
+                                                        dtype=np.uint64)
+    words[0], words[1] = 0, 2**64 - 1
+    monkeypatch.setattr(samplers, "random_words", lambda c: words.reshape(-1)[:c].copy())
+    expected = [((int(a) << 64 | int(b)) * high) >> 128 for a, b in words]
+    assert samplers.integers(high, 500).tolist() == expected
+
+
 @pytest.mark.parametrize("p", [0.05, 0.5, 0.93])
 def test_bernoulli_law(noise, p):
     n = 400_000

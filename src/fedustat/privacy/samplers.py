@@ -95,12 +95,33 @@ def uniform(count: int) -> np.ndarray:
 def integers(high: int, count: int) -> np.ndarray:
     """``count`` integers in ``{0, ..., high - 1}`` (int64), ``1 <= high < 2^63``.
 
-    Two words make a 128-bit integer reduced modulo ``high`` (no rejection loop); each
-    value's probability is within ``2^-128`` of ``1 / high`` (at most ``high / 2^128`` in
-    total variation).
+    ``floor(u high / 2^128)`` for a 128-bit CSPRNG integer ``u`` (two words), computed
+    with 32-bit limbs in ``uint64`` arithmetic: multiplications, shifts and masks only (no
+    rejection loop, no division, no Python integers whose size follows the value). Each
+    value gets ``floor`` or ``ceil`` of ``2^128 / high`` of the ``u``, so its probability
+    is within ``2^-128`` of ``1 / high`` (Lemire 2019 uses the same map on 64 bits).
     """
-    words = random_words(2 * count).reshape(count, 2).tolist()
-    return np.asarray([((hi << 64) | lo) % high for hi, lo in words], dtype=np.int64)
+    words = random_words(2 * count).reshape(count, 2)
+    mask, shift = np.uint64(0xFFFFFFFF), np.uint64(32)
+    # u = words[:, 0] 2^64 + words[:, 1], as four 32-bit limbs, least significant first.
+    u = [words[:, 1] & mask, words[:, 1] >> shift, words[:, 0] & mask, words[:, 0] >> shift]
+    h = [np.uint64(high & 0xFFFFFFFF), np.uint64(high >> 32)]
+    # Schoolbook product u h in columns of 32 bits; a column holds at most four 32-bit
+    # halves plus a carry below 2^35, so nothing overflows 64 bits.
+    columns = [np.zeros(count, dtype=np.uint64) for _ in range(7)]
+    for i, ui in enumerate(u):
+        for j, hj in enumerate(h):
+            product = ui * hj
+            columns[i + j] += product & mask
+            columns[i + j + 1] += product >> shift
+    carry = np.zeros(count, dtype=np.uint64)
+    limbs = []
+    for column in columns[:6]:
+        total = column + carry
+        limbs.append(total & mask)
+        carry = total >> shift
+    # Limbs 4 and 5 are bits 128..191 of u high: floor(u high / 2^128) < high < 2^63.
+    return (limbs[4] | (limbs[5] << shift)).astype(np.int64)
 
 
 # ----------------------------------------------------------------------------------

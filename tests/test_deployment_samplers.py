@@ -112,7 +112,8 @@ def test_polya_shares_sum_to_geometric(noise):
 def test_gaussian_law(noise):
     sigma = 2.0
     draws = noise.gaussian(sigma, 40_000)
-    grid = 2.0 ** (math.frexp(sigma)[1] - 1 - samplers.GAUSSIAN_GRID_BITS)
+    grid = 2.0**-9  # sigma = 2 is 2^10 grid units
+    assert samplers.gaussian_grid(sigma) == grid
     np.testing.assert_array_equal(draws, np.round(draws / grid) * grid)  # grid multiples
     # Equiprobable bins of N(0, sigma²); the grid (sigma/1024) moves each edge's
     # probability by < 4e-4, about 1/10 of a standard error of a bin count here.
@@ -127,7 +128,8 @@ def test_gaussian_law(noise):
 def test_laplace_law(noise):
     scale = 1.5
     draws = noise.laplace(scale, 100_000)
-    grid = 2.0 ** (math.frexp(scale)[1] - samplers.LAPLACE_GRID_BITS)
+    grid = 2.0**-39  # scale = 1.5 is 1.5 2^39 grid units, in [2^39, 2^40)
+    assert samplers.laplace_grid(scale) == grid
     np.testing.assert_array_equal(draws, np.round(draws / grid) * grid)
     edges = stats.laplace.ppf(np.linspace(0, 1, 21)[1:-1], scale=scale)
     counts = np.bincount(np.searchsorted(edges, draws), minlength=20).astype(float)

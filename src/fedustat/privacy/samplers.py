@@ -43,9 +43,9 @@ from itertools import pairwise
 import numpy as np
 
 __all__ = ["GAUSSIAN_GRID_BITS", "LAPLACE_GRID_BITS", "MAX_TABLE_SIZE", "TAIL_BITS",
-           "InversionTable", "bernoulli", "discrete_laplace", "gaussian", "gaussian_table",
-           "geometric", "geometric_bits", "geometric_thresholds", "integers", "laplace",
-           "polya", "polya_table", "random_words", "uniform"]
+           "InversionTable", "bernoulli", "discrete_laplace", "gaussian", "gaussian_grid",
+           "gaussian_table", "geometric", "geometric_bits", "geometric_thresholds", "integers",
+           "laplace", "laplace_grid", "polya", "polya_table", "random_words", "uniform"]
 
 #: Every truncated tail has probability at most ``2^-TAIL_BITS``.
 TAIL_BITS = 64
@@ -180,10 +180,14 @@ def discrete_laplace(scale: float, count: int) -> np.ndarray:
     return both[:count] - both[count:]
 
 
-def _laplace_grid(scale: float) -> int:
-    """Grid exponent ``e``: ``scale / 2^e`` in ``[2^39, 2^40)`` (a power of two, exact)."""
+def laplace_grid(scale: float) -> float:
+    """The grid ``2^e`` of :func:`laplace`: ``scale / 2^e`` in ``[2^39, 2^40)``.
+
+    Laplace outputs are multiples of it; a mechanism that rounds its statistic to this
+    grid before adding the noise releases grid multiples only (as OpenDP does).
+    """
     _, exponent = math.frexp(scale)  # scale = m 2^exponent, m in [0.5, 1)
-    return exponent - LAPLACE_GRID_BITS
+    return math.ldexp(1.0, exponent - LAPLACE_GRID_BITS)
 
 
 def laplace(scale: float, count: int) -> np.ndarray:
@@ -193,9 +197,8 @@ def laplace(scale: float, count: int) -> np.ndarray:
     an exact float multiple of the grid (no floating-point sampling step), and the grid is
     ``2^-39`` to ``2^-40`` of the scale, like OpenDP's default granularity.
     """
-    exponent = _laplace_grid(scale)
-    units = discrete_laplace(math.ldexp(scale, -exponent), count)
-    return np.ldexp(units.astype(np.float64), exponent)
+    grid = laplace_grid(scale)
+    return discrete_laplace(scale / grid, count).astype(np.float64) * grid
 
 
 # ----------------------------------------------------------------------------------
@@ -276,10 +279,10 @@ def polya_table(r: float, alpha: float) -> InversionTable:
             weights.append(nxt)
 
 
-def _gaussian_grid(sigma: float) -> int:
-    """Grid exponent ``e``: ``sigma / 2^e`` in ``[2^10, 2^11)``."""
+def gaussian_grid(sigma: float) -> float:
+    """The grid ``2^e`` of :func:`gaussian`: ``sigma / 2^e`` in ``[2^10, 2^11)``."""
     _, exponent = math.frexp(sigma)
-    return exponent - 1 - GAUSSIAN_GRID_BITS
+    return math.ldexp(1.0, exponent - 1 - GAUSSIAN_GRID_BITS)
 
 
 @lru_cache(maxsize=64)
@@ -321,9 +324,8 @@ def gaussian(sigma: float, count: int) -> np.ndarray:
     Gaussian's variance is below ``sigma²`` by a term of order ``exp(-2 pi² units²)``
     (Canonne, Kamath & Steinke 2020, Sec. 2), nil at 1024 units or more.
     """
-    exponent = _gaussian_grid(sigma)
-    units = gaussian_table(math.ldexp(sigma, -exponent)).sample(count)
-    return np.ldexp(units.astype(np.float64), exponent)
+    grid = gaussian_grid(sigma)
+    return gaussian_table(sigma / grid).sample(count).astype(np.float64) * grid
 
 
 def polya(r: float, alpha: float, count: int) -> np.ndarray:

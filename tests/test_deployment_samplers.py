@@ -212,7 +212,7 @@ def test_polya_table_tail_and_pmf(r, alpha):
     pmf = table.pmf()
     # Exact up to the renormalization (<= 2^-64) and the rounding of each threshold.
     np.testing.assert_allclose(pmf, law.pmf(np.arange(lo, hi + 1)), rtol=1e-9,
-                               atol=4 * 2.0**-64)
+                               atol=2 * 2.0**-64)
 
 
 def test_gaussian_table_tail_and_pmf():
@@ -226,8 +226,8 @@ def test_gaussian_table_tail_and_pmf():
     outside = weights[np.abs(ks) > hi].sum() / total
     assert 0 < outside <= 2.0**-64
     inside = weights[np.abs(ks) <= hi] / total
-    np.testing.assert_allclose(table.pmf(), inside, rtol=1e-9, atol=4 * 2.0**-64)
-    assert table.thresholds.size + 1 <= samplers.MAX_TABLE_SIZE
+    np.testing.assert_allclose(table.pmf(), inside, rtol=1e-9, atol=2 * 2.0**-64)
+    assert table.high.size + 1 <= samplers.MAX_TABLE_SIZE
 
 
 # ------------------------------------------------------------------- bad parameters
@@ -296,14 +296,14 @@ N_STRUCT = 5
 SCALE_DIGITS = samplers.geometric_bits(2.0**39)  # Laplace(1.0) is 2^39 grid units
 CASES = {
     "laplace": (lambda d: d.laplace(1.0, N_STRUCT), 2 * SCALE_DIGITS * N_STRUCT),
-    "gaussian": (lambda d: d.gaussian(1.0, N_STRUCT), N_STRUCT),
+    "gaussian": (lambda d: d.gaussian(1.0, N_STRUCT), 2 * N_STRUCT),
     "discrete_laplace": (lambda d: d.discrete_laplace(4.0, N_STRUCT),
                          2 * samplers.geometric_bits(4.0) * N_STRUCT),
     "uniform": (lambda d: d.uniform(N_STRUCT), N_STRUCT),
     "integers": (lambda d: d.integers(10, N_STRUCT), 2 * N_STRUCT),
     "bernoulli": (lambda d: d.bernoulli(0.4, N_STRUCT), N_STRUCT),
     "bernoulli_certain": (lambda d: d.bernoulli(1.0, N_STRUCT), N_STRUCT),
-    "polya": (lambda d: d.polya(0.2, 0.8, N_STRUCT), N_STRUCT),
+    "polya": (lambda d: d.polya(0.2, 0.8, N_STRUCT), 2 * N_STRUCT),
 }
 
 
@@ -328,18 +328,32 @@ def test_work_does_not_depend_on_the_value(monkeypatch, noise, name):
 
 
 def test_table_sampler_compares_every_entry(monkeypatch):
-    # Each draw compares its word with the whole table: counted through the comparison.
+    # Each draw compares its words with the whole table: counted through the comparison.
     table = samplers.polya_table(0.5, 0.9)
     seen: list[tuple[int, ...]] = []
 
     class Spy(np.ndarray):
-        def __le__(self, other):  # type: ignore[override]
+        def __lt__(self, other):  # type: ignore[override]
             seen.append(np.broadcast_shapes(self.shape, np.shape(other)))
-            return np.asarray(self).__le__(other)
+            return np.asarray(self).__lt__(other)
 
-    spy = samplers.InversionTable(table.offset, table.thresholds.view(Spy), table.tail_mass)
+    spy = samplers.InversionTable(table.offset, table.high.view(Spy), table.low,
+                                  table.tail_mass)
     for word in (0, 2**64 - 1):
         monkeypatch.setattr(samplers, "random_words",
                             lambda c, w=word: np.full(c, w, dtype=np.uint64))
         spy.sample(3)
-    assert seen == [(3, table.thresholds.size)] * 2
+    assert seen == [(3, table.high.size)] * 2
+
+
+def test_table_inversion_is_exact_at_every_128_bit_threshold(monkeypatch):
+    # u = threshold_i gives value offset + i + 1, u = threshold_i - 1 gives offset + i:
+    # the word-by-word comparison is the 128-bit one, borrows between words included.
+    table = samplers.polya_table(2.0, 0.6)
+    thresholds = table.thresholds()
+    assert thresholds == sorted(set(thresholds))  # strictly increasing: no empty value
+    us = [u for t in thresholds for u in (t - 1, t)]
+    words = np.array([[u >> 64, u & (2**64 - 1)] for u in us], dtype=np.uint64)
+    monkeypatch.setattr(samplers, "random_words", lambda c: words.reshape(-1)[:c].copy())
+    expected = [table.offset + i + step for i in range(len(thresholds)) for step in (0, 1)]
+    assert table.sample(len(us)).tolist() == expected

@@ -7,9 +7,9 @@ every value it can return; the only inputs to the amount of work are public (the
 parameters and the number of draws). All randomness comes from one entry point,
 :func:`random_words` (64-bit words from the operating system's CSPRNG through
 :mod:`secrets`), and every sampler asks it for a number of words fixed by its public
-parameters. Probabilities are held as exact integer thresholds out of ``2^64`` and
-compared with whole CSPRNG words, so no floating-point sampling step is involved (the
-attacks of Mironov, CCS 2012, exploit floating-point samplers).
+parameters. Probabilities are held as exact integer thresholds out of ``2^64`` (tables:
+``2^128``) and compared with whole CSPRNG words, so no floating-point sampling step is
+involved (the attacks of Mironov, CCS 2012, exploit floating-point samplers).
 
 Constructions (see docs/secure.md, "Deployment samplers"):
 
@@ -22,12 +22,12 @@ Constructions (see docs/secure.md, "Deployment samplers"):
   002 App. B.1.1 with n = 1).
 * Laplace: discrete Laplace on the public grid ``2^e`` with ``scale / 2^e`` in
   ``[2^39, 2^40)``, so outputs are exact multiples of the grid.
-* Gaussian and Pólya: inversion of an integer CDF table over the whole truncated
-  support: one word per draw, compared with every entry of the table.
+* Gaussian and Pólya: inversion of a 128-bit integer CDF table over the whole truncated
+  support: two words per draw, compared with every entry of the table.
 
 The tables and thresholds are computed once per parameter with :mod:`decimal` at 50
 significant digits, so the only departures from the ideal laws are the stated tail cuts
-and the rounding of each threshold to an integer out of ``2^64``.
+and the rounding of each threshold to an integer out of ``2^64`` (tables: ``2^128``).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ _MAX_DIGITS = 62
 # Words compared per chunk of a table inversion (bounds memory, not work per draw).
 _CHUNK_CELLS = 1 << 22
 _TWO_64 = 1 << 64
+_TWO_128 = 1 << 128
 
 
 def random_words(count: int) -> np.ndarray:
@@ -206,47 +207,60 @@ def laplace(scale: float, count: int) -> np.ndarray:
 # ----------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class InversionTable:
-    """A law on ``{offset, ..., offset + len(thresholds)}`` given by integer CDF thresholds.
+    """A law on ``{offset, ..., offset + N}`` given by ``N`` integer CDF thresholds.
 
-    A draw is ``offset + #{i : thresholds[i] <= u}`` for one CSPRNG word ``u``: it compares
-    ``u`` with every entry, so the work is the table length for every value.
-    ``tail_mass`` bounds the probability of the ideal law outside the support.
+    Threshold ``i`` is ``floor(F(offset + i) 2^128)``, held as its upper and lower 64-bit
+    words (``high``, ``low``). A draw is ``offset + #{i : threshold_i <= u}`` for one
+    128-bit CSPRNG integer ``u`` (two words): it compares ``u`` with every entry, so the
+    work is the table length for every value. 128 bits keep each probability within
+    ``2^-128`` of the table's law however long the table. ``tail_mass`` bounds the
+    probability of the ideal law outside the support.
     """
 
     offset: int
-    thresholds: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
     tail_mass: float
 
     @property
     def support(self) -> tuple[int, int]:
         """Smallest and largest value a draw can take."""
-        return self.offset, self.offset + int(self.thresholds.size)
+        return self.offset, self.offset + int(self.high.size)
+
+    def thresholds(self) -> list[int]:
+        """The 128-bit thresholds as Python integers."""
+        return [(int(h) << 64) | int(lo) for h, lo in zip(self.high, self.low, strict=True)]
 
     def pmf(self) -> np.ndarray:
         """Exact probabilities of the sampler over its support (floats)."""
-        edges = [0, *(int(t) for t in self.thresholds), _TWO_64]
-        return np.array([float(Fraction(b - a, _TWO_64)) for a, b in pairwise(edges)])
+        edges = [0, *self.thresholds(), _TWO_128]
+        return np.array([float(Fraction(b - a, _TWO_128)) for a, b in pairwise(edges)])
 
     def sample(self, count: int) -> np.ndarray:
         """``count`` draws (int64)."""
-        words = random_words(count)
+        words = random_words(2 * count).reshape(count, 2)
         out = np.empty(count, dtype=np.int64)
-        step = max(1, _CHUNK_CELLS // max(1, self.thresholds.size))
+        step = max(1, _CHUNK_CELLS // max(1, self.high.size))
         for start in range(0, count, step):
-            block = words[start:start + step, None]
-            out[start:start + step] = (self.thresholds[None, :] <= block).sum(axis=1)
+            hi, lo = words[start:start + step, 0:1], words[start:start + step, 1:2]
+            # threshold <= u on 128 bits, compared word by word over the whole table.
+            below = (self.high < hi) | ((self.high == hi) & (self.low <= lo))
+            out[start:start + step] = below.sum(axis=1)
         return out + self.offset
 
 
 def _table(offset: int, weights: list[Decimal], tail_mass: float) -> InversionTable:
-    # Thresholds are the rounded CDF of the renormalized (truncated) weights.
+    # Thresholds are the rounded CDF of the renormalized (truncated) weights; 50 digits
+    # (166 bits) of Decimal precision cover the 128-bit rounding.
     total = sum(weights, Decimal(0))
     cumulative = Decimal(0)
     thresholds = []
     for weight in weights[:-1]:
         cumulative += weight
-        thresholds.append(_threshold(cumulative / total))
-    return InversionTable(offset, np.array(thresholds, dtype=np.uint64), tail_mass)
+        thresholds.append(min(max(int(cumulative / total * _TWO_128), 0), _TWO_128 - 1))
+    high = np.array([t >> 64 for t in thresholds], dtype=np.uint64)
+    low = np.array([t & (_TWO_64 - 1) for t in thresholds], dtype=np.uint64)
+    return InversionTable(offset, high, low, tail_mass)
 
 
 def _too_large(what: str) -> ValueError:

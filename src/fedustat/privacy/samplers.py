@@ -72,7 +72,10 @@ def random_words(count: int) -> np.ndarray:
 
 
 def _threshold(probability: Fraction | Decimal) -> int:
-    """``floor(probability 2^64)`` clipped to a word: ``u < T`` has probability ``T / 2^64``."""
+    """``floor(probability 2^64)`` clipped to a word: ``u < T`` has probability ``T / 2^64``.
+
+    A Decimal is multiplied at the caller's context precision (50 digits here).
+    """
     return min(max(int(probability * _TWO_64), 0), _TWO_64 - 1)
 
 
@@ -196,7 +199,7 @@ def laplace(scale: float, count: int) -> np.ndarray:
 
     Discrete Laplace of scale ``scale / 2^e`` in grid units, times ``2^e``: every output is
     an exact float multiple of the grid (no floating-point sampling step), and the grid is
-    ``2^-39`` to ``2^-40`` of the scale, like OpenDP's default granularity.
+    ``2^-40`` to ``2^-39`` of the scale.
     """
     grid = laplace_grid(scale)
     return discrete_laplace(scale / grid, count).astype(np.float64) * grid
@@ -252,12 +255,14 @@ class InversionTable:
 def _table(offset: int, weights: list[Decimal], tail_mass: float) -> InversionTable:
     # Thresholds are the rounded CDF of the renormalized (truncated) weights; 50 digits
     # (166 bits) of Decimal precision cover the 128-bit rounding.
-    total = sum(weights, Decimal(0))
-    cumulative = Decimal(0)
     thresholds = []
-    for weight in weights[:-1]:
-        cumulative += weight
-        thresholds.append(min(max(int(cumulative / total * _TWO_128), 0), _TWO_128 - 1))
+    with localcontext() as ctx:
+        ctx.prec = 50
+        total = sum(weights, Decimal(0))
+        cumulative = Decimal(0)
+        for weight in weights[:-1]:
+            cumulative += weight
+            thresholds.append(min(max(int(cumulative / total * _TWO_128), 0), _TWO_128 - 1))
     high = np.array([t >> 64 for t in thresholds], dtype=np.uint64)
     low = np.array([t & (_TWO_64 - 1) for t in thresholds], dtype=np.uint64)
     return InversionTable(offset, high, low, tail_mass)

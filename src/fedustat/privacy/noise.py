@@ -8,12 +8,12 @@ Every mechanism and randomizer in :mod:`fedustat.privacy` draws through a
   simulator use. It is **not** fit for protecting real people: NumPy's generators are not
   cryptographically secure and its floating-point Laplace/Gaussian samplers are open to
   the floating-point attacks of Mironov (CCS 2012).
-* :class:`DeploymentNoise` draws continuous and discrete Laplace, Gaussian and Bernoulli
-  noise from OpenDP's vetted samplers (exact discrete sampling, secure against
-  floating-point attacks) and the remaining uniform draws from the operating system's
-  CSPRNG (:mod:`secrets`). OpenDP crosses a Python/Rust boundary on every call and is
-  slow (about 35 s for 10^6 Laplace floats, see DEPENDENCIES.md): it suits one party's
-  few values, never a simulation of millions of parties.
+* :class:`DeploymentNoise` draws every value from the operating system's CSPRNG
+  (:mod:`secrets`) through the fixed-work samplers of :mod:`fedustat.privacy.samplers`:
+  exact integer thresholds (secure against floating-point attacks) and a running time
+  that does not depend on the value drawn. It is slower than NumPy (tens of microseconds
+  per Gaussian or Pólya draw): it suits one party's few values, never a simulation of
+  millions of parties.
 
 :func:`as_noise` turns the usual ``rng`` argument (None, a seed, a Generator) into a
 :class:`SimulationNoise`, and passes a :class:`NoiseSource` through unchanged.
@@ -22,14 +22,13 @@ Every mechanism and randomizer in :mod:`fedustat.privacy` draws through a
 from __future__ import annotations
 
 import math
-import random
-import secrets
 from abc import ABC, abstractmethod
 from typing import Any, Literal
 
 import numpy as np
 
 from fedustat._validation import RandomLike, as_rng, check_epsilon, check_probability
+from fedustat.privacy import samplers
 
 Size = int | tuple[int, ...]
 NoiseKind = Literal["simulation", "deployment"]
@@ -168,130 +167,71 @@ class SimulationNoise(NoiseSource):
         return f"SimulationNoise({self.rng!r})"
 
 
-def _import_opendp() -> Any:
-    try:
-        import opendp.prelude as dp
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            "DeploymentNoise needs OpenDP's vetted samplers; install them with "
-            "`pip install fedustat[deploy]`"
-        ) from exc
-    dp.enable_features("contrib")
-    return dp
-
-
 class DeploymentNoise(NoiseSource):
-    """Noise for protecting real people: OpenDP's vetted samplers and the OS CSPRNG.
+    """Noise for protecting real people: fixed-work samplers on the OS CSPRNG.
 
-    * ``laplace``, ``gaussian``, ``discrete_laplace``: OpenDP ``make_laplace`` /
-      ``make_gaussian`` measurements on vectors (exact discrete samplers, immune to
-      floating-point attacks; float outputs are rounded to OpenDP's noise granularity).
-    * ``bernoulli``: OpenDP ``make_randomized_response_bool`` (exact Bernoulli sampling).
-    * ``uniform``, ``integers``: the operating system's CSPRNG through :mod:`secrets`.
-    * ``polya``: OpenDP has no Pólya sampler; draws use ``random.SystemRandom`` (the OS
-      CSPRNG) for a Gamma rate and count exponential arrivals for the Poisson, so the
-      output is an exact integer count but the Gamma step is floating point.
+    Every method draws from :mod:`fedustat.privacy.samplers`: randomness from the
+    operating system's CSPRNG (:mod:`secrets`) only, probabilities as exact integer
+    thresholds (no floating-point sampling, Mironov 2012), and a running time that does
+    not depend on the value drawn (a public number of CSPRNG words and the same
+    operations for every value; ``benchmarks/bench_samplers.py`` measures it).
 
-    No seed is accepted on purpose: deployment noise must not be reproducible.
-    OpenDP is slow per call (DEPENDENCIES.md); this class is meant for a party's few
-    values. Requires the optional extra: ``pip install fedustat[deploy]``.
+    * ``laplace``: discrete Laplace on the grid ``2^e``, ``scale / 2^e`` in
+      ``[2^39, 2^40)``; ``discrete_laplace``: difference of two geometrics, each from a
+      public number of independent binary digits.
+    * ``gaussian``: discrete Gaussian on the grid ``2^e``, ``sigma / 2^e`` in
+      ``[2^10, 2^11)``, by inversion of a full CDF table; ``polya``: the same inversion of
+      a Pólya table.
+    * ``bernoulli``, ``uniform``, ``integers``: one or two CSPRNG words per draw.
+
+    Tails are cut at probability ``2^-64`` and thresholds rounded to ``2^-64``; the
+    resulting statistical distance from the ideal laws is bounded in docs/secure.md
+    ("Deployment samplers"). No seed is accepted on purpose: deployment noise must not
+    be reproducible. No optional dependency is needed.
     """
-
-    def __init__(self) -> None:
-        self._dp = _import_opendp()
-        self._system = random.SystemRandom()
-        self._measurements: dict[tuple[str, float], Any] = {}
 
     @property
     def kind(self) -> NoiseKind:
         return "deployment"
 
-    def _measurement(self, name: str, parameter: float) -> Any:
-        key = (name, parameter)
-        if key not in self._measurements:
-            dp = self._dp
-            if name == "laplace":
-                space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                         dp.l1_distance(T=float))
-                meas = dp.m.make_laplace(*space, scale=parameter)
-            elif name == "gaussian":
-                space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                         dp.l2_distance(T=float))
-                meas = dp.m.make_gaussian(*space, scale=parameter)
-            elif name == "discrete_laplace":
-                space = (dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int))
-                meas = dp.m.make_laplace(*space, scale=parameter)
-            else:  # "bernoulli": randomized response on True keeps it with probability p
-                meas = dp.m.make_randomized_response_bool(prob=parameter)
-            self._measurements[key] = meas
-        return self._measurements[key]
-
-    def _vector_noise(self, name: str, parameter: float, size: Size, zero: float | int,
-                      dtype: type) -> np.ndarray:
-        shape = _shape(size)
-        count = math.prod(shape)
-        if count == 0:
-            return np.zeros(shape, dtype=dtype)
-        # Noise on a vector of zeros is the noise itself.
-        draws = self._measurement(name, parameter)([zero] * count)
-        return np.asarray(draws, dtype=dtype).reshape(shape)
-
     def laplace(self, scale: float, size: Size) -> np.ndarray:
-        return self._vector_noise("laplace", _check_scale(scale, "scale"), size, 0.0, np.float64)
+        scale = _check_scale(scale, "scale")
+        shape = _shape(size)
+        return samplers.laplace(scale, math.prod(shape)).reshape(shape)
 
     def gaussian(self, sigma: float, size: Size) -> np.ndarray:
-        return self._vector_noise("gaussian", _check_scale(sigma, "sigma"), size, 0.0,
-                                  np.float64)
+        sigma = _check_scale(sigma, "sigma")
+        shape = _shape(size)
+        return samplers.gaussian(sigma, math.prod(shape)).reshape(shape)
 
     def discrete_laplace(self, scale: float, size: Size) -> np.ndarray:
-        return self._vector_noise("discrete_laplace", _check_scale(scale, "scale"), size, 0,
-                                  np.int64)
+        scale = _check_scale(scale, "scale")
+        shape = _shape(size)
+        return samplers.discrete_laplace(scale, math.prod(shape)).reshape(shape)
 
     def uniform(self, size: Size) -> np.ndarray:
         shape = _shape(size)
-        draws = [self._system.random() for _ in range(math.prod(shape))]
-        return np.asarray(draws, dtype=np.float64).reshape(shape)
+        return samplers.uniform(math.prod(shape)).reshape(shape)
 
     def integers(self, high: int, size: Size) -> np.ndarray:
         high = _check_high(high)
+        if high >= 1 << 63:
+            raise ValueError(f"high must be below 2^63 for int64 draws, got {high!r}")
         shape = _shape(size)
-        draws = [secrets.randbelow(high) for _ in range(math.prod(shape))]
-        return np.asarray(draws, dtype=np.int64).reshape(shape)
+        return samplers.integers(high, math.prod(shape)).reshape(shape)
 
     def bernoulli(self, p: float, size: Size) -> np.ndarray:
         p = check_probability(p, "p")
         shape = _shape(size)
-        count = math.prod(shape)
-        if p in (0.0, 1.0):
-            return np.full(shape, p == 1.0, dtype=bool)
-        # OpenDP's randomized response accepts keep probabilities in [0.5, 1]; a smaller p
-        # is the complement of keeping with probability 1 - p.
-        keep = max(p, 1.0 - p)
-        meas = self._measurement("bernoulli", keep)
-        draws = np.fromiter((meas(True) for _ in range(count)), dtype=bool, count=count)
-        if p < 0.5:
-            draws = ~draws
-        return draws.reshape(shape)
-
-    def _poisson(self, lam: float) -> int:
-        # Count arrivals of a unit-rate Poisson process before time lam: exact, O(1 + lam).
-        k = 0
-        t = self._system.expovariate(1.0)
-        while t < lam:
-            k += 1
-            t += self._system.expovariate(1.0)
-        return k
+        return samplers.bernoulli(p, math.prod(shape)).reshape(shape)
 
     def polya(self, r: float, alpha: float, size: Size) -> np.ndarray:
         r = _check_scale(r, "r")
         alpha = check_probability(alpha, "alpha", open_right=True)
         shape = _shape(size)
-        count = math.prod(shape)
-        if alpha == 0.0:
+        if alpha == 0.0:  # public parameter: Pólya(r, 0) is the point mass at 0
             return np.zeros(shape, dtype=np.int64)
-        theta = alpha / (1.0 - alpha)
-        draws = [self._poisson(self._system.gammavariate(r, theta)) for _ in range(count)]
-        return np.asarray(draws, dtype=np.int64).reshape(shape)
+        return samplers.polya(r, alpha, math.prod(shape)).reshape(shape)
 
 
 def as_noise(rng: RandomLike | NoiseSource | str = None) -> NoiseSource:

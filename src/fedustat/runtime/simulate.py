@@ -14,6 +14,7 @@ batch draws from its own random stream spawned from the seed.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,7 +165,7 @@ def _batches(n: int, batch_size: int | Sequence[int] | None) -> list[slice]:
         raise ValueError(f"batch sizes {sizes} add up to {sum(sizes)}, but the run has {n} "
                          "parties")
     ends = np.cumsum([0, *sizes])
-    return [slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:], strict=True)]
+    return [slice(int(a), int(b)) for a, b in itertools.pairwise(ends)]
 
 
 @dataclass

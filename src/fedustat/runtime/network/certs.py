@@ -96,7 +96,7 @@ def create_deployment(directory: str | Path, n_parties: int, *,
         raise ValueError(f"n_parties must be an integer >= 1, got {n_parties!r}")
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("fedustat deployment CA")
     ca_cert = (x509.CertificateBuilder()

@@ -49,6 +49,12 @@ def _grpc() -> Any:
     return grpc
 
 
+def _reason(error: Any, timeout: float) -> str:
+    if error.code() == _grpc().StatusCode.DEADLINE_EXCEEDED:
+        return f"the server did not answer within {timeout:g} s"
+    return str(error.details())
+
+
 def run_party(protocol: Protocol, records: Any, credentials: Credentials, server: str, *,
               rng: RandomLike = None, timeout: float = 60.0) -> PartyResult:
     """Take part in a run of ``protocol`` served at ``server`` (``host:port``).
@@ -85,7 +91,7 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
                                                      "fingerprint": mark}).encode(),
                                          timeout=timeout, wait_for_ready=True))
         except grpc.RpcError as exc:
-            raise NetworkRunError(f"{identity} could not join: {exc.details()}") from None
+            raise NetworkRunError(f"{identity} could not join: {_reason(exc, timeout)}") from None
         first, stop = assignment["ids"]
         ids = np.arange(first, stop, dtype=np.int64)
         owner = ids if ids.size == rows.shape[0] else np.full(rows.shape[0], first,
@@ -105,7 +111,8 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
             try:
                 reply = exchange(frame, timeout=timeout)
             except grpc.RpcError as exc:
-                raise NetworkRunError(f"round {current}: {exc.details()}") from None
+                raise NetworkRunError(f"{identity}, round {current}: "
+                                      f"{_reason(exc, timeout)}") from None
             if reply[:1] == REPLY_RELEASE:
                 return PartyResult(json.loads(reply[1:]), (first, stop), current + 1)
             if reply[:1] != REPLY_MESSAGE:
@@ -114,7 +121,7 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
             try:
                 inbox = decode(reply[1:], Expectation(
                     mark, assignment["run"], current, "server", "server", Role.PARTY,
-                    allow_nonfinite=frozenset()))
+                    allow_nonfinite=frozenset())).message
             except WireError as exc:
                 raise NetworkRunError(str(exc)) from None
         raise NetworkRunError(f"no release after {MAX_ROUNDS} rounds")

@@ -27,6 +27,7 @@ from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
 from fedustat.protocols.mpc.kernel_circuits import SUPPORTED_KERNELS, KernelCircuit, circuit_for
 from fedustat.protocols.mpc.umpc import (
+    DEFAULT_FIXED_POINT,
     MAX_DIS_PARTIES,
     UMPC,
     collusion_guarantee,
@@ -83,8 +84,22 @@ def _data(name: str, n: int, rng: np.random.Generator) -> tuple[Kernel, np.ndarr
     return k, k.pack(rng.integers(0, 4, n), np.arange(n) % 3)
 
 
-def _fp(name: str) -> FixedPoint | None:
-    return WIDE if name == "variance" else None
+def _fp(name: str) -> FixedPoint:
+    # An explicit format: the legacy 002 Sec. 6.1 ring (test_encoding_* cover bounds).
+    return WIDE if name == "variance" else DEFAULT_FIXED_POINT
+
+
+def _ratio(kernel: Kernel, data: np.ndarray, design: Design) -> tuple[float, float]:
+    """(factor from Lemma C.1's U to the released U, share p of active k-subsets):
+    with public labels the release averages the active edges and scales by p."""
+    n, k = data.shape[0], kernel.degree
+    if kernel.name not in ("auc", "mann_whitney", "vus"):
+        return 1.0, 1.0
+    labels = data[:, -1].astype(np.int64)
+    p = float(np.prod(np.bincount(labels, minlength=k)[:k])) / math.comb(n, k)
+    active = np.sort(labels[design.tuples], axis=1)
+    m_active = int(np.count_nonzero(np.all(active == np.arange(k), axis=1)))
+    return design.size / m_active * p, p
 
 
 CASES = [(name, method) for name in SUPPORTED_KERNELS
@@ -102,12 +117,19 @@ def test_noise_free_run_reproduces_the_incomplete_ustatistic(name: str, method: 
     est = simulate(protocol, data, rng=13)
     exact = incomplete_ustatistic(kernel, data, design.tuples)
     # Integer arithmetic in the ring: the data lie on the fixed-point grid, so U is exact.
-    assert est.diagnostics["u_statistic"] == exact
+    assert est.diagnostics["lemma_c1_u"] == exact
+    factor, p = _ratio(kernel, data, design)
+    exact = exact * factor
     assert est.value == pytest.approx(kernel.statistic(exact, data), rel=1e-12)
     assert est.privacy.model is PrivacyModel.NONE
-    # No noise: the error bar is the data-free edge-sampling bound (002 Claim D.1).
-    design_sd = math.sqrt(incomplete_variance_bound(n, kernel.degree, design.size,
-                                                    kernel.sensitivity))
+    # No noise: the error bar is the data-free edge-sampling bound (002 Claim D.1), over
+    # the active edges' pool with public labels.
+    if p == 1.0:
+        design_sd = math.sqrt(incomplete_variance_bound(n, kernel.degree, design.size,
+                                                        kernel.sensitivity))
+    else:
+        pool, m = round(p * math.comb(n, kernel.degree)), round(design.size * p / factor)
+        design_sd = p * kernel.sensitivity / 2 * math.sqrt((pool - m) / (m * (pool - 1)))
     assert est.std_error == pytest.approx(
         design_sd * abs(kernel.statistic(exact + 1e-6, data)
                         - kernel.statistic(exact - 1e-6, data)) / 2e-6, rel=1e-4)
@@ -129,8 +151,8 @@ def test_gini_with_real_values_is_within_the_fixed_point_resolution() -> None:
     # Each value is rounded by at most h/2, so each |x_i - x_j| moves by at most h and so
     # does their average over |E| edges: |E| h / |E| = h.
     h = protocol.fixed_point.resolution
-    assert abs(est.diagnostics["u_statistic"] - exact) <= h
-    assert est.diagnostics["u_statistic"] != exact  # the data are not on the grid
+    assert abs(est.diagnostics["lemma_c1_u"] - exact) <= h
+    assert est.diagnostics["lemma_c1_u"] != exact  # the data are not on the grid
 
 
 @pytest.mark.parametrize("design", ["balanced", "uniform", "bernoulli"])
@@ -141,7 +163,7 @@ def test_string_designs_are_drawn_from_the_public_coin(design: str) -> None:
     est = simulate(protocol, data, rng=6)
     drawn = protocol.draw_design(40, np.asarray(est.diagnostics["public_coin"], dtype=np.uint64))
     assert est.diagnostics["edges"] == drawn.size
-    assert est.diagnostics["u_statistic"] == incomplete_ustatistic(kernel, data, drawn.tuples)
+    assert est.diagnostics["lemma_c1_u"] == incomplete_ustatistic(kernel, data, drawn.tuples)
     if design == "balanced":
         assert drawn.size == 60 and drawn.max_degree == 3  # ceil(k m / n), 002 App. F
     if design == "uniform":
@@ -217,7 +239,7 @@ def test_protocol_with_full_range_comparisons() -> None:
     est = simulate(UMPC(kernel, math.inf, design=design, fixed_point=FixedPoint(40, 14)),
                    data, rng=2)
     assert est.diagnostics["full_range_comparisons"] is True
-    assert est.diagnostics["u_statistic"] == incomplete_ustatistic(kernel, data, design.tuples)
+    assert est.diagnostics["lemma_c1_u"] == incomplete_ustatistic(kernel, data, design.tuples)
 
 
 # ------------------------------------------------------------------------- noise
@@ -238,7 +260,7 @@ def test_noise_is_unbiased_with_the_discrete_laplace_variance(threat_model: str,
     protocol = UMPC(kernel, eps, design=design, comparison="circuit", threat_model=threat_model,
                     f_honest=0.8, fail_prob=1e-6, min_honest=min_honest)
     exact = incomplete_ustatistic(kernel, data, design.tuples)
-    units = np.array([simulate(protocol, data, rng=s).diagnostics["u_statistic"]
+    units = np.array([simulate(protocol, data, rng=s).diagnostics["lemma_c1_u"]
                       for s in range(R)]) * design.size - exact * design.size
     assert np.allclose(units, np.round(units))  # noise is an integer number of ring units
     c = protocol.contributors(n)
@@ -354,7 +376,8 @@ def test_lemma_c3_hand_count_on_a_tiny_run() -> None:
     (product), times 4 slots = 480; noise 4 * 3 * 40 = 480; aggregation 4 * 40 = 160."""
     kernel = gini_kernel((0.0, 1.0))
     design = Design(np.array([[0, 1], [2, 3]]), 4)
-    est = simulate(UMPC(kernel, 1.0, design=design), kernel.pack([0.1, 0.5, 0.9, 0.2]), rng=1)
+    est = simulate(UMPC(kernel, 1.0, design=design, fixed_point=DEFAULT_FIXED_POINT),
+                   kernel.pack([0.1, 0.5, 0.9, 0.2]), rng=1)
     assert est.diagnostics["lemma_c3_bits"] == 160 + 480 + 480 + 160 == 1280
     assert est.diagnostics["lemma_c3_rounds"] == 1 + max(1 + 1, 1) + 1 == 4
     # Measured: plus a 1-bit check-in per party up and a 192-bit broadcast (n, coin) down;
@@ -421,10 +444,12 @@ def test_guarantee_diagnostics_and_standard_error() -> None:
     design = protocol.draw_design(60, np.asarray(d["public_coin"], dtype=np.uint64))
     n_pos = int(data[:, 1].sum())
     slope = math.comb(60, 2) / (n_pos * (60 - n_pos))   # AUC = U C(n,2) / (n+ n-)
-    variance = (protocol.noise_variance(60, design)
-                + incomplete_variance_bound(60, 2, design.size, kernel.sensitivity))
-    assert d["design_variance_bound"] == incomplete_variance_bound(60, 2, design.size, 1.0)
-    assert est.std_error == pytest.approx(math.sqrt(variance) * slope, rel=1e-6)
+    factor, p = _ratio(kernel, data, design)
+    pool, m = round(p * math.comb(60, 2)), round(design.size * p / factor)
+    design_var = p**2 * (pool - m) / (m * (pool - 1)) / 4.0
+    noise_var = protocol.noise_variance(60, design) * factor**2
+    assert d["design_variance_bound"] == pytest.approx(design_var, rel=1e-12)
+    assert est.std_error == pytest.approx(math.sqrt(noise_var + design_var) * slope, rel=1e-6)
     assert d["u_sensitivity"] == design.max_degree / design.size
     assert est.value == pytest.approx(d["u_statistic"] * slope)
 
@@ -478,9 +503,10 @@ def test_values_outside_the_fixed_point_range_raise_overflow() -> None:
     # Ring too small for the sum of the variance kernel's squares (2c fractional bits).
     kernel = variance_kernel((0.0, 10.0))
     with pytest.raises(OverflowError, match="does not fit the ring"):
-        simulate(UMPC(kernel, 1.0), kernel.pack(np.linspace(0, 10, 20)), rng=1)
+        simulate(UMPC(kernel, 1.0, fixed_point=DEFAULT_FIXED_POINT),
+                 kernel.pack(np.linspace(0, 10, 20)), rng=1)
     with pytest.raises(OverflowError, match="do not fit the fixed-point range"):
-        UMPC(gini_kernel((0.0, 1e8)), 1.0)
+        UMPC(gini_kernel((0.0, 1e8)), 1.0, fixed_point=DEFAULT_FIXED_POINT)
 
 
 def test_bad_parameters_are_refused() -> None:

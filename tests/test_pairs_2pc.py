@@ -94,7 +94,9 @@ def _rounded(data: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(("n", "P"), [(40, 1), (41, 3)])
 def test_noise_free_run_is_the_incomplete_ustatistic(kernel_name, comparison, n, P):
     kernel, data = _data(kernel_name, n, seed=n + P)
-    est = simulate(PairsTwoParty(kernel, math.inf, P=P, comparison=comparison), data, rng=7)
+    # The explicit 002 Sec. 6.1 format (the bounds encoding is tested below).
+    est = simulate(PairsTwoParty(kernel, math.inf, P=P, comparison=comparison, fixed_point=FP),
+                   data, rng=7)
     design = est.diagnostics["design"]
     assert design.size == P * (n // 2)
     # Comparisons and differences see the fixed-point encodings (resolution 2^-14);
@@ -542,7 +544,17 @@ def test_bad_arguments_are_refused():
     with pytest.raises(TypeError, match="all_pairs must be True or False"):
         PairsTwoParty(KENDALL, 1.0, all_pairs="yes")
     with pytest.raises(OverflowError, match="leaves no room for the noise"):
-        PairsTwoParty(gini_kernel((0, 2.0**30)), 1.0)
+        PairsTwoParty(gini_kernel((0, 2.0**30)), 1.0, fixed_point=FP)
+    with pytest.raises(ValueError, match=r"either fixed_point .* or bounds/precision"):
+        PairsTwoParty(KENDALL, 1.0, fixed_point=FP, bounds=(0, 1))
+    with pytest.raises(ValueError, match="precision needs bounds"):
+        PairsTwoParty(KENDALL, 1.0, precision=1e-3)
+    with pytest.raises(ValueError, match="precision must be a finite number > 0"):
+        PairsTwoParty(KENDALL, 1.0, bounds=(0, 1), precision=0.0)
+    with pytest.raises(ValueError, match="bounds has 3 pairs"):
+        PairsTwoParty(KENDALL, 1.0, bounds=[(0, 1), (0, 1), (0, 1)])
+    with pytest.raises(OverflowError, match="more than 64"):
+        PairsTwoParty(gini_kernel((0, 1.0)), 1.0, precision=2.0**-50).run_fixed_point(1e-6)
 
 
 def test_too_many_pairs_and_overflowing_data_are_refused():

@@ -561,3 +561,97 @@ def test_run_time_refusals() -> None:
         simulate(UMPC(auc, 1.0), np.array([[0.1, 0.0], [0.2, 2.0], [0.3, 1.0]]), rng=1)
     with pytest.raises(ValueError, match="no positive example"):
         simulate(UMPC(auc, 1.0), np.column_stack([np.arange(6) / 8, np.zeros(6)]), rng=1)
+
+
+# ------------------------------------------------------------------------- encoding
+def _tie_data() -> np.ndarray:
+    # 25 positives at 0.5 + 1e-5, 25 negatives at 0.5: the exact AUC is 1.
+    scores = np.r_[np.full(25, 0.5 + 1e-5), np.full(25, 0.5)]
+    return auc_kernel().pack(scores, np.r_[np.ones(25), np.zeros(25)])
+
+
+def test_declared_bounds_resolve_scores_closer_than_the_old_resolution() -> None:
+    est = fedustat.estimate(auc_kernel(), _tie_data(), epsilon=math.inf, protocol="umpc",
+                            rng=1, bounds=(0.0, 1.0), precision=1e-6)
+    assert est.value == 1.0
+    enc = est.diagnostics["encoding"]
+    assert enc["resolution"] == 2.0**-20 and enc["declared_precision"] == 1e-6
+    # Default precision (hi - lo) / 2^20 resolves them as well.
+    est = fedustat.estimate(auc_kernel(), _tie_data(), epsilon=math.inf, protocol="umpc",
+                            rng=1, bounds=(0.0, 1.0))
+    assert est.value == 1.0 and est.diagnostics["encoding"]["declared_precision"] is None
+
+
+def test_a_coarse_resolution_makes_ties_and_says_so() -> None:
+    # Declared precision 1e-3 > 1e-5: every cross pair ties (kernel 1/2), AUC 1/2.
+    est = fedustat.estimate(auc_kernel(), _tie_data(), epsilon=math.inf, protocol="umpc",
+                            rng=1, bounds=(0.0, 1.0), precision=1e-3)
+    assert est.value == 0.5
+    ties = est.diagnostics["encoding"]["ties"]
+    assert ties == "values closer than 0.000977 encode equally (ties)"
+    # Nothing declared: the 002 Sec. 6.1 format (2^-14), with a warning naming the fix.
+    with pytest.warns(UserWarning, match=r"no bounds declared.*resolution 2\^-14.*ties"):
+        est = fedustat.estimate(auc_kernel(), _tie_data(), epsilon=math.inf, protocol="umpc",
+                                rng=1)
+    assert est.value == 0.5
+
+
+def test_the_readme_income_example_runs_in_natural_units() -> None:
+    kernel = gini_kernel((0.0, 200_000.0))
+    x = np.random.default_rng(2).uniform(0.0, 200_000.0, 60)
+    data = kernel.pack(x)
+    est = fedustat.estimate(kernel, data, epsilon=1.0, protocol="umpc", rng=3,
+                            bounds=(0.0, 200_000.0))
+    enc = est.diagnostics["encoding"]
+    assert enc["resolution"] == 0.125 and 30 <= enc["ring_bits"] <= 64
+    low, high = est.confidence_interval()
+    assert low < est.value < high
+    # Without noise the ring sum is exact on the grid: within the rounding of the data.
+    exact = kernel.statistic(kernel.exact(data), data)
+    free = fedustat.estimate(kernel, data, epsilon=math.inf, protocol="umpc", rng=3,
+                             bounds=(0.0, 200_000.0), edges=math.comb(60, 2))
+    assert abs(free.value - exact) <= 0.125
+
+
+def test_bounds_are_checked_and_the_ring_refuses_what_it_cannot_hold() -> None:
+    kernel = gini_kernel((0.0, 1.0))
+    auc = auc_kernel()
+    with pytest.raises(ValueError, match=r"1 value\(s\) outside the declared bounds \[0, 1\]"):
+        simulate(UMPC(auc, 1.0, bounds=(0.0, 1.0)), auc.pack([0.2, 1.5, 0.3], [0, 1, 1]),
+                 rng=1)
+    with pytest.raises(ValueError, match="either fixed_point"):
+        UMPC(kernel, 1.0, fixed_point=DEFAULT_FIXED_POINT, precision=1e-3)
+    with pytest.raises(ValueError, match="precision needs bounds"):
+        UMPC(auc_kernel(), 1.0, precision=1e-3)
+    with pytest.raises(ValueError, match="bounds must be finite with lo < hi"):
+        UMPC(kernel, 1.0, bounds=(1.0, 0.0))
+    with pytest.raises(OverflowError, match="more than the largest supported"):
+        simulate(UMPC(kernel, 1e-5, precision=2.0**-40), kernel.pack(np.linspace(0, 1, 30)),
+                 rng=1)
+
+
+def test_the_ring_grows_with_edges_and_noise() -> None:
+    kernel = gini_kernel((0.0, 1.0))
+    design_small = balanced_sample(20, 2, 20, rng=1)
+    design_big = balanced_sample(150, 2, 20, rng=1)
+    exact = UMPC(kernel, math.inf)
+    noisy = UMPC(kernel, 0.01)
+    assert exact.run_fixed_point(20, design_small, None).bits \
+        < exact.run_fixed_point(20, design_big, None).bits
+    assert exact.run_fixed_point(20, design_small, None).bits \
+        < noisy.run_fixed_point(20, design_small, None).bits
+
+
+def test_the_error_law_is_the_exact_noise_plus_the_design_term() -> None:
+    kernel = gini_kernel((0.0, 1.0))
+    protocol = UMPC(kernel, 1.0, min_honest=None)
+    design = balanced_sample(60, 2, 30, rng=1)
+    law = protocol.error_law(30, design, 0.0)
+    # min_honest=None: the contributors' shapes add to exactly one discrete Laplace.
+    dlap = fedustat.privacy.errors.DiscreteLaplaceError(
+        protocol.integer_sensitivity(design) / 1.0, 1.0 / (protocol.scale() * design.size))
+    assert law.total_shape == pytest.approx(1.0)
+    assert law.variance == pytest.approx(dlap.variance, rel=1e-12)
+    assert law.half_width(0.9) == pytest.approx(dlap.half_width(0.9))
+    assert protocol.guarantee.assumptions and any(
+        "dealer" in str(a) for a in protocol.guarantee.assumptions)

@@ -193,6 +193,9 @@ def noise_magnitude_bound(t: float, total_shape: float) -> int:
     """
     if t == 0.0:
         return 1
+    if t >= 1.0:
+        raise OverflowError("the noise ratio t rounds to 1 (epsilon / sensitivity below "
+                            "float resolution): no ring holds this noise")
     bound = 1
     while _log_tail_bound(t, total_shape, bound) / math.log(2.0) > _TAIL_LOG2:
         bound <<= 1

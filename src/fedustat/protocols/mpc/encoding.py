@@ -189,8 +189,10 @@ def ring_bits_for(*, max_code: int, product: bool, output_total: int,
     if product:
         need["products of two codes"] = (max(max_code, 1) ** 2).bit_length() + 1
     if noise is not None:
-        bound = noise_magnitude_bound(*noise)
-        need["the noise (tail 2^-40)"] = bound.bit_length() + 1
+        try:
+            need["the noise (tail 2^-40)"] = noise_magnitude_bound(*noise).bit_length() + 1
+        except OverflowError:
+            need["the noise (tail 2^-40)"] = 81
     bits = max(MIN_RING_BITS, *need.values())
     if bits > MAX_RING_BITS:
         worst = max(need, key=lambda k: need[k])

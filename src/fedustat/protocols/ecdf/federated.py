@@ -103,7 +103,7 @@ from fedustat.secure.fixedpoint import FixedPoint
 from fedustat.secure.noise import PolyaDifferenceError
 from fedustat.secure.sharing import reconstruct
 from fedustat.secure.transcript import Transcript
-from fedustat.stats.ecdf import DyadicTree, step_at
+from fedustat.stats.ecdf import DyadicTree, absolute_grid, check_thresholds, step_at
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -301,6 +301,55 @@ class FederatedECDF:
             objective=info["objective"], method=info["method"],
             iterations=info["iterations"], seconds=info["seconds"], privacy=self.privacy,
             diagnostics={"max_violation_removed": info["max_violation_removed"] / self.n})
+
+
+#: Default grid from public bounds: 2^10 intervals of (hi - lo) / 2^10.
+DEFAULT_GRID_LEVELS_LOG2 = 10
+
+
+def grid_from_bounds(thresholds: Any, bounds: Any, precision: float | None
+                     ) -> tuple[np.ndarray, tuple[float, float] | None]:
+    """The public grid: ``thresholds`` as given, or from ``bounds=(lo, hi)`` on
+    ``precision Z`` (:func:`~fedustat.stats.ecdf.absolute_grid`, 003 Sec. 3.1; default
+    precision ``(hi - lo) / 2^10``). The curve's resolution is the grid spacing: values
+    between two thresholds count at the next one. Returns the grid and the bounds."""
+    declared: tuple[float, float] | None = None
+    if bounds is not None:
+        try:
+            lo, hi = (float(b) for b in bounds)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"bounds must be a pair (lo, hi), got {bounds!r}") from exc
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"bounds must be finite with lo < hi, got {bounds!r}")
+        declared = (lo, hi)
+    if thresholds is not None:
+        if precision is not None:
+            raise ValueError("precision sets the spacing of a grid built from bounds; pass "
+                             "either thresholds or bounds=(lo, hi) with precision")
+        return check_thresholds(thresholds), declared
+    if declared is None:
+        raise ValueError("give the public grid: thresholds, or bounds=(lo, hi) (and "
+                         "precision=, the grid spacing)")
+    lo, hi = declared
+    if precision is None:
+        gamma = (hi - lo) / 2.0**DEFAULT_GRID_LEVELS_LOG2
+    else:
+        if isinstance(precision, bool) or not isinstance(precision, int | float) \
+                or not math.isfinite(precision) or precision <= 0:
+            raise ValueError(f"precision must be a finite number > 0, got {precision!r}")
+        gamma = float(precision)
+    return check_thresholds(absolute_grid(lo, hi, gamma)), declared
+
+
+def check_in_bounds(values: np.ndarray, bounds: tuple[float, float] | None) -> None:
+    """Each party checks its own value against the public bounds (if declared)."""
+    if bounds is None:
+        return
+    lo, hi = bounds
+    bad = (values < lo) | (values > hi)
+    if np.any(bad):
+        raise ValueError(f"data: {int(bad.sum())} value(s) outside the declared bounds "
+                         f"[{lo:g}, {hi:g}]; declare bounds that hold every value")
 
 
 def _guarantee(epsilon: float, protocol: str = "", n_servers: int = 2,

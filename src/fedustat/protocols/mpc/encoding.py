@@ -39,6 +39,7 @@ names the condition and suggests a coarser precision.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,7 @@ from fedustat.stats.kernels import Kernel
 __all__ = [
     "DEFAULT_LEVELS_LOG2",
     "ColumnEncoding",
+    "bounds_by_column",
     "declared_bounds",
     "frac_bits_for",
     "ring_bits_for",
@@ -71,6 +73,21 @@ def declared_bounds(kernel: Kernel) -> tuple[float, float] | None:
         lo, hi = keywords["bounds"]
         return float(lo), float(hi)
     return None
+
+
+def bounds_by_column(bounds: Any, names: Sequence[str]) -> Any:
+    """Accept bounds as a mapping from column name to ``(lo, hi)`` (as the comparison
+    tool passes them): the pairs of the secret columns ``names`` in order, or None for an
+    empty mapping. Other forms are returned unchanged."""
+    if not isinstance(bounds, Mapping):
+        return bounds
+    if not bounds:
+        return None
+    missing = [c for c in names if c not in bounds]
+    if missing:
+        raise ValueError(f"bounds has no (lo, hi) for the secret column(s) {missing}; give "
+                         f"one for each of {list(names)}")
+    return [tuple(bounds[c]) for c in names]
 
 
 def frac_bits_for(precision: float) -> int:

@@ -137,7 +137,7 @@ from fedustat.privacy.guarantee import (
 from fedustat.privacy.mechanisms import DiscreteLaplaceMechanism
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
 from fedustat.protocols.base import Cost, Estimate, Message, PeerTraffic, Protocol, Role
-from fedustat.protocols.mpc.encoding import ColumnEncoding, declared_bounds
+from fedustat.protocols.mpc.encoding import ColumnEncoding, bounds_by_column, declared_bounds
 from fedustat.protocols.registry import register
 from fedustat.secure import (
     Dealer,
@@ -923,7 +923,8 @@ class PairsTwoParty(Protocol):
 
     name = "pairs-2pc"
     released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
-                       "diagnostics.pair_values", "diagnostics.noise_std_error")
+                       "diagnostics.pair_values", "diagnostics.noise_std_error",
+                       "diagnostics.design_variance")
     # The pairs come from public permutations; with public labels (AUC) only the pairs of
     # opposite labels are computed, so the costs follow the design too.
     public_coin_fields = ("diagnostics.design.*", "diagnostics.n_computed_pairs", "cost.*")
@@ -968,13 +969,14 @@ class PairsTwoParty(Protocol):
                 raise ValueError("pass either fixed_point (an explicit ring format) or "
                                  "bounds/precision (the ring is then sized for you), not both")
             return None
+        columns = 2 if kernel.degree == 2 and kernel.func is _KENDALL_FUNC else 1
+        bounds = bounds_by_column(bounds, kernel.columns[:columns])
         declared = bounds if bounds is not None else declared_bounds(kernel)
         if declared is None:
             if precision is not None:
                 raise ValueError("precision needs bounds=(lo, hi): the ring is sized from "
                                  "the declared range and the precision")
             return None
-        columns = 2 if kernel.degree == 2 and kernel.func is _KENDALL_FUNC else 1
         return ColumnEncoding.declare(declared, precision, columns)
 
     def run_fixed_point(self, pair_epsilon: float) -> FixedPoint:

@@ -86,7 +86,12 @@ from fedustat.protocols.base import (
     Role,
     normal_std_error,
 )
-from fedustat.protocols.mpc.encoding import ColumnEncoding, declared_bounds, ring_bits_for
+from fedustat.protocols.mpc.encoding import (
+    ColumnEncoding,
+    bounds_by_column,
+    declared_bounds,
+    ring_bits_for,
+)
 from fedustat.protocols.mpc.kernel_circuits import CircuitMaterial, KernelCircuit, circuit_for
 from fedustat.protocols.registry import register
 from fedustat.secure import (
@@ -408,6 +413,7 @@ def _declare_encoding(kernel: Kernel, circuit: KernelCircuit, fixed_point: Fixed
             raise ValueError("pass either fixed_point (an explicit ring format) or "
                              "bounds/precision (the ring is then sized for you), not both")
         return None
+    bounds = bounds_by_column(bounds, [kernel.columns[c] for c in circuit.secret_columns])
     declared = bounds if bounds is not None else declared_bounds(kernel)
     columns = len(circuit.secret_columns)
     if declared is None:
@@ -506,7 +512,7 @@ class UMPC(Protocol):
     # labels, the edges with both classes) and every party's traffic follow from them.
     public_coin_fields = ("diagnostics.public_coin", "diagnostics.active_edges",
                           "diagnostics.expected_offline_bits", "diagnostics.lemma_c3_bits",
-                          "cost.*")
+                          "diagnostics.design_variance_bound", "cost.*")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, design: str | Design = "balanced",
                  edges: int | None = None, threat_model: str = "hf", f_honest: float = 0.5,

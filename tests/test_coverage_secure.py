@@ -43,20 +43,22 @@ def _auc_data(n: int) -> tuple[object, np.ndarray, float]:
 
 
 @pytest.mark.parametrize("epsilon", EPSILONS)
-def test_umpc_interval_covers(epsilon: float) -> None:
+def test_umpc_interval_covers(epsilon: float, request: pytest.FixtureRequest) -> None:
     # Noise (an exact Pólya difference, 002 App. B) plus the design's sampling error.
     kernel, data, exact = _gini_data(40)
     protocol = UMPC(kernel, epsilon, precision=1e-3)
     result = measure_coverage(lambda s: simulate(protocol, data, rng=s), exact, RUNS)
+    print(f"{request.node.name}: {result}")  # shown with pytest -s
     assert_covers(result)
 
 
 @pytest.mark.parametrize("epsilon", EPSILONS)
-def test_pairs_2pc_interval_covers(epsilon: float) -> None:
+def test_pairs_2pc_interval_covers(epsilon: float, request: pytest.FixtureRequest) -> None:
     # Noise of the computed pairs (exact) plus the permutation subsampling error.
     kernel, data, exact = _auc_data(80)
     protocol = PairsTwoParty(kernel, epsilon, P=2, bounds=(0.0, 1.0))
-    result = measure_coverage(lambda s: simulate(protocol, data, rng=s), exact, RUNS)
+    result = measure_coverage(lambda s: simulate(protocol, data, rng=s), exact, 2 * RUNS)
+    print(f"{request.node.name}: {result}")  # shown with pytest -s
     assert_covers(result)
 
 
@@ -65,13 +67,15 @@ GRID = absolute_grid(0.0, 12.0, 0.5)   # 25 thresholds: L + 1 = 6 levels
 
 @pytest.mark.parametrize("epsilon", EPSILONS)
 @pytest.mark.parametrize("make", [PointwiseECDF, FssECDF], ids=["secagg", "fss"])
-def test_federated_ecdf_interval_covers(make: type, epsilon: float) -> None:
+def test_federated_ecdf_interval_covers(make: type, epsilon: float,
+                                        request: pytest.FixtureRequest) -> None:
     # One point: the L + 1 covering nodes' distributed discrete Laplace noise, exact law.
     x = np.random.default_rng(0).poisson(3.0, 60).astype(np.float64)
     point = 7   # tau = 3.5
     exact = float(np.mean(x <= GRID[point]))
     protocol = make(GRID, [point], epsilon=epsilon, contributors=3)
     result = measure_coverage(lambda s: simulate(protocol, x, rng=s), exact, 2 * RUNS)
+    print(f"{request.node.name}: {result}")  # shown with pytest -s
     assert_covers(result)
 
 

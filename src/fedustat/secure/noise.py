@@ -45,6 +45,7 @@ matches the threat model (variance ``|Z|`` times that of one DLap).
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from dataclasses import dataclass
@@ -411,7 +412,8 @@ class PolyaDifferenceError(ErrorDistribution):
 
     @property
     def is_lattice(self) -> bool:
-        return True
+        # On a fine lattice the continuum law stands in (see the class docstring).
+        return self._exact()
 
     @property
     def variance(self) -> float:
@@ -421,13 +423,21 @@ class PolyaDifferenceError(ErrorDistribution):
 
     def characteristic(self, w: np.ndarray) -> np.ndarray:
         t = self.t
-        base = (1.0 - t) ** 2 / (1.0 - 2.0 * t * np.cos(np.asarray(w) * self.unit) + t * t)
+        w = np.asarray(w, dtype=np.float64)
+        if not self._exact():
+            theta = self.unit * math.sqrt(t) / (1.0 - t)
+            return (1.0 + (theta * w) ** 2) ** (-self.total_shape)
+        base = (1.0 - t) ** 2 / (1.0 - 2.0 * t * np.cos(w * self.unit) + t * t)
         return base**self.total_shape
 
-    def _support(self) -> float:
+    @functools.cached_property
+    def _support_points(self) -> float:
         if self.t == 0.0:
             return 0.0
         return float(sps.nbinom.isf(1e-17, self.total_shape, 1.0 - self.t))
+
+    def _support(self) -> float:
+        return self._support_points
 
     def _exact(self) -> bool:
         return self._support() <= _EXACT_SUPPORT

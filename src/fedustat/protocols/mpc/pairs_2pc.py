@@ -1269,11 +1269,18 @@ class PairsTwoParty(Protocol):
         if self.all_pairs:
             design_var = 0.0    # no subsampling: the error around U_n is the noise
         elif values_public and m > 1:
-            # Sample variance of the released values / m, less their noise part: zeta_2 / m,
-            # an upper bound on the subsampling error given the data (which is about
-            # (zeta_2 - 2 zeta_1) / m; docs/protocols/pairs-2pc.md). Never below the
-            # noise-free spread of the kernel values the data-free bound allows.
-            design_var = max(float(values.var(ddof=1)) - noise_part * m, 0.0) / m
+            # Plug-in variance of a mean of dependent terms: pairs that share a party are
+            # correlated (each party is in P pairs), so with d_e = v_e - mean,
+            # Var ~ (sum_e d_e^2 + sum_{e != e' sharing a party} d_e d_e') / m^2
+            #     = (sum_i S_i^2 - sum_e d_e^2) / m^2,   S_i = sum_{e ∋ i} d_e,
+            # scaled by m / (m - 1); for P = 1 it is the sample variance / m (an upper
+            # bound on the subsampling error given the data, docs/protocols/pairs-2pc.md).
+            # The noise is independent across pairs: its part, noise_part, is removed.
+            dev = values - values.mean()
+            per_party = np.bincount(state.design.tuples.ravel(),
+                                    weights=np.repeat(dev, 2), minlength=n)
+            spread = (float(np.sum(per_party**2)) - float(np.sum(dev**2))) / (m * (m - 1))
+            design_var = max(spread - noise_part, 0.0)
         else:
             # Data-free bound: a kernel with range width Delta f has variance <= Delta^2 / 4.
             width = self.spec.sensitivity_units * self.spec.unit

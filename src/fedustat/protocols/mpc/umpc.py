@@ -420,14 +420,6 @@ def _declare_encoding(kernel: Kernel, circuit: KernelCircuit, fixed_point: Fixed
         if precision is not None:
             raise ValueError("precision needs bounds=(lo, hi): the ring is sized from the "
                              "declared range and the precision")
-        if circuit.name in ORDER_KERNELS:
-            warnings.warn(
-                f"{kernel.name}: no bounds declared, so the secret values are encoded in the "
-                f"fixed-point format of 002 Sec. 6.1 (range [-2^24, 2^24), resolution "
-                f"2^-{DEFAULT_FIXED_POINT.frac_bits} = {DEFAULT_FIXED_POINT.resolution:.3g}); "
-                "values closer than that become ties. Declare bounds=(lo, hi) and "
-                "precision= (the smallest difference that matters)", UserWarning,
-                stacklevel=4)
         return None
     return ColumnEncoding.declare(declared, precision, columns)
 
@@ -553,6 +545,7 @@ class UMPC(Protocol):
         self.method = ("fss" if kernel.degree == 2 else "circuit") if comparison == "auto" \
             else comparison
         self.encoding = _declare_encoding(kernel, self.circuit, fixed_point, bounds, precision)
+        self._undeclared = fixed_point is None and self.encoding is None
         if self.encoding is not None:
             # The nominal (widest) format; each run uses the ring sized for its |E| and noise.
             fp = self.encoding.fixed_point(64)
@@ -707,6 +700,14 @@ class UMPC(Protocol):
         cols = list(self.circuit.secret_columns)
         names = ", ".join(self.kernel.columns[c] for c in cols)
         # Each party encodes its own record; out-of-range values raise here.
+        if self.encoding is None and self._undeclared and self.circuit.name in ORDER_KERNELS:
+            warnings.warn(
+                f"{self.kernel.name}: no bounds declared, so the secret values are encoded in "
+                f"the fixed-point format of 002 Sec. 6.1 (range [-2^24, 2^24), resolution "
+                f"2^-{DEFAULT_FIXED_POINT.frac_bits} = {DEFAULT_FIXED_POINT.resolution:.3g}); "
+                "values closer than that become ties. Declare bounds=(lo, hi) and "
+                "precision= (the smallest difference that matters)", UserWarning,
+                stacklevel=2)
         if self.encoding is None:
             encoded = self.fixed_point.encode(records[:, cols], name=f"data column(s) {names}")
         else:

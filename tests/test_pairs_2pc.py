@@ -599,3 +599,20 @@ def test_bad_theory_inputs_are_refused():
 
 def test_module_is_registered_under_its_name():
     assert registry.factory("pairs-2pc") is pairs_2pc._pairs_2pc
+
+
+def test_declared_precision_decides_whether_close_scores_tie() -> None:
+    # 25 positives at 0.5 + 1e-5, 25 negatives at 0.5: the exact AUC is 1.
+    kernel = auc_kernel()
+    data = kernel.pack(np.r_[np.full(25, 0.5 + 1e-5), np.full(25, 0.5)],
+                       np.r_[np.ones(25), np.zeros(25)])
+    fine = simulate(PairsTwoParty(kernel, math.inf, all_pairs=True, bounds=(0.0, 1.0),
+                                  precision=1e-6), data, rng=1)
+    assert fine.value == 1.0 and fine.diagnostics["encoding"]["resolution"] == 2.0**-20
+    coarse = simulate(PairsTwoParty(kernel, math.inf, all_pairs=True, bounds=(0.0, 1.0),
+                                    precision=1e-3), data, rng=1)
+    assert coarse.value == 0.5
+    assert coarse.diagnostics["encoding"]["ties"] == (
+        "values closer than 0.000977 encode equally (ties)")
+    # The 002 Sec. 6.1 format (2^-14) is coarser than 1e-5 too.
+    assert simulate(PairsTwoParty(kernel, math.inf, all_pairs=True), data, rng=1).value == 0.5

@@ -481,3 +481,24 @@ def test_parties_refuse_a_broadcast_query_the_servers_do_not_aggregate_for():
     parties = protocol.init_parties(np.zeros((3, 1)), np.arange(3))
     with pytest.raises(ValueError, match="broadcast query differs"):
         protocol.party_step(parties, other, np.random.default_rng(0))
+
+
+def test_the_grid_comes_from_public_bounds_and_precision() -> None:
+    x = poisson_data(60)
+    x = x[(x >= 0.0) & (x <= 12.0)]
+    for make in (PointwiseECDF, FssECDF):
+        proto = make(bounds=(0.0, 12.0), precision=0.5, epsilon=math.inf)
+        assert np.array_equal(proto.thresholds, GRID)
+        est = simulate(proto, x, rng=1)
+        curve = est.diagnostics["curve"]
+        assert np.array_equal(curve.values, np.mean(x[:, None] <= GRID[None, :], axis=0))
+        # Default precision: 2^10 intervals over the bounds.
+        assert make(bounds=(0.0, 1.0), epsilon=1.0).thresholds.size == 1025
+    with pytest.raises(ValueError, match=r"1 value\(s\) outside the declared bounds \[0, 12\]"):
+        simulate(PointwiseECDF(bounds=(0.0, 12.0), epsilon=1.0), np.r_[x, 13.0], rng=1)
+    with pytest.raises(ValueError, match="give the public grid"):
+        PointwiseECDF(epsilon=1.0)
+    with pytest.raises(ValueError, match="pass either thresholds or bounds"):
+        FssECDF(GRID, epsilon=1.0, precision=0.5)
+    with pytest.raises(ValueError, match="precision must be a finite number > 0"):
+        FssECDF(bounds=(0, 1), epsilon=1.0, precision=-1.0)

@@ -94,7 +94,9 @@ def _rounded(data: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(("n", "P"), [(40, 1), (41, 3)])
 def test_noise_free_run_is_the_incomplete_ustatistic(kernel_name, comparison, n, P):
     kernel, data = _data(kernel_name, n, seed=n + P)
-    est = simulate(PairsTwoParty(kernel, math.inf, P=P, comparison=comparison), data, rng=7)
+    # The explicit 002 Sec. 6.1 format (the bounds encoding is tested below).
+    est = simulate(PairsTwoParty(kernel, math.inf, P=P, comparison=comparison, fixed_point=FP),
+                   data, rng=7)
     design = est.diagnostics["design"]
     assert design.size == P * (n // 2)
     # Comparisons and differences see the fixed-point encodings (resolution 2^-14);
@@ -542,7 +544,17 @@ def test_bad_arguments_are_refused():
     with pytest.raises(TypeError, match="all_pairs must be True or False"):
         PairsTwoParty(KENDALL, 1.0, all_pairs="yes")
     with pytest.raises(OverflowError, match="leaves no room for the noise"):
-        PairsTwoParty(gini_kernel((0, 2.0**30)), 1.0)
+        PairsTwoParty(gini_kernel((0, 2.0**30)), 1.0, fixed_point=FP)
+    with pytest.raises(ValueError, match=r"either fixed_point .* or bounds/precision"):
+        PairsTwoParty(KENDALL, 1.0, fixed_point=FP, bounds=(0, 1))
+    with pytest.raises(ValueError, match="precision needs bounds"):
+        PairsTwoParty(KENDALL, 1.0, precision=1e-3)
+    with pytest.raises(ValueError, match="precision must be a finite number > 0"):
+        PairsTwoParty(KENDALL, 1.0, bounds=(0, 1), precision=0.0)
+    with pytest.raises(ValueError, match="bounds has 3 pairs"):
+        PairsTwoParty(KENDALL, 1.0, bounds=[(0, 1), (0, 1), (0, 1)])
+    with pytest.raises(OverflowError, match="more than 64"):
+        PairsTwoParty(gini_kernel((0, 1.0)), 1.0, precision=2.0**-50).run_fixed_point(1e-6)
 
 
 def test_too_many_pairs_and_overflowing_data_are_refused():
@@ -587,3 +599,20 @@ def test_bad_theory_inputs_are_refused():
 
 def test_module_is_registered_under_its_name():
     assert registry.factory("pairs-2pc") is pairs_2pc._pairs_2pc
+
+
+def test_declared_precision_decides_whether_close_scores_tie() -> None:
+    # 25 positives at 0.5 + 1e-5, 25 negatives at 0.5: the exact AUC is 1.
+    kernel = auc_kernel()
+    data = kernel.pack(np.r_[np.full(25, 0.5 + 1e-5), np.full(25, 0.5)],
+                       np.r_[np.ones(25), np.zeros(25)])
+    fine = simulate(PairsTwoParty(kernel, math.inf, all_pairs=True, bounds=(0.0, 1.0),
+                                  precision=1e-6), data, rng=1)
+    assert fine.value == 1.0 and fine.diagnostics["encoding"]["resolution"] == 2.0**-20
+    coarse = simulate(PairsTwoParty(kernel, math.inf, all_pairs=True, bounds=(0.0, 1.0),
+                                    precision=1e-3), data, rng=1)
+    assert coarse.value == 0.5
+    assert coarse.diagnostics["encoding"]["ties"] == (
+        "values closer than 0.000977 encode equally (ties)")
+    # The 002 Sec. 6.1 format (2^-14) is coarser than 1e-5 too.
+    assert simulate(PairsTwoParty(kernel, math.inf, all_pairs=True), data, rng=1).value == 0.5

@@ -27,6 +27,7 @@ from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
 from fedustat.protocols.mpc.kernel_circuits import SUPPORTED_KERNELS, KernelCircuit, circuit_for
 from fedustat.protocols.mpc.umpc import (
+    DEFAULT_FIXED_POINT,
     MAX_DIS_PARTIES,
     UMPC,
     collusion_guarantee,
@@ -83,8 +84,22 @@ def _data(name: str, n: int, rng: np.random.Generator) -> tuple[Kernel, np.ndarr
     return k, k.pack(rng.integers(0, 4, n), np.arange(n) % 3)
 
 
-def _fp(name: str) -> FixedPoint | None:
-    return WIDE if name == "variance" else None
+def _fp(name: str) -> FixedPoint:
+    # An explicit format: the legacy 002 Sec. 6.1 ring (test_encoding_* cover bounds).
+    return WIDE if name == "variance" else DEFAULT_FIXED_POINT
+
+
+def _ratio(kernel: Kernel, data: np.ndarray, design: Design) -> tuple[float, float]:
+    """(factor from Lemma C.1's U to the released U, share p of active k-subsets):
+    with public labels the release averages the active edges and scales by p."""
+    n, k = data.shape[0], kernel.degree
+    if kernel.name not in ("auc", "mann_whitney", "vus"):
+        return 1.0, 1.0
+    labels = data[:, -1].astype(np.int64)
+    p = float(np.prod(np.bincount(labels, minlength=k)[:k])) / math.comb(n, k)
+    active = np.sort(labels[design.tuples], axis=1)
+    m_active = int(np.count_nonzero(np.all(active == np.arange(k), axis=1)))
+    return design.size / m_active * p, p
 
 
 CASES = [(name, method) for name in SUPPORTED_KERNELS
@@ -102,12 +117,19 @@ def test_noise_free_run_reproduces_the_incomplete_ustatistic(name: str, method: 
     est = simulate(protocol, data, rng=13)
     exact = incomplete_ustatistic(kernel, data, design.tuples)
     # Integer arithmetic in the ring: the data lie on the fixed-point grid, so U is exact.
-    assert est.diagnostics["u_statistic"] == exact
+    assert est.diagnostics["lemma_c1_u"] == exact
+    factor, p = _ratio(kernel, data, design)
+    exact = exact * factor
     assert est.value == pytest.approx(kernel.statistic(exact, data), rel=1e-12)
     assert est.privacy.model is PrivacyModel.NONE
-    # No noise: the error bar is the data-free edge-sampling bound (002 Claim D.1).
-    design_sd = math.sqrt(incomplete_variance_bound(n, kernel.degree, design.size,
-                                                    kernel.sensitivity))
+    # No noise: the error bar is the data-free edge-sampling bound (002 Claim D.1), over
+    # the active edges' pool with public labels.
+    if p == 1.0:
+        design_sd = math.sqrt(incomplete_variance_bound(n, kernel.degree, design.size,
+                                                        kernel.sensitivity))
+    else:
+        pool, m = round(p * math.comb(n, kernel.degree)), round(design.size * p / factor)
+        design_sd = p * kernel.sensitivity / 2 * math.sqrt((pool - m) / (m * (pool - 1)))
     assert est.std_error == pytest.approx(
         design_sd * abs(kernel.statistic(exact + 1e-6, data)
                         - kernel.statistic(exact - 1e-6, data)) / 2e-6, rel=1e-4)
@@ -129,8 +151,8 @@ def test_gini_with_real_values_is_within_the_fixed_point_resolution() -> None:
     # Each value is rounded by at most h/2, so each |x_i - x_j| moves by at most h and so
     # does their average over |E| edges: |E| h / |E| = h.
     h = protocol.fixed_point.resolution
-    assert abs(est.diagnostics["u_statistic"] - exact) <= h
-    assert est.diagnostics["u_statistic"] != exact  # the data are not on the grid
+    assert abs(est.diagnostics["lemma_c1_u"] - exact) <= h
+    assert est.diagnostics["lemma_c1_u"] != exact  # the data are not on the grid
 
 
 @pytest.mark.parametrize("design", ["balanced", "uniform", "bernoulli"])
@@ -141,7 +163,7 @@ def test_string_designs_are_drawn_from_the_public_coin(design: str) -> None:
     est = simulate(protocol, data, rng=6)
     drawn = protocol.draw_design(40, np.asarray(est.diagnostics["public_coin"], dtype=np.uint64))
     assert est.diagnostics["edges"] == drawn.size
-    assert est.diagnostics["u_statistic"] == incomplete_ustatistic(kernel, data, drawn.tuples)
+    assert est.diagnostics["lemma_c1_u"] == incomplete_ustatistic(kernel, data, drawn.tuples)
     if design == "balanced":
         assert drawn.size == 60 and drawn.max_degree == 3  # ceil(k m / n), 002 App. F
     if design == "uniform":
@@ -217,7 +239,7 @@ def test_protocol_with_full_range_comparisons() -> None:
     est = simulate(UMPC(kernel, math.inf, design=design, fixed_point=FixedPoint(40, 14)),
                    data, rng=2)
     assert est.diagnostics["full_range_comparisons"] is True
-    assert est.diagnostics["u_statistic"] == incomplete_ustatistic(kernel, data, design.tuples)
+    assert est.diagnostics["lemma_c1_u"] == incomplete_ustatistic(kernel, data, design.tuples)
 
 
 # ------------------------------------------------------------------------- noise
@@ -238,7 +260,7 @@ def test_noise_is_unbiased_with_the_discrete_laplace_variance(threat_model: str,
     protocol = UMPC(kernel, eps, design=design, comparison="circuit", threat_model=threat_model,
                     f_honest=0.8, fail_prob=1e-6, min_honest=min_honest)
     exact = incomplete_ustatistic(kernel, data, design.tuples)
-    units = np.array([simulate(protocol, data, rng=s).diagnostics["u_statistic"]
+    units = np.array([simulate(protocol, data, rng=s).diagnostics["lemma_c1_u"]
                       for s in range(R)]) * design.size - exact * design.size
     assert np.allclose(units, np.round(units))  # noise is an integer number of ring units
     c = protocol.contributors(n)
@@ -354,7 +376,8 @@ def test_lemma_c3_hand_count_on_a_tiny_run() -> None:
     (product), times 4 slots = 480; noise 4 * 3 * 40 = 480; aggregation 4 * 40 = 160."""
     kernel = gini_kernel((0.0, 1.0))
     design = Design(np.array([[0, 1], [2, 3]]), 4)
-    est = simulate(UMPC(kernel, 1.0, design=design), kernel.pack([0.1, 0.5, 0.9, 0.2]), rng=1)
+    est = simulate(UMPC(kernel, 1.0, design=design, fixed_point=DEFAULT_FIXED_POINT),
+                   kernel.pack([0.1, 0.5, 0.9, 0.2]), rng=1)
     assert est.diagnostics["lemma_c3_bits"] == 160 + 480 + 480 + 160 == 1280
     assert est.diagnostics["lemma_c3_rounds"] == 1 + max(1 + 1, 1) + 1 == 4
     # Measured: plus a 1-bit check-in per party up and a 192-bit broadcast (n, coin) down;
@@ -421,10 +444,12 @@ def test_guarantee_diagnostics_and_standard_error() -> None:
     design = protocol.draw_design(60, np.asarray(d["public_coin"], dtype=np.uint64))
     n_pos = int(data[:, 1].sum())
     slope = math.comb(60, 2) / (n_pos * (60 - n_pos))   # AUC = U C(n,2) / (n+ n-)
-    variance = (protocol.noise_variance(60, design)
-                + incomplete_variance_bound(60, 2, design.size, kernel.sensitivity))
-    assert d["design_variance_bound"] == incomplete_variance_bound(60, 2, design.size, 1.0)
-    assert est.std_error == pytest.approx(math.sqrt(variance) * slope, rel=1e-6)
+    factor, p = _ratio(kernel, data, design)
+    pool, m = round(p * math.comb(60, 2)), round(design.size * p / factor)
+    design_var = p**2 * (pool - m) / (m * (pool - 1)) / 4.0
+    noise_var = protocol.noise_variance(60, design) * factor**2
+    assert d["design_variance_bound"] == pytest.approx(design_var, rel=1e-12)
+    assert est.std_error == pytest.approx(math.sqrt(noise_var + design_var) * slope, rel=1e-6)
     assert d["u_sensitivity"] == design.max_degree / design.size
     assert est.value == pytest.approx(d["u_statistic"] * slope)
 
@@ -478,9 +503,10 @@ def test_values_outside_the_fixed_point_range_raise_overflow() -> None:
     # Ring too small for the sum of the variance kernel's squares (2c fractional bits).
     kernel = variance_kernel((0.0, 10.0))
     with pytest.raises(OverflowError, match="does not fit the ring"):
-        simulate(UMPC(kernel, 1.0), kernel.pack(np.linspace(0, 10, 20)), rng=1)
+        simulate(UMPC(kernel, 1.0, fixed_point=DEFAULT_FIXED_POINT),
+                 kernel.pack(np.linspace(0, 10, 20)), rng=1)
     with pytest.raises(OverflowError, match="do not fit the fixed-point range"):
-        UMPC(gini_kernel((0.0, 1e8)), 1.0)
+        UMPC(gini_kernel((0.0, 1e8)), 1.0, fixed_point=DEFAULT_FIXED_POINT)
 
 
 def test_bad_parameters_are_refused() -> None:
@@ -535,3 +561,97 @@ def test_run_time_refusals() -> None:
         simulate(UMPC(auc, 1.0), np.array([[0.1, 0.0], [0.2, 2.0], [0.3, 1.0]]), rng=1)
     with pytest.raises(ValueError, match="no positive example"):
         simulate(UMPC(auc, 1.0), np.column_stack([np.arange(6) / 8, np.zeros(6)]), rng=1)
+
+
+# ------------------------------------------------------------------------- encoding
+def _tie_data() -> np.ndarray:
+    # 25 positives at 0.5 + 1e-5, 25 negatives at 0.5: the exact AUC is 1.
+    scores = np.r_[np.full(25, 0.5 + 1e-5), np.full(25, 0.5)]
+    return auc_kernel().pack(scores, np.r_[np.ones(25), np.zeros(25)])
+
+
+def test_declared_bounds_resolve_scores_closer_than_the_old_resolution() -> None:
+    est = fedustat.estimate(auc_kernel(), _tie_data(), epsilon=math.inf, protocol="umpc",
+                            rng=1, bounds=(0.0, 1.0), precision=1e-6)
+    assert est.value == 1.0
+    enc = est.diagnostics["encoding"]
+    assert enc["resolution"] == 2.0**-20 and enc["declared_precision"] == 1e-6
+    # Default precision (hi - lo) / 2^20 resolves them as well.
+    est = fedustat.estimate(auc_kernel(), _tie_data(), epsilon=math.inf, protocol="umpc",
+                            rng=1, bounds=(0.0, 1.0))
+    assert est.value == 1.0 and est.diagnostics["encoding"]["declared_precision"] is None
+
+
+def test_a_coarse_resolution_makes_ties_and_says_so() -> None:
+    # Declared precision 1e-3 > 1e-5: every cross pair ties (kernel 1/2), AUC 1/2.
+    est = fedustat.estimate(auc_kernel(), _tie_data(), epsilon=math.inf, protocol="umpc",
+                            rng=1, bounds=(0.0, 1.0), precision=1e-3)
+    assert est.value == 0.5
+    ties = est.diagnostics["encoding"]["ties"]
+    assert ties == "values closer than 0.000977 encode equally (ties)"
+    # Nothing declared: the 002 Sec. 6.1 format (2^-14), with a warning naming the fix.
+    with pytest.warns(UserWarning, match=r"no bounds declared.*resolution 2\^-14.*ties"):
+        est = fedustat.estimate(auc_kernel(), _tie_data(), epsilon=math.inf, protocol="umpc",
+                                rng=1)
+    assert est.value == 0.5
+
+
+def test_the_readme_income_example_runs_in_natural_units() -> None:
+    kernel = gini_kernel((0.0, 200_000.0))
+    x = np.random.default_rng(2).uniform(0.0, 200_000.0, 60)
+    data = kernel.pack(x)
+    est = fedustat.estimate(kernel, data, epsilon=1.0, protocol="umpc", rng=3,
+                            bounds=(0.0, 200_000.0))
+    enc = est.diagnostics["encoding"]
+    assert enc["resolution"] == 0.125 and 30 <= enc["ring_bits"] <= 64
+    low, high = est.confidence_interval()
+    assert low < est.value < high
+    # Without noise the ring sum is exact on the grid: within the rounding of the data.
+    exact = kernel.statistic(kernel.exact(data), data)
+    free = fedustat.estimate(kernel, data, epsilon=math.inf, protocol="umpc", rng=3,
+                             bounds=(0.0, 200_000.0), edges=math.comb(60, 2))
+    assert abs(free.value - exact) <= 0.125
+
+
+def test_bounds_are_checked_and_the_ring_refuses_what_it_cannot_hold() -> None:
+    kernel = gini_kernel((0.0, 1.0))
+    auc = auc_kernel()
+    with pytest.raises(ValueError, match=r"1 value\(s\) outside the declared bounds \[0, 1\]"):
+        simulate(UMPC(auc, 1.0, bounds=(0.0, 1.0)), auc.pack([0.2, 1.5, 0.3], [0, 1, 1]),
+                 rng=1)
+    with pytest.raises(ValueError, match="either fixed_point"):
+        UMPC(kernel, 1.0, fixed_point=DEFAULT_FIXED_POINT, precision=1e-3)
+    with pytest.raises(ValueError, match="precision needs bounds"):
+        UMPC(auc_kernel(), 1.0, precision=1e-3)
+    with pytest.raises(ValueError, match="bounds must be finite with lo < hi"):
+        UMPC(kernel, 1.0, bounds=(1.0, 0.0))
+    with pytest.raises(OverflowError, match="more than the largest supported"):
+        simulate(UMPC(kernel, 1e-5, precision=2.0**-40), kernel.pack(np.linspace(0, 1, 30)),
+                 rng=1)
+
+
+def test_the_ring_grows_with_edges_and_noise() -> None:
+    kernel = gini_kernel((0.0, 1.0))
+    design_small = balanced_sample(20, 2, 20, rng=1)
+    design_big = balanced_sample(150, 2, 20, rng=1)
+    exact = UMPC(kernel, math.inf)
+    noisy = UMPC(kernel, 0.01)
+    assert exact.run_fixed_point(20, design_small, None).bits \
+        < exact.run_fixed_point(20, design_big, None).bits
+    assert exact.run_fixed_point(20, design_small, None).bits \
+        < noisy.run_fixed_point(20, design_small, None).bits
+
+
+def test_the_error_law_is_the_exact_noise_plus_the_design_term() -> None:
+    kernel = gini_kernel((0.0, 1.0))
+    protocol = UMPC(kernel, 1.0, min_honest=None)
+    design = balanced_sample(60, 2, 30, rng=1)
+    law = protocol.error_law(30, design, 0.0)
+    # min_honest=None: the contributors' shapes add to exactly one discrete Laplace.
+    dlap = fedustat.privacy.errors.DiscreteLaplaceError(
+        protocol.integer_sensitivity(design) / 1.0, 1.0 / (protocol.scale() * design.size))
+    assert law.total_shape == pytest.approx(1.0)
+    assert law.variance == pytest.approx(dlap.variance, rel=1e-12)
+    assert law.half_width(0.9) == pytest.approx(dlap.half_width(0.9))
+    assert protocol.guarantee.assumptions and any(
+        "dealer" in str(a) for a in protocol.guarantee.assumptions)

@@ -40,9 +40,11 @@ from fedustat.secure.fixedpoint import FixedPoint
 from fedustat.secure.fss_gates import fss_is_zero, fss_msb
 from fedustat.secure.noise import (
     NoiseShares,
+    PolyaDifferenceError,
     distributed_noise,
     local_noise,
     mhf_noise,
+    noise_magnitude_bound,
     subgroup_size,
 )
 from fedustat.secure.ring import DEFAULT_RING, Ring, SystemRandomness
@@ -71,6 +73,7 @@ __all__ = [
     "FssKey",
     "NoiseShares",
     "PartyBits",
+    "PolyaDifferenceError",
     "PrimitiveCost",
     "Ring",
     "SystemRandomness",
@@ -98,6 +101,7 @@ __all__ = [
     "mul",
     "mul_many",
     "mul_public",
+    "noise_magnitude_bound",
     "open_shares",
     "open_xor",
     "public_shares",

@@ -45,13 +45,15 @@ matches the threat model (variance ``|Z|`` times that of one DLap).
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize
+from scipy import integrate, optimize
+from scipy import stats as sps
 
 from fedustat._validation import (
     RandomLike,
@@ -60,13 +62,15 @@ from fedustat._validation import (
     check_positive_int,
     check_probability,
 )
+from fedustat.privacy.errors import ErrorDistribution
 from fedustat.privacy.mechanisms import polya
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise, Size, _shape
 from fedustat.secure.fixedpoint import FixedPoint
 from fedustat.secure.ring import DEFAULT_RING, Ring, as_share_rng
 from fedustat.secure.transcript import Transcript
 
-__all__ = ["NoiseShares", "distributed_noise", "local_noise", "mhf_noise", "subgroup_size"]
+__all__ = ["NoiseShares", "PolyaDifferenceError", "distributed_noise", "local_noise",
+           "mhf_noise", "noise_magnitude_bound", "subgroup_size"]
 
 _TAIL_LOG2 = -40.0   # the noise may exceed the ring's headroom with probability < 2^-40
 _BLOCK_ELEMENTS = 1 << 22
@@ -178,6 +182,28 @@ def _log_tail_bound(t: float, total_shape: float, bound: int) -> float:
     best = optimize.minimize_scalar(log_bound, bounds=(0.0, upper), method="bounded",
                                     options={"xatol": upper * 1e-9})
     return math.log(2.0) + min(0.0, float(best.fun))
+
+
+def noise_magnitude_bound(t: float, total_shape: float) -> int:
+    """The smallest power of two ``B`` with ``P(|eta| >= B) < 2^-40`` (the bound of
+    :func:`_log_tail_bound`), for ``eta = X - Y``, ``X, Y ~ NB(total_shape, t)``.
+
+    A ring of ``l`` bits holds the noise when ``B <= 2^(l-2)`` (the same rule as
+    :func:`_check_tail`); the encodings of :mod:`fedustat.protocols.mpc.encoding` size
+    their rings with it. Public parameters only.
+    """
+    if t == 0.0:
+        return 1
+    if t >= 1.0:
+        raise OverflowError("the noise ratio t rounds to 1 (epsilon / sensitivity below "
+                            "float resolution): no ring holds this noise")
+    bound = 1
+    while _log_tail_bound(t, total_shape, bound) / math.log(2.0) > _TAIL_LOG2:
+        bound <<= 1
+        if bound > 1 << 80:
+            raise OverflowError(f"the noise (ratio t={t:.6g}, shape {total_shape:g}) has no "
+                                "tail bound below 2^80")
+    return bound
 
 
 def _check_tail(ring: Ring, t: float, total_shape: float, max_abs: int) -> None:
@@ -356,3 +382,117 @@ def local_noise(n_parties: int, epsilon: float, sensitivity: Any, *,
     source, _ = _sources(rng)
     diffs = ring_.reduce(_draw_differences(n, r, t, shape, source, ring_, max_abs))
     return NoiseShares(diffs, contrib, r, t, s_int, eps, n - h, False, ring_)
+
+
+_EXACT_SUPPORT = 2_000_000   # beyond this many lattice points, use the continuum limit
+
+
+@dataclass(frozen=True)
+class PolyaDifferenceError(ErrorDistribution):
+    """The law of ``unit * (X - Y)`` with ``X, Y ~ NB(total_shape, t)`` independent.
+
+    This is the noise of Protocol B.1 (002 App. B.1): contributors' Pólya(r, t) shapes add,
+    so ``c`` contributors with shape ``r`` give ``NB(c r, t)`` differences; ``c r = 1`` is
+    exactly the discrete Laplace ``DLap(t)``, ``c r = c`` (``min_honest = 1``) the sum of
+    ``c`` independent ``DLap(t)``. Its characteristic function is
+    ``((1 - t)^2 / (1 - 2 t cos(w unit) + t^2))^R`` (product of the two NB laws, real by
+    symmetry); variance ``2 R t / (1 - t)^2`` units^2.
+
+    The cdf is exact (``P(X - Y <= k) = sum_y P(Y = y) P(X <= k + y)``) when the lattice
+    part that matters has at most 2 million points; otherwise (``-log t`` tiny, a fine
+    fixed-point grid) it uses the continuum limit, the symmetric variance-gamma law with
+    characteristic function ``(1 + theta^2 w^2)^-R``, ``theta = unit sqrt(t) / (1 - t)``
+    (same variance), by Gil-Pelaez inversion, and widens intervals by one lattice unit to
+    stay conservative.
+    """
+
+    total_shape: float
+    t: float
+    unit: float = 1.0
+
+    @property
+    def is_lattice(self) -> bool:
+        # On a fine lattice the continuum law stands in (see the class docstring).
+        return self._exact()
+
+    @property
+    def variance(self) -> float:
+        if self.t == 0.0:
+            return 0.0
+        return self.unit**2 * 2.0 * self.total_shape * self.t / (1.0 - self.t) ** 2
+
+    def characteristic(self, w: np.ndarray) -> np.ndarray:
+        t = self.t
+        w = np.asarray(w, dtype=np.float64)
+        if not self._exact():
+            theta = self.unit * math.sqrt(t) / (1.0 - t)
+            return (1.0 + (theta * w) ** 2) ** (-self.total_shape)
+        base = (1.0 - t) ** 2 / (1.0 - 2.0 * t * np.cos(w * self.unit) + t * t)
+        return base**self.total_shape
+
+    @functools.cached_property
+    def _support_points(self) -> float:
+        if self.t == 0.0:
+            return 0.0
+        return float(sps.nbinom.isf(1e-17, self.total_shape, 1.0 - self.t))
+
+    def _support(self) -> float:
+        return self._support_points
+
+    def _exact(self) -> bool:
+        return self._support() <= _EXACT_SUPPORT
+
+    def cdf(self, x: float) -> float:
+        if self.t == 0.0 or self.unit == 0.0:
+            return 1.0 if x >= 0 else 0.0
+        if self._exact():
+            k = math.floor(x / self.unit + 1e-9)
+            ys = np.arange(int(self._support()) + 1)
+            law = sps.nbinom(self.total_shape, 1.0 - self.t)
+            return float(np.clip(np.sum(law.pmf(ys) * law.cdf(k + ys)), 0.0, 1.0))
+        return self._continuum_cdf(x)
+
+    def _continuum_cdf(self, x: float) -> float:
+        if x == 0.0:
+            return 0.5
+        theta = self.unit * math.sqrt(self.t) / (1.0 - self.t)
+        r = self.total_shape
+
+        def phi(w: float) -> float:
+            return (1.0 + (theta * w) ** 2) ** (-r)
+
+        # Gil-Pelaez (1951): F(x) = 1/2 + (1/pi) int_0^inf sin(w x) phi(w) / w dw; the
+        # tail beyond 1/theta by QUADPACK's Fourier-integral rule.
+        a = 1.0 / theta
+        head, _ = integrate.quad(lambda w: math.sin(w * x) * phi(w) / w, 0.0, a, limit=200)
+        tail, _ = integrate.quad(lambda w: phi(w) / w, a, math.inf, weight="sin", wvar=x)
+        return float(min(1.0, max(0.0, 0.5 + (head + tail) / math.pi)))
+
+    def half_width(self, confidence_level: float = 0.95) -> float:
+        if self.variance == 0.0:
+            return 0.0
+        exact = self._exact()
+        target = 0.5 + float(confidence_level) / 2.0
+        if not 0.0 < float(confidence_level) < 1.0:
+            raise ValueError(f"confidence_level must be a number in (0, 1), "
+                             f"got {confidence_level!r}")
+        if exact:
+            # Smallest lattice point k with P(Z <= k unit) >= target.
+            lo, hi = 0, max(1, int(self._support()))
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self.cdf(mid * self.unit) >= target:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return lo * self.unit
+        hi = self.std
+        while self._continuum_cdf(hi) < target:
+            hi *= 2.0
+        a = float(optimize.brentq(lambda v: self._continuum_cdf(v) - target, 0.0, hi,
+                                  xtol=1e-12 * hi))
+        return a + self.unit
+
+    def __str__(self) -> str:
+        return (f"Pólya difference(shape={self.total_shape:g}, t={self.t:.4g}) "
+                f"x {self.unit:.3g}")

@@ -85,15 +85,25 @@ import numpy as np
 from fedustat._validation import (
     as_float_array,
 )
-from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.errors import ErrorDistribution, LaplaceError, NormalError, error_sum
+from fedustat.privacy.guarantee import (
+    PrivacyGuarantee,
+    PrivacyModel,
+    computational,
+    honest_noise,
+    non_colluding_servers,
+    semi_honest,
+    trusted_dealer,
+)
 from fedustat.protocols.base import Cost, Estimate, normal_std_error
 from fedustat.protocols.ecdf.release import ECDF_ADJACENCY, PrivateECDF
 from fedustat.protocols.ecdf.shared_noise import SharedTreeNoise
 from fedustat.protocols.ecdf.smoothing import SmoothedECDF, smooth_counts
 from fedustat.secure.fixedpoint import FixedPoint
+from fedustat.secure.noise import PolyaDifferenceError
 from fedustat.secure.sharing import reconstruct
 from fedustat.secure.transcript import Transcript
-from fedustat.stats.ecdf import DyadicTree, step_at
+from fedustat.stats.ecdf import DyadicTree, absolute_grid, check_thresholds, step_at
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -225,6 +235,40 @@ class FederatedECDF:
     def std_error(self) -> float:
         return math.sqrt(self.variance)
 
+    def node_error(self, weight: float = 1.0, copies: int = 1) -> ErrorDistribution:
+        """The law of the sum of ``copies`` independent node noises, times ``weight``, in
+        counts.
+
+        Distributed noise (002 Protocol B.1): one node is ``X - Y``, ``X, Y ~ NB(K/h, t)``
+        on the grid ``2^-c``, so ``copies`` of them are ``NB(copies K/h, t)`` differences,
+        exactly (:class:`~fedustat.secure.PolyaDifferenceError`). Dealer-shared draw: a
+        Laplace(b) per node (its rounding to ``2^-c``, at most ``2^-(c+1)`` per node, is
+        neglected; c = 20 by default).
+        """
+        if self.distribution == "none":
+            return NormalError(0.0)
+        if self.distribution == "laplace":
+            one = LaplaceError(self.scale * abs(weight))
+            # Gil-Pelaez over many Laplace terms is slow; beyond 64 the CLT is accurate.
+            if copies > 64:
+                return NormalError(math.sqrt(copies * one.variance))
+            return error_sum([one] * copies)
+        shape = (self.diagnostics.get("noise_contributors", 1)
+                 / self.diagnostics.get("noise_min_honest", 1))
+        t = math.exp(-self.resolution / self.scale)
+        return PolyaDifferenceError(copies * shape, t, self.resolution * abs(weight))
+
+    def point_error(self) -> ErrorDistribution:
+        """The law of ``F_hat(tau) - F_n(tau)`` at any one grid point: the ``L + 1``
+        covering nodes' noise (003 Eq. 2) divided by ``n``."""
+        return self.node_error(1.0 / self.n, self.tree.n_levels)
+
+    def confidence_band(self, confidence_level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Pointwise intervals ``(low, high)`` at the queried thresholds from
+        :meth:`point_error` (each point covers at ``confidence_level``; not simultaneous)."""
+        half = self.point_error().half_width(confidence_level)
+        return self.values - half, self.values + half
+
     def __call__(self, t: Any) -> np.ndarray:
         """Right-continuous step evaluation on the queried thresholds (0 below them)."""
         return step_at(self.thresholds, self.values, t)
@@ -259,10 +303,71 @@ class FederatedECDF:
             diagnostics={"max_violation_removed": info["max_violation_removed"] / self.n})
 
 
-def _guarantee(epsilon: float) -> PrivacyGuarantee:
+#: Default grid from public bounds: 2^10 intervals of (hi - lo) / 2^10.
+DEFAULT_GRID_LEVELS_LOG2 = 10
+
+
+def grid_from_bounds(thresholds: Any, bounds: Any, precision: float | None
+                     ) -> tuple[np.ndarray, tuple[float, float] | None]:
+    """The public grid: ``thresholds`` as given, or from ``bounds=(lo, hi)`` on
+    ``precision Z`` (:func:`~fedustat.stats.ecdf.absolute_grid`, 003 Sec. 3.1; default
+    precision ``(hi - lo) / 2^10``). The curve's resolution is the grid spacing: values
+    between two thresholds count at the next one. Returns the grid and the bounds."""
+    declared: tuple[float, float] | None = None
+    if bounds is not None:
+        try:
+            lo, hi = (float(b) for b in bounds)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"bounds must be a pair (lo, hi), got {bounds!r}") from exc
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"bounds must be finite with lo < hi, got {bounds!r}")
+        declared = (lo, hi)
+    if thresholds is not None:
+        if precision is not None:
+            raise ValueError("precision sets the spacing of a grid built from bounds; pass "
+                             "either thresholds or bounds=(lo, hi) with precision")
+        return check_thresholds(thresholds), declared
+    if declared is None:
+        raise ValueError("give the public grid: thresholds, or bounds=(lo, hi) (and "
+                         "precision=, the grid spacing)")
+    lo, hi = declared
+    if precision is None:
+        gamma = (hi - lo) / 2.0**DEFAULT_GRID_LEVELS_LOG2
+    else:
+        if isinstance(precision, bool) or not isinstance(precision, int | float) \
+                or not math.isfinite(precision) or precision <= 0:
+            raise ValueError(f"precision must be a finite number > 0, got {precision!r}")
+        gamma = float(precision)
+    return check_thresholds(absolute_grid(lo, hi, gamma)), declared
+
+
+def check_in_bounds(values: np.ndarray, bounds: tuple[float, float] | None) -> None:
+    """Each party checks its own value against the public bounds (if declared)."""
+    if bounds is None:
+        return
+    lo, hi = bounds
+    bad = (values < lo) | (values > hi)
+    if np.any(bad):
+        raise ValueError(f"data: {int(bad.sum())} value(s) outside the declared bounds "
+                         f"[{lo:g}, {hi:g}]; declare bounds that hold every value")
+
+
+def _guarantee(epsilon: float, protocol: str = "", n_servers: int = 2,
+               noise: SharedTreeNoise | None = None) -> PrivacyGuarantee:
     if math.isinf(epsilon):
         return PrivacyGuarantee.none()
-    return PrivacyGuarantee(epsilon, 0.0, PrivacyModel.CENTRAL, ECDF_ADJACENCY)
+    # 003 Sec. 4: parties share with servers that must not all collude; the noise is
+    # drawn by contributors (Protocol B.1) or shared by a dealer.
+    assumptions = [semi_honest("parties and servers"),
+                   non_colluding_servers(n_servers)]
+    if noise is not None and noise.distribution == "laplace":
+        assumptions.append(trusted_dealer("the tree noise shares (it knows the noise)"))
+    elif noise is not None:
+        assumptions.append(honest_noise(noise.contributors, noise.min_honest))
+    if protocol == "ecdf-fss":
+        assumptions.append(computational("the AES-128 based PRG of the DCF keys"))
+    return PrivacyGuarantee(epsilon, 0.0, PrivacyModel.CENTRAL, ECDF_ADJACENCY,
+                            assumptions=tuple(assumptions))
 
 
 def open_counts(count_shares: np.ndarray, indices: np.ndarray,
@@ -290,8 +395,10 @@ def release_curve(protocol: str, grid: np.ndarray, tree: DyadicTree, indices: np
         diagnostics = {**diagnostics, "noise_contributors": noise.contributors,
                        "noise_min_honest": noise.min_honest,
                        "noise_tolerated_colluders": noise.tolerated_colluders}
+    servers = 2 if noise is None else noise.n_servers
     return FederatedECDF(grid[indices], counts / n, counts, indices, grid, n, tree, scale, dist,
-                         fixed_point.resolution, node_var, _guarantee(epsilon), kind,
+                         fixed_point.resolution, node_var,
+                         _guarantee(epsilon, protocol, servers, noise), kind,
                          protocol, cost, setup_cost, diagnostics)
 
 
@@ -306,7 +413,14 @@ def curve_estimate(curve: FederatedECDF) -> Estimate:
     weights = np.bincount(curve.tree.point_nodes(curve.indices).ravel(),
                           minlength=curve.tree.n_nodes).astype(np.float64)
     var = float(np.sum(weights**2)) * curve.node_variance / (curve.indices.size * curve.n) ** 2
+    # The error law: node noises grouped by their weight, each group's sum exact
+    # (FederatedECDF.node_error); the groups add (a union bound for lattice laws).
+    denom = curve.indices.size * curve.n
+    used, counts = np.unique(weights[weights > 0], return_counts=True)
+    parts = [curve.node_error(float(w) / denom, int(c)) for w, c in zip(used, counts,
+                                                                         strict=True)]
+    error = error_sum(parts) if parts else NormalError(0.0)
     return Estimate(value=float(np.mean(curve.values)), quantity="ecdf",
                     protocol=curve.protocol, privacy=curve.privacy,
-                    std_error=normal_std_error(var), cost=curve.cost,
+                    std_error=normal_std_error(var), error=error, cost=curve.cost,
                     diagnostics={**curve.diagnostics, "curve": curve})

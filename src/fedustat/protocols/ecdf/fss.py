@@ -23,7 +23,9 @@ from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
 from fedustat.protocols.ecdf.federated import (
     DEFAULT_BATCH,
     FederatedECDF,
+    check_in_bounds,
     curve_estimate,
+    grid_from_bounds,
     grid_positions,
     index_bits,
     open_counts,
@@ -43,7 +45,7 @@ from fedustat.secure.dcf import FssKey, dcf_gen, dcf_sum_at
 from fedustat.secure.fixedpoint import FixedPoint
 from fedustat.secure.ring import Ring, as_share_rng
 from fedustat.secure.transcript import Transcript
-from fedustat.stats.ecdf import DyadicTree, check_thresholds
+from fedustat.stats.ecdf import DyadicTree
 
 __all__ = [
     "FssECDF",
@@ -164,15 +166,16 @@ class FssECDF(Protocol):
     released_fields = (*Protocol.released_fields, "diagnostics.curve.values",
                        "diagnostics.curve.counts")
 
-    def __init__(self, thresholds: Any, query: Any = None, *, epsilon: float,
+    def __init__(self, thresholds: Any = None, query: Any = None, *, epsilon: float,
                  n_servers: int = 2, noise: SharedTreeNoise | None = None,
                  tree_noise: TreeNoise | None = None, contributors: int | None = None,
                  min_honest: int = 1, frac_bits: int | None = None, ring_bits: int = 64,
-                 randomness: Randomness = "simulation") -> None:
+                 randomness: Randomness = "simulation", bounds: Any = None,
+                 precision: float | None = None) -> None:
         if n_servers != 2:
             raise ValueError(f"n_servers must be 2: the comparison keys (DCF, Boyle et al. "
                              f"2021) are a two-party FSS scheme, got {n_servers!r}")
-        self.thresholds = check_thresholds(thresholds)
+        self.thresholds, self.bounds = grid_from_bounds(thresholds, bounds, precision)
         self.tree = DyadicTree(self.thresholds.size)
         self.query = query_indices(query, self.thresholds.size)
         self.epsilon = check_epsilon(epsilon, allow_inf=True)
@@ -193,6 +196,7 @@ class FssECDF(Protocol):
         return 128 + self.domain_bits * (128 + 2 + self.ring.bits) + self.ring.bits
 
     def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _FssParties:
+        check_in_bounds(np.asarray(data, dtype=np.float64).ravel(), self.bounds)
         return _FssParties(grid_positions(self.thresholds, data), np.asarray(parties, np.int64))
 
     def init_server(self, n_parties: int) -> _FssServerState:

@@ -24,7 +24,9 @@ from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
 from fedustat.protocols.ecdf.federated import (
     DEFAULT_BATCH,
     FederatedECDF,
+    check_in_bounds,
     curve_estimate,
+    grid_from_bounds,
     grid_positions,
     index_bits,
     open_counts,
@@ -44,7 +46,7 @@ from fedustat.protocols.ecdf.tree_noise import TreeNoise
 from fedustat.secure.ring import Ring, as_share_rng
 from fedustat.secure.sharing import share
 from fedustat.secure.transcript import Transcript
-from fedustat.stats.ecdf import DyadicTree, check_thresholds
+from fedustat.stats.ecdf import DyadicTree
 
 __all__ = [
     "PointwiseECDF",
@@ -119,18 +121,23 @@ class PointwiseECDF(Protocol):
         l (default 64).
     randomness:
         ``"simulation"`` (the steps' seeded generators) or ``"os"`` (OS CSPRNG).
+    bounds, precision:
+        Public ``(lo, hi)`` of the values: with ``thresholds=None`` the grid is
+        ``absolute_grid(lo, hi, precision)`` (default precision ``(hi - lo) / 2^10``), and
+        each party checks its value against the bounds.
     """
 
     name = "ecdf-pointwise-secagg"
     released_fields = (*Protocol.released_fields, "diagnostics.curve.values",
                        "diagnostics.curve.counts")
 
-    def __init__(self, thresholds: Any, query: Any = None, *, epsilon: float,
+    def __init__(self, thresholds: Any = None, query: Any = None, *, epsilon: float,
                  n_servers: int = 2, noise: SharedTreeNoise | None = None,
                  tree_noise: TreeNoise | None = None, contributors: int | None = None,
                  min_honest: int = 1, frac_bits: int | None = None, ring_bits: int = 64,
-                 randomness: Randomness = "simulation") -> None:
-        self.thresholds = check_thresholds(thresholds)
+                 randomness: Randomness = "simulation", bounds: Any = None,
+                 precision: float | None = None) -> None:
+        self.thresholds, self.bounds = grid_from_bounds(thresholds, bounds, precision)
         self.tree = DyadicTree(self.thresholds.size)
         self.query = query_indices(query, self.thresholds.size)
         self.epsilon = check_epsilon(epsilon, allow_inf=True)
@@ -151,6 +158,7 @@ class PointwiseECDF(Protocol):
                        {"query": index_bits(self.thresholds.size)})
 
     def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _PointwiseParties:
+        check_in_bounds(np.asarray(data, dtype=np.float64).ravel(), self.bounds)
         return _PointwiseParties(grid_positions(self.thresholds, data),
                                  np.asarray(parties, dtype=np.int64))
 

@@ -124,14 +124,25 @@ from fedustat._validation import (
     check_probability,
 )
 from fedustat.privacy.accounting import per_step_budget_advanced
-from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.errors import ErrorDistribution, NormalError, error_sum
+from fedustat.privacy.guarantee import (
+    Assumption,
+    PrivacyGuarantee,
+    PrivacyModel,
+    Trust,
+    computational,
+    semi_honest,
+    trusted_dealer,
+)
 from fedustat.privacy.mechanisms import DiscreteLaplaceMechanism
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
 from fedustat.protocols.base import Cost, Estimate, Message, PeerTraffic, Protocol, Role
+from fedustat.protocols.mpc.encoding import ColumnEncoding, bounds_by_column, declared_bounds
 from fedustat.protocols.registry import register
 from fedustat.secure import (
     Dealer,
     FixedPoint,
+    PolyaDifferenceError,
     Transcript,
     add_public,
     equal,
@@ -892,8 +903,17 @@ class PairsTwoParty(Protocol):
     all_pairs:
         Use every pair ``i < j`` with the per-pair budget of :func:`all_pairs_budget`.
     fixed_point:
-        Input encoding (default :data:`DEFAULT_FIXED_POINT`); comparisons see the
-        encoded values, so values closer than its resolution tie.
+        An explicit input format (no offset, fixed ring); excludes ``bounds``/``precision``.
+        Without any of the three: :data:`DEFAULT_FIXED_POINT`. Comparisons see the encoded
+        values, so values closer than the resolution tie.
+    bounds:
+        Public ``(lo, hi)`` of the secret column(s) (one pair or one per column; default:
+        the kernel's declared bounds, e.g. Gini): values are encoded as
+        ``round((x - lo) / h)`` and the ring is sized from the bounds, the resolution and
+        the per-pair noise (:mod:`fedustat.protocols.mpc.encoding`).
+    precision:
+        The smallest difference that matters (default ``(hi - lo) / 2^20``); ``h`` is the
+        largest power of two ``<= precision``.
     noise:
         ``None`` (seeded simulation) or a ``NoiseSource``; ``DeploymentNoise()`` also
         draws shares, masks and keys from the OS CSPRNG.
@@ -903,7 +923,8 @@ class PairsTwoParty(Protocol):
 
     name = "pairs-2pc"
     released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
-                       "diagnostics.pair_values", "diagnostics.noise_std_error")
+                       "diagnostics.pair_values", "diagnostics.noise_std_error",
+                       "diagnostics.design_variance")
     # The pairs come from public permutations; with public labels (AUC) only the pairs of
     # opposite labels are computed, so the costs follow the design too.
     public_coin_fields = ("diagnostics.design.*", "diagnostics.n_computed_pairs", "cost.*")
@@ -912,8 +933,13 @@ class PairsTwoParty(Protocol):
                  noise_split: NoiseSplit = "independent", comparison: ComparisonMethod = "fss",
                  all_pairs: bool = False, fixed_point: FixedPoint | None = None,
                  noise: NoiseSource | None = None,
-                 max_pairs: int = DEFAULT_MAX_PAIRS) -> None:
+                 max_pairs: int = DEFAULT_MAX_PAIRS, bounds: Any = None,
+                 precision: float | None = None) -> None:
         self.kernel = kernel
+        self.encoding = self._declare_encoding(kernel, fixed_point, bounds, precision)
+        if self.encoding is not None:
+            # The nominal (widest) format; each run uses the ring sized for its budget.
+            fixed_point = self.encoding.fixed_point(64)
         self.fixed_point = _check_fixed_point(fixed_point)
         self.spec = _pair_spec(kernel, self.fixed_point)
         self.epsilon = check_epsilon(epsilon, allow_inf=True)
@@ -932,6 +958,62 @@ class PairsTwoParty(Protocol):
         self.noise = noise
         self.max_pairs = check_positive_int(max_pairs, "max_pairs")
 
+    # -- encoding -----------------------------------------------------------------------
+    @staticmethod
+    def _declare_encoding(kernel: Kernel, fixed_point: FixedPoint | None, bounds: Any,
+                          precision: float | None) -> ColumnEncoding | None:
+        """The bounds encoding of :mod:`fedustat.protocols.mpc.encoding`, or None (an
+        explicit ``fixed_point``, or nothing declared: the 002 Sec. 6.1 format)."""
+        if fixed_point is not None:
+            if bounds is not None or precision is not None:
+                raise ValueError("pass either fixed_point (an explicit ring format) or "
+                                 "bounds/precision (the ring is then sized for you), not both")
+            return None
+        columns = 2 if kernel.degree == 2 and kernel.func is _KENDALL_FUNC else 1
+        bounds = bounds_by_column(bounds, kernel.columns[:columns])
+        declared = bounds if bounds is not None else declared_bounds(kernel)
+        if declared is None:
+            if precision is not None:
+                raise ValueError("precision needs bounds=(lo, hi): the ring is sized from "
+                                 "the declared range and the precision")
+            return None
+        return ColumnEncoding.declare(declared, precision, columns)
+
+    def run_fixed_point(self, pair_epsilon: float) -> FixedPoint:
+        """The ring of one run (public quantities only): the explicit ``fixed_point``, or
+        the encoding's ``c`` in the smallest ring holding (1) the codes with one bit of
+        headroom, (2) a kernel output, and (3) each member's noise part below
+        ``2^(l-3)`` except with probability ``2^-40`` (:func:`_check_noise_room`)."""
+        if self.encoding is None:
+            return self.fixed_point
+        need = [self.encoding.max_code.bit_length() + 2,
+                self.spec.sensitivity_units.bit_length() + 2, 16]
+        if self.spec.mechanism == "discrete_laplace" and math.isfinite(pair_epsilon):
+            log2_t = -pair_epsilon / self.spec.sensitivity_units / math.log(2.0)
+            # 1 + 2^(l-3) log2 t <= -40  <=>  2^(l-3) >= 41 / -log2 t.
+            need.append(math.ceil(math.log2(41.0 / -log2_t)) + 3)
+        bits = max(need)
+        if bits > 64:
+            raise OverflowError(f"pairs-2pc ({self.kernel.name}): the codes, outputs and noise "
+                                f"need a ring of {bits} bits, more than 64; declare a coarser "
+                                "precision or a larger epsilon")
+        return self.encoding.fixed_point(bits)
+
+    def _shifted(self, records: np.ndarray) -> np.ndarray:
+        """Each party checks its record against the public bounds and shifts it by lo."""
+        if self.encoding is None:
+            return records
+        cols = list(self.spec.columns)
+        out = records.copy()
+        for j, (lo, hi) in zip(cols, self.encoding.bounds, strict=True):
+            bad = (out[:, j] < lo) | (out[:, j] > hi)
+            if np.any(bad):
+                raise ValueError(f"data column {self.kernel.columns[j]!r}: {int(bad.sum())} "
+                                 f"value(s) outside the declared bounds [{lo:g}, {hi:g}]; "
+                                 "declare bounds that hold every value")
+            out[:, j] = out[:, j] - lo
+        return out
+
     # -- budget, guarantee, theory ------------------------------------------------------
     def pair_budget(self, n: int) -> tuple[float, float, str]:
         """``(eps, delta)`` of one pair and the composition rule, for n parties."""
@@ -948,7 +1030,23 @@ class PairsTwoParty(Protocol):
             return PrivacyGuarantee.none()
         delta = self.delta if self.all_pairs else 0.0
         return PrivacyGuarantee(self.epsilon, delta, PrivacyModel.COMPUTATIONAL,
-                                self.kernel.adjacency)
+                                self.kernel.adjacency, assumptions=tuple(self.assumptions()))
+
+    def assumptions(self) -> list[Assumption]:
+        """What the guarantee rests on (000 Sec. 5; the dealer replaces 001 App. C.2's
+        garbled circuits)."""
+        out = [semi_honest("parties and the aggregator"),
+               trusted_dealer("the Beaver triples, FSS keys and edaBits of every pair")]
+        if self.noise_split == "split":
+            out.append(Assumption(Trust.HONEST_NOISE, "both members of a pair keep their "
+                                                      "noise part secret from the aggregator"))
+        if self.comparison == "fss":
+            out.append(computational("the AES-128 based PRG of the FSS keys (computational DP)"))
+        else:
+            out.append(computational("nothing beyond the dealer: the circuit is information-"
+                                     "theoretic; the model is stated as computational DP as "
+                                     "in 000 Sec. 5"))
+        return out
 
     def threat_model(self) -> str:
         """The collusion statement of this configuration, in words."""
@@ -1016,15 +1114,17 @@ class PairsTwoParty(Protocol):
         n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0]) if self.all_pairs else 2
         pair_eps, _, _ = self.pair_budget(n)
         log = Transcript(2, 1)
+        fp = self.run_fixed_point(pair_eps)
+        records = self._shifted(state.records)
         shares_out, _ = _party_side(
-            self.spec, state.records[rows[0]], state.records[rows[1]], chosen.T,
+            self.spec, records[rows[0]], records[rows[1]], chosen.T,
             pair_epsilon=pair_eps, split=self.noise_split, method=self.comparison,
-            fp=self.fixed_point, coins=_Coins.make(rng, self.noise), transcript=log)
+            fp=fp, coins=_Coins.make(rng, self.noise), transcript=log)
         senders = np.concatenate([chosen[:, 0], chosen[:, 1]])
         ids = np.concatenate([pair_ids, pair_ids])
         order = _upload_order(senders, ids)
         fields = {"share": np.concatenate([shares_out[0], shares_out[1]])[order]}
-        bits = {"share": self.fixed_point.bits}
+        bits = {"share": fp.bits}
         return state, Message(Role.PARTY, Role.SERVER, fields, bits, senders[order],
                               peer=self._peer_traffic(state, log))
 
@@ -1138,7 +1238,9 @@ class PairsTwoParty(Protocol):
         assert state.design is not None and state.active is not None
         assert state.chosen is not None and state.labels is not None
         n = state.n_parties
-        ring = self.fixed_point.ring
+        pair_eps, pair_delta, rule = self.pair_budget(n)
+        fp = self.run_fixed_point(pair_eps)
+        ring = fp.ring
         # Rows arrive grouped by party in increasing pair order (batches keep each
         # party's rows together); the aggregator knows every party's pairs.
         pair_ids = np.flatnonzero(state.active)
@@ -1154,10 +1256,8 @@ class PairsTwoParty(Protocol):
         by_pair = np.argsort(row_pair, kind="stable")
         received = np.asarray(inbox.fields["share"], dtype=np.uint64)[order][by_pair]
         totals = ring.add(received[0::2], received[1::2])
-        pair_eps, pair_delta, rule = self.pair_budget(n)
         values = np.zeros(state.design.size)
-        values[state.active] = _release(self.spec, totals, self.fixed_point, pair_eps,
-                                        self.noise_split)
+        values[state.active] = _release(self.spec, totals, fp, pair_eps, self.noise_split)
         m = values.size
         u_hat = float(values.mean())
         noise_var = _pair_noise_variance(self.spec, pair_eps, self.noise_split)
@@ -1167,17 +1267,27 @@ class PairsTwoParty(Protocol):
         # aggregator and nothing released is computed from them but the mean.
         values_public = self.noise_split == "independent" or math.isinf(pair_eps)
         if self.all_pairs:
-            variance = noise_part    # no subsampling: the error around U_n is the noise
+            design_var = 0.0    # no subsampling: the error around U_n is the noise
         elif values_public and m > 1:
-            # Sample variance of the released values / m: the noise part plus zeta_2 / m,
-            # an upper bound on the subsampling error given the data (which is about
-            # (zeta_2 - 2 zeta_1) / m; docs/protocols/pairs-2pc.md).
-            variance = float(values.var(ddof=1)) / m
+            # Plug-in variance of a mean of dependent terms: pairs that share a party are
+            # correlated (each party is in P pairs), so with d_e = v_e - mean,
+            # Var ~ (sum_e d_e^2 + sum_{e != e' sharing a party} d_e d_e') / m^2
+            #     = (sum_i S_i^2 - sum_e d_e^2) / m^2,   S_i = sum_{e ∋ i} d_e,
+            # scaled by m / (m - 1); for P = 1 it is the sample variance / m (an upper
+            # bound on the subsampling error given the data, docs/protocols/pairs-2pc.md).
+            # The noise is independent across pairs: its part, noise_part, is removed.
+            dev = values - values.mean()
+            per_party = np.bincount(state.design.tuples.ravel(),
+                                    weights=np.repeat(dev, 2), minlength=n)
+            spread = (float(np.sum(per_party**2)) - float(np.sum(dev**2))) / (m * (m - 1))
+            design_var = max(spread - noise_part, 0.0)
         else:
             # Data-free bound: a kernel with range width Delta f has variance <= Delta^2 / 4.
             width = self.spec.sensitivity_units * self.spec.unit
-            variance = noise_part + width**2 / (4.0 * m)
+            design_var = width**2 / (4.0 * m)
         value, slope = self._statistic(u_hat, state.labels)
+        error = self._error_law(pair_ids.size, m, pair_eps, noise_part, design_var)
+        error = error.scaled(slope)
         diagnostics: dict[str, Any] = {
             "design": state.design, "n_pairs": m, "n_computed_pairs": int(pair_ids.size),
             "P": None if self.all_pairs else self.P, "all_pairs": self.all_pairs,
@@ -1187,15 +1297,41 @@ class PairsTwoParty(Protocol):
             "pair_noise_variance": noise_var,
             "noise_std_error": math.sqrt(noise_part) * slope,
             "threat_model": self.threat_model(), "dealer": DEALER_ASSUMPTION,
-            "comparison": self.comparison, "fixed_point": self.fixed_point,
-            "output_unit": self.spec.unit,
+            "comparison": self.comparison, "fixed_point": fp,
+            "output_unit": self.spec.unit, "design_variance": design_var,
+            "encoding": (self.encoding.describe(fp) if self.encoding is not None else
+                         {"bounds": None, "resolution": fp.resolution, "ring_bits": fp.bits,
+                          "ties": f"values closer than {fp.resolution:.3g} encode equally "
+                                  "(ties)"}),
         }
         # Bits and rounds, with the peers and the dealer, are measured by the runtime
         # from the messages and their PeerTraffic.
         cost = Cost(server_operations=m)
         return Estimate(value=value, quantity=self.kernel.name, protocol=self.name,
-                        privacy=self.guarantee, std_error=math.sqrt(variance) * slope,
-                        cost=cost, diagnostics=diagnostics)
+                        privacy=self.guarantee, error=error, cost=cost,
+                        diagnostics=diagnostics)
+
+    def _error_law(self, computed: int, m: int, pair_eps: float, noise_part: float,
+                   design_var: float) -> ErrorDistribution:
+        """The law of ``U_hat - U_n``: the mean of ``m`` released pair values carries the
+        noise of the ``computed`` pairs and the subsampling error (000 Thm 5's two terms).
+
+        Discrete Laplace noise: the sum of ``computed`` ``DLap(t)`` draws per copy (2 copies
+        with ``"independent"``, one with ``"split"``, whose halves sum to one draw, 002
+        Protocol B.1) is ``X - Y`` with ``X, Y ~ NB(copies * computed, t)`` — exactly
+        :class:`~fedustat.secure.PolyaDifferenceError` in units of ``unit / m``.
+        Randomized response: a sum of many independent debiased bits, normal (CLT).
+        Subsampling: normal with ``design_var``.
+        """
+        parts: list[ErrorDistribution] = [NormalError(math.sqrt(design_var))]
+        if math.isfinite(pair_eps) and computed > 0:
+            if self.spec.mechanism == "discrete_laplace":
+                copies = 2.0 if self.noise_split == "independent" else 1.0
+                t = math.exp(-pair_eps / self.spec.sensitivity_units)
+                parts.append(PolyaDifferenceError(copies * computed, t, self.spec.unit / m))
+            else:
+                parts.append(NormalError(math.sqrt(noise_part)))
+        return error_sum(parts)
 
     def _statistic(self, u: float, labels: np.ndarray) -> tuple[float, float]:
         """The reported statistic and ``|d statistic / d U|``, from public quantities only
@@ -1215,10 +1351,11 @@ def _pairs_2pc(kernel: Kernel, *, epsilon: float, delta: float = 0.0, P: int = 1
                noise_split: NoiseSplit = "independent", comparison: ComparisonMethod = "fss",
                all_pairs: bool = False, fixed_point: FixedPoint | None = None,
                noise: NoiseSource | None = None,
-               max_pairs: int = DEFAULT_MAX_PAIRS) -> PairsTwoParty:
+               max_pairs: int = DEFAULT_MAX_PAIRS, bounds: Any = None,
+               precision: float | None = None) -> PairsTwoParty:
     return PairsTwoParty(kernel, epsilon, delta=delta, P=P, noise_split=noise_split,
                          comparison=comparison, all_pairs=all_pairs, fixed_point=fixed_point,
-                         noise=noise, max_pairs=max_pairs)
+                         noise=noise, max_pairs=max_pairs, bounds=bounds, precision=precision)
 
 
 register("pairs-2pc", _pairs_2pc, model=PrivacyModel.COMPUTATIONAL,

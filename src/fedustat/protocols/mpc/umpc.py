@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, NamedTuple
@@ -65,7 +66,16 @@ from fedustat._validation import (
     check_positive_int,
     check_probability,
 )
-from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.errors import ErrorDistribution, NormalError, error_sum
+from fedustat.privacy.guarantee import (
+    Assumption,
+    PrivacyGuarantee,
+    PrivacyModel,
+    Trust,
+    computational,
+    semi_honest,
+    trusted_dealer,
+)
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols.base import (
     Cost,
@@ -76,12 +86,19 @@ from fedustat.protocols.base import (
     Role,
     normal_std_error,
 )
+from fedustat.protocols.mpc.encoding import (
+    ColumnEncoding,
+    bounds_by_column,
+    declared_bounds,
+    ring_bits_for,
+)
 from fedustat.protocols.mpc.kernel_circuits import CircuitMaterial, KernelCircuit, circuit_for
 from fedustat.protocols.registry import register
 from fedustat.secure import (
     Dealer,
     FixedPoint,
     NoiseShares,
+    PolyaDifferenceError,
     Ring,
     Transcript,
     distributed_noise,
@@ -383,6 +400,30 @@ def _draw_noise(plan: NoisePlan, n: int, ring: Ring, transcript: Transcript,
 # ----------------------------------------------------------------------------------------
 
 
+ORDER_KERNELS = ("auc", "mann_whitney", "vus", "kendall_tau_a", "duplicate_pair_ratio",
+                 "renyi2_entropy", "rand_index")
+
+
+def _declare_encoding(kernel: Kernel, circuit: KernelCircuit, fixed_point: FixedPoint | None,
+                      bounds: Any, precision: float | None) -> ColumnEncoding | None:
+    """The bounds encoding (:mod:`fedustat.protocols.mpc.encoding`), or None for an explicit
+    ``fixed_point`` or, with nothing declared, the legacy 002 Sec. 6.1 format."""
+    if fixed_point is not None:
+        if bounds is not None or precision is not None:
+            raise ValueError("pass either fixed_point (an explicit ring format) or "
+                             "bounds/precision (the ring is then sized for you), not both")
+        return None
+    bounds = bounds_by_column(bounds, [kernel.columns[c] for c in circuit.secret_columns])
+    declared = bounds if bounds is not None else declared_bounds(kernel)
+    columns = len(circuit.secret_columns)
+    if declared is None:
+        if precision is not None:
+            raise ValueError("precision needs bounds=(lo, hi): the ring is sized from the "
+                             "declared range and the precision")
+        return None
+    return ColumnEncoding.declare(declared, precision, columns)
+
+
 @dataclass
 class _PartyState:
     parties: np.ndarray
@@ -439,7 +480,17 @@ class UMPC(Protocol):
         ``"circuit"`` (boolean circuits, any group size) or ``"auto"`` (FSS for pairs,
         circuits for groups of three).
     fixed_point:
-        The encoding (default :data:`DEFAULT_FIXED_POINT`).
+        An explicit ring format (no offset, fixed ring); excludes ``bounds``/``precision``.
+    bounds:
+        Public ``(lo, hi)`` of the secret column(s) (one pair, or one per column): values
+        are encoded as ``round((x - lo) / h)`` and the ring is sized from the bounds, the
+        resolution, ``|E|`` and the noise (:mod:`fedustat.protocols.mpc.encoding`).
+        Default: the kernel's declared bounds (Gini, variance); without any, the 002
+        Sec. 6.1 format :data:`DEFAULT_FIXED_POINT` (with a warning for order kernels).
+    precision:
+        The smallest difference between values that matters (default
+        ``(hi - lo) / 2^20``); ``h`` is the largest power of two ``<= precision``. Values
+        closer than ``h`` encode equally: ties for AUC, Kendall, duplicates.
     noise:
         ``None`` draws shares, the dealer's material and the Pólya noise from the
         simulation's seeded generators; a :class:`~fedustat.privacy.noise.DeploymentNoise`
@@ -447,18 +498,20 @@ class UMPC(Protocol):
     """
 
     name = "umpc"
-    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic")
+    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
+                       "diagnostics.lemma_c1_u")
     # BalancedSamp draws the edges from a public coin; which edges are active (with public
     # labels, the edges with both classes) and every party's traffic follow from them.
     public_coin_fields = ("diagnostics.public_coin", "diagnostics.active_edges",
                           "diagnostics.expected_offline_bits", "diagnostics.lemma_c3_bits",
-                          "cost.*")
+                          "diagnostics.design_variance_bound", "cost.*")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, design: str | Design = "balanced",
                  edges: int | None = None, threat_model: str = "hf", f_honest: float = 0.5,
                  fail_prob: float = 2.0**-40, min_honest: int | None = 1,
                  comparison: str = "auto", fixed_point: FixedPoint | None = None,
-                 noise: NoiseSource | None = None) -> None:
+                 noise: NoiseSource | None = None, bounds: Any = None,
+                 precision: float | None = None) -> None:
         self.circuit = circuit_for(kernel)
         self.kernel = kernel
         self.epsilon = check_epsilon(epsilon, allow_inf=True)
@@ -491,7 +544,13 @@ class UMPC(Protocol):
                              "comparison='circuit' (or 'auto')")
         self.method = ("fss" if kernel.degree == 2 else "circuit") if comparison == "auto" \
             else comparison
-        fp = DEFAULT_FIXED_POINT if fixed_point is None else fixed_point
+        self.encoding = _declare_encoding(kernel, self.circuit, fixed_point, bounds, precision)
+        self._undeclared = fixed_point is None and self.encoding is None
+        if self.encoding is not None:
+            # The nominal (widest) format; each run uses the ring sized for its |E| and noise.
+            fp = self.encoding.fixed_point(64)
+        else:
+            fp = DEFAULT_FIXED_POINT if fixed_point is None else fixed_point
         if not isinstance(fp, FixedPoint):
             raise TypeError(f"fixed_point must be a FixedPoint, got {type(fp).__name__}")
         self.fixed_point = fp
@@ -520,11 +579,50 @@ class UMPC(Protocol):
     def guarantee(self) -> PrivacyGuarantee:
         if math.isinf(self.epsilon):
             return PrivacyGuarantee.none()
-        return PrivacyGuarantee(self.epsilon, 0.0, PrivacyModel.CENTRAL, self.kernel.adjacency)
+        return PrivacyGuarantee(self.epsilon, 0.0, PrivacyModel.CENTRAL, self.kernel.adjacency,
+                                assumptions=tuple(self.assumptions()))
+
+    def assumptions(self) -> list[Any]:
+        """What the guarantee rests on (002 Sec. 3 and 4): semi-honest parties, the
+        offline dealer, honest noise contributors, and AES for FSS comparisons."""
+        out = [semi_honest("parties and the aggregator"),
+               trusted_dealer("the Beaver triples and comparison material of every edge")]
+        if self.threat_model == "hf":
+            who = (f"a random subgroup Z (f_H={self.f_honest:g}, failure probability "
+                   f"{self.fail_prob:.3g})")
+        else:
+            who = "all parties (M_Dis)"
+        h = "all" if self.min_honest is None else str(self.min_honest)
+        out.append(Assumption(Trust.HONEST_NOISE, f"{h} of the noise contributors, {who}, "
+                                                  "keep their noise secret"))
+        if self.method == "fss":
+            out.append(computational("the AES-128 based PRG of the FSS comparison keys"))
+        return out
 
     def scale(self) -> int:
         """``D``: the circuits output ``D f(x_e)`` in ring units."""
         return self.circuit.scale(self.fixed_point)
+
+    def run_fixed_point(self, n_parties: int, design: Design,
+                        public: np.ndarray | None) -> FixedPoint:
+        """The ring format of one run: the explicit ``fixed_point``, or the encoding's
+        ``c`` in the smallest ring that holds the codes, ``|E|`` kernel outputs and the
+        noise (:func:`~fedustat.protocols.mpc.encoding.ring_bits_for`; public values
+        only, so every party and the aggregator derive the same ring)."""
+        if self.encoding is None:
+            return self.fixed_point
+        lo, hi = self.kernel.output_range
+        most = Fraction(max(abs(lo), abs(hi))) * self.scale() * self.active_edges(design, public)
+        noise = None
+        if not math.isinf(self.epsilon):
+            c = self.contributors(n_parties)
+            h = c if self.min_honest is None else min(self.min_honest, c)
+            noise = (math.exp(-self.epsilon / self.integer_sensitivity(design)), c / h)
+        bits = ring_bits_for(max_code=self.encoding.max_code,
+                             product=self.circuit.name == "variance",
+                             output_total=math.ceil(most), noise=noise,
+                             what=f"umpc ({self.kernel.name})")
+        return self.encoding.fixed_point(bits)
 
     def integer_sensitivity(self, design: Design) -> int:
         """``ceil(delta_G^max * Delta f * D)``: the noise sensitivity of the summed ring
@@ -554,7 +652,7 @@ class UMPC(Protocol):
     def expected_communication(self, n_parties: int, design: Design,
                                public: np.ndarray | None = None) -> dict[str, int]:
         """Lemma C.3's online count (:func:`lemma_c3`) and the offline bits for one run."""
-        ring_bits = self.fixed_point.bits
+        ring_bits = self.run_fixed_point(n_parties, design, public).bits
         cost = self.circuit.cost(ring_bits=ring_bits, method=self.method,  # type: ignore[arg-type]
                                  full_range=self.full_range)
         m = self.active_edges(design, public)
@@ -601,8 +699,20 @@ class UMPC(Protocol):
                              f"shape {records.shape}")
         cols = list(self.circuit.secret_columns)
         names = ", ".join(self.kernel.columns[c] for c in cols)
-        # Each party encodes its own record; out-of-range values raise OverflowError here.
-        encoded = self.fixed_point.encode(records[:, cols], name=f"data column(s) {names}")
+        # Each party encodes its own record; out-of-range values raise here.
+        if self.encoding is None and self._undeclared and self.circuit.name in ORDER_KERNELS:
+            warnings.warn(
+                f"{self.kernel.name}: no bounds declared, so the secret values are encoded in "
+                f"the fixed-point format of 002 Sec. 6.1 (range [-2^24, 2^24), resolution "
+                f"2^-{DEFAULT_FIXED_POINT.frac_bits} = {DEFAULT_FIXED_POINT.resolution:.3g}); "
+                "values closer than that become ties. Declare bounds=(lo, hi) and "
+                "precision= (the smallest difference that matters)", UserWarning,
+                stacklevel=2)
+        if self.encoding is None:
+            encoded = self.fixed_point.encode(records[:, cols], name=f"data column(s) {names}")
+        else:
+            encoded = self.encoding.encode(records[:, cols], self.fixed_point,
+                                           name=f"data column(s) {names}")
         public = self.circuit.public_values(records)
         return _PartyState(np.asarray(parties, dtype=np.int64), records, encoded, public)
 
@@ -642,7 +752,8 @@ class UMPC(Protocol):
             raise ValueError("the design has no edges (a Bernoulli design can be empty); "
                              "raise edges")
         m = self.active_edges(design, public)
-        self._check_sum_fits(m)
+        fp = self.run_fixed_point(n, design, public)
+        self._check_sum_fits(m, fp)
         plan = None
         if not math.isinf(self.epsilon):
             if self.threat_model == "dis" and n > MAX_DIS_PARTIES:
@@ -654,24 +765,29 @@ class UMPC(Protocol):
                               self.f_honest, self.fail_prob, self.min_honest, source)
         secret: Any = "os" if self.noise is not None and self.noise.kind == "deployment" else None
         share_rng, dealer_rng = (secret, secret) if secret else tuple(rng.spawn(2))
-        run = run_secure_phases(self.circuit, state.encoded[order], public, design.tuples,
-                                fixed_point=self.fixed_point, method=self.method,
+        # Codes are non-negative below 2^(l-2): reducing the nominal 64-bit elements
+        # modulo 2^l keeps them (two's complement is compatible with reduction).
+        encoded = np.bitwise_and(state.encoded[order], fp.ring.mask)
+        run = run_secure_phases(self.circuit, encoded, public, design.tuples,
+                                fixed_point=fp, method=self.method,
                                 full_range=self.full_range, noise=plan, share_rng=share_rng,
                                 dealer_rng=dealer_rng)
         ids = state.parties
-        return Message(Role.PARTY, Role.SERVER, {"z": run.z[ids]}, {"z": self.fixed_point.bits},
+        return Message(Role.PARTY, Role.SERVER, {"z": run.z[ids]}, {"z": fp.bits},
                        ids, peer=_peer_traffic(run.transcript, ids, n))
 
-    def _check_sum_fits(self, active: int) -> None:
+    def _check_sum_fits(self, active: int, fp: FixedPoint) -> None:
         """``|E| max |D f| < 2^(l-2)``: with the noise below ``2^(l-2)`` (checked by the
         secure layer) the sum decodes without wrapping."""
         lo, hi = self.kernel.output_range
         most = Fraction(max(abs(lo), abs(hi))) * self.scale() * active
-        limit = 1 << (self.fixed_point.bits - 2)
+        limit = 1 << (fp.bits - 2)
         if most >= limit:
             raise OverflowError(f"the sum of {active} kernel values (up to {float(most):.4g} "
-                                f"ring units) does not fit the ring of l={self.fixed_point.bits} "
-                                "bits; use a FixedPoint with more bits or fewer fractional bits")
+                                f"ring units) does not fit the ring of l={fp.bits} bits; "
+                                "declare bounds=(lo, hi) (and precision=) to size the ring "
+                                "from them, or use a FixedPoint with more bits or fewer "
+                                "fractional bits")
 
     def server_step(self, state: _ServerState, inbox: Message,
                     rng: np.random.Generator) -> tuple[_ServerState, Message | Estimate]:
@@ -699,45 +815,80 @@ class UMPC(Protocol):
         n = state.n_parties
         design = state.design
         assert design is not None
-        ring = self.fixed_point.ring
+        fp = self.run_fixed_point(n, design, state.public)
+        ring = fp.ring
         z = np.asarray(inbox.fields["z"], dtype=np.uint64)[order]
         total = int(ring.to_signed(ring.sum(z)))          # Rec(sum z_i), Lemma C.1
-        denominator = self.scale() * design.size
-        u = total / denominator
         public_columns = {}
+        # Lemma C.1: U = Rec / (D |E|). With public labels the inactive edges are 0 by
+        # public information, so the aggregator averages over the m_a active edges and
+        # scales by the public share p of active k-subsets (a ratio estimator; with every
+        # active edge ordered alike it returns the exact AUC at epsilon = inf).
+        p_active, pool, m = 1.0, math.comb(n, self.kernel.degree), design.size
         if state.public is not None:
             assert self.circuit.public_column is not None
             public_columns[self.kernel.columns[self.circuit.public_column]] = state.public
+            m_active = self.active_edges(design, state.public)
+            if m_active > 0:
+                counts = np.bincount(state.public, minlength=self.kernel.degree)
+                pool = int(np.prod(counts[: self.kernel.degree], dtype=object))
+                p_active, m = pool / math.comb(n, self.kernel.degree), m_active
+        u = total / (self.scale() * m) * p_active
         public_data = PublicData(n, public_columns)
         value = self.kernel.statistic(u, public_data)
         noise_var = self.noise_variance(n, design)
         # The release estimates the complete U-statistic of the parties' data, so its error
-        # bar adds the edge-sampling variance; the data-free bound of 002 Claim D.1 keeps
-        # it public (and the interval conservative).
-        design_var = incomplete_variance_bound(n, self.kernel.degree, design.size,
-                                               self.kernel.sensitivity)
+        # bar adds the edge-sampling variance; the data-free bound of 002 Claim D.1 (m of
+        # the pool's tuples, Popoviciu's (Delta f)^2 / 4) keeps it public and conservative.
+        design_var = (p_active**2 * (pool - m) / (m * (pool - 1)) * self.kernel.sensitivity**2
+                      / 4.0) if pool > 1 and m < pool else 0.0
         slope = self.kernel.statistic_slope(u, public_data)
-        std_error = normal_std_error(noise_var + design_var) * slope
+        error = self.error_law(n, design, design_var, unit=p_active / (self.scale() * m)
+                               ).scaled(slope)
         # Lemma C.3's count of the secure part (phases 1-4); the measured costs are in
         # Estimate.cost, filled by the runtime from the messages and their PeerTraffic.
         expected = self.expected_communication(n, design, state.public)
-        diagnostics = self._diagnostics(n, design, state.public, noise_var)
+        diagnostics = self._diagnostics(n, design, state.public, noise_var, fp)
         diagnostics.update({
             "design_variance_bound": design_var,
             "lemma_c3_bits": expected["online_bits"],
             "lemma_c3_rounds": expected["rounds"],
             "expected_offline_bits": expected["offline_bits"],
             "u_statistic": u,
+            "lemma_c1_u": total / (self.scale() * design.size),
             "public_coin": None if state.coin is None else [int(w) for w in state.coin],
         })
         return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
-                        privacy=self.guarantee, std_error=float(std_error),
+                        privacy=self.guarantee, error=error,
                         cost=Cost(server_operations=n),
                         diagnostics=diagnostics)
 
+    def error_law(self, n_parties: int, design: Design, design_variance: float,
+                  unit: float | None = None) -> ErrorDistribution:
+        """The law of ``U_hat - U`` (complete U-statistic), from public quantities.
+
+        * Noise: the reconstructed sum carries ``eta = X - Y``, ``X, Y ~ NB(c r, t)``
+          (Protocol B.1, 002 App. B: ``c`` contributors of Pólya shape ``r = 1/h``),
+          divided by ``D |E|`` (Lemma C.1; ``unit`` for the ratio estimator): exactly
+          :class:`~fedustat.secure.PolyaDifferenceError` (``c r = 1``: discrete Laplace).
+        * Design: the sampled edges' error around the complete U-statistic, normal
+          (a mean of ``|E|`` kernel values) with the data-free variance bound of 002
+          Claim D.1 (conservative).
+
+        The two are independent; their sum's law is :func:`~fedustat.privacy.errors.
+        error_sum` (Gil-Pelaez inversion).
+        """
+        parts: list[ErrorDistribution] = [NormalError(normal_std_error(design_variance))]
+        if not math.isinf(self.epsilon):
+            c = self.contributors(n_parties)
+            h = c if self.min_honest is None else min(self.min_honest, c)
+            t = math.exp(-self.epsilon / self.integer_sensitivity(design))
+            step = 1.0 / (self.scale() * design.size) if unit is None else unit
+            parts.append(PolyaDifferenceError(c / h, t, step))
+        return error_sum(parts)
+
     def _diagnostics(self, n: int, design: Design, public: np.ndarray | None,
-                     noise_var: float) -> dict[str, Any]:
-        fp = self.fixed_point
+                     noise_var: float, fp: FixedPoint) -> dict[str, Any]:
         out: dict[str, Any] = {
             "design": design.name,
             "edges": design.size,
@@ -749,6 +900,10 @@ class UMPC(Protocol):
             "fixed_point": {"bits": fp.bits, "frac_bits": fp.frac_bits,
                             "headroom": fp.headroom},
             "output_scale": self.scale(),
+            "encoding": (self.encoding.describe(fp) if self.encoding is not None else
+                         {"bounds": None, "resolution": fp.resolution, "ring_bits": fp.bits,
+                          "ties": f"values closer than {fp.resolution:.3g} encode equally "
+                                  "(ties)"}),
             "secure_operations_per_edge": {"comparisons": self.circuit.comparisons,
                                            "equalities": self.circuit.equalities,
                                            "products": self.circuit.products},
@@ -789,11 +944,13 @@ def _umpc(kernel: Kernel, *, epsilon: float, delta: float = 0.0,
           design: str | Design = "balanced", edges: int | None = None,
           threat_model: str = "hf", f_honest: float = 0.5, fail_prob: float = 2.0**-40,
           min_honest: int | None = 1, comparison: str = "auto",
-          fixed_point: FixedPoint | None = None, noise: NoiseSource | None = None) -> UMPC:
+          fixed_point: FixedPoint | None = None, noise: NoiseSource | None = None,
+          bounds: Any = None, precision: float | None = None) -> UMPC:
     # The discrete Laplace release is pure epsilon-DP; a delta the caller allows is unused.
     return UMPC(kernel, epsilon, design=design, edges=edges, threat_model=threat_model,
                 f_honest=f_honest, fail_prob=fail_prob, min_honest=min_honest,
-                comparison=comparison, fixed_point=fixed_point, noise=noise)
+                comparison=comparison, fixed_point=fixed_point, noise=noise, bounds=bounds,
+                precision=precision)
 
 
 register("umpc", _umpc, model=PrivacyModel.CENTRAL,

@@ -88,6 +88,7 @@ STAR = [
     ("ldp-quantized", GINI, {"k": 8}, False),
     ("ldp-tree", auc_kernel(), {"d": 16}, True),
     ("ldp-ghazi", GINI, {"k": 8}, False),
+    ("ghazi-shuffle", GINI, {"k": 8}, False),
     ("fedauc-rr", auc_kernel(), {"n_clients": 3}, False),
     ("fedauc-laplace-local", auc_kernel(), {"n_clients": 3}, False),
     ("fedauc-gaussian", auc_kernel(), {"n_clients": 3, "delta": 1e-5}, False),

@@ -62,9 +62,6 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
         raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}: it is "
                         f"not an argument of {caller} nor a parameter of protocol "
                         f"{protocol!r} (its parameters: {', '.join(accepted) or 'none'})")
-    if "noise" in params:
-        raise TypeError(f"pass the noise source as {caller}(..., noise=...), not as a "
-                        "protocol parameter")
     source = _noise_source(noise, rng)
     records = kernel.check_data(data)
     if source is not None:

@@ -10,7 +10,6 @@ and two cases run the real console entry point in a subprocess.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import re
@@ -394,7 +393,8 @@ def test_cli_unknown_parameter_names_the_protocol_and_lists_the_valid_ones(
         capsys: pytest.CaptureFixture[str]) -> None:
     cli_error(capsys, "estimate", "--statistic", "auc", "--protocol", "ldp-tree",
               "--param", "kk=3",
-              match=r"protocol 'ldp-tree' \(its parameters: d, split, a, noise, bounds\)")
+              match=r"protocol 'ldp-tree' has no parameter 'kk'; its parameters are: d, "
+                    r"split, a, noise, bounds$")
 
 
 def test_cli_noise_as_a_parameter_points_to_the_option(
@@ -459,7 +459,6 @@ def test_cli_precision_reaches_a_protocol_that_takes_it(
                                                entry.summary, entry.source))
     assert main(["estimate", "--statistic", "auc", "--precision", "12"]) == 0
     assert seen == {"precision": 12}
-    assert inspect.signature(with_precision).parameters["precision"].default == 24
 
 
 def test_cli_seed_with_deployment_noise_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -385,7 +385,8 @@ def test_installed_console_script() -> None:
 
 def test_param_passes_protocol_parameters_and_rejects_unknown_ones(
         capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit, match="unexpected keyword argument 'foo'"):
+    with pytest.raises(SystemExit, match="protocol 'central-laplace' has no parameter 'foo'; "
+                                         "its parameters are: design, noise"):
         main(["estimate", "--statistic", "auc", "--param", "foo=1"])
     with pytest.raises(SystemExit, match="--param must look like key=value"):
         main(["estimate", "--statistic", "auc", "--param", "k"])

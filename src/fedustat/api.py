@@ -4,7 +4,9 @@
 ``roc_auc_score``, ``kendalltau``, ``gini_mean_difference``, ``duplicate_pair_ratio`` and
 ``rand_score`` wrap it for the common statistics. All return an
 :class:`~fedustat.protocols.base.Estimate`; ``epsilon=math.inf`` (with the default
-protocol) gives the exact, non-private value.
+protocol) gives the exact, non-private value. ``noise="deployment"`` draws every private
+value from the operating system's CSPRNG and OpenDP's vetted samplers instead of a seeded
+simulation; the release records which (``Estimate.noise``).
 """
 
 from __future__ import annotations

@@ -265,6 +265,7 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
               | _parse_params(args.param))
     deployment = args.noise == "deployment"
     try:
+        registry.check_parameters(args.protocol, params)
         private = estimate(kernel, data, epsilon=args.epsilon, delta=args.delta,
                            protocol=args.protocol, noise=args.noise,
                            rng=None if deployment else _seed(args), **params)

@@ -506,3 +506,22 @@ def test_cli_in_a_real_process(argv: list[str], match: str) -> None:
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and match in lines[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cli_unknown_parameter_for_every_protocol(capsys: pytest.CaptureFixture[str],
+                                                  name: str) -> None:
+    valid = ", ".join(registry.parameters(name))
+    cli_error(capsys, "estimate", "--statistic", "auc", "--protocol", name,
+              "--param", "bogus=1",
+              match=rf"auc with protocol {name}: protocol '{name}' has no parameter 'bogus'; "
+                    rf"its parameters are: {re.escape(valid)}$")
+
+
+@pytest.mark.parametrize("name", WITH_NUMBERS)
+def test_cli_non_numeric_parameter_for_every_protocol(capsys: pytest.CaptureFixture[str],
+                                                      name: str) -> None:
+    key = numeric_parameter(name)
+    cli_error(capsys, "estimate", "--statistic", "auc", "--protocol", name,
+              "--param", f"{key}=abc",
+              match=rf"parameter '{key}' of protocol '{name}' must be .*got 'abc'$")

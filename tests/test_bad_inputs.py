@@ -525,3 +525,23 @@ def test_cli_non_numeric_parameter_for_every_protocol(capsys: pytest.CaptureFixt
     cli_error(capsys, "estimate", "--statistic", "auc", "--protocol", name,
               "--param", f"{key}=abc",
               match=rf"parameter '{key}' of protocol '{name}' must be .*got 'abc'$")
+
+
+def test_cli_bounds_and_column_bounds_together(capsys: pytest.CaptureFixture[str]) -> None:
+    cli_error(capsys, "estimate", "--statistic", "auc", "--protocol", "ldp-quantized",
+              "--bounds", "0,1", "--column-bounds", "score=0,1",
+              match=r"either with --bounds LO,HI or per column with --column-bounds, not both")
+
+
+def test_cli_bounds_with_every_statistic_go_to_gini_and_variance_only(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    rows = json.loads(run_cli(capsys, "estimate", "--protocol", "ldp-quantized",
+                              "--bounds", "10,60", "--format", "json"))
+    names = [r["statistic"] for r in rows]
+    # AUC's scores lie in [0, 1]: had (10, 60) reached its protocol, it would be refused.
+    assert {"auc", "gini", "variance"} <= set(names)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out

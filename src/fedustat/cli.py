@@ -225,11 +225,15 @@ def _natural_options(args: argparse.Namespace, spec: StatisticSpec) -> dict[str,
     statistic whose kernel itself needs bounds (gini, variance): the kernel uses them.
     """
     params: dict[str, Any] = {}
-    if args.bounds and not args.column_bounds:
+    # With every statistic, --bounds is meant for gini and variance only.
+    applies = bool(args.bounds) and (spec.needs_bounds or args.statistic != "all")
+    if applies and args.column_bounds and not spec.needs_bounds:
+        raise SystemExit("error: give the public bounds either with --bounds LO,HI or per "
+                         "column with --column-bounds, not both")
+    if applies and not args.column_bounds:
         if registry.takes(args.protocol, "bounds"):
             params["bounds"] = _parse_pair(args.bounds, "--bounds")
-        elif not spec.needs_bounds and args.statistic != "all":
-            # With every statistic, --bounds is meant for gini and variance.
+        elif not spec.needs_bounds:
             raise ProtocolRefusedError(
                 f"{spec.name} with protocol {args.protocol}: --bounds is used by protocols "
                 f"that take public bounds, and {args.protocol} takes none (its parameters: "

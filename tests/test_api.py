@@ -274,3 +274,29 @@ def test_too_few_records_for_the_kernel() -> None:
 def test_non_numeric_values() -> None:
     with pytest.raises(TypeError, match=r"x must be numeric"):
         fedustat.duplicate_pair_ratio(["a", "b", "a"], epsilon=1.0)
+
+
+# ------------------------------------------------------------------ noise grade
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_every_public_function_takes_deployment_noise(name: str) -> None:
+    pytest.importorskip("opendp")
+    release = CALLS[name](epsilon=1.0, noise="deployment")
+    assert release.noise == "deployment"
+    assert "deployment noise" in str(release)
+    # A seed would make deployment noise reproducible by whoever knows it.
+    with pytest.raises(ValueError, match=r"deployment noise cannot be seeded"):
+        CALLS[name](epsilon=1.0, noise="deployment", rng=0)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_every_public_function_names_itself_for_an_unknown_keyword(name: str) -> None:
+    with pytest.raises(TypeError, match=rf"^fedustat\.{name}\(\) got an unexpected keyword "
+                                        r"argument 'bogus'"):
+        CALLS[name](epsilon=1.0, bogus=1)
+
+
+def test_exact_release_has_no_noise_whatever_was_asked() -> None:
+    release = CALLS["roc_auc_score"](epsilon=math.inf, noise="simulation")
+    assert release.noise == "none" and "no noise" in str(release)

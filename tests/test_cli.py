@@ -27,9 +27,9 @@ from fedustat.stats import gini_kernel, variance_kernel
 TOL = 1e-12
 STATISTICS = ["auc", "kendall", "gini", "variance", "duplicate", "renyi2", "vus"]
 JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_low",
-             "ci95_high", "error", "protocol", "privacy", "bits_per_party"}
+             "ci95_high", "error", "protocol", "privacy", "bits_per_party", "noise", "trust"}
 OPTIONS = ["--statistic", "--data", "--file", "--columns", "--epsilon", "--delta",
-           "--column-bounds", "--column-values",
+           "--column-bounds", "--column-values", "--precision", "--noise",
            "--protocol", "--param", "--bounds", "--seed", "--format"]
 
 
@@ -143,6 +143,7 @@ def test_json_has_the_documented_keys_and_values(capsys: pytest.CaptureFixture[s
         assert row["ci95_high"] == pytest.approx(row["estimate"] + half, rel=1e-9)
         assert row["protocol"] == "central-laplace"
         assert row["privacy"].startswith("(eps=0.5) central DP")
+        assert row["noise"] == "simulation" and isinstance(row["trust"], list)
     auc = rows[0]
     assert auc["data"] == "breast_cancer_scores:score,label"
     assert auc["n"] == 285 and auc["bits_per_party"] == 128.0
@@ -384,7 +385,8 @@ def test_installed_console_script() -> None:
 
 def test_param_passes_protocol_parameters_and_rejects_unknown_ones(
         capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit, match="unexpected keyword argument 'foo'"):
+    with pytest.raises(SystemExit, match="protocol 'central-laplace' has no parameter 'foo'; "
+                                         "its parameters are: design, noise"):
         main(["estimate", "--statistic", "auc", "--param", "foo=1"])
     with pytest.raises(SystemExit, match="--param must look like key=value"):
         main(["estimate", "--statistic", "auc", "--param", "k"])

@@ -114,8 +114,18 @@ def check_consistent_length(**arrays: Any) -> int:
     return next(iter(lengths.values()))
 
 
+def _refuse_bool(value: Any, name: str, expected: str) -> None:
+    # float(True) == 1.0 would otherwise be taken silently.
+    if isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be {expected}, got the boolean {value!r}")
+
+
 def check_epsilon(epsilon: Any, name: str = "epsilon", *, allow_inf: bool = False) -> float:
-    """A privacy budget: a positive number (``inf`` only where non-private runs make sense)."""
+    """A privacy budget: a positive number (``inf`` only where non-private runs make sense).
+
+    Booleans are refused: ``epsilon=True`` is a mistake, not a budget of 1.
+    """
+    _refuse_bool(epsilon, name, "a positive number")
     try:
         eps = float(epsilon)
     except (TypeError, ValueError) as exc:
@@ -128,7 +138,8 @@ def check_epsilon(epsilon: Any, name: str = "epsilon", *, allow_inf: bool = Fals
 
 
 def check_positive_float(value: Any, name: str) -> float:
-    """A finite number > 0."""
+    """A finite number > 0 (booleans refused)."""
+    _refuse_bool(value, name, "a positive number")
     try:
         x = float(value)
     except (TypeError, ValueError) as exc:
@@ -139,7 +150,8 @@ def check_positive_float(value: Any, name: str) -> float:
 
 
 def check_delta(delta: Any, name: str = "delta") -> float:
-    """A failure probability in [0, 1)."""
+    """A failure probability in [0, 1) (booleans refused)."""
+    _refuse_bool(delta, name, "a number in [0, 1)")
     try:
         d = float(delta)
     except (TypeError, ValueError) as exc:

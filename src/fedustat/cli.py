@@ -16,6 +16,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ import numpy as np
 from fedustat import datasets
 from fedustat.advisor import STATISTICS as ADVISED_STATISTICS
 from fedustat.advisor import TRUST_MODELS, advise
-from fedustat.api import estimate
+from fedustat.api import NOISE_CHOICES, estimate
 from fedustat.compare import (
     COMPARED_STATISTICS,
     DEFAULT_DELTA,
@@ -104,29 +105,48 @@ STATISTICS: dict[str, StatisticSpec] = {
 
 
 def _parse_pair(text: str, what: str) -> tuple[float, float]:
+    """Public bounds ``LO,HI``: two finite numbers with LO < HI."""
     try:
         lo, hi = (float(v) for v in text.split(","))
     except ValueError:
         raise SystemExit(f"error: {what} must be two numbers separated by a comma, "
                          f"got {text!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise SystemExit(f"error: {what} must be finite numbers, got {text!r}")
+    if not lo < hi:
+        raise SystemExit(f"error: {what} must satisfy LO < HI, got {text!r}")
     return lo, hi
 
 
+def _parse_value(text: str) -> Any:
+    """A ``--param`` value: an int, a float, true/false, none, else the string itself.
+
+    The protocol's factory then checks the type (``registry.check_parameters``), so a
+    string where a number is expected is refused with the parameter's name.
+    """
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            continue
+    words: dict[str, Any] = {"true": True, "false": False, "none": None}
+    return words.get(text.strip().lower(), text)
+
+
 def _parse_params(items: Sequence[str] | None) -> dict[str, Any]:
-    """``key=value`` pairs for protocol parameters; numbers become int or float."""
+    """``key=value`` pairs for protocol parameters (see :func:`_parse_value`)."""
     params: dict[str, Any] = {}
     for item in items or []:
         key, sep, text = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise SystemExit(f"error: --param must look like key=value, got {item!r}")
-        value: Any = text
-        for convert in (int, float):
-            try:
-                value = convert(text)
-                break
-            except ValueError:
-                continue
-        params[key.strip()] = value
+        key = key.strip()
+        if key == "noise":
+            raise SystemExit("error: choose the noise with --noise simulation|deployment, "
+                             "not --param noise=...")
+        if key in ("bounds", "precision"):
+            raise SystemExit(f"error: give {key} with --{key}, not --param {key}=...")
+        params[key] = _parse_value(text)
     return params
 
 
@@ -136,6 +156,7 @@ def _load_columns(args: argparse.Namespace, spec: StatisticSpec) -> tuple[str, l
         if columns is None:
             raise SystemExit(f"error: --file needs --columns naming the file's columns for "
                              f"{spec.name} (in order: {', '.join(spec.default_columns)})")
+        _check_file(args.file)
         try:
             table = datasets.read_table(args.file, columns=list(columns))
         except (OSError, ValueError, ImportError) as exc:
@@ -151,6 +172,15 @@ def _load_columns(args: argparse.Namespace, spec: StatisticSpec) -> tuple[str, l
         return f"{name}:{','.join(columns)}", [data[c] for c in columns]
     except KeyError as exc:
         raise SystemExit(f"error: {exc.args[0]}") from None
+
+
+def _check_file(path: str) -> None:
+    """A readable regular file, or a one-line error saying what is wrong with it."""
+    where = Path(path)
+    if where.is_dir():
+        raise SystemExit(f"error: --file {path} is a directory; give a CSV or Parquet file")
+    if where.exists() and not where.is_file():
+        raise SystemExit(f"error: --file {path} is not a regular file")
 
 
 class ProtocolRefusedError(Exception):
@@ -186,11 +216,46 @@ def _column_domain(args: argparse.Namespace, spec: StatisticSpec,
     return params
 
 
+def _natural_options(args: argparse.Namespace, spec: StatisticSpec) -> dict[str, Any]:
+    """``--bounds`` and ``--precision`` for protocols whose factory takes them.
+
+    Found by introspecting the factory, so a protocol that gains a ``bounds`` or
+    ``precision`` parameter is served without a change here. An option the chosen
+    protocol does not take is an error naming the protocol, except ``--bounds`` for a
+    statistic whose kernel itself needs bounds (gini, variance): the kernel uses them.
+    """
+    params: dict[str, Any] = {}
+    # With every statistic, --bounds is meant for gini and variance only.
+    applies = bool(args.bounds) and (spec.needs_bounds or args.statistic != "all")
+    if applies and args.column_bounds and not spec.needs_bounds:
+        raise SystemExit("error: give the public bounds either with --bounds LO,HI or per "
+                         "column with --column-bounds, not both")
+    if applies and not args.column_bounds:
+        if registry.takes(args.protocol, "bounds"):
+            params["bounds"] = _parse_pair(args.bounds, "--bounds")
+        elif not spec.needs_bounds:
+            raise ProtocolRefusedError(
+                f"{spec.name} with protocol {args.protocol}: --bounds is used by protocols "
+                f"that take public bounds, and {args.protocol} takes none (its parameters: "
+                f"{', '.join(registry.parameters(args.protocol)) or 'none'})")
+    if args.precision is not None:
+        if not registry.takes(args.protocol, "precision"):
+            raise ProtocolRefusedError(
+                f"{spec.name} with protocol {args.protocol}: --precision is not a parameter "
+                f"of {args.protocol} (its parameters: "
+                f"{', '.join(registry.parameters(args.protocol)) or 'none'})")
+        params["precision"] = _parse_value(args.precision)
+    return params
+
+
 def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     bounds = _parse_pair(args.bounds, "--bounds") if args.bounds else spec.default_bounds
     if args.file and spec.needs_bounds and not args.bounds:
         raise SystemExit(f"error: {spec.name} on a file needs --bounds LO,HI (public bounds)")
-    kernel = spec.make_kernel(bounds)
+    try:
+        kernel = spec.make_kernel(bounds)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"error: {spec.name}: {exc}") from None
     source, cols = _load_columns(args, spec)
     if len(cols) != kernel.n_columns:
         raise SystemExit(f"error: {spec.name} needs {kernel.n_columns} column(s) "
@@ -200,12 +265,18 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise SystemExit(f"error: {spec.name} on {source}: {exc}") from None
     exact = estimate(kernel, data, epsilon=math.inf, protocol="exact")
-    params = _column_domain(args, spec, kernel) | _parse_params(args.param)
+    params = (_column_domain(args, spec, kernel) | _natural_options(args, spec)
+              | _parse_params(args.param))
+    deployment = args.noise == "deployment"
     try:
+        registry.check_parameters(args.protocol, params)
         private = estimate(kernel, data, epsilon=args.epsilon, delta=args.delta,
-                           protocol=args.protocol, rng=args.seed, **params)
-    except (TypeError, ValueError, OverflowError) as exc:
+                           protocol=args.protocol, noise=args.noise,
+                           rng=None if deployment else _seed(args), **params)
+    except (TypeError, ValueError, OverflowError, MemoryError) as exc:
         raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
+    except ImportError as exc:
+        raise SystemExit(f"error: {exc}") from None
     try:
         low, high = private.confidence_interval(0.95)
     except ValueError:
@@ -216,7 +287,13 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
         "std_error": private.std_error, "ci95_low": low, "ci95_high": high,
         "error": private.value - exact.value, "protocol": private.protocol,
         "privacy": str(private.privacy), "bits_per_party": private.cost.bits_per_party,
+        "noise": private.noise,
+        "trust": [str(a) for a in private.privacy.assumptions],
     }
+
+
+def _seed(args: argparse.Namespace) -> int:
+    return 0 if args.seed is None else args.seed
 
 
 def _format_table(rows: list[dict[str, Any]]) -> str:
@@ -236,9 +313,22 @@ def _format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+NOISE_DESCRIPTIONS = {
+    "simulation": "simulation noise: seeded NumPy draws for studies, NOT for protecting "
+                  "people",
+    "deployment": "deployment noise: OS CSPRNG for shares, masks and keys, OpenDP's vetted "
+                  "samplers for the noise; not reproducible",
+    "none": "no noise",
+}
+
+
 def cmd_estimate(args: argparse.Namespace) -> int:
     if args.epsilon <= 0 or math.isnan(args.epsilon):
         raise SystemExit(f"error: --epsilon must be > 0, got {args.epsilon}")
+    if args.noise == "deployment" and args.seed is not None:
+        raise SystemExit("error: --seed cannot be used with --noise deployment: deployment "
+                         "noise comes from the operating system's CSPRNG and cannot be "
+                         "seeded (drop --seed, or use --noise simulation)")
     if not 0 <= args.delta < 1:
         raise SystemExit(f"error: --delta must be in [0, 1), got {args.delta}")
     known = [entry.name for entry in registry.available()]
@@ -262,11 +352,21 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
+        seed = "" if args.noise == "deployment" else f", seed={_seed(args)}"
         print(f"Exact statistics and the {args.protocol} release "
-              f"(epsilon={args.epsilon:g}, delta={args.delta:g}, seed={args.seed})")
+              f"(epsilon={args.epsilon:g}, delta={args.delta:g}{seed})")
         print(_format_table(rows))
         print("std_error and the 95% CI describe the error the protocol adds to the exact "
               "value of these data; they are computed from public quantities only.")
+        for kind in dict.fromkeys(r["noise"] for r in rows):
+            print(f"noise: {NOISE_DESCRIPTIONS[kind]}")
+        for text in dict.fromkeys(r["privacy"] for r in rows):
+            print(f"privacy: {text}")
+        trust = list(dict.fromkeys(a for r in rows for a in r["trust"]))
+        if trust:
+            print("trust assumptions: " + "; ".join(trust))
+        elif any(r["noise"] != "none" for r in rows):
+            print("trust assumptions: none stated by the protocol beyond its privacy model")
         for reason in refused:
             print(f"not computed: {reason}")
     return 0
@@ -346,7 +446,17 @@ def _statistics_arg(items: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _simulation_only(args: argparse.Namespace, command: str) -> None:
+    """compare and reproduce are studies: repeated seeded runs measured against the exact
+    value, which only simulation noise makes possible (and affordable)."""
+    if args.noise == "deployment":
+        raise SystemExit(f"error: fedustat {command} runs seeded simulations to measure "
+                         "errors and supports --noise simulation only; release a statistic "
+                         "with deployment noise with `fedustat estimate --noise deployment`")
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
+    _simulation_only(args, "compare")
     names = _statistics_arg(args.statistic)
     epsilons = _parse_floats(args.epsilons, "--epsilons")
     column_bounds = {}
@@ -429,7 +539,17 @@ def build_parser() -> argparse.ArgumentParser:
                           "(repeatable), e.g. --column-values x=0,1,2")
     est.add_argument("--bounds", default=None,
                      help="public bounds LO,HI of the values for gini and variance")
-    est.add_argument("--seed", type=int, default=0, help="seed of the simulation's randomness")
+    est.add_argument("--precision", default=None,
+                     help="fixed-point precision, for protocols whose constructor takes "
+                          "'precision' (an error for the others)")
+    est.add_argument("--noise", choices=list(NOISE_CHOICES), default="simulation",
+                     help="simulation: seeded NumPy draws, fast and reproducible, NOT for "
+                          "protecting people; deployment: OS CSPRNG for shares, masks and "
+                          "keys and OpenDP's vetted samplers for the noise (needs "
+                          "fedustat[deploy]; slow; refuses --seed)")
+    est.add_argument("--seed", type=int, default=None,
+                     help="seed of the simulation's randomness (default 0; not allowed with "
+                          "--noise deployment)")
     est.add_argument("--format", choices=["table", "json"], default="table",
                      help="output format")
     est.set_defaults(func=cmd_estimate)
@@ -508,6 +628,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--grid-points", type=int, default=DEFAULT_GRID_POINTS,
                       help="thresholds of the ECDF and ROC grids")
     cmp_.add_argument("--seed", type=int, default=0, help="root seed of every run")
+    cmp_.add_argument("--noise", choices=list(NOISE_CHOICES), default="simulation",
+                      help="only simulation: a comparison is a seeded study (use `fedustat "
+                           "estimate --noise deployment` for a release)")
     cmp_.add_argument("--out", default="fedustat-report",
                       help="folder for report.md, figures/ and results.csv/json ('' = none)")
     cmp_.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -524,6 +647,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--quick", action="store_true",
                      help="reduced grid and repetitions (seconds instead of minutes)")
     rep.add_argument("--seed", type=int, default=0, help="root seed of every run")
+    rep.add_argument("--noise", choices=list(NOISE_CHOICES), default="simulation",
+                     help="only simulation: the papers' experiments are seeded studies")
     rep.add_argument("--out", default=None,
                      help="report folder (default fedustat-reproduce/NAME; '' = none)")
     rep.set_defaults(func=cmd_reproduce)
@@ -538,6 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from fedustat import reproduce
 
+    _simulation_only(args, "reproduce")
     if args.list:
         for exp in reproduce.available():
             print(f"{exp.name:<14} {exp.paper}, {exp.target}")
@@ -571,9 +697,17 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; a bad input ends with one ``error: ...`` line on stderr and
+    exit status 1 (argparse's own usage errors: status 2), never a traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except (ValueError, TypeError, OverflowError, MemoryError, OSError, ImportError) as exc:
+        # Every command checks its input with a specific message; this is the last line of
+        # defence so that an unforeseen bad input still reads as one line, not a traceback.
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SystemExit(f"error: {message}") from None
 
 
 if __name__ == "__main__":

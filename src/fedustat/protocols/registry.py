@@ -7,9 +7,15 @@ own factories when it is imported; ``fedustat.protocols`` imports them all.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.protocols.base import Protocol
@@ -56,7 +62,144 @@ def _entry(name: str) -> ProtocolEntry:
         raise ValueError(f"unknown protocol {name!r}; available protocols: {names}") from None
 
 
+#: Largest value accepted for a size parameter (grid cells, tree leaves, permutations,
+#: messages, clients...). A protocol allocates arrays of about this many entries per
+#: party or on the server, so a larger value is refused before any allocation rather
+#: than ending in a MemoryError; each limit keeps one such array within a few hundred MB.
+SIZE_LIMITS: dict[str, int] = {
+    "k": 2**20, "d": 2**24, "P": 2**16, "n_messages": 2**16, "edges": 2**31,
+    "n_clients": 2**24, "n_samples": 2**31, "n_parties": 2**31, "dim": 2**16,
+    "rank": 2**16, "max_pairs": 2**31, "max_evaluations": 2**31, "security_bits": 1024,
+    "frac_bits": 62, "ring_bits": 128,
+}
+#: Arguments every factory takes from the caller's budget, never as protocol parameters.
+_BUDGET = ("kernel", "epsilon", "delta")
+
+
+def parameters(name: str) -> dict[str, inspect.Parameter]:
+    """The protocol parameters the factory of ``name`` takes (besides kernel and budget)."""
+    sig = inspect.signature(_entry(name).factory)
+    return {p: v for p, v in sig.parameters.items()
+            if p not in _BUDGET and v.kind is not inspect.Parameter.VAR_KEYWORD}
+
+
+def takes(name: str, parameter: str) -> bool:
+    """Whether the factory of ``name`` accepts the keyword ``parameter``."""
+    return parameter in parameters(name)
+
+
+def _hints(factory: Factory) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(factory)
+    except Exception:  # an annotation that cannot be resolved is simply not checked
+        return {}
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether ``value`` fits the annotation ``hint`` (numbers, strings, literals, classes).
+
+    Integers are accepted where a float is expected, NumPy scalars like Python ones,
+    booleans only where ``bool`` is; anything this cannot judge is accepted.
+    """
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_matches(value, h) for h in typing.get_args(hint))
+    if origin is typing.Literal:
+        return any(value == choice and type(value) is type(choice)
+                   for choice in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool | np.bool_)
+    if hint is int:
+        return isinstance(value, int | np.integer) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float | np.integer | np.floating) \
+            and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is not None:
+        hint = origin
+    return not isinstance(hint, type) or isinstance(value, hint)
+
+
+def _describe(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return " or ".join(_describe(h) for h in typing.get_args(hint))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(c) for c in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
+    names = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}
+    if hint in names:
+        return names[hint]
+    return getattr(hint, "__name__", str(hint))
+
+
+def _size_entries(value: Any) -> list[Any]:
+    """The numbers in a size parameter (one value, or one per column as a list or dict)."""
+    if isinstance(value, Mapping):
+        return list(value.values())
+    if isinstance(value, list | tuple | np.ndarray):
+        return list(np.ravel(np.asarray(value, dtype=object)))
+    return [value]
+
+
+def check_parameters(name: str, params: Mapping[str, Any]) -> None:
+    """Refuse protocol parameters the factory of ``name`` does not take, values of the
+    wrong type, and absurd sizes, with a message naming the protocol and the parameter.
+
+    Runs before the protocol is built, so nothing is allocated for a refused value.
+    """
+    entry = _entry(name)
+    accepted = parameters(name)
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD
+                     for p in inspect.signature(entry.factory).parameters.values())
+    for key in params:
+        if key in _BUDGET:
+            raise TypeError(f"{key} is an argument of its own, not a parameter of protocol "
+                            f"{name!r}")
+        if key not in accepted and not open_ended:
+            listed = ", ".join(accepted) or "(none)"
+            raise TypeError(f"protocol {name!r} has no parameter {key!r}; its parameters "
+                            f"are: {listed}")
+    hints = _hints(entry.factory)
+    for key, value in params.items():
+        if key in hints and not _matches(value, hints[key]):
+            raise TypeError(f"parameter {key!r} of protocol {name!r} must be "
+                            f"{_describe(hints[key])}, got {value!r}")
+        if key in SIZE_LIMITS and value is not None:
+            _check_size(name, key, value)
+
+
+def _check_size(name: str, key: str, value: Any) -> None:
+    limit = SIZE_LIMITS[key]
+    for entry in _size_entries(value):
+        if entry is None:
+            continue
+        if isinstance(entry, bool) or not isinstance(entry, int | np.integer | float
+                                                     | np.floating):
+            raise TypeError(f"parameter {key!r} of protocol {name!r} must be an integer "
+                            f"(or one per column), got {value!r}")
+        if not math.isfinite(float(entry)) or float(entry) != int(entry):
+            raise ValueError(f"parameter {key!r} of protocol {name!r} must be a whole "
+                             f"number, got {entry!r}")
+        if int(entry) > limit:
+            raise ValueError(f"parameter {key!r} of protocol {name!r} is {int(entry)}, above "
+                             f"the limit {limit} (fedustat.protocols.registry.SIZE_LIMITS); "
+                             "such a size would not fit in memory")
+
+
 def make(name: str, kernel: Kernel, *, epsilon: float, delta: float = 0.0,
          **params: Any) -> Protocol:
-    """Build the protocol registered as ``name``."""
+    """Build the protocol registered as ``name``.
+
+    Parameters are checked first (:func:`check_parameters`): an unknown name, a value of
+    the wrong type or a size above :data:`SIZE_LIMITS` is refused with a message that
+    names the protocol and the parameter.
+    """
+    check_parameters(name, params)
     return _entry(name).factory(kernel, epsilon=epsilon, delta=delta, **params)

@@ -92,6 +92,12 @@ def deployment_cases() -> list[tuple[str, str, Callable[[], object]]]:
         ("deployment bernoulli", "p=0.3", lambda: noise.bernoulli(0.3, 1)),
         ("deployment polya", "r=1, alpha=e^-0.1", lambda: noise.polya(1.0, t01, 1)),
         ("deployment polya", "r=1/100, alpha=e^-1", lambda: noise.polya(0.01, t1, 1)),
+        # alpha near 1 (U-MPC / shuffle noise at a fine fixed-point resolution): digits
+        # for r = 1, the compound Poisson-logarithmic construction otherwise.
+        ("deployment polya (digits)", "r=1, alpha=e^-2^-20",
+         lambda: noise.polya(1.0, math.exp(-2.0**-20), 1)),
+        ("deployment polya (compound)", "r=1/100, alpha=e^-2^-20",
+         lambda: noise.polya(0.01, math.exp(-2.0**-20), 1)),
     ]
 
 

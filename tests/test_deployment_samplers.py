@@ -248,11 +248,13 @@ def test_deployment_rejects_bad_parameters(noise, method, args, exc, match):
         getattr(noise, method)(*args)
 
 
-def test_polya_table_size_is_capped(noise, monkeypatch):
-    # Pólya(1, 0.999) needs about 44,000 entries for a 2^-64 tail.
+def test_polya_table_size_is_capped(monkeypatch):
+    # Pólya(1, 0.999) needs about 44,000 entries for a 2^-64 tail; the sampler then
+    # switches construction (test_polya_with_alpha_near_one_uses_fixed_work_constructions).
     monkeypatch.setattr(samplers, "MAX_TABLE_SIZE", 1000)
+    samplers.polya_table.cache_clear()
     with pytest.raises(ValueError, match="table would exceed 1000 entries"):
-        noise.polya(1.0, 0.999, 3)
+        samplers.polya_table(1.0, 0.999)
 
 
 def test_deployment_needs_no_opendp():
@@ -357,3 +359,44 @@ def test_table_inversion_is_exact_at_every_128_bit_threshold(monkeypatch):
     monkeypatch.setattr(samplers, "random_words", lambda c: words.reshape(-1)[:c].copy())
     expected = [table.offset + i + step for i in range(len(thresholds)) for step in (0, 1)]
     assert table.sample(len(us)).tolist() == expected
+
+
+# --- Pólya with alpha near 1: no table fits, fixed work all the same -------------------
+
+@pytest.mark.parametrize(("r", "alpha"), [(0.5, 0.9), (0.2, 0.999), (2.5, 0.99)])
+def test_compound_polya_law(r, alpha):
+    # The compound Poisson-logarithmic construction, forced here on parameters where the
+    # exact table exists too, against SciPy's negative binomial.
+    draws = samplers._compound_polya(r, alpha, 100_000)
+    law = stats.nbinom(r, 1 - alpha)
+    edges = np.unique(law.ppf(np.linspace(0.0, 1.0, 21)[1:-1]).astype(int))
+    counts = np.histogram(draws, bins=[-0.5, *(edges + 0.5), np.inf])[0].astype(float)
+    cdf = np.concatenate([[0.0], law.cdf(edges), [1.0]])
+    stat, crit = chi_square_ok(counts, np.diff(cdf))
+    assert stat < crit
+
+
+def test_polya_with_alpha_near_one_uses_fixed_work_constructions(noise):
+    # U-MPC's noise at a fine fixed-point resolution: no table of 2^20 entries reaches a
+    # 2^-64 tail, so r = 1 is a geometric by digits and r = 1/100 is compound.
+    alpha = math.exp(-2.0**-20)
+    assert not samplers._table_fits(1.0, alpha)
+    geometric = noise.polya(1.0, alpha, 20_000)
+    assert abs(geometric.mean() - alpha / (1 - alpha)) < 5 * math.sqrt(alpha) / (1 - alpha) \
+        / math.sqrt(20_000)
+    shares = noise.polya(0.01, alpha, 20_000)
+    law = stats.nbinom(0.01, 1 - alpha)
+    assert abs((shares == 0).mean() - law.pmf(0)) < 5 * math.sqrt(law.pmf(0) * law.sf(0)
+                                                                   / 20_000)
+
+
+@pytest.mark.parametrize(("r", "alpha"), [(0.01, math.exp(-2.0**-20)), (1.0, 1 - 1e-9)])
+def test_large_polya_work_does_not_depend_on_the_value(monkeypatch, noise, r, alpha):
+    outputs, requests = [], []
+    for pattern in ("low", "high", "split", "real"):
+        counter = WordCounter(pattern)
+        monkeypatch.setattr(samplers, "random_words", counter)
+        outputs.append(tuple(noise.polya(r, alpha, N_STRUCT).tolist()))
+        requests.append((counter.calls, counter.words))
+    assert len(set(requests)) == 1, requests
+    assert len(set(outputs[:3])) >= 2

@@ -24,6 +24,9 @@ Constructions (see docs/secure.md, "Deployment samplers"):
   ``[2^39, 2^40)``, so outputs are exact multiples of the grid.
 * Gaussian and Pólya: inversion of a 128-bit integer CDF table over the whole truncated
   support: two words per draw, compared with every entry of the table.
+* Pólya with ``alpha`` so close to 1 that its table would be too long (the fine
+  fixed-point noise of U-MPC and the shuffle protocol): a geometric by binary digits for
+  ``r = 1``, else a compound Poisson sum of a fixed number of logarithmic variables.
 
 The tables and thresholds are computed once per parameter with :mod:`decimal` at 50
 significant digits, so the only departures from the ideal laws are the stated tail cuts
@@ -45,7 +48,8 @@ import numpy as np
 __all__ = ["GAUSSIAN_GRID_BITS", "LAPLACE_GRID_BITS", "MAX_TABLE_SIZE", "TAIL_BITS",
            "InversionTable", "bernoulli", "discrete_laplace", "gaussian", "gaussian_grid",
            "gaussian_table", "geometric", "geometric_bits", "geometric_thresholds", "integers",
-           "laplace", "laplace_grid", "polya", "polya_table", "random_words", "uniform"]
+           "laplace", "laplace_grid", "poisson_table", "polya", "polya_table", "random_words",
+           "uniform"]
 
 #: Every truncated tail has probability at most ``2^-TAIL_BITS``.
 TAIL_BITS = 64
@@ -347,6 +351,83 @@ def gaussian(sigma: float, count: int) -> np.ndarray:
     return gaussian_table(sigma / grid).sample(count).astype(np.float64) * grid
 
 
+def _table_fits(r: float, alpha: float) -> bool:
+    """Whether the Pólya(r, alpha) table stays well inside :data:`MAX_TABLE_SIZE`.
+
+    Beyond its mean the pmf falls by about ``alpha`` per step, so a 2^-64 tail needs about
+    ``64 ln 2 / (1 - alpha)`` entries past ``r alpha / (1 - alpha)``; a public decision.
+    """
+    spread = (r * alpha + TAIL_BITS * math.log(2.0) + 8.0) / (1.0 - alpha)
+    return spread < MAX_TABLE_SIZE / 2
+
+
+@lru_cache(maxsize=64)
+def poisson_table(lam: float) -> InversionTable:
+    """CDF table of Poisson(lam) on ``{0, ..., K}`` with ``P(X > K) <= 2^-64``.
+
+    Weights by ``w(k+1) = w(k) lam / (k + 1)``; beyond ``K >= lam`` the ratio is at most
+    ``rho = lam / (K + 2)``, so the tail is at most ``w(K+1) / (1 - rho)``.
+    """
+    bound = Decimal(2) ** -TAIL_BITS
+    with localcontext() as ctx:
+        ctx.prec = 50
+        mean = Decimal(lam)
+        weights = [(-mean).exp()]
+        while True:
+            k = len(weights) - 1
+            nxt = weights[-1] * mean / (k + 1)
+            rho = mean / (k + 2)
+            if rho < 1 and nxt / (1 - rho) <= bound:
+                return _table(0, weights, float(nxt / (1 - rho)))
+            if len(weights) >= MAX_TABLE_SIZE:
+                raise _too_large(f"Poisson({lam!r})")
+            weights.append(nxt)
+
+
+def _compound_polya(r: float, alpha: float, count: int) -> np.ndarray:
+    """Pólya(r, alpha) as a Poisson sum of logarithmic variables, with fixed work.
+
+    The negative binomial is compound Poisson (Quenouille 1949): with
+    ``N ~ Poisson(-r ln(1 - alpha))`` and ``L_i`` i.i.d. logarithmic,
+    ``P(L = k) = alpha^k / (k (-ln(1 - alpha)))``, ``sum_{i <= N} L_i`` has the pgf
+    ``((1 - alpha) / (1 - alpha z))^r``. A logarithmic variable is ``1 + G`` with ``G``
+    geometric of parameter ``Q = 1 - (1 - alpha)^U``, ``U`` uniform (Kemp 1981: the integral
+    of ``(1 - Q) Q^(k-1)`` over ``U`` is the logarithmic pmf), and ``G`` is drawn by its
+    binary digits as in :func:`geometric`. Every draw makes ``K`` logarithmic variables
+    (``K`` the Poisson table's largest value, public) and adds the first ``N``: the work
+    does not depend on ``N`` or on the value. Unlike the table samplers, the digit
+    thresholds come from floating-point ``Q`` (53-bit), so each probability is within
+    about ``2^-50`` of the ideal; docs/secure.md states this.
+    """
+    table = poisson_table(-r * math.log1p(-alpha))
+    many = table.support[1]
+    digits = geometric_bits(-1.0 / math.log(alpha))
+    n_terms = table.sample(count)
+    u = uniform(count * many).reshape(count, many)
+    # ln Q with Q = 1 - (1 - alpha)^U = -expm1(U ln(1 - alpha)); Q = 0 (U = 0) gives G = 0.
+    with np.errstate(divide="ignore"):
+        log_q = np.log(-np.expm1(u * math.log1p(-alpha)))
+    powers = np.exp(log_q[..., None] * np.ldexp(1.0, np.arange(digits)))  # Q^(2^j)
+    thresholds = np.floor(np.ldexp(powers / (1.0 + powers), 64))
+    thresholds = np.minimum(thresholds, float(_TWO_64 - 2048)).astype(np.uint64)
+    words = random_words(count * many * digits).reshape(count, many, digits)
+    geometric_values = ((words < thresholds).astype(np.int64)
+                        << np.arange(digits, dtype=np.int64)).sum(axis=2)
+    used = np.arange(many) < n_terms[:, None]
+    return ((1 + geometric_values) * used).sum(axis=1)
+
+
 def polya(r: float, alpha: float, count: int) -> np.ndarray:
-    """``count`` Pólya(r, alpha) draws (int64) by table inversion; see :func:`polya_table`."""
-    return polya_table(float(r), float(alpha)).sample(count)
+    """``count`` Pólya(r, alpha) draws (int64) with fixed work.
+
+    By table inversion (:func:`polya_table`) where the table is small; otherwise, for
+    ``r = 1`` (a geometric) by binary digits (:func:`geometric`), and for other ``r`` as a
+    compound Poisson sum (:func:`_compound_polya`). Which construction is used depends on
+    the public ``r`` and ``alpha`` only.
+    """
+    r, alpha = float(r), float(alpha)
+    if _table_fits(r, alpha):
+        return polya_table(r, alpha).sample(count)
+    if r == 1.0:
+        return geometric(-1.0 / math.log(alpha), count)
+    return _compound_polya(r, alpha, count)

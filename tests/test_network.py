@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("grpc")
 
+from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
 from fedustat.protocols.base import Message, Protocol, Role
 from fedustat.runtime.network.certs import create_deployment, load_credentials
@@ -150,7 +151,7 @@ def test_a_certificate_from_another_deployment_cannot_connect(certs, tmp_path):
     def server() -> None:
         try:
             serve(registry.make("central-laplace", auc_kernel(), epsilon=1.0), 1,
-                  load_credentials(certs, "server"), timeout=2.0,
+                  load_credentials(certs, "server"), rng=1, timeout=2.0,
                   on_ready=lambda p: (port.update(p=p), ready.set()))
         except NetworkRunError as exc:
             outcome["server"] = exc
@@ -160,7 +161,8 @@ def test_a_certificate_from_another_deployment_cannot_connect(certs, tmp_path):
     ready.wait(10)
     with pytest.raises(NetworkRunError, match="party-0 could not join"):
         run_party(registry.make("central-laplace", auc_kernel(), epsilon=1.0), labelled(10),
-                  load_credentials(other, "party-0"), f"127.0.0.1:{port['p']}", timeout=1.5)
+                  load_credentials(other, "party-0"), f"127.0.0.1:{port['p']}", rng=1,
+                  timeout=1.5)
     thread.join(20)
     assert "joining: no answer within 2 s from party-0" in str(outcome["server"])
 
@@ -220,3 +222,23 @@ def test_a_forged_message_is_refused_naming_the_sender_and_field(certs):
     assert "party 'party-1': parties: speaks for party 0" in str(server)
     assert "no release" in str(server)
     assert fingerprint(SpeaksForOthers()).startswith("forger:")
+
+
+def test_deployment_randomness_is_the_default(certs):
+    # Without a seed, a protocol holding simulation noise is refused before connecting ...
+    with pytest.raises(ValueError, match=r"noise=fedustat\.privacy\.DeploymentNoise"):
+        serve(registry.make("ldp-quantized", GINI, epsilon=1.0, k=8), 2,
+              load_credentials(certs, "server"))
+    with pytest.raises(ValueError, match="pass a seed to ask for simulation randomness"):
+        run_party(registry.make("ldp-quantized", GINI, epsilon=1.0, k=8), labelled(5)[:, :1],
+                  load_credentials(certs, "party-0"), "127.0.0.1:1")
+
+    # ... and with deployment noise the run releases a deployment-grade value.
+    def make() -> Protocol:
+        return registry.make("ldp-quantized", GINI, epsilon=1.0, k=8, noise=DeploymentNoise())
+
+    server, parties = run_deployment(certs, make, np.array_split(labelled(40)[:, :1], 2),
+                                     rng=None)
+    assert server.estimate.noise == "deployment"
+    assert np.isfinite(server.estimate.value)
+    assert [p.release["noise"] for p in parties] == ["deployment", "deployment"]

@@ -5,7 +5,7 @@
 ``rand_score`` wrap it for the common statistics. All return an
 :class:`~fedustat.protocols.base.Estimate`; ``epsilon=math.inf`` (with the default
 protocol) gives the exact, non-private value. ``noise="deployment"`` draws every private
-value from the operating system's CSPRNG and OpenDP's vetted samplers instead of a seeded
+value from the operating system's CSPRNG through fixed-work samplers instead of a seeded
 simulation; the release records which (``Estimate.noise``).
 """
 
@@ -25,7 +25,7 @@ from fedustat.stats.kernels import Kernel
 
 DEFAULT_PROTOCOL = "central-laplace"
 #: Values of the ``noise`` argument: seeded NumPy draws for studies, or the OS CSPRNG and
-#: OpenDP's vetted samplers for releases that protect real people.
+#: fixed-work samplers of fedustat.privacy.samplers, for releases that protect people.
 NOISE_CHOICES = ("simulation", "deployment")
 
 
@@ -103,7 +103,7 @@ def estimate(kernel: Kernel, data: Any, *, epsilon: float, delta: float = 0.0,
     noise:
         ``"simulation"`` (the default, seeded NumPy draws: fast and reproducible, not fit
         to protect people) or ``"deployment"`` (the operating system's CSPRNG for shares,
-        masks and keys, OpenDP's vetted samplers for the noise; slow, and refuses a seed).
+        masks and keys, fixed-work samplers for the noise; refuses a seed).
         A :class:`~fedustat.privacy.noise.NoiseSource` is used as given. The release's
         ``noise`` attribute, and its printed form, say which one was used.
     batch_size:

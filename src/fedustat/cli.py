@@ -248,25 +248,40 @@ def _natural_options(args: argparse.Namespace, spec: StatisticSpec) -> dict[str,
     return params
 
 
-def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
+def _kernel(spec: StatisticSpec, args: argparse.Namespace) -> Kernel:
     bounds = _parse_pair(args.bounds, "--bounds") if args.bounds else spec.default_bounds
     if args.file and spec.needs_bounds and not args.bounds:
         raise SystemExit(f"error: {spec.name} on a file needs --bounds LO,HI (public bounds)")
     try:
-        kernel = spec.make_kernel(bounds)
+        return spec.make_kernel(bounds)
     except (TypeError, ValueError) as exc:
         raise SystemExit(f"error: {spec.name}: {exc}") from None
+
+
+def _records(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespace
+             ) -> tuple[str, np.ndarray]:
     source, cols = _load_columns(args, spec)
     if len(cols) != kernel.n_columns:
         raise SystemExit(f"error: {spec.name} needs {kernel.n_columns} column(s) "
                          f"({', '.join(kernel.columns)}), got {len(cols)}")
     try:
-        data = kernel.pack(*cols)
+        return source, kernel.pack(*cols)
     except (TypeError, ValueError) as exc:
         raise SystemExit(f"error: {spec.name} on {source}: {exc}") from None
+
+
+def _protocol_params(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespace
+                     ) -> dict[str, Any]:
+    """The protocol parameters the options describe (public descriptions only)."""
+    return (_column_domain(args, spec, kernel) | _natural_options(args, spec)
+            | _parse_params(args.param))
+
+
+def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
+    kernel = _kernel(spec, args)
+    source, data = _records(spec, kernel, args)
     exact = estimate(kernel, data, epsilon=math.inf, protocol="exact")
-    params = (_column_domain(args, spec, kernel) | _natural_options(args, spec)
-              | _parse_params(args.param))
+    params = _protocol_params(spec, kernel, args)
     deployment = args.noise == "deployment"
     try:
         registry.check_parameters(args.protocol, params)
@@ -316,7 +331,7 @@ def _format_table(rows: list[dict[str, Any]]) -> str:
 NOISE_DESCRIPTIONS = {
     "simulation": "simulation noise: seeded NumPy draws for studies, NOT for protecting "
                   "people",
-    "deployment": "deployment noise: OS CSPRNG for shares, masks and keys, OpenDP's vetted "
+    "deployment": "deployment noise: OS CSPRNG for shares, masks and keys, fixed-work "
                   "samplers for the noise; not reproducible",
     "none": "no noise",
 }
@@ -545,8 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--noise", choices=list(NOISE_CHOICES), default="simulation",
                      help="simulation: seeded NumPy draws, fast and reproducible, NOT for "
                           "protecting people; deployment: OS CSPRNG for shares, masks and "
-                          "keys and OpenDP's vetted samplers for the noise (needs "
-                          "fedustat[deploy]; slow; refuses --seed)")
+                          "keys, fixed-work exact samplers for the noise "
+                          "(running time independent of the value; refuses --seed)")
     est.add_argument("--seed", type=int, default=None,
                      help="seed of the simulation's randomness (default 0; not allowed with "
                           "--noise deployment)")

@@ -287,7 +287,7 @@ def distributed_noise(n_parties: int, epsilon: float, sensitivity: Any, *,
         Shape of the noise vector (default: one value).
     rng:
         Seed, Generator or NoiseSource for the Pólya draws and the shares; ``"os"`` for
-        the OS CSPRNG with OpenDP-backed sampling (:class:`DeploymentNoise`).
+        the OS CSPRNG with fixed-work sampling (:class:`DeploymentNoise`).
     transcript:
         Where the sharing round is recorded (layout: one group of all ``n`` parties).
     party_ids:

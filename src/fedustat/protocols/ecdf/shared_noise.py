@@ -219,7 +219,7 @@ class SharedTreeNoise:
 
 
 def _noise_sources(rng: RandomLike | str) -> tuple[NoiseSource, Any]:
-    """Pólya source and share randomness: seeded NumPy, or OpenDP/OS CSPRNG for ``'os'``."""
+    """Pólya source and share randomness: seeded NumPy, or the OS CSPRNG for ``'os'``."""
     if isinstance(rng, str):
         if rng != "os":
             raise ValueError(f"rng must be a seed, a Generator or 'os', got {rng!r}")

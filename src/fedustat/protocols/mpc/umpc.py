@@ -494,7 +494,7 @@ class UMPC(Protocol):
     noise:
         ``None`` draws shares, the dealer's material and the Pólya noise from the
         simulation's seeded generators; a :class:`~fedustat.privacy.noise.DeploymentNoise`
-        draws all of them from the operating system's CSPRNG (OpenDP for the noise).
+        draws all of them from the operating system's CSPRNG (fixed-work samplers for the noise).
     """
 
     name = "umpc"

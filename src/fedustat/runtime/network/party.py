@@ -24,6 +24,7 @@ from fedustat.runtime.network.service import (
     REPLY_RELEASE,
     ROUND,
     NetworkRunError,
+    check_randomness,
     fingerprint,
 )
 from fedustat.runtime.simulate import MAX_ROUNDS
@@ -69,12 +70,14 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
     credentials:
         This party's certificate (its name says which party it is), key and the CA.
     rng:
-        ``None`` (default): randomness from the OS. A seed reproduces the simulator's
-        numbers for the same seed and the same split of rows into silos.
+        ``None`` (default): deployment randomness (the protocol must hold a deployment
+        noise source for its private draws). A seed asks for simulation randomness
+        explicitly: the simulator's numbers for the same seed and split of rows.
     timeout:
         Seconds to wait for each of the server's answers.
     """
     grpc = _grpc()
+    check_randomness(protocol, rng)
     rows = as_float_array(records, "records", ndim=(1, 2))
     rows = rows[:, None] if rows.ndim == 1 else rows
     channel = grpc.secure_channel(

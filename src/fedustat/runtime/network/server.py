@@ -18,7 +18,7 @@ import json
 import threading
 import time
 from concurrent import futures
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from fedustat.runtime.network.service import (
     REPLY_RELEASE,
     SERVICE,
     NetworkRunError,
+    check_randomness,
     fingerprint,
     release_summary,
 )
@@ -70,8 +71,9 @@ class _Coordinator:
     """The server's state machine; gRPC handler threads wait on its condition."""
 
     def __init__(self, protocol: Protocol, n_silos: int, rng: RandomLike,
-                 timeout: float) -> None:
+                 timeout: float, grade: str) -> None:
         self.protocol = protocol
+        self.grade = grade
         self.n_silos = n_silos
         self.timeout = timeout
         self.fingerprint = fingerprint(protocol)
@@ -227,6 +229,8 @@ class _Coordinator:
             return
         if isinstance(out, Estimate):
             ops = int(out.cost.server_operations)
+            if out.noise != "none":
+                out = replace(out, noise=self.grade)
             self.estimate = out.with_cost(self.log.cost(server_operations=ops,
                                                         offline_bits=out.cost.offline_bits))
             reply = REPLY_RELEASE + json.dumps(release_summary(self.estimate)).encode()
@@ -276,8 +280,10 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     address:
         ``host:port`` to listen on; port 0 picks a free port (``on_ready`` gets it).
     rng:
-        ``None`` (default): the server's randomness comes from the OS. A seed gives the
-        simulator's streams, for comparing a networked run with a simulation.
+        ``None`` (default): deployment randomness; the protocol must hold a deployment
+        noise source (``noise=DeploymentNoise()``) for its private draws, and the server's
+        public coins come from the OS. A seed asks for the simulator's streams
+        explicitly, to compare a networked run with a simulation.
     timeout:
         Seconds to wait for all parties to join, and for each round's frames.
     on_ready:
@@ -285,7 +291,8 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     """
     grpc = _grpc()
     n_silos = check_positive_int(n_silos, "n_silos")
-    coordinator = _Coordinator(protocol, n_silos, rng, float(timeout))
+    grade = check_randomness(protocol, rng)
+    coordinator = _Coordinator(protocol, n_silos, rng, float(timeout), grade)
     handler = grpc.method_handlers_generic_handler(SERVICE, {
         "Join": grpc.unary_unary_rpc_method_handler(coordinator.join),
         "Round": grpc.unary_unary_rpc_method_handler(coordinator.round_trip),

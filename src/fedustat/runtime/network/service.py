@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.protocols.base import Estimate, Protocol
 from fedustat.stats.kernels import Kernel
 
@@ -75,6 +76,26 @@ def fingerprint(protocol: Protocol) -> str:
     """A short hash of :func:`public_configuration`: parties and server must agree on it."""
     text = json.dumps(public_configuration(protocol), sort_keys=True)
     return f"{protocol.name}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def check_randomness(protocol: Protocol, rng: Any) -> str:
+    """The noise grade of a networked run; refuses private draws from a non-CSPRNG source.
+
+    Networked runs use deployment randomness unless a seed asks for simulation randomness
+    explicitly (to compare with the simulator): without a seed, a protocol that draws
+    private values must hold a deployment noise source (``noise=DeploymentNoise()``).
+    """
+    kind = getattr(getattr(protocol, "noise", None), "kind", None)
+    guarantee = getattr(protocol, "guarantee", None)
+    private = guarantee is None or guarantee.model is not PrivacyModel.NONE
+    if rng is None and private and kind != "deployment":
+        raise ValueError(f"protocol {protocol.name!r} would draw its private values from a "
+                         "simulation generator: build it with "
+                         "noise=fedustat.privacy.DeploymentNoise() for a networked run, or "
+                         "pass a seed to ask for simulation randomness explicitly")
+    if not private:
+        return "none"
+    return "deployment" if kind == "deployment" else "simulation"
 
 
 def release_summary(estimate: Estimate, level: float = 0.95) -> dict[str, Any]:

@@ -36,7 +36,9 @@ from fedustat.compare import (
     run_comparison,
     write_report,
 )
+from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
+from fedustat.runtime import network
 from fedustat.stats import kernels
 from fedustat.stats.kernels import Kernel
 
@@ -672,7 +674,146 @@ def build_parser() -> argparse.ArgumentParser:
     ds.set_defaults(func=cmd_datasets)
     pr = sub.add_parser("protocols", help="list the available protocols")
     pr.set_defaults(func=cmd_protocols)
+    _add_network_commands(sub)
     return parser
+
+
+def _network_protocol(args: argparse.Namespace) -> tuple[StatisticSpec, Kernel, Any]:
+    """The protocol a networked role runs, built from the same options on every side."""
+    if args.epsilon <= 0 or math.isnan(args.epsilon):
+        raise SystemExit(f"error: --epsilon must be > 0, got {args.epsilon}")
+    known = [entry.name for entry in registry.available()]
+    if args.protocol not in known:
+        raise SystemExit(f"error: unknown protocol {args.protocol!r}; available protocols: "
+                         f"{', '.join(known)}")
+    spec = STATISTICS[args.statistic]
+    kernel = _kernel(spec, args)
+    params = _protocol_params(spec, kernel, args)
+    registry.check_parameters(args.protocol, params)
+    if args.seed is None:
+        # Deployment randomness unless a seed asks for simulation streams explicitly.
+        params["noise"] = DeploymentNoise()
+    protocol = registry.make(args.protocol, kernel, epsilon=args.epsilon, delta=args.delta,
+                             **params)
+    return spec, kernel, protocol
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    hosts = tuple(h for h in args.host.split(",") if h) if args.host else ("localhost",
+                                                                            "127.0.0.1")
+    out = network.create_deployment(args.out, args.parties, server_hosts=hosts)
+    print(f"wrote a CA and certificates for server (hosts {', '.join(hosts)}) and "
+          f"party-0 .. party-{args.parties - 1} to {out}")
+    print("give each role only its own .key file (and ca.pem); keys are owner-readable only")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    _, _, protocol = _network_protocol(args)
+    credentials = network.load_credentials(args.certs, "server")
+
+    def ready(port: int) -> None:
+        print(f"listening on port {port} for {args.parties} parties", flush=True)
+
+    try:
+        run = network.serve(protocol, args.parties, credentials, address=args.listen,
+                            rng=args.seed, timeout=args.timeout, on_ready=ready)
+    except network.NetworkRunError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    est = run.estimate
+    summary = network.release_summary(est) | {
+        "protocol": est.protocol, "quantity": est.quantity, "privacy": str(est.privacy),
+        "parties": run.parties, "rounds": run.rounds, "seconds": run.seconds,
+        "bits_per_party": est.cost.bits_per_party, "total_bits": est.cost.total_bits}
+    text = json.dumps(summary, indent=2)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    print(est)
+    print(text)
+    return 0
+
+
+def cmd_party(args: argparse.Namespace) -> int:
+    spec, kernel, protocol = _network_protocol(args)
+    if not args.file:
+        raise SystemExit("error: a party needs its own data: --file FILE --columns ...")
+    _, records = _records(spec, kernel, args)
+    credentials = network.load_credentials(args.certs, args.identity)
+    try:
+        result = network.run_party(protocol, records, credentials, args.server,
+                                   rng=args.seed, timeout=args.timeout)
+    except network.NetworkRunError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print(json.dumps(result.release | {"identity": args.identity,
+                                       "rounds": result.rounds}, indent=2))
+    return 0
+
+
+def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
+    """Options that fix the protocol; server and parties must give the same ones."""
+    cmd.add_argument("--statistic", choices=list(STATISTICS), required=True,
+                     help="which statistic")
+    cmd.add_argument("--protocol", required=True, help="protocol name (`fedustat protocols`)")
+    cmd.add_argument("--epsilon", type=float, required=True, help="privacy budget epsilon > 0")
+    cmd.add_argument("--delta", type=float, default=0.0, help="privacy parameter delta")
+    cmd.add_argument("--param", action="append", metavar="KEY=VALUE",
+                     help="a protocol parameter (repeatable)")
+    cmd.add_argument("--column-bounds", action="append", metavar="COLUMN=LO,HI",
+                     help="public bounds of a continuous kernel column (repeatable)")
+    cmd.add_argument("--column-values", action="append", metavar="COLUMN=V1,V2,...",
+                     help="public list of the values of a discrete kernel column")
+    cmd.add_argument("--bounds", default=None, help="public bounds LO,HI of the values")
+    cmd.add_argument("--precision", default=None, help="fixed-point precision")
+    cmd.add_argument("--certs", required=True,
+                     help="directory with ca.pem and this role's certificate and key")
+    cmd.add_argument("--timeout", type=float, default=60.0,
+                     help="seconds a stage may go without progress before the run stops")
+    cmd.add_argument("--seed", type=int, default=None,
+                     help="simulation randomness with this seed (to compare with the "
+                          "simulator); default: deployment randomness")
+    cmd.set_defaults(data=None, file=None, columns=None)
+
+
+def _add_network_commands(sub: Any) -> None:
+    certs = sub.add_parser("certs", help="create a CA and certificates for a test deployment",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    certs.add_argument("--out", required=True, help="directory to write them to")
+    certs.add_argument("--parties", type=_positive_int, required=True,
+                       help="number of party certificates (party-0 ...)")
+    certs.add_argument("--host", default=None,
+                       help="comma-separated host names or addresses of the server "
+                            "(default: localhost,127.0.0.1)")
+    certs.set_defaults(func=cmd_certs)
+
+    srv = sub.add_parser("serve", help="run the aggregator of a networked run",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _add_protocol_options(srv)
+    srv.add_argument("--parties", type=_positive_int, required=True,
+                     help="number of party processes (certificates party-0 ...)")
+    srv.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT to listen on")
+    srv.add_argument("--output", default=None, help="also write the release (JSON) here")
+    srv.set_defaults(func=cmd_serve)
+
+    party = sub.add_parser("party", help="take part in a networked run with your own data",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _add_protocol_options(party)
+    party.add_argument("--server", required=True, help="HOST:PORT of the server")
+    party.add_argument("--identity", required=True,
+                       help="this party's certificate name, e.g. party-0")
+    party.add_argument("--file", required=True, help="this party's CSV or Parquet file")
+    party.add_argument("--columns", required=True,
+                       help="comma-separated column names in the kernel's order")
+    party.set_defaults(func=cmd_party)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:

@@ -1,1 +1,13 @@
-"""Networked runs: each role in its own process over mutually authenticated gRPC."""
+"""Networked runs: each role in its own process over mutually authenticated gRPC.
+
+See docs/network.md. gRPC is an optional dependency (``pip install 'fedustat[network]'``);
+it is imported when a server or party starts.
+"""
+
+from fedustat.runtime.network.certs import Credentials, create_deployment, load_credentials
+from fedustat.runtime.network.party import PartyResult, run_party
+from fedustat.runtime.network.server import ServerRun, serve
+from fedustat.runtime.network.service import NetworkRunError, release_summary
+
+__all__ = ["Credentials", "NetworkRunError", "PartyResult", "ServerRun", "create_deployment",
+           "load_credentials", "release_summary", "run_party", "serve"]

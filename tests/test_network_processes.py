@@ -21,9 +21,9 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from fedustat.protocols import registry  # noqa: E402
-from fedustat.runtime.simulate import simulate  # noqa: E402
-from fedustat.stats import auc_kernel  # noqa: E402
+from fedustat.protocols import registry
+from fedustat.runtime.simulate import simulate
+from fedustat.stats import auc_kernel
 
 FEDUSTAT = [sys.executable, "-m", "fedustat.cli"]
 SILOS = 3

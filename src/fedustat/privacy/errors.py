@@ -27,6 +27,7 @@ post-processing of the release.
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -318,7 +319,8 @@ class SumOfErrors(ErrorDistribution):
     def half_width(self, confidence_level: float = 0.95) -> float:
         level = _check_level(confidence_level)
         if not self.is_lattice:
-            return super().half_width(level)
+            # A numerical inversion: cached, since one law serves many points (an ECDF).
+            return _sum_half_width(self, level)
         # Union bound: split the miss probability in proportion to each part's variance.
         alpha = 1.0 - level
         total = self.variance
@@ -329,6 +331,11 @@ class SumOfErrors(ErrorDistribution):
 
     def __str__(self) -> str:
         return " + ".join(str(p) for p in self.parts)
+
+
+@functools.lru_cache(maxsize=256)
+def _sum_half_width(law: SumOfErrors, level: float) -> float:
+    return ErrorDistribution.half_width(law, level)
 
 
 def error_sum(parts: Sequence[ErrorDistribution]) -> ErrorDistribution:

@@ -17,6 +17,8 @@ post-processing of the release.
   they cover at least ``level``.
 * :class:`ScaledError`: ``c Z`` (a statistic that is a linear map of U, or the delta
   method's slope).
+* :class:`BoundedBias`: a law plus an unknown bias bounded by a public (or released)
+  quantity, e.g. the discarding bias of a pruned tree: the half-width grows by the bound.
 * :class:`SumOfErrors`: independent terms added (Laplace noise plus a design's sampling
   error, K clients' Laplace noises): its cdf by the Gil-Pelaez inversion of the product of
   the characteristic functions (Gil-Pelaez 1951: for a symmetric law with real
@@ -38,6 +40,7 @@ from scipy import integrate, optimize
 from scipy import stats as sps
 
 __all__ = [
+    "BoundedBias",
     "DiscreteLaplaceError",
     "ErrorDistribution",
     "LaplaceError",
@@ -333,6 +336,38 @@ class SumOfErrors(ErrorDistribution):
         return " + ".join(str(p) for p in self.parts)
 
 
+@dataclass(frozen=True)
+class BoundedBias(ErrorDistribution):
+    """``Z = Y + d`` with Y of law ``base`` and an unknown constant ``|d| <= bound``.
+
+    Conservative: ``P(|Z| <= a + bound) >= P(|Y| <= a)``, so the half-width is the base's
+    plus the bound, and :meth:`cdf` is the worst case over d (``F_Y(x - bound)`` for
+    ``x >= 0``, ``F_Y(x + bound)`` below 0). ``variance`` bounds ``E Z^2``.
+    """
+
+    base: ErrorDistribution
+    bound: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bound", _check_scale(self.bound, "bound"))
+
+    @property
+    def variance(self) -> float:
+        return self.base.variance + self.bound**2
+
+    def cdf(self, x: float) -> float:
+        return self.base.cdf(x - self.bound) if x >= 0 else self.base.cdf(x + self.bound)
+
+    def half_width(self, confidence_level: float = 0.95) -> float:
+        return self.base.half_width(confidence_level) + self.bound
+
+    def scaled(self, factor: float) -> ErrorDistribution:
+        return BoundedBias(self.base.scaled(factor), abs(factor) * self.bound)
+
+    def __str__(self) -> str:
+        return f"{self.base} + bias within ±{self.bound:.3g}"
+
+
 @functools.lru_cache(maxsize=256)
 def _sum_half_width(law: SumOfErrors, level: float) -> float:
     return ErrorDistribution.half_width(law, level)
@@ -342,10 +377,16 @@ def error_sum(parts: Sequence[ErrorDistribution]) -> ErrorDistribution:
     """The law of a sum of independent terms; zero-variance terms are dropped and a single
     remaining term is returned as it is."""
     flat: list[ErrorDistribution] = []
+    bias = 0.0
     for p in parts:
         if not isinstance(p, ErrorDistribution):
             raise TypeError(f"parts must be ErrorDistribution objects, got {type(p).__name__}")
+        if isinstance(p, BoundedBias):  # biases add up; the random parts are convolved
+            bias += p.bound
+            p = p.base
         flat.extend(p.parts if isinstance(p, SumOfErrors) else (p,))
+    if bias > 0.0:
+        return BoundedBias(error_sum(flat), bias)
     flat = [p for p in flat if p.variance > 0.0]
     if not flat:
         return NormalError(0.0)

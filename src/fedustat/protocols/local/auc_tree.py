@@ -80,7 +80,7 @@ from fedustat._validation import (
     check_positive_int,
 )
 from fedustat.privacy.accounting import per_step_budget_advanced
-from fedustat.privacy.errors import NormalError
+from fedustat.privacy.errors import BoundedBias, ErrorDistribution, NormalError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, local_only
 from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
 from fedustat.privacy.randomizers import HadamardResponse, LocalRandomizer
@@ -619,10 +619,16 @@ class LdpAucTree(Protocol):
         # the +-1 reports of the many parties assigned to its level (001 App. B.2), and
         # the AUC estimate is linear in them: normal by the CLT (Lyapunov; the reports
         # are bounded), no single report weighing more than O(1/n).
+        # Discarded nodes add a bias E^G that the variance leaves out; its bound
+        # (hierarchical.pruned_uauc) widens the interval (at n = 2000, eps = 0.5 the
+        # bias is -0.10 in AUC and the normal interval alone covers 91%).
         std_error = normal_std_error(rec.variance) / pairs
+        error: ErrorDistribution = NormalError(std_error)
+        if rec.discard_bias > 0:
+            error = BoundedBias(error, rec.discard_bias / pairs)
         estimate = Estimate(
             value=rec.uauc / pairs, quantity=self.kernel.name, protocol=self.name,
-            privacy=self.guarantee, std_error=std_error, error=NormalError(std_error),
+            privacy=self.guarantee, std_error=std_error, error=error,
             cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
         return state, estimate
 

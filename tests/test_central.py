@@ -563,3 +563,23 @@ def test_audit_output_density_ratio_is_at_most_e_to_the_epsilon(name: str) -> No
         assert np.max(np.abs(log_ratio)) <= eps * (1 + 1e-9)
         worst = max(worst, float(np.max(np.abs(log_ratio))))
     assert worst > 0.0
+
+
+# ------------------------------------------------------------------- error law (issue 12)
+
+
+def test_central_release_carries_the_exact_laplace_law() -> None:
+    from fedustat.privacy.errors import LaplaceError, ScaledError
+    from fedustat.privacy.guarantee import Trust
+
+    x = np.random.default_rng(5).beta(2.0, 5.0, size=100)
+    est = simulate(CentralLaplace(gini_kernel((0.0, 1.0)), 1.0), x, rng=0)
+    assert isinstance(est.error, ScaledError) and isinstance(est.error.base, LaplaceError)
+    # Gini of values in [0, 1]: Delta U = 2/n, b = 2 / (n eps); P(|Lap(b)| <= a) = 1 - e^(-a/b).
+    b = 2.0 / (100 * 1.0)
+    low, high = est.confidence_interval(0.95)
+    assert (high - low) / 2 == pytest.approx(b * math.log(20.0) * est.error.factor, rel=1e-12)
+    assert est.std_error == pytest.approx(est.error.std, rel=1e-12)
+    assert [a.kind for a in est.privacy.assumptions] == [Trust.CURATOR]
+    exact = simulate(CentralLaplace(gini_kernel((0.0, 1.0)), math.inf), x, rng=0)
+    assert exact.confidence_interval(0.95) == (exact.value, exact.value)

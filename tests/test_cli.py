@@ -138,7 +138,7 @@ def test_json_has_the_documented_keys_and_values(capsys: pytest.CaptureFixture[s
         assert set(row) == JSON_KEYS
         assert row["exact"] == pytest.approx(exact_values[row["statistic"]], rel=TOL)
         assert row["error"] == pytest.approx(row["estimate"] - row["exact"], rel=TOL, abs=TOL)
-        half = 1.959963984540054 * row["std_error"]
+        half = row["std_error"] / math.sqrt(2.0) * math.log(20.0)  # Laplace: b ln(1/0.05)
         assert row["ci95_low"] == pytest.approx(row["estimate"] - half, rel=1e-9)
         assert row["ci95_high"] == pytest.approx(row["estimate"] + half, rel=1e-9)
         assert row["protocol"] == "central-laplace"

@@ -222,3 +222,42 @@ def test_hl_bad_inputs(kwargs, match):
     args = {"y_true": [0, 1, 1], "y_prob": [0.1, 0.7, 0.5], "epsilon": 1.0, "rng": 0} | kwargs
     with pytest.raises(ValueError, match=match):
         dp_hosmer_lemeshow(args.pop("y_true"), args.pop("y_prob"), **args)
+
+
+# ------------------------------------------------------------------- error laws (issue 12)
+
+
+def test_roc_rate_bands_cover_the_exact_rates():
+    """Per point, the band of the raw TPR covers the exact TPR in at least 95% of runs
+    (a union bound over two points: conservative). Checked at one interior threshold."""
+    from coverage_check import Coverage, assert_covers
+    from fedustat.privacy.guarantee import Trust
+
+    data = classifier_scores(160, 240, 0.8, rng=3)
+    y, s = data.columns["label"], data.columns["score"]
+    tau = absolute_grid(-5.0, 7.0, 0.25)  # public bounds of the scores
+    exact_fpr, exact_tpr, _ = roc_curve_on_grid(y, s, tau)
+    runs, tpr_ok, fpr_ok, point = 400, 0, 0, 22  # a threshold near the middle
+    for seed in range(runs):
+        curve = dp_roc_curve(y, s, epsilon=2.0, thresholds=tau, smooth=False, rng=seed)
+        t_low, t_high = curve.tpr_band()
+        f_low, f_high = curve.fpr_band()
+        tpr_ok += int(t_low[point] <= exact_tpr[point] <= t_high[point])
+        fpr_ok += int(f_low[point] <= exact_fpr[point] <= f_high[point])
+    assert_covers(Coverage(tpr_ok, runs, 0.95))
+    assert_covers(Coverage(fpr_ok, runs, 0.95))
+    assert [a.kind for a in curve.privacy.assumptions] == [Trust.CURATOR]
+    with pytest.raises(ValueError, match="confidence_level must be in"):
+        curve.tpr_band(1.0)
+
+
+def test_hosmer_lemeshow_cells_carry_their_laplace_law():
+    from fedustat.privacy.errors import LaplaceError
+
+    data = classifier_scores(120, 180, 0.8, rng=4)
+    y, s = data.columns["label"], data.columns["score"]
+    prob = 1.0 / (1.0 + np.exp(-s))
+    hl = dp_hosmer_lemeshow(y, prob, epsilon=2.0, rng=0)
+    assert hl.cell_error == LaplaceError(1.0 / hl.epsilon_prime)
+    exact = dp_hosmer_lemeshow(y, prob, epsilon=math.inf)
+    assert exact.cell_error.variance == 0.0

@@ -376,3 +376,90 @@ def test_deployment_noise_path():
     curve = dp_ecdf(np.arange(20.0), np.arange(0.0, 20.0, 2.5), epsilon=1.0,
                     noise=DeploymentNoise())
     assert curve.noise_kind == "deployment" and np.all(np.isfinite(curve.values))
+
+
+# ------------------------------------------------------------------- error law (issue 12)
+
+
+def test_point_error_law_is_the_exact_laplace_sum_over_levels():
+    from fedustat.privacy.errors import SumOfErrors
+    from fedustat.privacy.guarantee import Trust
+
+    rng = np.random.default_rng(7)
+    x = rng.beta(2.0, 5.0, size=300)
+    tau = np.linspace(1 / 50, 1.0, 50)
+    curve = dp_ecdf(x, tau, epsilon=1.0, rng=0)
+    law = curve.error
+    assert isinstance(law, SumOfErrors) and len(law.parts) == curve.tree.n_levels
+    assert law.variance == pytest.approx(curve.variance, rel=1e-12)
+    assert [a.kind for a in curve.privacy.assumptions] == [Trust.CURATOR]
+    # Its quantile against 200,000 simulated sums of L + 1 Laplace(b / n) draws: the
+    # share inside +-half is binomial, so 5 of its standard deviations bound the gap.
+    draws = rng.laplace(0.0, curve.scale / curve.n, (200_000, curve.tree.n_levels)).sum(1)
+    half = law.half_width(0.95)
+    assert np.mean(np.abs(draws) <= half) == pytest.approx(0.95, abs=5 * math.sqrt(
+        0.95 * 0.05 / draws.size))
+    low, high = curve.confidence_band(0.95)
+    np.testing.assert_allclose(high - curve.values, half)
+    np.testing.assert_allclose(curve.values - low, half)
+    wide_low, _ = curve.confidence_band(0.95, simultaneous=True)
+    # The simultaneous band is the pointwise one at level 1 - 0.05 / N.
+    assert curve.values[0] - wide_low[0] == pytest.approx(law.half_width(1 - 0.05 / 50))
+    exact = dp_ecdf(x, tau, epsilon=math.inf)
+    assert exact.confidence_band()[0] == pytest.approx(exact.values)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, "0.9", True])
+def test_confidence_band_refuses_bad_levels(bad):
+    curve = dp_ecdf([0.1, 0.2], [0.5, 1.0], epsilon=1.0, rng=0)
+    with pytest.raises(ValueError, match="confidence_level must be a number in"):
+        curve.confidence_band(bad)
+
+
+def test_simultaneous_band_and_quantile_interval_cover():
+    """All N points at once, and the median, over 400 runs: both are conservative
+    (union bound), so they must cover at least 95% up to the binomial tolerance."""
+    from coverage_check import Coverage, assert_covers
+    from fedustat.protocols.ecdf.quantiles import quantile_interval
+
+    rng = np.random.default_rng(8)
+    x = rng.beta(2.0, 5.0, size=400)
+    tau = np.linspace(1 / 40, 1.0, 40)
+    exact = ecdf_counts(x, tau) / x.size
+    median = np.sort(x)[199]
+    runs, band_ok, median_ok = 400, 0, 0
+    for seed in range(runs):
+        curve = dp_ecdf(x, tau, epsilon=2.0, rng=seed)
+        low, high = curve.confidence_band(0.95, simultaneous=True)
+        band_ok += int(np.all((low <= exact) & (exact <= high)))
+        q_low, q_high = quantile_interval(curve, 0.5)
+        median_ok += int(q_low < median <= q_high)
+    assert_covers(Coverage(band_ok, runs, 0.95))
+    assert_covers(Coverage(median_ok, runs, 0.95))
+
+
+def test_quantile_interval_bad_input():
+    from fedustat.protocols.ecdf.quantiles import quantile_interval
+
+    curve = dp_ecdf([0.1, 0.2, 0.7], [0.25, 0.5, 0.75, 1.0], epsilon=1.0, rng=0)
+    with pytest.raises(ValueError, match=r"q must be in \(0, 1\]"):
+        quantile_interval(curve, 0.0)
+    with pytest.raises(ValueError, match="lower must be below the first threshold"):
+        quantile_interval(curve, 0.5, lower=0.3)
+    with pytest.raises(TypeError, match="curve must be a PrivateECDF"):
+        quantile_interval(curve.values, 0.5)
+    low, high = quantile_interval(curve, [0.5, 1.0])
+    assert low.shape == high.shape == (2,)
+    assert np.all(low < high)
+
+
+def test_continual_sums_error_law():
+    from fedustat.privacy.errors import NormalError, SumOfErrors
+
+    stream = np.random.default_rng(9).integers(0, 2, 64)
+    laplace = dp_prefix_sums(stream, epsilon=1.0, rng=0)
+    assert isinstance(laplace.error, SumOfErrors)
+    assert laplace.error.variance == pytest.approx(laplace.variance)
+    gauss = dp_prefix_sums(stream, rho=0.5, delta=1e-6, rng=0)
+    assert isinstance(gauss.error, NormalError)
+    assert gauss.error.variance == pytest.approx(gauss.variance)

@@ -128,3 +128,56 @@ def test_estimate_interval_uses_its_error_law() -> None:
     assert exact.noise == "none" and "no noise" in str(exact)
     with pytest.raises(ValueError, match="noise must be one of"):
         Estimate(0.5, "auc", "x", guarantee, noise="secure")
+
+
+# ------------------------------------------------------- bias bounds, CLT rule, the series
+
+
+def test_bounded_bias_widens_by_its_bound_and_covers_the_worst_case() -> None:
+    from fedustat.privacy.errors import BoundedBias
+
+    law = BoundedBias(NormalError(1.0), 0.5)
+    assert law.half_width(0.95) == pytest.approx(stats.norm.ppf(0.975) + 0.5)
+    assert law.variance == pytest.approx(1.25)
+    # The worst bias, +0.5: the interval still covers 95% (and more for any smaller bias).
+    z = np.random.default_rng(4).normal(0.0, 1.0, R) + 0.5
+    assert np.mean(np.abs(z) <= law.half_width(0.95)) >= 0.95 - TOL
+    assert law.cdf(1.0) == pytest.approx(stats.norm.cdf(0.5))
+    assert law.scaled(-2.0).half_width(0.9) == pytest.approx(2.0 * law.half_width(0.9))
+    combined = error_sum([law, LaplaceError(1.0)])
+    assert isinstance(combined, BoundedBias) and combined.bound == 0.5
+    assert combined.half_width(0.95) == pytest.approx(
+        error_sum([NormalError(1.0), LaplaceError(1.0)]).half_width(0.95) + 0.5)
+    with pytest.raises(ValueError, match="bound must be a finite number >= 0"):
+        BoundedBias(NormalError(1.0), -1.0)
+
+
+def test_noise_sum_is_normal_only_without_a_dominant_term() -> None:
+    from fedustat.privacy.errors import laplace_sum, noise_sum
+
+    # Ten equal Laplace terms: each carries 10% of the variance (excess kurtosis 0.3).
+    assert isinstance(laplace_sum([1.0] * 10), NormalError)
+    assert laplace_sum([1.0] * 10).variance == pytest.approx(20.0)
+    dominated = laplace_sum([5.0] + [1.0] * 10)
+    assert isinstance(dominated, SumOfErrors)
+    assert isinstance(noise_sum([LaplaceError(1.0), NormalError(0.1)]), SumOfErrors)
+    assert noise_sum([NormalError(0.0)]).variance == 0.0
+    assert laplace_sum([0.0, 0.0]).variance == 0.0
+    with pytest.raises(ValueError, match="scales must be finite"):
+        laplace_sum([1.0, math.inf])
+
+
+def test_series_cdf_matches_adaptive_quadrature() -> None:
+    from scipy import integrate
+
+    law = error_sum([LaplaceError(3.0), LaplaceError(0.5), NormalError(0.2)])
+    assert isinstance(law, SumOfErrors)
+
+    def gil_pelaez(x: float) -> float:
+        value, _ = integrate.quad(lambda w: math.sin(w * x) * float(
+            law.characteristic(np.array(w))) / w, 0.0, np.inf, limit=2000)
+        return 0.5 + value / math.pi
+
+    for x in (0.1, 1.0, 4.0, 15.0):
+        assert law.cdf(x) == pytest.approx(gil_pelaez(x), abs=1e-6)
+        assert law.cdf(-x) == pytest.approx(1.0 - law.cdf(x), abs=1e-12)

@@ -659,3 +659,54 @@ def test_bad_inputs(call, exc, match):
     s, y = binormal(8, 12, seed=14)
     with pytest.raises(exc, match=match):
         call(s, y)
+
+
+# ------------------------------------------------------------------- error laws (issue 12)
+
+
+def _binormal(n: int, seed: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.4).astype(np.float64)
+    return np.column_stack([rng.normal(size=n) + y, y])
+
+
+def test_gaussian_with_one_client_per_sample_no_longer_returns_nan() -> None:
+    # n = 400, one client per sample, eps = 1: seed 4 drew a noisy positive count of -51,
+    # which used to give NaN. It is now projected onto [1, M - 1] with a warning, and the
+    # (very wide) interval still holds the exact AUC.
+    data = _binormal(400)
+    proto = registry.make("fedauc-gaussian", auc_kernel(), epsilon=1.0, delta=1e-5)
+    with pytest.warns(RuntimeWarning, match=r"noisy positive count -51.* projected to 1"):
+        est = simulate(proto, data, rng=4)
+    assert est.diagnostics["projected_pos"] == 1.0
+    assert math.isfinite(est.value) and math.isfinite(est.std_error)
+    low, high = est.confidence_interval(0.95)
+    assert low <= roc_auc_score(data[:, 1], data[:, 0]) <= high
+
+
+def test_laplace_error_law_is_the_sum_of_the_clients_noises() -> None:
+    from fedustat.privacy.errors import NormalError, SumOfErrors
+
+    data = _binormal(200)
+    few = simulate(registry.make("fedauc-laplace-global", auc_kernel(), epsilon=1.0,
+                                 n_clients=3), data, rng=0)
+    # Three clients, two Laplace noises each: a few dominant terms, kept exact.
+    assert isinstance(few.error, SumOfErrors) and len(few.error.parts) == 6
+    assert few.error.std == pytest.approx(few.std_error, rel=1e-9)
+    many = simulate(registry.make("fedauc-laplace-global", auc_kernel(), epsilon=1.0),
+                    data, rng=0)
+    # 200 comparable client noises: normal (CLT).
+    assert isinstance(many.error, NormalError)
+    assert many.error.std == pytest.approx(many.std_error, rel=1e-9)
+    rr = simulate(registry.make("fedauc-rr", auc_kernel(), epsilon=2.0), data, rng=0)
+    assert isinstance(rr.error, NormalError) and rr.error.std == rr.std_error
+
+
+def test_fedauc_states_its_trust_assumptions() -> None:
+    from fedustat.privacy.guarantee import Trust
+
+    local = registry.make("fedauc-laplace-local", auc_kernel(), epsilon=1.0).guarantee
+    assert [a.kind for a in local.assumptions] == [Trust.LOCAL]
+    glob = registry.make("fedauc-laplace-global", auc_kernel(), epsilon=1.0).guarantee
+    assert [a.kind for a in glob.assumptions] == [Trust.LOCAL, Trust.SEMI_HONEST]
+    assert "true ranks" in str(glob)

@@ -374,3 +374,23 @@ def test_refused_kernels_and_data() -> None:
     with pytest.raises(ValueError, match="outside"):
         fedustat.estimate(GINI, np.array([0.1, 0.5, 1.5]), protocol="ghazi-shuffle",
                           epsilon=1.0, k=4, rng=0)
+
+
+# ------------------------------------------------------------------- error law (issue 12)
+
+
+def test_error_law_and_trust_assumptions() -> None:
+    from fedustat.privacy.guarantee import Trust
+    from fedustat.stats import gini_kernel
+
+    domain = [i / 10 for i in range(11)]
+    x = np.random.default_rng(3).choice(domain, size=200)
+    est = simulate(registry.make("ghazi-shuffle", gini_kernel((0.0, 1.0)), epsilon=1.0,
+                                 domain=domain), x, rng=0)
+    # The law's variance is the released variance formula (the weights are rescaled to
+    # its ||s||^2), so the two agree.
+    assert est.error is not None
+    assert est.error.std == pytest.approx(est.std_error, rel=1e-9)
+    kinds = [a.kind for a in est.privacy.assumptions]
+    assert kinds == [Trust.SHUFFLER, Trust.HONEST_NOISE]
+    assert "at least 200 of the 200" in str(est.privacy)

@@ -477,3 +477,43 @@ def test_public_score_bounds_bin_real_scores_into_d_cells() -> None:
     with pytest.raises(ValueError, match="score only"):
         fedustat.estimate(kernel, kernel.pack(scores, labels), epsilon=2.0,
                           protocol="ldp-tree", bounds={"label": (0, 1)}, rng=5)
+
+
+# ------------------------------------------------------------------- error law (issue 12)
+
+
+def test_discarding_bias_bound_is_added_to_the_interval() -> None:
+    from fedustat.privacy.errors import BoundedBias
+    from fedustat.privacy.guarantee import Trust
+
+    rng = np.random.default_rng(3)
+    n, d = 2000, 64
+    y = (rng.random(n) < 0.5).astype(np.float64)
+    scores = np.clip(np.round(8.0 * rng.normal(size=n) + 8.0 * y + d / 2), 0, d - 1)
+    est = simulate(registry.make("ldp-tree", KERNEL, epsilon=0.5, d=d),
+                   np.column_stack([scores, y]), rng=0)
+    assert sum(est.diagnostics["discarded_per_level"]) > 0
+    assert isinstance(est.error, BoundedBias) and est.error.bound > 0
+    # The bound: half of tau per discarded node at most, in AUC units.
+    pairs = est.diagnostics["n_pos"] * est.diagnostics["n_neg"]
+    assert est.error.bound <= 0.5 * est.diagnostics["tau"] * sum(
+        est.diagnostics["discarded_per_level"]) / pairs
+    assert est.error.base.std == pytest.approx(est.std_error)
+    assert [a.kind for a in est.privacy.assumptions] == [Trust.LOCAL]
+
+
+def test_pruned_uauc_without_noise_has_no_discarding_bias() -> None:
+    rng = np.random.default_rng(5)
+    pos, neg = rng.integers(0, 16, 30), rng.integers(0, 16, 40)
+    exact = pruned_uauc(HierarchicalHistogram(pos, 16).count,
+                        HierarchicalHistogram(neg, 16).count, alpha=4, n_pos=30, n_neg=40,
+                        v_pos=0.0, v_neg=0.0, a=2.0)
+    assert exact.discard_bias == 0.0 and sum(exact.discarded) == 0
+    # With (pretend) noise variances large enough to discard at the root, the bound is
+    # half the floored product of the root counts, the public class sizes.
+    pruned = pruned_uauc(HierarchicalHistogram(pos, 16).count,
+                         HierarchicalHistogram(neg, 16).count, alpha=4, n_pos=30, n_neg=40,
+                         v_pos=1e4, v_neg=1e4, a=2.0)
+    assert pruned.discarded[0] == 1
+    assert pruned.discard_bias == pytest.approx(0.5 * max(30, pruned.floor_pos)
+                                                * max(40, pruned.floor_neg))

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from fedustat._validation import check_epsilon
-from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.errors import ErrorDistribution, LaplaceError, NormalError
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.mechanisms import LaplaceMechanism
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
 from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
@@ -88,7 +89,7 @@ class CentralLaplace(Protocol):
         if math.isinf(self.epsilon):
             return PrivacyGuarantee.none()
         return PrivacyGuarantee(self.epsilon, 0.0, PrivacyModel.CENTRAL,
-                                self.kernel.adjacency)
+                                self.kernel.adjacency, assumptions=(trusted_curator(),))
 
     def u_sensitivity(self, data: np.ndarray) -> float:
         """Delta U = delta_G^max * Delta f / |E| (002 App. C.2.3).
@@ -132,6 +133,7 @@ class CentralLaplace(Protocol):
             u = incomplete_ustatistic(self.kernel, data, self.design.tuples)
             operations = self.design.size
         diagnostics: dict[str, Any] = {}
+        laplace_scale = 0.0
         if math.isinf(self.epsilon):
             noisy_u, std_u = u, 0.0
         else:
@@ -140,6 +142,7 @@ class CentralLaplace(Protocol):
             source = self.noise if self.noise is not None else SimulationNoise(rng)
             noisy_u = float(mechanism.release(u, source))
             std_u = mechanism.std
+            laplace_scale = mechanism.scale
             diagnostics = {"u_statistic_noise_scale": mechanism.scale,
                            "u_sensitivity": mechanism.sensitivity,
                            "noise_source": source.kind}
@@ -147,10 +150,18 @@ class CentralLaplace(Protocol):
         # n and the public columns.
         public = data if math.isinf(self.epsilon) else self.kernel.public_view(data)
         value = self.kernel.statistic(noisy_u, public)
-        std_error = std_u * self.kernel.statistic_slope(noisy_u, public)
+        slope = self.kernel.statistic_slope(noisy_u, public)
+        std_error = std_u * slope
+        # The noisy U is U + Lap(b) exactly (Dwork et al. 2006), so its interval uses the
+        # Laplace quantile b ln(1/(1 - level)), not 1.96 sd (which covers 93.7%). A
+        # statistic that is a linear map of U (AUC, Gini, tau-a) carries the law scaled
+        # by the slope exactly; a nonlinear one (Renyi-2) by the delta method.
+        error: ErrorDistribution = (LaplaceError(laplace_scale).scaled(slope)
+                                    if laplace_scale > 0 and math.isfinite(slope)
+                                    else NormalError(0.0))
         estimate = Estimate(
             value=float(value), quantity=self.kernel.name, protocol=self.name,
-            privacy=self.guarantee, std_error=std_error,
+            privacy=self.guarantee, std_error=std_error, error=error,
             cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
         return state, estimate
 

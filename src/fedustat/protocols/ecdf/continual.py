@@ -22,7 +22,8 @@ from fedustat._validation import (
     check_delta,
     check_epsilon,
 )
-from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.errors import ErrorDistribution, LaplaceError, NormalError, error_sum
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols.ecdf.tree_noise import Distribution, apply_tree_noise, draw_tree_noise
 from fedustat.stats.ecdf import (
@@ -69,6 +70,14 @@ class PrivatePrefixSums:
         """Noise variance of each released sum: ``L + 1`` node variances."""
         node = 2.0 * self.scale**2 if self.distribution == "laplace" else self.scale**2
         return self.tree.n_levels * node
+
+    @property
+    def error(self) -> ErrorDistribution:
+        """Law of each released sum minus the exact one: ``L + 1`` independent node
+        noises (003 Thm 3), an exact Laplace sum or a normal law."""
+        if self.distribution == "gaussian":
+            return NormalError(math.sqrt(self.tree.n_levels) * self.scale)
+        return error_sum([LaplaceError(self.scale)] * self.tree.n_levels)
 
 
 def dp_prefix_sums(stream: Any, *, epsilon: float | None = None, rho: float | None = None,
@@ -118,7 +127,8 @@ def dp_prefix_sums(stream: Any, *, epsilon: float | None = None, rho: float | No
             raise ValueError("delta applies to the Gaussian (rho) variant only")
         eps = check_epsilon(epsilon)
         draw = draw_tree_noise(x.size, k * width / eps, noise=source)
-        guarantee = PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, adjacency)
+        guarantee = PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, adjacency,
+                                     assumptions=(trusted_curator(),))
         rho_value = None
     else:
         rho_value = check_epsilon(rho, "rho")
@@ -132,6 +142,7 @@ def dp_prefix_sums(stream: Any, *, epsilon: float | None = None, rho: float | No
         draw = draw_tree_noise(x.size, sigma, distribution="gaussian", noise=source)
         eps_conv = rho_value + 2.0 * math.sqrt(rho_value * math.log(1.0 / delta))
         guarantee = PrivacyGuarantee(eps_conv, delta, PrivacyModel.CENTRAL,
-                                     f"{adjacency}; {rho_value:g}-zCDP")
+                                     f"{adjacency}; {rho_value:g}-zCDP",
+                                     assumptions=(trusted_curator(),))
     values = apply_tree_noise(np.cumsum(x), draw)
     return PrivatePrefixSums(values, tree, draw.distribution, draw.scale, rho_value, guarantee)

@@ -23,7 +23,8 @@ from fedustat._validation import (
     check_epsilon,
     check_positive_int,
 )
-from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.errors import ErrorDistribution, LaplaceError, NormalError
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols.base import Estimate
 from fedustat.protocols.ecdf.quantiles import dp_quantile
@@ -150,6 +151,18 @@ class DPHosmerLemeshow:
     privacy: PrivacyGuarantee
     diagnostics: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def cell_error(self) -> ErrorDistribution:
+        """Law of each released ``O_{s,q}`` or ``E_{s,q}`` minus its exact value on the
+        released cuts: ``Lap(1 / eps')`` exactly (003 Alg. 2), zero for an exact table.
+
+        The statistic H itself is a nonlinear function of the 4Q noisy cells (with the
+        floors of Alg. 2); it is released without an interval.
+        """
+        if not self.privacy.is_pure:
+            return NormalError(0.0)
+        return LaplaceError(1.0 / self.epsilon_prime)
+
 
 def dp_hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, Q: int = 10,
                        gamma: float = 2.0**-10, rng: RandomLike = None,
@@ -218,7 +231,8 @@ def dp_hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, Q: int = 10,
                            floored_expected=int(np.count_nonzero(expected < noise_scale)),
                            noise_source=source.kind)
         h = float(np.sum((obs_c - np.maximum(expected, 0.0)) ** 2 / exp_c))
-        guarantee = PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, HL_ADJACENCY)
+        guarantee = PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, HL_ADJACENCY,
+                                     assumptions=(trusted_curator(),))
     df = n_groups - 2
     estimate = Estimate(value=h, quantity="hosmer_lemeshow", protocol="dp-ecdf-hl",
                         privacy=guarantee, diagnostics=diagnostics)

@@ -19,6 +19,7 @@ from fedustat.protocols.ecdf.smoothing import SmoothedECDF
 __all__ = [
     "Quantiles",
     "dp_quantile",
+    "quantile_interval",
 ]
 
 
@@ -110,3 +111,57 @@ def dp_quantile(curve: PrivateECDF | SmoothedECDF, q: Any, *, nu: float | None =
 
     return Quantiles(out(levels), out((a + b) / 2.0), out(a), out(b), out(bracketed),
                      evaluations, curve.privacy)
+
+
+def quantile_interval(curve: PrivateECDF, q: Any, confidence_level: float = 0.95, *,
+                      lower: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` with the exact q-quantile of the data in ``(low, high]``.
+
+    The quantile ``x_q = min{x : F(x) >= q}`` satisfies ``x_q > t`` wherever
+    ``F(t) < q`` and ``x_q <= t`` wherever ``F(t) >= q``. Inside a band
+    ``|F_hat - F| <= a`` holding at every grid point at once, ``F_hat(t) + a < q`` implies
+    the first and ``F_hat(t) - a >= q`` the second, so ``low`` is the largest grid point
+    with ``F_hat + a < q`` (else ``lower``, where F = 0) and ``high`` the smallest with
+    ``F_hat - a >= q`` (else +inf). The band is :meth:`PrivateECDF.confidence_band` with
+    ``simultaneous=True`` (union bound over the N points): the interval covers with
+    probability at least ``confidence_level``, conservatively. Post-processing of the
+    curve only.
+
+    Parameters
+    ----------
+    curve:
+        The raw private ECDF (a smoothed curve has no simple error law).
+    q:
+        Level(s) in (0, 1].
+    confidence_level:
+        In (0, 1).
+    lower:
+        A public point below the grid where the CDF is 0; defaults to one grid step below
+        the first threshold, as in :func:`dp_quantile`.
+    """
+    if not isinstance(curve, PrivateECDF):
+        raise TypeError(f"curve must be a PrivateECDF (the raw private curve), got "
+                        f"{type(curve).__name__}")
+    tau = np.asarray(curve.thresholds, dtype=np.float64)
+    levels = as_float_array(q, "q", ndim=(0, 1))
+    scalar = levels.ndim == 0
+    levels = np.atleast_1d(levels)
+    if levels.min() <= 0.0 or levels.max() > 1.0:
+        raise ValueError("q must be in (0, 1]: the inverse ECDF is defined for levels "
+                         "above 0 and up to 1")
+    step = tau[1] - tau[0] if tau.size > 1 else 1.0
+    start = tau[0] - step if lower is None else float(lower)
+    if not start < tau[0]:
+        raise ValueError(f"lower must be below the first threshold {tau[0]:g}, got {lower!r}")
+    band_low, band_high = curve.confidence_band(confidence_level, simultaneous=True)
+    below = band_high[None, :] < levels[:, None]  # F(t) < q for sure
+    above = band_low[None, :] >= levels[:, None]  # F(t) >= q for sure
+    idx = np.arange(tau.size)
+    last_below = np.where(below, idx, -1).max(axis=1)
+    first_above = np.where(above, idx, tau.size).min(axis=1)
+    low = np.where(last_below >= 0, tau[np.maximum(last_below, 0)], start)
+    high = np.where(first_above < tau.size, tau[np.minimum(first_above, tau.size - 1)],
+                    np.inf)
+    if scalar:
+        return low[0], high[0]
+    return low, high

@@ -19,7 +19,7 @@ from fedustat._validation import (
     check_consistent_length,
     check_epsilon,
 )
-from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols.base import Estimate
 from fedustat.protocols.ecdf.release import PrivateECDF
@@ -187,12 +187,44 @@ class DPROCCurve:
     auc: Estimate
     privacy: PrivacyGuarantee
 
+    def tpr_band(self, confidence_level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Pointwise ``(lower, upper)`` for the exact TPR at each point of ``raw_tpr``."""
+        return _rate_band(self.positives, confidence_level)
+
+    def fpr_band(self, confidence_level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Pointwise ``(lower, upper)`` for the exact FPR at each point of ``raw_fpr``."""
+        return _rate_band(self.negatives, confidence_level)
+
     def l1_distance(self, y_true: Any, y_score: Any) -> float:
         """003 Sec. 6.5: L1 distance to the exact ROC curve on the same thresholds.
 
         An evaluation for whoever holds the data (the exact curve is not private)."""
         fpr, tpr, _ = roc_curve_on_grid(y_true, y_score, self.positives.thresholds)
         return roc_l1_distance(self.fpr, self.tpr, fpr, tpr)
+
+
+def _rate_band(curve: PrivateECDF, confidence_level: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Pointwise interval for ``1 - F(t) / F(tau_N)`` (a TPR or FPR, :func:`_roc_from_ecdfs`).
+
+    With ``|F_hat(t) - F(t)| <= a`` and ``|F_hat(tau_N) - F(tau_N)| <= a``, each failing
+    with probability at most ``(1 - level) / 2`` under the exact per-point law
+    (:attr:`PrivateECDF.error`; union bound over the two points), the ratio lies in
+    ``[(F_hat(t) - a) / (F_hat(tau_N) + a), (F_hat(t) + a) / (F_hat(tau_N) - a)]``, and in
+    [0, 1] since ``0 <= F(t) <= F(tau_N)``. Listed like ``raw_tpr``: from the highest
+    threshold down, then the exact end point (1, 1).
+    """
+    alpha = 1.0 - confidence_level
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    a = curve.error.half_width(1.0 - alpha / 2.0) if curve.scale > 0 else 0.0
+    f = curve.values[::-1]
+    top = float(curve.values[-1])
+    ratio_low = np.clip((f - a) / (top + a), 0.0, 1.0) if top + a > 0 else np.zeros_like(f)
+    ratio_high = (np.clip((f + a) / (top - a), 0.0, 1.0) if top - a > 0
+                  else np.ones_like(f))
+    return (np.concatenate([1.0 - ratio_high, [1.0]]),
+            np.concatenate([1.0 - ratio_low, [1.0]]))
 
 
 def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
@@ -246,7 +278,9 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
         noisy = noisy_counts(counts, tau.size, scale, source, None)
         curves.append(PrivateECDF(tau, noisy / n, n, tree, scale, "laplace",
                                   PrivacyGuarantee(half, 0.0, PrivacyModel.CENTRAL,
-                                                   ROC_ADJACENCY), source.kind))
+                                                   ROC_ADJACENCY,
+                                                   assumptions=(trusted_curator(),)),
+                                  source.kind))
     positives, negatives = curves
     raw_fpr, raw_tpr, thr = _roc_from_ecdfs(positives.values, negatives.values, n, tau)
     if smooth_p is None or math.isinf(eps):
@@ -256,7 +290,8 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
         sm_neg = smooth_curve(negatives, p=smooth_p).values
         fpr, tpr, _ = _roc_from_ecdfs(sm_pos, sm_neg, n, tau)
     guarantee = (PrivacyGuarantee.none() if math.isinf(eps)
-                 else PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, ROC_ADJACENCY))
+                 else PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, ROC_ADJACENCY,
+                                       assumptions=(trusted_curator(),)))
     # The area in threshold order; for a self-crossing raw curve it is a signed area.
     area = float(np.trapezoid(tpr, fpr))
     auc = Estimate(value=area, quantity="auc", protocol="dp-ecdf-roc", privacy=guarantee,

@@ -59,7 +59,14 @@ from fedustat.datasets.partitions import (
     check_client_assignment,
     partition_clients,
 )
-from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.errors import ErrorDistribution, NormalError, laplace_sum
+from fedustat.privacy.guarantee import (
+    Assumption,
+    PrivacyGuarantee,
+    PrivacyModel,
+    Trust,
+    semi_honest,
+)
 from fedustat.privacy.mechanisms import GaussianMechanism
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
 from fedustat.privacy.randomizers import BinaryRandomizedResponse
@@ -253,6 +260,8 @@ class ServerState:
     spread: np.ndarray | None = None
     noise_moments: tuple[float, float, float] | None = None
     beta: np.ndarray | None = None
+    noise_scales: np.ndarray | None = None  # (2, K): each client's scales of (X_0, X_1)
+    lam: np.ndarray | None = None
 
 
 def _segment_summaries(ranks: np.ndarray, starts: np.ndarray,
@@ -327,7 +336,8 @@ class FedAUC(Protocol):
     released_fields = (*Protocol.released_fields, "diagnostics.global_sum",
                        "diagnostics.noisy_pos", "diagnostics.noisy_neg", "diagnostics.noisy_auc",
                        "diagnostics.estimated_pos", "diagnostics.base_rate", "diagnostics.alpha",
-                       "diagnostics.beta", "diagnostics.std_error_exact_counts")
+                       "diagnostics.beta", "diagnostics.std_error_exact_counts",
+                       "diagnostics.projected_pos")
     # The simulated split of the samples into clients is public; the noise each client
     # adds (and the adaptive budget split) follows from it.
     public_coin_fields = ("diagnostics.sum_noise_var", "diagnostics.pos_noise_var",
@@ -363,7 +373,15 @@ class FedAUC(Protocol):
         if not self.private:
             return PrivacyGuarantee.none()
         return PrivacyGuarantee(self.epsilon, self._delta_used, PrivacyModel.LABEL,
-                                LABEL_ADJACENCY)
+                                LABEL_ADJACENCY, assumptions=self._assumptions())
+
+    def _assumptions(self) -> tuple[Assumption, ...]:
+        # Each client perturbs its own labels' statistics (004 Sec. 3): no one is trusted
+        # with the labels; the scores and ranks are public to the server by the model.
+        return (Assumption(Trust.LOCAL, "each client perturbs its own labels' statistics; "
+                                        "the server and the other clients may be "
+                                        "adversarial (scores and ranks are known to the "
+                                        "server)"),)
 
     @property
     def _delta_used(self) -> float:
@@ -603,6 +621,7 @@ class FedAUCRR(FedAUC):
         noisy_auc = ((global_sum - p_bar * (p_bar - 1.0) / 2.0) / (p_bar * n_bar)
                      if 0 < p_bar < m else math.nan)
         diagnostics["noisy_auc"] = noisy_auc
+        error: ErrorDistribution | None = None
         if not self.private:
             value, std_error = noisy_auc, 0.0
         else:
@@ -619,11 +638,15 @@ class FedAUCRR(FedAUC):
                 value = (noisy_auc - (terms["alpha"] + terms["beta"]) / 2.0) / terms["D"]
                 std_error = rr_linearized_std(global_sum, p_bar, m, state.rank_sum,
                                               state.rank_sq_sum, self.epsilon)
+                # Linearized, the error is a weighted sum of the M independent label
+                # flips (variance.rr_linearized_std): normal by Lyapunov's CLT, the
+                # weights (ranks) being bounded by M.
+                error = NormalError(std_error)
                 diagnostics.update(flip_probability=terms["rho"], estimated_pos=terms["P_est"],
                                    base_rate=terms["pi_est"], alpha=terms["alpha"],
                                    beta=terms["beta"])
         return Estimate(value=float(value), quantity="auc", protocol=self.name,
-                        privacy=self.guarantee, std_error=float(std_error),
+                        privacy=self.guarantee, std_error=float(std_error), error=error,
                         cost=self._cost(state), diagnostics=diagnostics)
 
 
@@ -707,6 +730,14 @@ class FedAUCLap(FedAUC):
     @property
     def _delta_used(self) -> float:
         return self.delta if self.mechanism == "gaussian" else 0.0
+
+    def _assumptions(self) -> tuple[Assumption, ...]:
+        base = super()._assumptions()
+        if self.sensitivity == "global":
+            # The noise is calibrated to M - 1, not to the ranks a client receives: a
+            # server sending larger ranks would break the guarantee (App. N).
+            return (*base, semi_honest("server (it returns the true ranks 0..M-1)"))
+        return base
 
     def configure(self, n_rows: int) -> FedAUCLap:
         if self.sensitivity != "global":
@@ -801,7 +832,8 @@ class FedAUCLap(FedAUC):
         var_pos = float(var[0].sum())
         cov = float(np.dot(lam, var[0]))
         var_sum = float(np.dot(lam * lam, var[0]) + var[1].sum())
-        return replace(state, noise_moments=(var_sum, var_pos, cov), beta=beta)
+        return replace(state, noise_moments=(var_sum, var_pos, cov), beta=beta,
+                       noise_scales=scales, lam=lam)
 
     def _estimate(self, state: ServerState, stats: dict[str, np.ndarray]) -> Estimate:
         m = state.n_samples
@@ -811,31 +843,51 @@ class FedAUCLap(FedAUC):
         diagnostics: dict[str, Any] = {"global_sum": global_sum, "noisy_pos": p_bar,
                                        "noisy_neg": n_bar, "n_samples": m,
                                        "n_clients": state.n_clients}
-        if not (0.0 < p_bar < m and n_bar > 0.0):
+        if not 0.0 < p_bar < m:
+            # With one client per sample the noise on P is a sum of M client noises and
+            # can push P outside (0, M) (fedauc-gaussian, M = 400, eps = 1: 6% of runs),
+            # where eq. 1 is undefined. Both classes are present (the AUC needs it), so
+            # 1 <= P <= M - 1: projecting the noisy count onto that interval is
+            # post-processing and moves it no farther from the true P. The interval below
+            # is then very wide, as it should be.
+            clamped = min(max(p_bar, 1.0), m - 1.0)
             warnings.warn(
-                f"{self.name}: the noisy positive count {p_bar:g} is outside (0, {m}); the "
-                "AUC is undefined. Use a larger epsilon or fewer, larger clients.",
-                RuntimeWarning, stacklevel=2)
-            value = std_error = math.nan
-        else:
-            # Alg. 4 line 33 (eq. 1) with the noisy counts.
-            value = (global_sum - p_bar * (p_bar - 1.0) / 2.0) / (p_bar * n_bar)
-            if state.noise_moments is None:
-                raise RuntimeError("the server has not ranked the scores yet")
-            var_sum, var_pos, cov = state.noise_moments
-            beta = state.beta
-            std_error = laplace_linearized_std(global_sum, p_bar, m, var_sum, var_pos, cov)
-            g_sum, _ = auc_gradient(global_sum, p_bar, m)
-            diagnostics.update(sum_noise_var=var_sum, pos_noise_var=var_pos,
-                               sum_pos_noise_cov=cov,
-                               std_error_exact_counts=abs(g_sum) * math.sqrt(var_sum))
-            if self.allocation == "fixed":
-                diagnostics.update(alpha=self.alpha)
-            elif beta is not None:
-                diagnostics.update(beta_mean=float(beta.mean()), beta_min=float(beta.min()),
-                                   beta_max=float(beta.max()))
+                f"{self.name}: the noisy positive count {p_bar:g} is outside (0, {m}); it "
+                f"is projected to {clamped:g} and the AUC is mostly noise. Use a larger "
+                "epsilon or fewer, larger clients.", RuntimeWarning, stacklevel=2)
+            diagnostics["projected_pos"] = clamped
+            p_bar, n_bar = clamped, m - clamped
+        # Alg. 4 line 33 (eq. 1) with the noisy counts.
+        value = (global_sum - p_bar * (p_bar - 1.0) / 2.0) / (p_bar * n_bar)
+        if state.noise_moments is None or state.noise_scales is None or state.lam is None:
+            raise RuntimeError("the server has not ranked the scores yet")
+        var_sum, var_pos, cov = state.noise_moments
+        beta = state.beta
+        std_error = laplace_linearized_std(global_sum, p_bar, m, var_sum, var_pos, cov)
+        g_sum, g_pos = auc_gradient(global_sum, p_bar, m)
+        # Error law of the linearized release (delta method, 004 Sec. 5.1 step 4):
+        # A_hat - A ~= g_G e_G + g_P e_P with e_G = sum_k (lam_k s0_k + s1_k) and
+        # e_P = sum_k s0_k, i.e. sum_k (g_G lam_k + g_P) s0_k + g_G s1_k over the
+        # clients' independent noises. Gaussian noise: that sum is normal exactly.
+        # Laplace: normal when many comparable clients add up (CLT), the exact Laplace
+        # sum when a few clients dominate (laplace_sum).
+        scales = state.noise_scales
+        coef0 = np.abs(g_sum * state.lam + g_pos) * scales[0]
+        coef1 = abs(g_sum) * scales[1]
+        error: ErrorDistribution | None = None
+        if self.private:
+            error = (NormalError(std_error) if self.mechanism == "gaussian"
+                     else laplace_sum(np.concatenate([coef0, coef1])))
+        diagnostics.update(sum_noise_var=var_sum, pos_noise_var=var_pos,
+                           sum_pos_noise_cov=cov,
+                           std_error_exact_counts=abs(g_sum) * math.sqrt(var_sum))
+        if self.allocation == "fixed":
+            diagnostics.update(alpha=self.alpha)
+        elif beta is not None:
+            diagnostics.update(beta_mean=float(beta.mean()), beta_min=float(beta.min()),
+                               beta_max=float(beta.max()))
         return Estimate(value=float(value), quantity="auc", protocol=self.name,
-                        privacy=self.guarantee, std_error=float(std_error),
+                        privacy=self.guarantee, std_error=float(std_error), error=error,
                         cost=self._cost(state), diagnostics=diagnostics)
 
 

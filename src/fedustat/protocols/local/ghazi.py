@@ -87,6 +87,7 @@ from scipy import special
 from scipy.spatial import distance
 
 from fedustat._validation import check_epsilon, check_positive_int
+from fedustat.privacy.errors import NormalError
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols.base import Cost, Estimate
@@ -429,8 +430,13 @@ class GhaziProjection(QuantizedLocalProtocol):
             diagnostics["laplace_scale"] = setup.randomizer.scale
             diagnostics["l1_sensitivity"] = setup.randomizer.sensitivity
         operations = 2 * n * 2 * d + d
+        # U_hat - U is a sum over the n parties of independent zero-mean terms (each
+        # party's noise against the others' true vectors) plus a degenerate pair term
+        # (module docstring): normal by the CLT for U-statistics (Hoeffding 1948), with
+        # no single party's term dominating (each is O(1/n) of the sum).
+        error = NormalError(se) if se is not None else None
         return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
-                        privacy=self.guarantee, std_error=se,
+                        privacy=self.guarantee, std_error=se, error=error,
                         cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
 
 

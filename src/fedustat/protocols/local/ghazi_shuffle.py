@@ -117,7 +117,19 @@ from fedustat._validation import (
     check_positive_int,
     check_probability,
 )
-from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.errors import (
+    DiscreteLaplaceError,
+    ErrorDistribution,
+    LaplaceError,
+    NormalError,
+    noise_sum,
+)
+from fedustat.privacy.guarantee import (
+    PrivacyGuarantee,
+    PrivacyModel,
+    honest_noise,
+    trusted_shuffler,
+)
 from fedustat.privacy.mechanisms import polya
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
 from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
@@ -364,6 +376,25 @@ def _dlap_rate(epsilon: float, sensitivity: int) -> float:
     if sensitivity == 0 or math.isinf(epsilon) or epsilon == 0.0:
         return 0.0
     return epsilon / sensitivity
+
+
+def _dlap_with_variance(variance: float, unit: float) -> ErrorDistribution:
+    """The discrete Laplace on ``unit * Z`` whose variance (in integer units) is
+    ``variance``: ``2 t / (1 - t)^2 = V`` gives ``t = (V + 1 - sqrt(2 V + 1)) / V``.
+
+    On a lattice much finer than its scale (``2^-c`` with c = 24 bits, scales of
+    thousands of units) its cdf is within one lattice step of the Laplace law of equal
+    variance, ``Lap(sqrt(V / 2))``, which is returned then: a sum of lattice laws has no
+    density for the Gil-Pelaez inversion of :class:`~fedustat.privacy.errors.SumOfErrors`.
+    """
+    if variance >= 2.0 * FINE_LATTICE**2:
+        return LaplaceError(math.sqrt(variance / 2.0) * unit)
+    t = (variance + 1.0 - math.sqrt(2.0 * variance + 1.0)) / variance
+    return DiscreteLaplaceError(-1.0 / math.log(t), unit)
+
+
+# A discrete Laplace of scale above this many lattice units is treated as continuous.
+FINE_LATTICE = 1000.0
 
 
 def _polya_diff_variance(rate: float, total_shape: float) -> float:
@@ -648,7 +679,9 @@ class GhaziShuffle(Protocol):
         if math.isinf(self.epsilon):
             return PrivacyGuarantee.none()
         return PrivacyGuarantee(self.epsilon, params.delta, PrivacyModel.CENTRAL,
-                                self.kernel.adjacency)
+                                self.kernel.adjacency,
+                                assumptions=(trusted_shuffler(),
+                                             honest_noise(params.n_parties, params.n_honest)))
 
     def _setup(self, n: int) -> tuple[ShuffleEncoding, ShuffleParameters]:
         if self._fixed is not None:
@@ -661,6 +694,38 @@ class GhaziShuffle(Protocol):
     def _taus(self, enc: ShuffleEncoding, params: ShuffleParameters) -> tuple[float, float]:
         scale = 4.0**enc.frac_bits
         return params.noise_var_vector / scale, params.noise_var_diagonal / scale
+
+    def _error_law(self, enc: ShuffleEncoding, params: ShuffleParameters, vec: np.ndarray,
+                   norm2: float, n: int) -> ErrorDistribution:
+        """Law of ``U_hat - U`` from the released sums (module docstring, Variance).
+
+        The error is ``(s_L . nu_R + nu_L . s_R + nu_L . nu_R - nu_g) / (n (n-1))``: 2d
+        coordinate noises weighted by the (estimated) sums, d products and the diagonal
+        noise. Each coordinate's noise is the sum of the parties' Polya differences, a
+        discrete Laplace exactly when every party is counted honest (total shape 1, 002
+        App. B.1.1); with total shape n/h > 1 it is a sum of n/h of them, given here the
+        discrete Laplace of equal variance (heavier tails: conservative). The products
+        are taken as normal. With few coordinates one noise may dominate, so the terms
+        are added by :func:`~fedustat.privacy.errors.noise_sum` (exact where a few
+        discrete Laplace terms dominate, normal when many comparable terms add up).
+        """
+        d, c = enc.half, enc.frac_bits
+        tv2, tg2 = self._taus(enc, params)
+        unit = 2.0**-c
+        scale = n * (n - 1.0)
+        parts: list[ErrorDistribution] = []
+        if tv2 > 0:
+            dlap = _dlap_with_variance(params.noise_var_vector, unit)
+            # Per-coordinate plug-in weights |s_j| (unbiased s_j^2 = S_j^2 - tv2), rescaled
+            # so that their squares add up to the variance formula's ||s||^2.
+            w2 = np.maximum(vec * vec - tv2, 0.0)
+            total = float(w2.sum())
+            weights = np.sqrt(w2 * (norm2 / total)) if total > 0 else w2
+            parts.extend(dlap.scaled(float(w) / scale) for w in weights if w > 0)
+            parts.append(NormalError(math.sqrt(d) * tv2 / scale))
+        if tg2 > 0:
+            parts.append(_dlap_with_variance(params.noise_var_diagonal, unit).scaled(1 / scale))
+        return noise_sum(parts)
 
     def variance(self, counts: Any, n_parties: int | None = None) -> float:
         """Exact variance of U_hat given the histogram ``counts`` of the parties' cells."""
@@ -792,6 +857,9 @@ class GhaziShuffle(Protocol):
         grid = enc.grid
         value, se = self.kernel.statistic_with_error(
             u, u_se, grid.public_data(np.array([n])))
+        error = None
+        if se is not None and u_se > 0:
+            error = self._error_law(enc, params, vec, norm2, n).scaled(se / u_se)
         fac = enc.factorization
         diagnostics: dict[str, Any] = {
             **factorization_diagnostics(grid, k_rule or self.k_rule, self.quantized_kernel,
@@ -815,7 +883,7 @@ class GhaziShuffle(Protocol):
         }
         operations = n * params.n_messages * enc.n_coordinates + d
         return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
-                        privacy=self.guarantee_for(params), std_error=se,
+                        privacy=self.guarantee_for(params), std_error=se, error=error,
                         cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
 
 

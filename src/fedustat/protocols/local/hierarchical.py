@@ -203,6 +203,8 @@ class PrunedRecursion:
     a, tau, floor_pos, floor_neg:
         The parameter ``a``, the threshold ``tau = a sqrt(v+ v-)`` and the floors
         ``sqrt(a v+-)/2`` of ``h~`` (000 Sec. 4).
+    discard_bias:
+        Estimated bound on the discarding bias ``|E^G|`` (see :func:`pruned_uauc`).
     """
 
     uauc: float
@@ -215,6 +217,7 @@ class PrunedRecursion:
     tau: float
     floor_pos: float
     floor_neg: float
+    discard_bias: float = 0.0
 
 
 def _interleave(even: np.ndarray, odd: np.ndarray) -> np.ndarray:
@@ -247,6 +250,12 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
     discarding bias ``E^G`` (zero when no discarded interval holds pairs of both
     classes), so it is an estimate, not a bound; Theorem 3 gives the bound.
 
+    ``discard_bias`` bounds ``|E^G|``: a discarded node p counts its ``h+_p h-_p``
+    within-node pairs as one half each, while their true contribution lies in
+    ``[0, h+_p h-_p]``, so its bias is at most ``h+_p h-_p / 2`` (001 App. B.1). The true
+    counts are replaced by the floored estimates ``h~`` the discarding test used (their
+    product is below tau, so each node adds less than ``tau / 2``).
+
     Parameters
     ----------
     estimate_pos, estimate_neg:
@@ -278,6 +287,7 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
     h_neg = np.array([float(n_neg)])
     parts: list[float] = []
     var_parts: list[float] = []
+    bias_parts: list[float] = []
     recursed: list[int] = []
     discarded: list[int] = []
     queried: list[int] = []
@@ -292,7 +302,9 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
             discarded.append(0)
             queried.append(0)
             continue
-        recurse = (np.maximum(h_pos, floor_pos) * np.maximum(h_neg, floor_neg)) >= tau
+        floored = np.maximum(h_pos, floor_pos) * np.maximum(h_neg, floor_neg)
+        recurse = floored >= tau
+        bias_parts.append(0.5 * math.fsum(floored[~recurse]))
         children = _interleave(2 * active, 2 * active + 1)
         c_pos = np.asarray(estimate_pos(m + 1, children), dtype=np.float64)
         c_neg = np.asarray(estimate_neg(m + 1, children), dtype=np.float64)
@@ -328,4 +340,4 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
     return PrunedRecursion(
         uauc=math.fsum(parts), variance=math.fsum(var_parts), recursed=recursed,
         discarded=discarded, queried=queried, leaves=leaves, a=float(a), tau=tau,
-        floor_pos=floor_pos, floor_neg=floor_neg)
+        floor_pos=floor_pos, floor_neg=floor_neg, discard_bias=math.fsum(bias_parts))

@@ -363,11 +363,11 @@ def test_table_inversion_is_exact_at_every_128_bit_threshold(monkeypatch):
 
 # --- Pólya with alpha near 1: no table fits, fixed work all the same -------------------
 
-@pytest.mark.parametrize(("r", "alpha"), [(0.5, 0.9), (0.2, 0.999), (2.5, 0.99)])
+@pytest.mark.parametrize(("r", "alpha"), [(0.5, 0.9), (0.2, 0.999), (1.5, 0.95)])
 def test_compound_polya_law(r, alpha):
     # The compound Poisson-logarithmic construction, forced here on parameters where the
     # exact table exists too, against SciPy's negative binomial.
-    draws = samplers._compound_polya(r, alpha, 100_000)
+    draws = samplers._compound_polya(r, alpha, 50_000)
     law = stats.nbinom(r, 1 - alpha)
     edges = np.unique(law.ppf(np.linspace(0.0, 1.0, 21)[1:-1]).astype(int))
     counts = np.histogram(draws, bins=[-0.5, *(edges + 0.5), np.inf])[0].astype(float)

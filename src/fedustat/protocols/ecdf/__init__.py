@@ -27,7 +27,7 @@ from fedustat.protocols.ecdf.hosmer_lemeshow import (
     dp_hosmer_lemeshow,
     hosmer_lemeshow,
 )
-from fedustat.protocols.ecdf.quantiles import Quantiles, dp_quantile
+from fedustat.protocols.ecdf.quantiles import Quantiles, dp_quantile, quantile_interval
 from fedustat.protocols.ecdf.release import PrivateECDF, dp_ecdf
 from fedustat.protocols.ecdf.roc import (
     DPROCCurve,
@@ -82,6 +82,7 @@ __all__ = [
     "index_bits",
     "isotonic_projection",
     "pointwise_ecdf",
+    "quantile_interval",
     "roc_curve_on_grid",
     "roc_l1_distance",
     "share_tree_noise",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import struct
@@ -240,3 +241,66 @@ def test_every_protocol_gives_the_same_release_through_the_wire(case):
     wired = simulate_run(case.protocol, case.data, rng=7, relay=_through_the_wire).estimate
     assert wired.value == direct.value or (np.isnan(wired.value) and np.isnan(direct.value))
     assert wired.cost == direct.cost
+
+
+# --- fuzzing: any byte string is either a valid frame or a WireError ----------------------
+
+FRAMES = [GOOD, encode(envelope(Message(
+    Role.PARTY, Role.SERVER, {"flag": np.array([True, False, True]),
+                              "value": np.array([-3, 2, 1], dtype=np.int16)},
+    {"flag": 1, "value": 3}, np.array([3, 3, 4]),
+    PeerTraffic(np.array([3]), np.array([8]), np.array([8]), np.array([0]), 1))))]
+
+
+@settings(max_examples=400, deadline=None)
+@given(which=st.sampled_from(range(len(FRAMES))), data=st.data())
+def test_mutated_frames_never_escape_as_other_errors(which, data):
+    frame = bytearray(FRAMES[which])
+    for _ in range(data.draw(st.integers(1, 4), label="edits")):
+        kind = data.draw(st.sampled_from(["flip", "cut", "grow", "splice"]), label="kind")
+        at = data.draw(st.integers(0, max(0, len(frame) - 1)), label="at")
+        if kind == "flip" and frame:
+            frame[at] ^= 1 << data.draw(st.integers(0, 7), label="bit")
+        elif kind == "cut":
+            del frame[at:at + data.draw(st.integers(1, 16), label="length")]
+        elif kind == "grow":
+            frame[at:at] = data.draw(st.binary(min_size=1, max_size=16), label="bytes")
+        else:
+            frame[at:at + 4] = data.draw(st.binary(min_size=4, max_size=4), label="bytes")
+    try:
+        got = decode(bytes(frame), expectation())
+    except WireError:
+        return
+    # A frame that still decodes passed every check: its parties are the sender's own.
+    assert np.all(np.isin(got.message.parties, [3, 4]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.binary(max_size=200))
+def test_random_bytes_are_refused_cleanly(raw):
+    with pytest.raises(WireError):
+        decode(raw, expectation())
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
+    | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
+                                                                max_size=4),
+    max_leaves=8)
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data())
+def test_forged_header_values_never_escape_as_other_errors(data):
+    def edit(header):
+        key = data.draw(st.sampled_from(sorted(header)), label="key")
+        if key == "fields" and data.draw(st.booleans(), label="inside"):
+            entry = header["fields"][data.draw(st.integers(0, 1), label="entry")]
+            entry[data.draw(st.sampled_from(sorted(entry)), label="field key")] = \
+                data.draw(JSON_VALUES, label="value")
+        else:
+            header[key] = data.draw(JSON_VALUES, label="value")
+
+    with contextlib.suppress(WireError):
+        decode(reframe(GOOD, edit), expectation())

@@ -131,8 +131,8 @@ def test_driven_rounds_give_the_simulators_release(tmp_path, case):
     np.testing.assert_equal(result.estimate.value, expected.value)
     assert result.estimate.cost == expected.cost
     assert result.rows == [20, 20, 20]
-    # Join, one exchange per party round, the release.
-    assert len(result.exchange_seconds) == 2 + (expected.cost.rounds + 1) // 2
+    # Join, then one exchange per party round (the release summary comes after).
+    assert len(result.exchange_seconds) == 1 + (expected.cost.rounds + 1) // 2
 
 
 def test_silo_order_follows_the_declared_silo_index_not_the_node_id(tmp_path):
@@ -384,21 +384,43 @@ class Deployment:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}"
                          for p in sorted(self.root.glob("*.log")))
 
-    def run(self, config: dict[str, Any], timeout: float = 40.0) -> dict[str, Any]:
-        """``flwr run`` with ``config``; the ServerApp's release file."""
-        release = self.root / f"release-{len(list(self.root.glob('release-*')))}.json"
-        overrides = {**config, "release": str(release), "nodes": 3, "timeout": 20.0}
-        toml = self.root / "run-config.toml"
-        toml.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in overrides.items()))
-        submitted = subprocess.run(["flwr", "run", str(self.app), "test", "--run-config",
-                                    str(toml)], env=self.env, capture_output=True,
-                                   timeout=timeout, cwd=self.root, check=False)
-        assert submitted.returncode == 0, submitted.stdout.decode() + submitted.stderr.decode()
+    def submit(self, configs: list[dict[str, Any]], timeout: float = 40.0
+               ) -> list[dict[str, Any]]:
+        """``flwr run`` for each config in turn; the ServerApps' release files.
+
+        The next run is submitted once the previous release is written, while that run
+        still sends the nodes its summary; at the end every node's log holds every run.
+        """
+        releases = []
+        for i, config in enumerate(configs):
+            path = self.root / f"release-{i}.json"
+            overrides = {**config, "release": str(path), "nodes": 3, "timeout": 30.0}
+            toml = self.root / f"run-config-{i}.toml"
+            toml.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in overrides.items()))
+            submitted = subprocess.run(
+                ["flwr", "run", str(self.app), "test", "--run-config", str(toml)],
+                env=self.env, capture_output=True, timeout=timeout, cwd=self.root,
+                check=False, start_new_session=True)
+            assert submitted.returncode == 0, submitted.stdout.decode() + \
+                submitted.stderr.decode()
+            self._wait(path.exists, timeout, "no release")
+            releases.append(json.loads(path.read_text()))
+        runs = {release["run"] for release in releases}
+        self._wait(lambda: all(runs <= set(self._logged(p)) for p in self.node_releases),
+                   timeout, "the nodes did not all log every release")
+        return releases
+
+    @staticmethod
+    def _logged(path: Path) -> list[str]:
+        if not path.exists():
+            return []
+        return [json.loads(line)["run"] for line in path.read_text().splitlines()]
+
+    def _wait(self, ready: Callable[[], bool], timeout: float, failure: str) -> None:
         deadline = time.monotonic() + timeout
-        while not release.exists():
-            assert time.monotonic() < deadline, f"no release after {timeout} s\n{self.logs()}"
+        while not ready():
+            assert time.monotonic() < deadline, f"{failure} after {timeout} s\n{self.logs()}"
             time.sleep(0.2)
-        return json.loads(release.read_text())
 
     def stop(self) -> None:
         """Stop every process group (and any process they left), then reap them."""
@@ -428,33 +450,41 @@ def _command(pid: int) -> bytes:
 
 
 DEPLOYMENT_DATA = labelled(60, seed=3)
+DEPLOYED = CASES[:2]  # ldp-quantized (one party round) and fedauc-rr (two)
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory) -> Iterator[Deployment]:
+def deployed(tmp_path_factory) -> Iterator[tuple[list[dict[str, Any]], list[list[dict]]]]:
+    """The ServerApps' releases of the DEPLOYED runs, and every node's release log."""
     pytest.importorskip("flwr")
     if shutil.which("flower-superlink", path=str(Path(sys.executable).parent)) is None:
         pytest.fail("flwr is installed but flower-superlink is not beside this Python")
     root = tmp_path_factory.mktemp("flower")
-    silos = write_silos(root, DEPLOYMENT_DATA)
-    started = Deployment(root)
+    deployment = Deployment(root)
     try:
-        started.start(silos)
-        yield started
+        deployment.start(write_silos(root, DEPLOYMENT_DATA))
+        releases = deployment.submit([{**case, "seed": str(SEED)} for case in DEPLOYED])
+        logs = [[json.loads(line) for line in path.read_text().splitlines()]
+                for path in deployment.node_releases]
+        yield releases, logs
     finally:
-        started.stop()
+        deployment.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.parametrize("case", CASES[:2], ids=[c["protocol"] for c in CASES[:2]])
-def test_a_flower_deployment_releases_the_simulators_numbers(deployment, case):
-    run = {**case, "seed": str(SEED)}
-    release = deployment.run(run)
-    expected = expected_release(run, DEPLOYMENT_DATA, [20, 20, 20])
+@pytest.mark.parametrize("index", range(len(DEPLOYED)), ids=[c["protocol"] for c in DEPLOYED])
+def test_a_flower_deployment_releases_the_simulators_numbers(deployed, index):
+    releases, node_logs = deployed
+    release = releases[index]
+    expected = expected_release({**DEPLOYED[index], "seed": str(SEED)}, DEPLOYMENT_DATA,
+                                [20, 20, 20])
+    assert release["protocol"] == DEPLOYED[index]["protocol"]
     assert release["value"] == expected.value
     assert release["cost"] == dataclasses.asdict(expected.cost)
     assert release["epsilon"] == 1.0 and release["noise"] == expected.noise
     assert [s["rows"] for s in release["silos"]] == [20, 20, 20]
-    # Every node received the same summary.
-    for path in deployment.node_releases:
-        assert json.loads(path.read_text())["value"] == expected.value
+    assert len(release["exchange_seconds"]) == 1 + (expected.cost.rounds + 1) // 2
+    # Every node received this run's summary.
+    for log in node_logs:
+        assert [entry["value"] for entry in log if entry["run"] == release["run"]] \
+            == [expected.value]

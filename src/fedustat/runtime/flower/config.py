@@ -169,8 +169,8 @@ def _number(config: Mapping[str, Any], key: str) -> float:
 class NodeConfig:
     """A SuperNode's own settings: its data, its silo index, its owner's budget limit.
 
-    ``release`` (optional) is a file where the node writes the release summary it
-    receives at the end of a run.
+    ``release`` (optional) is a file to which the node appends, as one JSON line per run,
+    the release summary it receives at the end of the run.
     """
 
     data: Path

@@ -42,9 +42,14 @@ __all__ = ["Deliver", "FlowerRun", "drive", "node_name", "release_document"]
 
 @dataclass(frozen=True)
 class FlowerRun:
-    """What the ServerApp produced: the release, the silos in order, the timing."""
+    """What the ServerApp produced: the release, the silos in order, the timing.
+
+    ``exchange_seconds`` and ``seconds`` cover the run up to the release (join and
+    rounds), not the exchange that sends the nodes its summary.
+    """
 
     estimate: Estimate
+    run: str
     nodes: list[int]
     rows: list[int]
     rounds: int
@@ -108,10 +113,14 @@ def _silo_order(joined: dict[int, dict[str, Any]]) -> list[int]:
     return sorted(joined, key=declared.__getitem__)
 
 
-def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str) -> FlowerRun:
+def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str,
+          publish: Callable[[FlowerRun], None] | None = None) -> FlowerRun:
     """Run the aggregator of ``config``'s protocol over ``nodes``; the release.
 
     ``run`` names this execution in every frame (frames of another run are refused).
+    ``publish`` gets the release as soon as the server step yields it, before the nodes
+    are sent its summary: the release is final then, whatever happens to that last
+    exchange (whose failure still raises, naming the node).
     """
     started = time.monotonic()
     protocol = config.make_protocol()
@@ -177,11 +186,14 @@ def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str) -> Fl
             ops = int(out.cost.server_operations)
             estimate = out.with_cost(log.cost(server_operations=ops,
                                               offline_bits=out.cost.offline_bits))
+            result = FlowerRun(estimate, run, order, rows, current + 1, list(exchange.seconds),
+                               time.monotonic() - started)
+            if publish is not None:
+                publish(result)
             summary = json.dumps(release_summary(estimate))
             exchange(records.RELEASE, {key: {"run": run, "release": summary} for key in order},
                      records.RELEASE_REPLY, "release")
-            return FlowerRun(estimate, order, rows, current + 1, exchange.seconds,
-                             time.monotonic() - started)
+            return result
         log.record(out)
         to_parties = out
     raise NetworkRunError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} "
@@ -191,7 +203,7 @@ def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str) -> Fl
 def release_document(config: RunConfig, result: FlowerRun) -> dict[str, Any]:
     """The release file: the published summary, what was run, and the measured cost."""
     estimate = result.estimate
-    return {**release_summary(estimate), "quantity": estimate.quantity,
+    return {"run": result.run, **release_summary(estimate), "quantity": estimate.quantity,
             "protocol": estimate.protocol, "privacy": str(estimate.privacy),
             "model": str(estimate.privacy.model), "cost": asdict(estimate.cost),
             "run_config": {"protocol": config.protocol, "statistic": config.statistic,

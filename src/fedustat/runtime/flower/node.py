@@ -171,6 +171,8 @@ def _release(content: Mapping[str, Any], run_config: Mapping[str, Any],
     node = NodeConfig.parse(node_config)
     _LOG.info("fedustat: run %s released %s", request["run"], summary)
     if node.release is not None:
+        # One line per run: the releases this node took part in.
         node.release.parent.mkdir(parents=True, exist_ok=True)
-        node.release.write_text(json.dumps({"run": request["run"], **summary}) + "\n")
+        with node.release.open("a") as log:
+            log.write(json.dumps({"run": request["run"], **summary}) + "\n")
     return {"received": True}, memory

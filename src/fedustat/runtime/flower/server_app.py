@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("running inside Flower needs flwr: pip install 'fedustat[flower]'"
                       ) from exc
 
-__all__ = ["app", "run_server"]
+__all__ = ["app", "run_server", "write_release"]
 
 # How often the ServerApp asks the SuperLink which nodes are connected.
 _NODE_POLL_SECONDS = 0.5
@@ -81,11 +82,26 @@ def _grid_delivery(grid: Grid, run: str, timeout: float) -> Any:
     return deliver
 
 
-def run_server(grid: Grid, config: RunConfig, run_id: int) -> FlowerRun:
-    """Run the aggregator of ``config``'s protocol over the grid's SuperNodes."""
+def run_server(grid: Grid, config: RunConfig, run_id: int,
+               publish: Callable[[FlowerRun], None] | None = None) -> FlowerRun:
+    """Run the aggregator of ``config``'s protocol over the grid's SuperNodes.
+
+    ``publish`` gets the release before the nodes are sent its summary (see ``drive``).
+    """
     run = f"flower-{run_id}"
     nodes = _wait_for_nodes(grid, config.nodes, config.timeout)
-    return drive(_grid_delivery(grid, run, config.timeout), nodes, config, run)
+    return drive(_grid_delivery(grid, run, config.timeout), nodes, config, run, publish)
+
+
+def write_release(config: RunConfig, result: FlowerRun) -> Path:
+    """Write the release file the run config names (relative to the ServerApp's directory)."""
+    path = Path(config.release).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Write then rename, so a reader never sees half a release.
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(release_document(config, result), indent=2) + "\n")
+    partial.replace(path)
+    return path
 
 
 app = ServerApp()
@@ -95,10 +111,5 @@ app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     """Flower's entry point: run the configured protocol, write the release file."""
     config = RunConfig.parse(context.run_config)
-    result = run_server(grid, config, int(context.run_id))
-    path = Path(config.release).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Write then rename, so a reader never sees half a release.
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(release_document(config, result), indent=2) + "\n")
-    partial.replace(path)
+    run_server(grid, config, int(context.run_id),
+               publish=lambda result: write_release(config, result))

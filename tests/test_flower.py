@@ -320,6 +320,21 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _node_key(stem: Path) -> Path:
+    """A SuperNode's EC key (OpenSSH format, as Flower reads it); returns the private key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = stem.with_suffix(".key")
+    private.touch(mode=0o600)
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                          serialization.PrivateFormat.OpenSSH,
+                                          serialization.NoEncryption()))
+    stem.with_suffix(".pub").write_bytes(key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH))
+    return private
+
+
 def _descendants(pid: int) -> list[int]:
     """Process ids below ``pid`` (Linux /proc), so none is left behind."""
     found, todo = [], [pid]
@@ -364,15 +379,39 @@ class Deployment:
         self._start("superlink", [
             "flower-superlink", "--ssl-certfile", str(certs / "server.pem"),
             "--ssl-keyfile", str(certs / "server.key"), "--ssl-ca-certfile",
-            str(certs / "ca.pem"), "--port", str(self.port),
+            str(certs / "ca.pem"), "--port", str(self.port), "--enable-supernode-auth",
             "--disable-runtime-dependency-installation"])
-        for i, path in enumerate(silos):
+        # SuperNode authentication: each node signs with its own key, registered with the
+        # SuperLink beforehand; a fourth node with an unregistered key must stay out
+        # (the runs ask for exactly 3 nodes and fail when more are connected).
+        keys = [_node_key(root / f"node-{i}") for i in range(len(silos) + 1)]
+        self._wait_for_port()
+        registrations = [subprocess.Popen(
+            ["flwr", "supernode", "register", str(key.with_suffix(".pub")), "test"],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=root,
+            start_new_session=True) for key in keys[:-1]]
+        for registration in registrations:
+            output = registration.communicate(timeout=60)[0].decode()
+            assert registration.returncode == 0, output
+        for i, key in enumerate(keys):
+            path = silos[i % len(silos)]
             release = root / f"node-{i}-release.json"
-            self.node_releases.append(release)
+            if i < len(silos):
+                self.node_releases.append(release)
             self._start(f"supernode-{i}", [
                 "flower-supernode", "--root-certificates", str(certs / "ca.pem"),
                 "--superlink", f"127.0.0.1:{self.port}", "--port", str(_free_port()),
+                "--auth-supernode-private-key", str(key),
                 "--node-config", f'data="{path}" silo={i} release="{release}"'])
+
+    def _wait_for_port(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            assert time.monotonic() < deadline, f"the SuperLink did not listen\n{self.logs()}"
+            time.sleep(0.1)
 
     def _start(self, name: str, command: list[str]) -> None:
         log = (self.root / f"{name}.log").open("wb")

@@ -33,7 +33,7 @@ from fedustat.runtime.flower.config import NodeConfig
 from fedustat.runtime.flower.driver import drive
 from fedustat.runtime.flower.node import answer
 from fedustat.runtime.network.certs import create_deployment
-from fedustat.runtime.network.service import NetworkRunError, fingerprint
+from fedustat.runtime.network.service import NetworkRunError
 from fedustat.runtime.simulate import simulate
 from fedustat.runtime.wire import Envelope, decode, encode
 
@@ -169,15 +169,32 @@ def test_a_node_with_another_configuration_refuses(tmp_path):
     nodes = in_process(tmp_path, CASES[0], labelled(30))
     nodes.node_runs[303] = {**CASES[0], "epsilon": 5.0}
     with pytest.raises(NetworkRunError, match=r"node-303 refused: the server runs protocol "
-                                              r"configuration ldp-quantized:\w+, this node "
-                                              r"runs ldp-quantized:\w+"):
+                                              r"configuration ldp-quantized:\w+/simulation, "
+                                              r"this node runs ldp-quantized:\w+/simulation"):
+        nodes.drive()
+
+
+def test_deployment_noise_is_released_as_such_and_must_agree(tmp_path):
+    # The server's mechanism draws from the OS (central-laplace reports it) ...
+    central = in_process(tmp_path, {**CASES[3], "noise": "deployment"}, labelled(60))
+    assert central.drive().estimate.diagnostics["noise_source"] == "deployment"
+    # ... and so do the parties' randomizers (ldp-quantized reports it in its diagnostics).
+    run = {**CASES[0], "noise": "deployment"}
+    local = in_process(tmp_path, run, labelled(60)).drive().estimate
+    assert local.diagnostics["party_noise"] == "deployment"
+    # A node configured for simulation noise refuses the server's deployment-noise run.
+    nodes = in_process(tmp_path, run, labelled(60))
+    nodes.node_runs[202] = dict(CASES[0])
+    with pytest.raises(NetworkRunError, match=r"node-202 refused: the server runs protocol "
+                                              r"configuration ldp-quantized:\w+/deployment, "
+                                              r"this node runs ldp-quantized:\w+/simulation"):
         nodes.drive()
 
 
 def test_a_frame_speaking_for_another_silos_parties_is_refused(tmp_path):
     nodes = in_process(tmp_path, {**CASES[0], "seed": str(SEED)}, labelled(60))
-    protocol = RunConfig.parse(CASES[0]).make_protocol().configure(60)
-    mark = fingerprint(protocol)
+    config = RunConfig.parse(CASES[0])
+    mark = config.mark(config.make_protocol().configure(60))
 
     def forge(action: str, node: int, reply: dict[str, Any]) -> dict[str, Any]:
         if action != "fedustat_round" or node != 202:
@@ -276,6 +293,9 @@ def test_a_reply_with_unexpected_keys_is_refused(tmp_path):
     ({"statistic": "gini", "statistic-bounds": "1"}, "statistic-bounds must be \"LO,HI\""),
     ({"epsilons": 1.0}, "unknown run config keys ['epsilons']"),
     ({"protocol": "nope"}, "unknown protocol 'nope'"),
+    ({"noise": "os"}, "noise must be \"simulation\" or \"deployment\", got 'os'"),
+    ({"noise": "deployment", "seed": "3"}, "it cannot be seeded (set seed = \"\")"),
+    ({"params": "{\"noise\": 1}"}, "params must not set noise; use the run config key noise"),
 ])
 def test_bad_run_config_is_refused_with_the_key_named(config, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -311,6 +331,14 @@ def test_the_app_declares_every_run_config_key_and_fedustats_components(tmp_path
     assert app["components"] == {"serverapp": "fedustat.runtime.flower.server_app:app",
                                  "clientapp": "fedustat.runtime.flower.client_app:app"}
     assert RunConfig.parse(app["config"]) == RunConfig.parse({})
+
+
+def test_the_module_writes_the_app_directory(tmp_path, capsys):
+    from fedustat.runtime.flower.__main__ import main
+    assert main([str(tmp_path / "app"), "--name", "my-stats"]) == 0
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'app' / 'pyproject.toml'}\n"
+    project = tomllib.loads((tmp_path / "app" / "pyproject.toml").read_text())
+    assert project["project"]["name"] == "my-stats"
 
 
 # ---------------------------------------------------------------- a real deployment

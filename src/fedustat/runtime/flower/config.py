@@ -23,8 +23,10 @@ from typing import Any
 import numpy as np
 
 from fedustat._validation import as_float_array
+from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
 from fedustat.protocols.base import Protocol
+from fedustat.runtime.network.service import fingerprint
 from fedustat.stats import kernels
 from fedustat.stats.kernels import Kernel
 
@@ -48,7 +50,9 @@ STATISTICS: dict[str, Callable[[tuple[float, float] | None], Kernel]] = {
 
 #: The run config the app declares (Flower only accepts overrides of declared keys).
 #: ``seed = ""`` draws every random number from the operating system; an integer seed
-#: reproduces the simulator's numbers. ``nodes = 0`` takes every connected SuperNode.
+#: reproduces the simulator's numbers. ``noise = "deployment"`` gives the protocol
+#: :class:`~fedustat.privacy.noise.DeploymentNoise` (OS CSPRNG, vetted samplers) for its
+#: randomizers and mechanisms. ``nodes = 0`` takes every connected SuperNode.
 DEFAULT_RUN_CONFIG: dict[str, Any] = {
     "protocol": "ldp-quantized",
     "statistic": "auc",
@@ -57,6 +61,7 @@ DEFAULT_RUN_CONFIG: dict[str, Any] = {
     "delta": 0.0,
     "params": "{}",
     "seed": "",
+    "noise": "simulation",
     "nodes": 0,
     "release": "fedustat-release.json",
     "timeout": 120.0,
@@ -104,6 +109,7 @@ class RunConfig:
     delta: float
     params: dict[str, Any]
     seed: int | None
+    noise: str
     nodes: int
     release: str
     timeout: float
@@ -140,21 +146,38 @@ class RunConfig:
                              f"system), got {merged['seed']!r}") from None
         if seed is not None and seed < 0:
             raise ValueError(f"seed must be >= 0, got {seed}")
+        noise = str(merged["noise"])
+        if noise not in ("simulation", "deployment"):
+            raise ValueError(f"noise must be \"simulation\" or \"deployment\", got {noise!r}")
+        if noise == "deployment" and seed is not None:
+            raise ValueError("noise = \"deployment\" draws from the operating system; it "
+                             "cannot be seeded (set seed = \"\")")
+        if "noise" in params:
+            raise ValueError("params must not set noise; use the run config key noise")
         nodes = merged["nodes"]
         if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 0:
             raise ValueError(f"nodes must be an integer >= 0 (0: every connected SuperNode), "
                              f"got {nodes!r}")
         return cls(str(merged["protocol"]), statistic,
                    _parse_bounds(str(merged["statistic-bounds"])), epsilon, delta,
-                   _tuples(params), seed, nodes, str(merged["release"]), timeout)
+                   _tuples(params), seed, noise, nodes, str(merged["release"]), timeout)
 
     def kernel(self) -> Kernel:
         return STATISTICS[self.statistic](self.statistic_bounds)
 
     def make_protocol(self) -> Protocol:
         """The protocol from the registry, exactly as every role builds it."""
+        params = dict(self.params)
+        if self.noise == "deployment":
+            params["noise"] = DeploymentNoise()
         return registry.make(self.protocol, self.kernel(), epsilon=self.epsilon,
-                             delta=self.delta, **self.params)
+                             delta=self.delta, **params)
+
+    def mark(self, protocol: Protocol) -> str:
+        """What server and nodes must agree on: the protocol's public configuration
+        (:func:`~fedustat.runtime.network.service.fingerprint`) and the noise kind, which
+        the fingerprint does not see (a noise source is not a plain setting)."""
+        return f"{fingerprint(protocol)}/{self.noise}"
 
 
 def _number(config: Mapping[str, Any], key: str) -> float:

@@ -33,7 +33,7 @@ from fedustat.protocols.base import Estimate, Message, Role
 from fedustat.runtime.flower import records
 from fedustat.runtime.flower.config import RunConfig
 from fedustat.runtime.network.server import _part_for
-from fedustat.runtime.network.service import NetworkRunError, fingerprint, release_summary
+from fedustat.runtime.network.service import NetworkRunError, release_summary
 from fedustat.runtime.simulate import MAX_ROUNDS, MessageLog, merge_party_messages
 from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
 
@@ -124,7 +124,7 @@ def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str,
     """
     started = time.monotonic()
     protocol = config.make_protocol()
-    mark = fingerprint(protocol)
+    mark = config.mark(protocol)
     exchange = _Exchange(deliver, config.timeout)
 
     joined = exchange(records.JOIN, {key: {"run": run, "fingerprint": mark} for key in nodes},
@@ -204,10 +204,12 @@ def release_document(config: RunConfig, result: FlowerRun) -> dict[str, Any]:
     """The release file: the published summary, what was run, and the measured cost."""
     estimate = result.estimate
     return {"run": result.run, **release_summary(estimate), "quantity": estimate.quantity,
-            "protocol": estimate.protocol, "privacy": str(estimate.privacy),
+            "protocol": estimate.protocol, "noise_source": config.noise,
+            "privacy": str(estimate.privacy),
             "model": str(estimate.privacy.model), "cost": asdict(estimate.cost),
             "run_config": {"protocol": config.protocol, "statistic": config.statistic,
                            "epsilon": config.epsilon, "delta": config.delta,
+                           "noise": config.noise,
                            "params": json.loads(json.dumps(config.params)),
                            "seeded": config.seed is not None},
             "silos": [{"node": node_name(n), "rows": r}

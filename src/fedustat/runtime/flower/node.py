@@ -27,7 +27,6 @@ from fedustat._validation import as_seed_sequence
 from fedustat.protocols.base import Protocol, Role
 from fedustat.runtime.flower import records
 from fedustat.runtime.flower.config import NodeConfig, RunConfig, load_silo
-from fedustat.runtime.network.service import fingerprint
 from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
 
 __all__ = ["MEMORY", "RefusalError", "answer"]
@@ -75,7 +74,7 @@ def _node_protocol(run_config: Mapping[str, Any], node_config: Mapping[str, Any]
         raise RefusalError(f"epsilon {run.epsilon:g} exceeds this node's max-epsilon "
                            f"{node.max_epsilon:g}")
     protocol = run.make_protocol()
-    return run, node, protocol, fingerprint(protocol)
+    return run, node, protocol, run.mark(protocol)
 
 
 def _join(content: Mapping[str, Any], run_config: Mapping[str, Any],

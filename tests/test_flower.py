@@ -379,14 +379,21 @@ def _descendants(pid: int) -> list[int]:
 
 
 class Deployment:
-    """A SuperLink and SuperNodes with TLS, each started in its own session."""
+    """A SuperLink and SuperNodes with TLS and node authentication, each in its own session.
+
+    ``start_link``, then ``submit`` (``flwr run`` for every config at once; the ServerApps
+    wait for their nodes), then ``start_nodes``, then ``releases``: submitting while the
+    nodes register and start saves the seconds ``flwr run`` takes.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.processes: list[subprocess.Popen[bytes]] = []
         self.node_releases: list[Path] = []
+        self.submissions: list[subprocess.Popen[bytes]] = []
+        self.release_paths: list[Path] = []
 
-    def start(self, silos: list[Path]) -> None:
+    def start_link(self) -> None:
         root = self.root
         bin_dir = Path(sys.executable).parent
         source = Path(fedustat.__file__).resolve().parents[1]
@@ -395,31 +402,33 @@ class Deployment:
                     "PYTHONPATH": str(source), "FLWR_HOME": str(root / "flwr-home"),
                     # SuperExec's poll for new ClientApp/ServerApp tasks (default 1 s).
                     "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1"}
-        certs = create_deployment(root / "certs", 1)
+        self.certs = create_deployment(root / "certs", 1)
         self.port = _free_port()
         home = root / "flwr-home"
         home.mkdir()
         (home / "config.toml").write_text(
             f'[superlink]\ndefault = "test"\n\n[superlink.test]\n'
             f'address = "127.0.0.1:{self.port}"\n'
-            f'root-certificates = "{certs / "ca.pem"}"\n')
+            f'root-certificates = "{self.certs / "ca.pem"}"\n')
         self.app = write_app(root / "app")
         self._start("superlink", [
-            "flower-superlink", "--ssl-certfile", str(certs / "server.pem"),
-            "--ssl-keyfile", str(certs / "server.key"), "--ssl-ca-certfile",
-            str(certs / "ca.pem"), "--port", str(self.port), "--enable-supernode-auth",
+            "flower-superlink", "--ssl-certfile", str(self.certs / "server.pem"),
+            "--ssl-keyfile", str(self.certs / "server.key"), "--ssl-ca-certfile",
+            str(self.certs / "ca.pem"), "--port", str(self.port), "--enable-supernode-auth",
             "--disable-runtime-dependency-installation"])
-        # SuperNode authentication: each node signs with its own key, registered with the
-        # SuperLink beforehand; a fourth node with an unregistered key must stay out
-        # (the runs ask for exactly 3 nodes and fail when more are connected).
-        keys = [_node_key(root / f"node-{i}") for i in range(len(silos) + 1)]
         self._wait_for_port()
-        registrations = [subprocess.Popen(
-            ["flwr", "supernode", "register", str(key.with_suffix(".pub")), "test"],
-            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=root,
-            start_new_session=True) for key in keys[:-1]]
+
+    def start_nodes(self, silos: list[Path]) -> None:
+        """SuperNode authentication: each node signs with its own key, registered with the
+        SuperLink beforehand; a fourth node with an unregistered key must stay out (the
+        runs ask for exactly 3 nodes and fail when more are connected)."""
+        root = self.root
+        keys = [_node_key(root / f"node-{i}") for i in range(len(silos) + 1)]
+        registrations = [self._run_flwr(["supernode", "register",
+                                         str(key.with_suffix(".pub")), "test"])
+                         for key in keys[:-1]]
         for registration in registrations:
-            output = registration.communicate(timeout=60)[0].decode()
+            output = registration.communicate(timeout=120)[0].decode()
             assert registration.returncode == 0, output
         for i, key in enumerate(keys):
             path = silos[i % len(silos)]
@@ -427,12 +436,12 @@ class Deployment:
             if i < len(silos):
                 self.node_releases.append(release)
             self._start(f"supernode-{i}", [
-                "flower-supernode", "--root-certificates", str(certs / "ca.pem"),
+                "flower-supernode", "--root-certificates", str(self.certs / "ca.pem"),
                 "--superlink", f"127.0.0.1:{self.port}", "--port", str(_free_port()),
                 "--auth-supernode-private-key", str(key),
                 "--node-config", f'data="{path}" silo={i} release="{release}"'])
 
-    def _wait_for_port(self, timeout: float = 30.0) -> None:
+    def _wait_for_port(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
             with socket.socket() as probe:
@@ -447,35 +456,46 @@ class Deployment:
                                                stderr=subprocess.STDOUT, cwd=self.root,
                                                start_new_session=True))
 
+    def _run_flwr(self, arguments: list[str]) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(["flwr", *arguments], env=self.env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, cwd=self.root,
+                                   start_new_session=True)
+        self.processes.append(process)
+        return process
+
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}"
                          for p in sorted(self.root.glob("*.log")))
 
-    def submit(self, configs: list[dict[str, Any]], timeout: float = 90.0
-               ) -> list[dict[str, Any]]:
-        """``flwr run`` for every config at once; the ServerApps' release files.
+    def submit(self, configs: list[dict[str, Any]]) -> None:
+        """``flwr run`` for every config at once.
 
         The runs share the SuperNodes: a node answers one run's message while the other
         run's waits, instead of idling between exchanges (about 45 s for both runs on a
-        loaded 2-core machine, against 80 s one after the other). ``timeout`` bounds
-        each wait, far above that, so a slow machine does not fail the test.
+        loaded 2-core machine, against 80 s one after the other).
         """
-        releases, submissions = [], []
         for i, config in enumerate(configs):
-            releases.append(self.root / f"release-{i}.json")
-            overrides = {**config, "release": str(releases[-1]), "nodes": 3, "timeout": 60.0}
+            self.release_paths.append(self.root / f"release-{i}.json")
+            overrides = {**config, "release": str(self.release_paths[-1]), "nodes": 3,
+                         "timeout": 120.0}
             toml = self.root / f"run-config-{i}.toml"
             toml.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in overrides.items()))
-            submissions.append(subprocess.Popen(
-                ["flwr", "run", str(self.app), "test", "--run-config", str(toml)],
-                env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=self.root,
-                start_new_session=True))
-            self.processes.append(submissions[-1])
-        for submission in submissions:
+            self.submissions.append(self._run_flwr(
+                ["run", str(self.app), "test", "--run-config", str(toml)]))
+
+    def releases(self, timeout: float = 300.0) -> list[dict[str, Any]]:
+        """The ServerApps' release files, once every node has logged every release.
+
+        ``timeout`` bounds each wait far above the usual minute (with a full test suite
+        running beside it, exchanges took 20-30 s), so only a run that does not finish
+        fails the test.
+        """
+        for submission in self.submissions:
             output = submission.communicate(timeout=timeout)[0].decode()
             assert submission.returncode == 0, output
-        self._wait(lambda: all(path.exists() for path in releases), timeout, "no release")
-        documents = [json.loads(path.read_text()) for path in releases]
+        self._wait(lambda: all(path.exists() for path in self.release_paths), timeout,
+                   "no release")
+        documents = [json.loads(path.read_text()) for path in self.release_paths]
         runs = {document["run"] for document in documents}
         self._wait(lambda: all(runs <= set(self._logged(p)) for p in self.node_releases),
                    timeout, "the nodes did not all log every release")
@@ -533,8 +553,10 @@ def deployed(tmp_path_factory) -> Iterator[tuple[list[dict[str, Any]], list[list
     root = tmp_path_factory.mktemp("flower")
     deployment = Deployment(root)
     try:
-        deployment.start(write_silos(root, DEPLOYMENT_DATA))
-        releases = deployment.submit([{**case, "seed": str(SEED)} for case in DEPLOYED])
+        deployment.start_link()
+        deployment.submit([{**case, "seed": str(SEED)} for case in DEPLOYED])
+        deployment.start_nodes(write_silos(root, DEPLOYMENT_DATA))
+        releases = deployment.releases()
         logs = [[json.loads(line) for line in path.read_text().splitlines()]
                 for path in deployment.node_releases]
         yield releases, logs

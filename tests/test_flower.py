@@ -2,8 +2,9 @@
 
 The first tests drive the ServerApp's rounds (``driver.drive``) against the nodes' answers
 (``node.answer``) in this process, so every check of the adapter runs in milliseconds.
-The last ones start a real Flower deployment — a SuperLink and three SuperNodes with TLS,
-each in its own process session — and submit runs with ``flwr run``.
+The last ones start a real Flower deployment — a SuperLink and three SuperNodes with TLS
+and SuperNode authentication, each in its own process session — and submit runs with
+``flwr run``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 import pytest
 
 import fedustat
+from fedustat.protocols.base import Role
 from fedustat.runtime.flower import RunConfig, load_silo, write_app
 from fedustat.runtime.flower.config import NodeConfig
 from fedustat.runtime.flower.driver import drive
@@ -35,7 +37,7 @@ from fedustat.runtime.flower.node import answer
 from fedustat.runtime.network.certs import create_deployment
 from fedustat.runtime.network.service import NetworkRunError
 from fedustat.runtime.simulate import simulate
-from fedustat.runtime.wire import Envelope, decode, encode
+from fedustat.runtime.wire import Envelope, Expectation, decode, encode
 
 SEED = 5
 NODES = [101, 202, 303]
@@ -212,9 +214,8 @@ def test_a_frame_speaking_for_another_silos_parties_is_refused(tmp_path):
         nodes.drive()
 
 
-def _lenient(mark: str, node: int) -> Any:
-    from fedustat.protocols.base import Role
-    from fedustat.runtime.wire import Expectation
+def _lenient(mark: str, node: int) -> Expectation:
+    """What the server accepts from ``node`` in round 0, without the party-id check."""
     return Expectation(mark, "run-a", 0, "party", f"node-{node}", Role.SERVER)
 
 

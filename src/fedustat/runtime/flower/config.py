@@ -4,11 +4,12 @@ Nothing here imports Flower, so the configuration can be checked (and tested) wi
 
 * **Run config** (``[tool.flwr.app.config]`` of the app, overridden by
   ``flwr run --run-config``): the protocol, the statistic, the budget, the protocol's
-  parameters as JSON, the seed and where the ServerApp writes the release. Server and
-  nodes read the same run config; each node still checks the server's configuration
-  fingerprint against its own (:func:`fedustat.runtime.network.service.fingerprint`).
+  parameters as JSON, the seed, the noise source and where the ServerApp writes the
+  release. Server and nodes read the same run config; each node still checks the
+  server's configuration mark against its own (:meth:`RunConfig.mark`).
 * **Node config** (``flower-supernode --node-config``): the silo's data file, its silo
-  index and, optionally, the largest epsilon its owner accepts.
+  index and, optionally, its columns, the largest epsilon its owner accepts and a file
+  for the release summaries it receives.
 """
 
 from __future__ import annotations

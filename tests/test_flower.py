@@ -171,22 +171,24 @@ def test_a_node_with_another_configuration_refuses(tmp_path):
     nodes = in_process(tmp_path, CASES[0], labelled(30))
     nodes.node_runs[303] = {**CASES[0], "epsilon": 5.0}
     with pytest.raises(NetworkRunError, match=r"node-303 refused: the server runs protocol "
-                                              r"configuration ldp-quantized:\w+/simulation, "
-                                              r"this node runs ldp-quantized:\w+/simulation"):
+                                              r"configuration ldp-quantized:\w+/deployment, "
+                                              r"this node runs ldp-quantized:\w+/deployment"):
         nodes.drive()
 
 
 def test_deployment_noise_is_released_as_such_and_must_agree(tmp_path):
     # The server's mechanism draws from the OS (central-laplace reports it) ...
     central = in_process(tmp_path, {**CASES[3], "noise": "deployment"}, labelled(60))
-    assert central.drive().estimate.diagnostics["noise_source"] == "deployment"
+    released = central.drive().estimate
+    assert released.diagnostics["noise_source"] == "deployment"
+    assert released.noise == "deployment"
     # ... and so do the parties' randomizers (ldp-quantized reports it in its diagnostics).
     run = {**CASES[0], "noise": "deployment"}
     local = in_process(tmp_path, run, labelled(60)).drive().estimate
     assert local.diagnostics["party_noise"] == "deployment"
     # A node configured for simulation noise refuses the server's deployment-noise run.
     nodes = in_process(tmp_path, run, labelled(60))
-    nodes.node_runs[202] = dict(CASES[0])
+    nodes.node_runs[202] = {**CASES[0], "noise": "simulation"}
     with pytest.raises(NetworkRunError, match=r"node-202 refused: the server runs protocol "
                                               r"configuration ldp-quantized:\w+/deployment, "
                                               r"this node runs ldp-quantized:\w+/simulation"):
@@ -195,7 +197,7 @@ def test_deployment_noise_is_released_as_such_and_must_agree(tmp_path):
 
 def test_a_frame_speaking_for_another_silos_parties_is_refused(tmp_path):
     nodes = in_process(tmp_path, {**CASES[0], "seed": str(SEED)}, labelled(60))
-    config = RunConfig.parse(CASES[0])
+    config = RunConfig.parse({**CASES[0], "seed": str(SEED)})
     mark = config.mark(config.make_protocol().configure(60))
 
     def forge(action: str, node: int, reply: dict[str, Any]) -> dict[str, Any]:
@@ -294,7 +296,7 @@ def test_a_reply_with_unexpected_keys_is_refused(tmp_path):
     ({"statistic": "gini", "statistic-bounds": "1"}, "statistic-bounds must be \"LO,HI\""),
     ({"epsilons": 1.0}, "unknown run config keys ['epsilons']"),
     ({"protocol": "nope"}, "unknown protocol 'nope'"),
-    ({"noise": "os"}, "noise must be \"simulation\" or \"deployment\", got 'os'"),
+    ({"noise": "os"}, "noise must be \"auto\", \"simulation\" or \"deployment\", got 'os'"),
     ({"noise": "deployment", "seed": "3"}, "it cannot be seeded (set seed = \"\")"),
     ({"params": "{\"noise\": 1}"}, "params must not set noise; use the run config key noise"),
 ])

@@ -52,8 +52,9 @@ STATISTICS: dict[str, Callable[[tuple[float, float] | None], Kernel]] = {
 #: The run config the app declares (Flower only accepts overrides of declared keys).
 #: ``seed = ""`` draws every random number from the operating system; an integer seed
 #: reproduces the simulator's numbers. ``noise = "deployment"`` gives the protocol
-#: :class:`~fedustat.privacy.noise.DeploymentNoise` (OS CSPRNG, vetted samplers) for its
-#: randomizers and mechanisms. ``nodes = 0`` takes every connected SuperNode.
+#: :class:`~fedustat.privacy.noise.DeploymentNoise` (OS CSPRNG, fixed-work samplers) for
+#: its randomizers and mechanisms; ``"auto"`` (the default) means deployment unless a
+#: seed asks for simulation randomness. ``nodes = 0`` takes every connected SuperNode.
 DEFAULT_RUN_CONFIG: dict[str, Any] = {
     "protocol": "ldp-quantized",
     "statistic": "auc",
@@ -62,7 +63,7 @@ DEFAULT_RUN_CONFIG: dict[str, Any] = {
     "delta": 0.0,
     "params": "{}",
     "seed": "",
-    "noise": "simulation",
+    "noise": "auto",
     "nodes": 0,
     "release": "fedustat-release.json",
     "timeout": 120.0,
@@ -148,8 +149,12 @@ class RunConfig:
         if seed is not None and seed < 0:
             raise ValueError(f"seed must be >= 0, got {seed}")
         noise = str(merged["noise"])
-        if noise not in ("simulation", "deployment"):
-            raise ValueError(f"noise must be \"simulation\" or \"deployment\", got {noise!r}")
+        if noise not in ("auto", "simulation", "deployment"):
+            raise ValueError(f"noise must be \"auto\", \"simulation\" or \"deployment\", "
+                             f"got {noise!r}")
+        if noise == "auto":
+            # Networked runs use deployment randomness unless a seed asks otherwise.
+            noise = "simulation" if seed is not None else "deployment"
         if noise == "deployment" and seed is not None:
             raise ValueError("noise = \"deployment\" draws from the operating system; it "
                              "cannot be seeded (set seed = \"\")")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -184,6 +184,8 @@ def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str,
                                   f"messages: {exc}; no release") from None
         if isinstance(out, Estimate):
             ops = int(out.cost.server_operations)
+            if out.noise != "none":
+                out = replace(out, noise=config.noise)
             estimate = out.with_cost(log.cost(server_operations=ops,
                                               offline_bits=out.cost.offline_bits))
             result = FlowerRun(estimate, run, order, rows, current + 1, list(exchange.seconds),
@@ -204,7 +206,7 @@ def release_document(config: RunConfig, result: FlowerRun) -> dict[str, Any]:
     """The release file: the published summary, what was run, and the measured cost."""
     estimate = result.estimate
     return {"run": result.run, **release_summary(estimate), "quantity": estimate.quantity,
-            "protocol": estimate.protocol, "noise_source": config.noise,
+            "protocol": estimate.protocol,
             "privacy": str(estimate.privacy),
             "model": str(estimate.privacy.model), "cost": asdict(estimate.cost),
             "run_config": {"protocol": config.protocol, "statistic": config.statistic,

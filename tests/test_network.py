@@ -23,7 +23,7 @@ from fedustat.runtime.network.party import run_party
 from fedustat.runtime.network.server import serve
 from fedustat.runtime.network.service import NetworkRunError, fingerprint
 from fedustat.runtime.simulate import simulate
-from fedustat.stats import auc_kernel, gini_kernel
+from fedustat.stats import auc_kernel, duplicate_pair_kernel, gini_kernel, kendall_tau_kernel
 
 SEED = 5
 TIMEOUT = 10.0
@@ -422,3 +422,38 @@ def test_party_certificates_are_checked_against_the_deployment_ca(certs, tmp_pat
         verify_party_certificates(ca, [mine[0], (other / "party-1.pem").read_bytes()])
     with pytest.raises(ValueError, match="the certificate given for party-0 names 'server'"):
         verify_party_certificates(ca, [(certs / "server.pem").read_bytes()])
+
+
+def _ratings(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(1, 7, n)
+    return np.column_stack([x, np.clip(x + rng.integers(-1, 2, n), 1, 6)]).astype(float)
+
+
+PAIRS = [
+    ("kendall-P2", kendall_tau_kernel("a"), {"P": 2}, lambda: _ratings(21, 1)),
+    ("auc", auc_kernel(), {}, lambda: labelled(21, integer=True)),
+    ("gini-all-pairs-split", GINI, {"all_pairs": True, "noise_split": "split"},
+     lambda: labelled(12)[:, :1]),
+    ("duplicate", duplicate_pair_kernel(), {"P": 2}, lambda: labelled(21, integer=True)[:, :1]),
+]
+
+
+@pytest.mark.parametrize(("kernel", "params", "make_data"), [p[1:] for p in PAIRS],
+                         ids=[p[0] for p in PAIRS])
+def test_networked_pairs_2pc_equals_the_simulation(certs, kernel, params, make_data):
+    data = make_data()
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", kernel, epsilon=1.0, **params)
+
+    # Silos of unequal sizes: most pairs and their dealers sit in different processes.
+    silos = np.split(data, [len(data) // 3, len(data) // 3 + 2])
+    server, parties = run_deployment(certs, make, silos)
+    assert not isinstance(server, Exception), server
+    assert not any(isinstance(p, Exception) for p in parties), parties
+    expected = simulate(make(), data, rng=SEED, batch_size=[len(s) for s in silos])
+    np.testing.assert_equal(server.estimate.value, expected.value)
+    assert server.estimate.cost == expected.cost
+    assert server.estimate.cost.peer_rounds == (2 if kernel.name.startswith("auc") else 3)
+    np.testing.assert_equal([p.release["value"] for p in parties], [expected.value] * 3)

@@ -110,6 +110,7 @@ and the dealer's offline bits.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -136,15 +137,27 @@ from fedustat.privacy.guarantee import (
 )
 from fedustat.privacy.mechanisms import DiscreteLaplaceMechanism
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
-from fedustat.protocols.base import Cost, Estimate, Message, PeerTraffic, Protocol, Role
+from fedustat.protocols.base import (
+    PEER_FROM,
+    PEER_TO,
+    Cost,
+    Estimate,
+    Message,
+    PeerTraffic,
+    Protocol,
+    Role,
+)
 from fedustat.protocols.mpc.encoding import ColumnEncoding, bounds_by_column, declared_bounds
 from fedustat.protocols.registry import register
 from fedustat.secure import (
     Dealer,
     FixedPoint,
+    FssKey,
     PolyaDifferenceError,
     Transcript,
     add_public,
+    dcf_eval,
+    dpf_eval,
     equal,
     greater_than,
     less_than,
@@ -839,6 +852,203 @@ def secure_pair_values(kernel: Kernel, data: Any, pairs: Design | Any, *,
 
 
 # ----------------------------------------------------------------------------------
+# One member's side of a pair's 2PC, on its own record, its shares and what it received
+# (the party steps with comparison="fss"; relay rounds carry the peer messages)
+# ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Layout:
+    """Per pair: the FSS gate ("msb": DCF sign test, "zero": DPF equality test) and how
+    many gates run side by side, the Beaver triples, and whether a product round follows
+    the gates."""
+
+    gate: Literal["msb", "zero"]
+    gates: int
+    triples: int
+
+    @property
+    def products(self) -> bool:
+        return self.triples > 0
+
+
+def _layout(spec: _Spec) -> _Layout:
+    # Kendall: [xa_c < xb_c], [xb_c < xa_c] for c = 1, 2, then the product of the signs;
+    # AUC: [neg < pos], [pos < neg]; Gini: [x > y], then sign * (x - y); duplicate: [x == y]
+    # beside the coins' product, then the xor product (module docstring table).
+    return {"kendall": _Layout("msb", 4, 1), "auc": _Layout("msb", 2, 0),
+            "gini": _Layout("msb", 1, 1), "equal": _Layout("zero", 1, 2)}[spec.kind]
+
+
+def _domain_bits(gate: str, ring_bits: int) -> int:
+    # fss_msb tests the low l - 1 bits with a DCF; fss_is_zero a DPF on all l bits.
+    return ring_bits - 1 if gate == "msb" else ring_bits
+
+
+def _package_fields(lay: _Layout, fp: FixedPoint) -> dict[str, tuple[tuple[int, ...], Any, int]]:
+    """Field -> (shape per pair, dtype, bits per value) of one member's offline package:
+    its share of each gate's mask (and of the mask's sign bit), its FSS key (seed and
+    correction words, 002 App. A.3 / BCG+21 Fig. 3) and its shares of the triples. The
+    sizes are those :class:`fedustat.secure.Dealer` records for the same material."""
+    g, d, ell = lay.gates, _domain_bits(lay.gate, fp.bits), fp.bits
+    out: dict[str, tuple[tuple[int, ...], Any, int]] = {
+        "mask": ((g,), np.uint64, ell),
+        "key_seed": ((g, 2), np.uint64, 64),
+        "key_cw_seed": ((g, d, 2), np.uint64, 64),
+        "key_cw_t": ((g, d, 2), np.bool_, 1),
+        "key_cw_out": ((g,), np.uint64, ell)}
+    if lay.gate == "msb":
+        out["mask_msb"] = ((g,), np.uint64, ell)
+        out["key_cw_value"] = ((g, d), np.uint64, ell)
+    if lay.triples:
+        out["triple"] = ((lay.triples, 3), np.uint64, ell)
+    return out
+
+
+def _deal_packages(spec: _Spec, fp: FixedPoint, n_deals: int, source: Any
+                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A dealing party's packages for ``n_deals`` pairs: (member 0's, member 1's)."""
+    lay = _layout(spec)
+    shapes = _package_fields(lay, fp)
+    if n_deals == 0:
+        empty = {k: np.zeros((0, *shape), dtype=dt) for k, (shape, dt, _) in shapes.items()}
+        return empty, {k: v.copy() for k, v in empty.items()}
+    dealer = Dealer(2, ring=fp.ring, rng=source)
+    g, d = lay.gates, _domain_bits(lay.gate, fp.bits)
+    mat = dealer.fss_msb((n_deals, g)) if lay.gate == "msb" else dealer.fss_zero((n_deals, g))
+    triples = dealer.beaver_triples((n_deals, lay.triples)) if lay.triples else None
+    packages = []
+    for b in (0, 1):
+        key = mat.keys[b]
+        # Keys are stored level-major over the flattened (pair, gate) axis.
+        pkg = {"mask": mat.mask[b],
+               "key_seed": key.seed.reshape(n_deals, g, 2),
+               "key_cw_seed": key.cw_seed.reshape(d, n_deals, g, 2).transpose(1, 2, 0, 3),
+               "key_cw_t": key.cw_t.reshape(d, n_deals, g, 2).transpose(1, 2, 0, 3),
+               "key_cw_out": key.cw_out.reshape(n_deals, g)}
+        if lay.gate == "msb":
+            assert key.cw_value is not None
+            pkg["mask_msb"] = mat.mask_msb[b]
+            pkg["key_cw_value"] = key.cw_value.reshape(d, n_deals, g).transpose(1, 2, 0)
+        if triples is not None:
+            pkg["triple"] = np.stack([triples.a[b], triples.b[b], triples.c[b]], axis=-1)
+        packages.append({k: np.ascontiguousarray(v, dtype=shapes[k][1]) for k, v in pkg.items()})
+    return packages[0], packages[1]
+
+
+def _member_key(member: int, lay: _Layout, fp: FixedPoint, pkg: Mapping[str, np.ndarray]
+                ) -> FssKey:
+    """Member ``member``'s FSS keys for its slots' gates, from its received packages."""
+    k, g, d = pkg["mask"].shape[0], lay.gates, _domain_bits(lay.gate, fp.bits)
+    value = None
+    if lay.gate == "msb":
+        value = np.ascontiguousarray(pkg["key_cw_value"].transpose(2, 0, 1).reshape(d, k * g))
+    return FssKey(member, "dcf" if lay.gate == "msb" else "dpf", d, fp.ring,
+                  np.ascontiguousarray(pkg["key_seed"].reshape(k * g, 2)),
+                  np.ascontiguousarray(pkg["key_cw_seed"].transpose(2, 0, 1, 3)
+                                       .reshape(d, k * g, 2)),
+                  np.ascontiguousarray(pkg["key_cw_t"].transpose(2, 0, 1, 3)
+                                       .reshape(d, k * g, 2)),
+                  value, np.ascontiguousarray(pkg["key_cw_out"].reshape(k * g)))
+
+
+def _gate_inputs(spec: _Spec, fp: FixedPoint, member: np.ndarray, enc: np.ndarray
+                 ) -> np.ndarray:
+    """Each slot's share of every gate's input, shape (slots, gates).
+
+    A member's own encoded record is its share of the pair's difference ``xa - xb`` with
+    the sign of its slot (member 0 holds ``xa``, member 1 ``-xb``; the partner's share is
+    the other term), so no input is shared before the gates: the masked openings hide
+    them (the masks are uniform).
+    """
+    ring = fp.ring
+    sign = np.where(member == 0, np.uint64(1), ring.mask)[:, None]    # +1 or -1 in the ring
+    own = ring.mul(sign, enc)                                         # share of xa - xb
+    if spec.kind == "kendall":
+        # [xa_c < xb_c] = msb(xa_c - xb_c); [xb_c < xa_c] = msb(xb_c - xa_c).
+        return np.concatenate([own, ring.neg(own)], axis=1)
+    if spec.kind == "auc":
+        # [neg < pos] = msb(xb - xa), [pos < neg] = msb(xa - xb) (member 0 is positive).
+        return np.concatenate([ring.neg(own), own], axis=1)
+    if spec.kind == "gini":
+        return ring.neg(own)                                          # [x > y] = msb(y - x)
+    return own                                                        # [x == y]: zero(x - y)
+
+
+def _gate_outputs(lay: _Layout, fp: FixedPoint, member: int, opened: np.ndarray,
+                  pkg: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Member ``member``'s shares of the gates, from the opened masked inputs (fss_msb and
+    fss_is_zero of :mod:`fedustat.secure.fss_gates`, one member's side)."""
+    ring = fp.ring
+    if opened.size == 0:
+        return np.zeros_like(opened)
+    key = _member_key(member, lay, fp, pkg)
+    flat = opened.ravel()
+    if lay.gate == "zero":
+        return dpf_eval(member, key, flat).reshape(opened.shape)
+    low = np.bitwise_and(flat, np.uint64((1 << (ring.bits - 1)) - 1))
+    top = ring.msb(opened)
+    # w = msb(r) xor borrow = beta [low(z + r) < low(r)] + msb(r); msb(z) = a + (1 - 2a) w
+    # with a = msb(z + r) public.
+    w = ring.add(dcf_eval(member, key, low).reshape(opened.shape), pkg["mask_msb"])
+    out = ring.mul(ring.sub(np.uint64(1), ring.mul(np.uint64(2), top)), w)
+    return ring.add(out, top) if member == 0 else out
+
+
+def _beaver_open(fp: FixedPoint, x: np.ndarray, y: np.ndarray, triple: np.ndarray
+                 ) -> np.ndarray:
+    """A member's shares of ``d = x - a`` and ``e = y - b`` (Beaver 1991), shape (k, 2)."""
+    ring = fp.ring
+    return np.stack([ring.sub(x, triple[:, 0]), ring.sub(y, triple[:, 1])], axis=1)
+
+
+def _beaver_close(fp: FixedPoint, member: int, opened: np.ndarray, triple: np.ndarray
+                  ) -> np.ndarray:
+    """``[x y] = [c] + d [b] + e [a] + d e`` (``d e`` added by member 0 only)."""
+    ring = fp.ring
+    d, e = opened[:, 0], opened[:, 1]
+    z = ring.add(triple[:, 2], ring.add(ring.mul(d, triple[:, 1]), ring.mul(e, triple[:, 0])))
+    return ring.add(z, ring.mul(d, e)) if member == 0 else z
+
+
+def _member_noise(spec: _Spec, fp: FixedPoint, pair_epsilon: float, split: str,
+                  member: np.ndarray, source: NoiseSource) -> np.ndarray:
+    """Each slot's own noise part on the ring (what :func:`_add_noise` adds per member)."""
+    ring = fp.ring
+    m = member.size
+    t = math.exp(-pair_epsilon / spec.sensitivity_units)
+    _check_noise_room(spec, fp, t)
+    if m == 0:
+        return np.zeros(0, dtype=np.uint64)
+    # local_noise draws both contributors' parts (row j: member j's law); a member keeps
+    # the row of its own slot. min_honest=1: a full DLap(t) each; 2: Polya(1/2, t)
+    # differences whose two parts sum to one DLap(t) (002 Protocol B.1).
+    parts = local_noise(2, pair_epsilon, spec.sensitivity_units, ring=ring,
+                        min_honest=1 if split == "independent" else 2, size=m, rng=source)
+    own = parts.shares[member, np.arange(m)]
+    signed = ring.to_signed(own)
+    bound = 1 << (fp.bits - 3)
+    if int(np.abs(signed).max()) >= bound:
+        raise OverflowError(f"a party's noise part {int(np.abs(signed).max())} does not fit "
+                            f"the ring headroom (< 2^{fp.bits - 3} units)")
+    return own
+
+
+def _third_party(pairs: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """A dealer for each pair, uniform among the n - 2 parties outside it."""
+    lo, hi = np.sort(pairs, axis=1).T
+    d = rng.integers(0, n - 2, size=pairs.shape[0])
+    d = d + (d >= lo)
+    return d + (d >= hi)
+
+
+def _all_pairs_dealers(pairs: np.ndarray, n: int) -> np.ndarray:
+    """All pairs: a public dealer per pair ``i < j`` (no message needed): ``j + 1``, or
+    ``j + 2`` where that wraps to ``i`` (needs n >= 3)."""
+    i, j = pairs.min(axis=1), pairs.max(axis=1)
+    d = (j + 1) % n
+    return np.where(d == i, (j + 2) % n, d)
+
+
+# ----------------------------------------------------------------------------------
 # The protocol: party and aggregator steps
 # ----------------------------------------------------------------------------------
 def _id_bits(count: int) -> int:
@@ -846,10 +1056,31 @@ def _id_bits(count: int) -> int:
 
 
 @dataclass
+class _MemberRun:
+    """What a batch's parties hold during the relayed 2PC. Slots (one per pair a party is
+    in) are in canonical order: by party, partner, pair id; ``package`` holds each slot's
+    offline material once received, ``opened``/``held`` the values of the online phase."""
+
+    fp: FixedPoint
+    pair_epsilon: float
+    coins: _Coins
+    owner: np.ndarray
+    pair: np.ndarray
+    member: np.ndarray
+    partner: np.ndarray
+    dealer: np.ndarray
+    own: np.ndarray
+    deals: np.ndarray
+    package: dict[str, np.ndarray] = field(default_factory=dict)
+    held: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
 class _PartyState:
     records: np.ndarray
     parties: np.ndarray
     phase: int = 0
+    run: _MemberRun | None = None
 
 
 @dataclass
@@ -953,6 +1184,9 @@ class PairsTwoParty(Protocol):
                              "used); leave P at 1")
         self.noise_split = _check_choice(noise_split, "noise_split", _SPLITS)
         self.comparison = _check_choice(comparison, "comparison", _METHODS)
+        # FSS gates run member by member with relayed peer rows; the circuit's AND trees
+        # still run all of a batch's pairs in one step (see the class docstring).
+        self.relayed = self.comparison == "fss"
         if noise is not None and not isinstance(noise, NoiseSource):
             raise TypeError(f"noise must be a NoiseSource, got {type(noise).__name__}")
         self.noise = noise
@@ -1104,6 +1338,15 @@ class PairsTwoParty(Protocol):
             return state, Message(Role.PARTY, Role.SERVER,
                                   {"join": np.ones(state.parties.size, dtype=np.int64)},
                                   {"join": 1}, state.parties)
+        if self.relayed:
+            return self._relayed_step(state, inbox, rng)
+        return self._batch_step(state, inbox, rng)
+
+    def _batch_step(self, state: _PartyState, inbox: Message | None,
+                    rng: np.random.Generator) -> tuple[_PartyState, Message]:
+        """``comparison="circuit"``: the 2PC of every pair of the batch in one step, member
+        by member on their own shares (rows of the share arrays), measured peer traffic
+        attached; a batch must hold both parties of each of its pairs."""
         if inbox is None or state.phase != 1:
             raise ValueError("pairs-2pc: a party computes its pairs once, after the "
                              "aggregator's assignment")
@@ -1127,6 +1370,219 @@ class PairsTwoParty(Protocol):
         bits = {"share": fp.bits}
         return state, Message(Role.PARTY, Role.SERVER, fields, bits, senders[order],
                               peer=self._peer_traffic(state, log))
+
+    # -- the relayed 2PC (comparison="fss"): one member's side per slot -------------------
+    def _relayed_step(self, state: _PartyState, inbox: Message | None,
+                      rng: np.random.Generator) -> tuple[_PartyState, Message]:
+        """Phases 1-4 of a party with ``comparison="fss"`` (the class docstring):
+        deal, open the gates' masked inputs, open the product's masks, upload."""
+        if inbox is None:
+            raise ValueError("pairs-2pc: after joining, every step of a party answers a "
+                             "message (the assignment or its peers' rows)")
+        phase = state.phase
+        if phase == 1:
+            state.run = self._start(state, inbox, rng)
+            state.phase = 2
+            return state, self._deal(state.run)
+        run = state.run
+        if run is None or phase not in (2, 3, 4):
+            raise ValueError(f"pairs-2pc: no step {phase} after the party's upload")
+        lay = _layout(self.spec)
+        if phase == 2:
+            self._receive(run, inbox, run.dealer, "its dealer", "package")
+            state.phase = 3
+            return state, self._peer_rows(run, self._open_gates(run, lay))
+        opened = self._receive(run, inbox, run.partner, "its partner", "open")
+        if phase == 3:
+            finished = self._after_gates(run, lay, opened)
+            if finished is None:
+                state.phase = 4
+                return state, self._peer_rows(run, run.held["product_open"])
+            state.phase = 5
+            return state, self._upload(run, finished)
+        state.phase = 5
+        return state, self._upload(run, self._after_product(run, opened))
+
+    def _start(self, state: _PartyState, inbox: Message, rng: np.random.Generator
+               ) -> _MemberRun:
+        """The batch's slots and deals from the assignment; its coins and ring."""
+        if self.all_pairs:
+            n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0])
+            labels = np.asarray(inbox.fields["labels"], dtype=np.float64) \
+                if self.spec.labelled else np.zeros(n)
+            chosen, active = _orient(self.spec, np.column_stack([np.zeros(n), labels]),
+                                     _all_pairs(n))
+            pair_ids = np.flatnonzero(active)
+            dealers = _all_pairs_dealers(chosen, n)
+            mine = np.isin(chosen, state.parties)
+            slot_pair = np.concatenate([pair_ids[mine[:, 0]], pair_ids[mine[:, 1]]])
+            slot_member = np.repeat([0, 1], [int(mine[:, 0].sum()), int(mine[:, 1].sum())])
+            slot_owner = np.concatenate([chosen[mine[:, 0], 0], chosen[mine[:, 1], 1]])
+            slot_partner = np.concatenate([chosen[mine[:, 0], 1], chosen[mine[:, 1], 0]])
+            slot_dealer = np.concatenate([dealers[mine[:, 0]], dealers[mine[:, 1]]])
+            dealt = np.isin(dealers, state.parties)
+            deals = np.column_stack([pair_ids[dealt], dealers[dealt], chosen[dealt, 0],
+                                     chosen[dealt, 1]])
+        else:
+            n = 2
+            pair = np.asarray(inbox.fields["pair"], dtype=np.int64)
+            member = np.asarray(inbox.fields["member"], dtype=np.int64)
+            partner = np.asarray(inbox.fields["partner"], dtype=np.int64)
+            helper = np.asarray(inbox.fields["helper"], dtype=np.int64)
+            who = np.asarray(inbox.parties, dtype=np.int64)
+            slot = member < 2
+            slot_pair, slot_member, slot_owner = pair[slot], member[slot], who[slot]
+            slot_partner, slot_dealer = partner[slot], helper[slot]
+            deals = np.column_stack([pair[~slot], who[~slot], partner[~slot], helper[~slot]])
+        if not np.all(np.isin(slot_owner, state.parties)) or \
+                not np.all(np.isin(deals[:, 1], state.parties)):
+            raise ValueError("pairs-2pc: the assignment names a party that is not in this "
+                             "batch")
+        order = np.lexsort((slot_pair, slot_partner, slot_owner))
+        pair_eps, _, _ = self.pair_budget(n)
+        fp = self.run_fixed_point(pair_eps)
+        records = self._shifted(state.records)
+        sorter = np.argsort(state.parties, kind="stable")
+        rows = sorter[np.searchsorted(state.parties, slot_owner[order], sorter=sorter)]
+        columns = list(self.spec.columns)
+        own = fp.encode(records[rows][:, columns], "data") if rows.size else \
+            np.zeros((0, len(columns)), dtype=np.uint64)
+        deals = deals[np.lexsort((deals[:, 0], deals[:, 1]))]
+        return _MemberRun(fp, pair_eps, _Coins.make(rng, self.noise), slot_owner[order],
+                          slot_pair[order], slot_member[order], slot_partner[order],
+                          slot_dealer[order], own.reshape(order.size, len(columns)), deals)
+
+    def _deal(self, run: _MemberRun) -> Message:
+        """Phase 1: each party deals the packages of the pairs it deals for (both members'
+        shares of masks, FSS keys and triples, from its own coins), to the members."""
+        shapes = _package_fields(_layout(self.spec), run.fp)
+        first, second = _deal_packages(self.spec, run.fp, run.deals.shape[0], run.coins.dealer)
+        deals = run.deals
+        senders = np.concatenate([deals[:, 1], deals[:, 1]])
+        targets = np.concatenate([deals[:, 2], deals[:, 3]])
+        pairs = np.concatenate([deals[:, 0], deals[:, 0]])
+        # Rows to one member in increasing pair id: the order it expects them in.
+        order = np.lexsort((pairs, targets, senders))
+        fields = {k: np.concatenate([first[k], second[k]])[order] for k in shapes}
+        fields[PEER_TO] = targets[order]
+        bits = {k: b for k, (_, _, b) in shapes.items()}
+        bits[PEER_TO] = 32
+        return Message(Role.PARTY, Role.PARTY, fields, bits, senders[order])
+
+    def _receive(self, run: _MemberRun, inbox: Message, expected_from: np.ndarray,
+                 who: str, what: str) -> np.ndarray:
+        """Check the relayed rows: one per slot, from the party each slot expects, in
+        increasing pair id; store a package, or return the opened values."""
+        if not inbox.is_peer:
+            raise ValueError(f"pairs-2pc: expected the rows of {who}, got a message from the "
+                             f"{inbox.sender}")
+        order = np.lexsort((run.pair, expected_from, run.owner))
+        origin = np.asarray(inbox.fields[PEER_FROM], dtype=np.int64)
+        if not (np.array_equal(np.asarray(inbox.parties), run.owner[order])
+                and np.array_equal(origin, expected_from[order])):
+            raise ValueError(f"pairs-2pc: each party must receive exactly one row per pair "
+                             f"from {who}; the rows received do not match the assignment")
+        if what == "package":
+            for name in _package_fields(_layout(self.spec), run.fp):
+                values = np.asarray(inbox.fields[name])
+                canonical = np.empty_like(values)
+                canonical[order] = values
+                run.package[name] = canonical
+            return np.zeros(0, dtype=np.uint64)
+        theirs = np.empty_like(np.asarray(inbox.fields["open"], dtype=np.uint64))
+        theirs[order] = np.asarray(inbox.fields["open"], dtype=np.uint64)
+        mine = run.held.pop("sent")
+        return run.fp.ring.add(mine, theirs)
+
+    def _peer_rows(self, run: _MemberRun, values: np.ndarray) -> Message:
+        """This batch's shares to open, one row per slot, to the slot's partner (rows to
+        one partner in increasing pair id, as the canonical order has them)."""
+        run.held["sent"] = values
+        return Message(Role.PARTY, Role.PARTY, {"open": values, PEER_TO: run.partner},
+                       {"open": run.fp.bits, PEER_TO: 32}, run.owner)
+
+    def _by_member(self, run: _MemberRun, fn: Any, *arrays: np.ndarray) -> np.ndarray:
+        """``fn(member, package rows, *array rows)`` for the slots of each member slot,
+        reassembled in slot order (keys and the public constant differ by member)."""
+        out: np.ndarray | None = None
+        for b in (0, 1):
+            sel = run.member == b
+            part = fn(b, {k: v[sel] for k, v in run.package.items()}, *(a[sel] for a in arrays))
+            if out is None:
+                out = np.zeros((run.member.size, *part.shape[1:]), dtype=np.uint64)
+            out[sel] = part
+        assert out is not None
+        return out
+
+    def _open_gates(self, run: _MemberRun, lay: _Layout) -> np.ndarray:
+        """Phase 2: each slot's share of every gate input plus its mask (uniform), and for
+        the duplicate kernel the masks of the coins' product, opened beside the gates."""
+        ring, fp = run.fp.ring, run.fp
+        inputs = _gate_inputs(self.spec, fp, run.member, run.own)
+        masked = ring.add(inputs, run.package["mask"])
+        if self.spec.kind != "equal":
+            return masked
+        q_coin, _ = _rr_flip(run.pair_epsilon, self.noise_split)
+        coin = np.asarray(run.coins.noise.bernoulli(q_coin, run.member.size), dtype=np.uint64)
+        zero = np.zeros_like(coin)
+        # Member j's coin enters as the sharing in which j holds it and its partner 0.
+        x = np.where(run.member == 0, coin, zero)
+        y = np.where(run.member == 1, coin, zero)
+        run.held["coin_x"], run.held["coin_y"] = x, y
+        return np.concatenate([masked, _beaver_open(fp, x, y, run.package["triple"][:, 0])],
+                              axis=1)
+
+    def _after_gates(self, run: _MemberRun, lay: _Layout, opened: np.ndarray
+                     ) -> np.ndarray | None:
+        """Phase 3: the gates' output shares; the kernel's output share (AUC) or the masks
+        of its product, kept in ``held["product_open"]`` (None is returned then)."""
+        ring, fp = run.fp.ring, run.fp
+        gates = self._by_member(run, lambda b, pkg, op: _gate_outputs(lay, fp, b, op, pkg),
+                                opened[:, :lay.gates])
+        one = np.where(run.member == 0, np.uint64(1), np.uint64(0))
+        if self.spec.kind == "auc":
+            # 2 f = 1 + [pos > neg] - [pos < neg], the 1 added by member 0.
+            return ring.add(ring.sub(gates[:, 0], gates[:, 1]), one)
+        tri = run.package["triple"]
+        if self.spec.kind == "kendall":
+            sign = ring.sub(gates[:, 2:], gates[:, :2])            # sign(xa_c - xb_c)
+            x, y = sign[:, 0], sign[:, 1]
+        elif self.spec.kind == "gini":
+            # (2 [x > y] - 1)(x - y); a member's own record is its share of x - y.
+            x = ring.sub(ring.mul(np.uint64(2), gates[:, 0]), one)
+            sign = np.where(run.member == 0, np.uint64(1), ring.mask)
+            y = ring.mul(sign, run.own[:, 0])
+        else:
+            prod = self._by_member(run, lambda b, pkg, op: _beaver_close(
+                fp, b, op, pkg["triple"][:, 0]), opened[:, lay.gates:])
+            flip = ring.sub(ring.add(run.held["coin_x"], run.held["coin_y"]),
+                            ring.mul(np.uint64(2), prod))
+            run.held["eq"], run.held["flip"] = gates[:, 0], flip
+            x, y, tri = gates[:, 0], flip, tri[:, 1:]
+        run.held["product_open"] = _beaver_open(fp, x, y, tri[:, 0])
+        return None
+
+    def _after_product(self, run: _MemberRun, opened: np.ndarray) -> np.ndarray:
+        """Phase 4: the product's output share; for the duplicate kernel the xor of the
+        equality with the coins, ``u + v - 2 u v``."""
+        ring, fp = run.fp.ring, run.fp
+        k = 1 if self.spec.kind == "equal" else 0
+        z = self._by_member(run, lambda b, pkg, op: _beaver_close(fp, b, op,
+                                                                  pkg["triple"][:, k]), opened)
+        if self.spec.kind != "equal":
+            return z
+        return ring.sub(ring.add(run.held["eq"], run.held["flip"]), ring.mul(np.uint64(2), z))
+
+    def _upload(self, run: _MemberRun, out: np.ndarray) -> Message:
+        """Each member adds its own noise part to its output share and uploads it, rows by
+        party and increasing pair id (as the aggregator expects them)."""
+        if self.spec.mechanism != "randomized_response" and math.isfinite(run.pair_epsilon):
+            out = run.fp.ring.add(out, _member_noise(self.spec, run.fp, run.pair_epsilon,
+                                                     self.noise_split, run.member,
+                                                     run.coins.noise))
+        order = _upload_order(run.owner, run.pair)
+        return Message(Role.PARTY, Role.SERVER, {"share": out[order]},
+                       {"share": run.fp.bits}, run.owner[order])
 
     @staticmethod
     def _peer_traffic(state: _PartyState, log: Transcript) -> PeerTraffic:
@@ -1193,6 +1649,9 @@ class PairsTwoParty(Protocol):
     def _assign(self, state: _ServerState, inbox: Message,
                 rng: np.random.Generator) -> tuple[_ServerState, Message]:
         n = state.n_parties
+        if self.relayed and n < 3:
+            raise ValueError(f"pairs-2pc: a third party deals each pair's correlated "
+                             f"randomness, so the run needs at least 3 parties, got {n}")
         who = np.asarray(inbox.parties, dtype=np.int64)
         if not np.array_equal(np.sort(who), np.arange(n)):
             raise ValueError(f"pairs-2pc: expected one join message from each of the {n} "
@@ -1232,6 +1691,18 @@ class PairsTwoParty(Protocol):
                   "partner": np.concatenate([chosen[:, 1], chosen[:, 0]]),
                   "member": np.repeat(np.array([0, 1], dtype=np.int64), pair_ids.size)}
         bits = {"pair": _id_bits(n_pairs), "partner": _id_bits(n), "member": 1}
+        if self.relayed:
+            # A dealer per pair, uniform among the other parties (public, drawn after the
+            # design so the design keeps its stream). Members learn their dealer; the
+            # dealer gets a row (member slot 2) naming both members.
+            dealers = _third_party(chosen, n, rng)
+            parties = np.concatenate([parties, dealers])
+            fields = {"pair": np.concatenate([fields["pair"], pair_ids]),
+                      "partner": np.concatenate([fields["partner"], chosen[:, 0]]),
+                      "member": np.concatenate([fields["member"],
+                                                np.full(pair_ids.size, 2, dtype=np.int64)]),
+                      "helper": np.concatenate([dealers, dealers, chosen[:, 1]])}
+            bits.update(member=2, helper=_id_bits(n))
         return state, Message(Role.SERVER, Role.PARTY, fields, bits, parties)
 
     def _aggregate(self, state: _ServerState, inbox: Message) -> Estimate:

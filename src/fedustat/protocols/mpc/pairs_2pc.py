@@ -95,16 +95,42 @@ over P (001 App. C.1 "Optimal value of P").
 
 Transport
 ---------
-Party and aggregator exchange real messages through the runtime (join; pair
-assignment; one share per pair). The pairwise 2PC runs on direct channels between the
-two partners, which the in-process runtime does not carry: the party step runs the
-2PC of every pair whose two parties are in its batch, member by member on their own
-shares (row ``j`` of every share array is what member ``j`` holds), and refuses a batch
-that splits a pair. Every bit the partners and the dealer send is recorded in a
-:class:`fedustat.secure.Transcript`; the party step attaches the totals to its upload as
-:class:`~fedustat.protocols.base.PeerTraffic`, so the estimate's ``cost`` (measured by
-the runtime) covers the whole protocol: uploads and peer bits per party, peer rounds,
-and the dealer's offline bits.
+With ``comparison="fss"`` (the default) every step is one member's side, computed on
+its own record, its own shares and the rows it received; the peer messages are real
+messages, carried by the runtime in *relay rounds* (rows addressed to parties: routed
+between batches by the simulator, forwarded end-to-end encrypted by the networked
+server, :mod:`fedustat.runtime.network.relay`):
+
+0. each party joins (AUC: its public label);
+1. the aggregator draws the design and, per pair, a **dealer**: a third party, uniform
+   among the others (all pairs: a public rule); each party learns its pairs (partner,
+   member slot, dealer) and the pairs it deals for;
+2. *relay*: each dealer sends each member its package (its shares of the gates' masks,
+   its FSS keys, its Beaver-triple shares), drawn from the dealer's own coins;
+3. *relay*: each member sends its partner its share of every gate input plus the mask.
+   A member's own encoded record is its share of the pair's difference (member 0 holds
+   ``xa``, member 1 ``-xb``), so no input is shared beforehand; the masks make the
+   openings uniform (002 App. A.3);
+4. *relay* (Kendall, Gini, duplicate pair): each member evaluates its keys at the
+   opened values and sends the masks of the product (Beaver), with the coins' product
+   beside the equality for randomized response;
+5. each member adds its own noise part to its output share and uploads it.
+
+Pairs thus run across batches and silos; the release does not depend on how parties
+are batched (noise-free it is the design's exact statistic; with noise each batch draws
+from its own stream). The dealing round replaces the offline dealer of earlier versions
+(a separate entity): it is counted as peer traffic, and the dealer, now one of the
+parties, must collude with neither member nor the aggregator (see ``assumptions``).
+Randomness is laid out per party (dealer, member coins, noise), so seeded numbers
+differ from those of versions that ran a pair's 2PC in one place.
+
+With ``comparison="circuit"`` the pairwise 2PC still runs in one party step for every
+pair whose two parties are in the batch, member by member on their own shares (row
+``j`` of every share array is what member ``j`` holds), with an offline dealer, and
+refuses a batch that splits a pair; its AND trees are not yet split into relay rounds.
+Every bit the partners and the dealer send is recorded in a
+:class:`fedustat.secure.Transcript` and attached to the upload as
+:class:`~fedustat.protocols.base.PeerTraffic`.
 """
 
 from __future__ import annotations
@@ -210,6 +236,12 @@ _SPLITS = ("independent", "split")
 _METHODS = ("fss", "circuit")
 _MECHANISMS = ("laplace", "discrete_laplace", "randomized_response")
 
+RELAYED_DEALER_ASSUMPTION = (
+    "each pair's FSS keys and Beaver triples are dealt by a third party drawn by the "
+    "aggregator (public), from its own coins, sealed end to end to the two members; it "
+    "sees none of the pair's online messages, but it knows the masks, so it must collude "
+    "with neither member nor the aggregator; 000 assumes garbled circuits between the two "
+    "parties instead (001 App. C.2)")
 DEALER_ASSUMPTION = (
     "offline correlated randomness (Beaver triples, FSS keys, edaBits) from a trusted "
     "dealer that takes no part in the online phase and colludes with no one; 000 "
@@ -1104,12 +1136,14 @@ class PairsTwoParty(Protocol):
 
     Messages through the runtime: (1) each party joins (AUC: sends its public label,
     1 bit); (2) the aggregator draws the design and tells each party its pairs (session
-    id, partner id, member slot; for all pairs a broadcast of n, and of the labels for
-    AUC); (3) after the pairwise 2PC each party sends one ring element (its output
-    share) per computed pair, in increasing pair order, with the peer and dealer traffic
-    each party measured in its transcript attached as
-    :class:`~fedustat.protocols.base.PeerTraffic` (counted by the runtime in the
-    estimate's ``cost``).
+    id, partner id, member slot and, with ``comparison="fss"``, the pair's dealer; the
+    dealer gets a row naming both members; for all pairs a broadcast of n, and of the
+    labels for AUC); (3) with ``"fss"``, relay rounds among parties: packages from the
+    dealers, the masked gate inputs, the product's masks (module docstring,
+    "Transport"); with ``"circuit"``, the pairwise 2PC inside the step, its measured
+    traffic attached as :class:`~fedustat.protocols.base.PeerTraffic`; (4) each party
+    sends one ring element (its output share) per computed pair, in increasing pair
+    order. The runtime counts every bit in the estimate's ``cost``.
 
     Parameters
     ----------
@@ -1270,6 +1304,9 @@ class PairsTwoParty(Protocol):
         """What the guarantee rests on (000 Sec. 5; the dealer replaces 001 App. C.2's
         garbled circuits)."""
         out = [semi_honest("parties and the aggregator"),
+               trusted_dealer("for each pair a party outside it, drawn by the aggregator, "
+                              "that deals the pair's FSS keys and Beaver triples")
+               if self.relayed else
                trusted_dealer("the Beaver triples, FSS keys and edaBits of every pair")]
         if self.noise_split == "split":
             out.append(Assumption(Trust.HONEST_NOISE, "both members of a pair keep their "
@@ -1288,6 +1325,10 @@ class PairsTwoParty(Protocol):
             return "no noise: the aggregator learns every pair's exact kernel value"
         base = ("semi-honest parties and aggregator; a party sees only uniform shares and "
                 "masked openings of its partner's data; ")
+        if self.relayed:
+            base += ("each pair's dealer, a third party, knows its masks and must collude "
+                     "with neither member nor the aggregator (the collusions below exclude "
+                     "it); ")
         if self.spec.mechanism == "randomized_response":
             if self.noise_split == "independent":
                 return base + ("each party's own coin is a full randomized response of its "
@@ -1767,7 +1808,8 @@ class PairsTwoParty(Protocol):
             "mechanism": self.spec.mechanism, "noise_split": self.noise_split,
             "pair_noise_variance": noise_var,
             "noise_std_error": math.sqrt(noise_part) * slope,
-            "threat_model": self.threat_model(), "dealer": DEALER_ASSUMPTION,
+            "threat_model": self.threat_model(),
+            "dealer": RELAYED_DEALER_ASSUMPTION if self.relayed else DEALER_ASSUMPTION,
             "comparison": self.comparison, "fixed_point": fp,
             "output_unit": self.spec.unit, "design_variance": design_var,
             "encoding": (self.encoding.describe(fp) if self.encoding is not None else

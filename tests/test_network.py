@@ -6,6 +6,7 @@ channel over loopback); tests/test_network_processes.py runs them as separate pr
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -457,3 +458,31 @@ def test_networked_pairs_2pc_equals_the_simulation(certs, kernel, params, make_d
     assert server.estimate.cost == expected.cost
     assert server.estimate.cost.peer_rounds == (2 if kernel.name.startswith("auc") else 3)
     np.testing.assert_equal([p.release["value"] for p in parties], [expected.value] * 3)
+
+
+def test_unseeded_networked_pairs_2pc_computes_its_design_exactly(certs):
+    # Without a seed every coin (design, dealers, shares, keys) comes from the OS; with
+    # epsilon = inf the release is the exact statistic of the design the server drew.
+    from fedustat.stats import incomplete_ustatistic
+
+    kernel = kendall_tau_kernel("a")
+    data = _ratings(17, 4)
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", kernel, epsilon=math.inf, P=2)
+
+    server, parties = run_deployment(certs, make, np.array_split(data, 3), rng=None)
+    assert not isinstance(server, Exception), server
+    design = server.estimate.diagnostics["design"]
+    assert server.estimate.diagnostics["u_statistic"] == pytest.approx(
+        incomplete_ustatistic(kernel, data, design), rel=1e-15, abs=1e-15)
+    assert [p.release["value"] for p in parties] == [server.estimate.value] * 3
+
+
+def test_a_networked_round_mixing_relay_and_upload_stops_the_run(certs):
+    silos = np.array_split(integers(12), 3)
+    server, parties = run_deployment(certs, HalfRelay, silos, timeout=3.0)
+    assert isinstance(server, NetworkRunError)
+    assert str(server) == ("round 0: party-1 sent rows to parties and party-0 a message to "
+                           "the server; every party of a round must do the same; no release")
+    assert all("every party of a round must do the same" in str(p) for p in parties)

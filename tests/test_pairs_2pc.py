@@ -352,9 +352,6 @@ def test_permutation_budget_is_epsilon_over_p():
     assert "dealt by a third party" in est.diagnostics["dealer"]
     assert "must collude with neither member nor the aggregator" in est.diagnostics["dealer"]
     assert "the collusions below exclude it" in est.diagnostics["threat_model"]
-    circuit = simulate(PairsTwoParty(KENDALL, 2.0, P=4, comparison="circuit"),
-                       _ratings(20, 1), rng=1)
-    assert "trusted dealer" in circuit.diagnostics["dealer"]
     split = simulate(PairsTwoParty(KENDALL, 2.0, P=4, noise_split="split"), _ratings(20, 1),
                      rng=1)
     assert "aggregator alone" in split.diagnostics["threat_model"]
@@ -418,45 +415,19 @@ def test_conditional_variance_by_enumerating_all_matchings(n):
 # ----------------------------------------------------------------------------------
 # Costs measured from the transcript
 # ----------------------------------------------------------------------------------
-def test_circuit_costs_match_the_primitive_costs():
+@pytest.mark.parametrize("comparison", ["fss", "circuit"])
+def test_measured_costs_are_the_rows_that_travel(comparison):
     n, P = 30, 2
-    est = simulate(PairsTwoParty(KENDALL, 1.0, P=P, comparison="circuit"), _ratings(n, 2),
+    est = simulate(PairsTwoParty(KENDALL, 1.0, P=P, comparison=comparison), _ratings(n, 2),
                    rng=3)
-    lt = comparison_cost("less_than", bits=L_BITS, method="circuit", full_range=False)
-    beaver_online, beaver_offline = 2 * L_BITS, 3 * L_BITS
-    per_pair_online = 2 * L_BITS + 4 * lt.online_bits + beaver_online
-    per_pair_offline = 4 * lt.offline_bits + beaver_offline
-    c = est.cost
-    # Every party is in P pairs (n even). To the aggregator: a 1-bit join and one share
-    # per pair; to its partners: per_pair_online per pair.
-    upload = 1 + P * L_BITS
-    assert c.peer_bits_per_party == P * per_pair_online
-    assert c.bits_per_party == c.max_bits_per_party == upload + P * per_pair_online
-    # Down: per pair a row (pair id of ceil(log2 #pairs) bits, partner id of
-    # ceil(log2 n) bits, member slot 1 bit); from the partner as much as it sent.
-    n_pairs = P * (n // 2)
-    assignment = P * (math.ceil(math.log2(n_pairs)) + math.ceil(math.log2(n)) + 1)
-    assert c.bits_received_per_party == assignment + P * per_pair_online
-    assert c.total_bits == n * (upload + assignment + P * per_pair_online)
-    assert c.offline_bits_per_party == P * per_pair_offline
-    assert c.offline_bits == n * P * per_pair_offline
-    # Share the inputs; the comparisons; the product. Then the 3 messages through the
-    # runtime (join, assignment, shares).
-    assert c.peer_rounds == 1 + lt.rounds + 1
-    assert c.rounds == 3 + c.peer_rounds
-    assert c.server_operations == n_pairs
-
-
-def test_relayed_fss_costs_are_the_rows_that_travel():
-    n, P = 30, 2
-    est = simulate(PairsTwoParty(KENDALL, 1.0, P=P), _ratings(n, 2), rng=3)
-    lt = comparison_cost("less_than", bits=L_BITS, method="fss", full_range=False)
-    # A member's package (from its pair's dealer): four DCF gates (key + mask + mask sign
-    # bit each) and a Beaver triple of 3 l; to its partner: four masked gate inputs
-    # (l bits each, one round) and the product's d, e (2 l, one round). No input is
-    # shared beforehand: a member's record is its share of the difference.
+    lt = comparison_cost("less_than", bits=L_BITS, method=comparison, full_range=False)
+    # A member's package (from its pair's dealer): the material of four comparisons (FSS:
+    # key, mask and mask sign bit; circuit: edaBit, AND triples on the active bits, daBit)
+    # and a Beaver triple of 3 l; to its partner: four comparisons' openings, then the
+    # product's d, e (2 l). No input is shared beforehand: a member's record is its
+    # share of the difference.
     package = 4 * lt.offline_bits + 3 * L_BITS
-    online = 4 * L_BITS + 2 * L_BITS
+    online = 4 * lt.online_bits + 2 * L_BITS
     c = est.cost
     n_pairs = P * (n // 2)
     # Dealing: every pair sends two packages, from a party outside it; the mean over
@@ -473,22 +444,27 @@ def test_relayed_fss_costs_are_the_rows_that_travel():
     assert c.total_bits == n * (upload + P * (online + package)) + 3 * n_pairs * row
     # The dealing is a relay round of the run: peer traffic, no separate offline figure.
     assert c.offline_bits == c.offline_bits_per_party == 0
-    # Deal; open the gates; open the product. Join, assignment and upload via the server.
-    assert (c.peer_rounds, c.rounds) == (3, 6)
+    # Deal; the comparisons' rounds; the product. Join, assignment and upload via the
+    # server.
+    assert c.peer_rounds == 1 + lt.rounds + 1
+    assert c.rounds == 3 + c.peer_rounds
     assert c.server_operations == n_pairs
 
 
-def test_randomized_response_costs_two_products_beside_the_equality():
-    est = simulate(PairsTwoParty(DUPLICATE, 1.0, P=1), DUPLICATE.pack(np.arange(10) % 3),
-                   rng=1)
-    eq = comparison_cost("equal", bits=L_BITS, method="fss")
-    # To the partner: the masked equality input (l) beside the coins' product (2 l), then
-    # the xor product (2 l); from the dealer: one DPF gate and two Beaver triples.
-    online = L_BITS + 2 * L_BITS + 2 * L_BITS
+@pytest.mark.parametrize("comparison", ["fss", "circuit"])
+def test_randomized_response_costs_two_products_beside_the_equality(comparison):
+    est = simulate(PairsTwoParty(DUPLICATE, 1.0, P=1, comparison=comparison),
+                   DUPLICATE.pack(np.arange(10) % 3), rng=1)
+    eq = comparison_cost("equal", bits=L_BITS, method=comparison)
+    # To the partner: the equality's openings, with the coins' product (2 l) beside its
+    # first round, then the xor product (2 l); from the dealer: one equality's material
+    # and two Beaver triples.
+    online = eq.online_bits + 2 * L_BITS + 2 * L_BITS
     package = eq.offline_bits + 2 * 3 * L_BITS
     assert est.cost.peer_bits_per_party == online + package
     assert est.cost.bits_per_party == 1 + L_BITS + online + package
-    assert est.cost.peer_rounds == 3   # deal; equality beside coin product; xor
+    # Deal; the equality (the coin product beside it); the xor.
+    assert est.cost.peer_rounds == 1 + eq.rounds + 1
 
 
 # ----------------------------------------------------------------------------------
@@ -518,23 +494,16 @@ def test_deployment_noise_runs_without_a_seed():
     assert math.isfinite(est.value) and est.diagnostics["n_pairs"] == 4
 
 
-def test_circuit_batches_that_split_a_pair_are_refused():
-    with pytest.raises(ValueError, match="only one of its two parties in this batch"):
-        simulate(PairsTwoParty(KENDALL, 1.0, P=2, comparison="circuit"), _ratings(20, 1),
-                 rng=1, batch_size=7)
-    with pytest.raises(ValueError, match="every party in one batch"):
-        simulate(PairsTwoParty(KENDALL, 1.0, all_pairs=True, comparison="circuit"),
-                 _ratings(20, 1), rng=1, batch_size=7)
-
-
 @pytest.mark.parametrize("kernel_name", ["kendall", "auc", "gini", "duplicate"])
-@pytest.mark.parametrize("all_pairs", [False, True])
-def test_relayed_release_does_not_depend_on_batching(kernel_name, all_pairs):
+@pytest.mark.parametrize(("all_pairs", "comparison"),
+                         [(False, "fss"), (True, "fss"), (False, "circuit")])
+def test_relayed_release_does_not_depend_on_batching(kernel_name, all_pairs, comparison):
     kernel, data = _data(kernel_name, 21, 4)
     P = 1 if all_pairs else 3
     # Noise-free, the release is the exact statistic of the design the aggregator drew,
     # whichever way parties are batched; pairs cross batches through relay rounds.
-    runs = [simulate(PairsTwoParty(kernel, math.inf, P=P, all_pairs=all_pairs, fixed_point=FP),
+    runs = [simulate(PairsTwoParty(kernel, math.inf, P=P, all_pairs=all_pairs, fixed_point=FP,
+                                   comparison=comparison),
                      data, rng=2, batch_size=b) for b in (None, 1, 5, [4, 9, 8])]
     assert {r.value for r in runs} == {runs[0].value}
     assert all(r.cost == runs[0].cost for r in runs)
@@ -543,8 +512,9 @@ def test_relayed_release_does_not_depend_on_batching(kernel_name, all_pairs):
     assert runs[0].diagnostics["u_statistic"] == pytest.approx(
         incomplete_ustatistic(kernel, encoded, design), rel=1e-15, abs=1e-15)
     # With noise, each batch draws from its own stream; the costs follow the design only.
-    noisy = [simulate(PairsTwoParty(kernel, 1.0, P=P, all_pairs=all_pairs), data, rng=2,
-                      batch_size=b) for b in (None, 5)]
+    noisy = [simulate(PairsTwoParty(kernel, 1.0, P=P, all_pairs=all_pairs,
+                                    comparison=comparison), data, rng=2, batch_size=b)
+             for b in (None, 5)]
     assert noisy[0].cost == noisy[1].cost
 
 
@@ -552,9 +522,6 @@ def test_relayed_steps_need_a_third_party_to_deal():
     with pytest.raises(ValueError, match="a third party deals each pair's correlated "
                                          "randomness, so the run needs at least 3 parties"):
         simulate(PairsTwoParty(KENDALL, 1.0), _ratings(2, 1), rng=1)
-    # The circuit path (a batch holds both members) still runs two parties.
-    assert math.isfinite(simulate(PairsTwoParty(KENDALL, 1.0, comparison="circuit"),
-                                  _ratings(2, 1), rng=1).value)
 
 
 def test_a_package_from_another_party_than_the_dealer_is_refused():
@@ -738,18 +705,3 @@ def test_relayed_split_noise_sums_to_one_draw_per_pair():
     predicted = noisy.diagnostics["noise_std_error"] ** 2
     assert abs(err.mean()) <= 5 * math.sqrt(predicted / R)
     assert (err**2).mean() == pytest.approx(predicted, abs=5 * (err**2).std(ddof=1) / math.sqrt(R))
-
-
-def test_circuit_path_keeps_the_seeded_numbers_of_the_version_before_relay_rounds():
-    # Recorded from the version before pairs-2pc's FSS steps were split per member (the
-    # circuit path is unchanged). The FSS path's random streams are laid out per party
-    # now (dealer, member coins, noise), so its seeded numbers changed on purpose; it is
-    # checked by the noise-law, batching and network-equality tests instead.
-    rng = np.random.default_rng(8)
-    x = rng.integers(1, 7, 40)
-    data = KENDALL.pack(x, np.clip(x + rng.integers(-1, 2, 40), 1, 6))
-    est = simulate(PairsTwoParty(KENDALL, 1.0, P=2, comparison="circuit"), data, rng=5)
-    assert est.value == 0.025
-    dup = simulate(PairsTwoParty(DUPLICATE, 1.0, P=1, comparison="circuit"),
-                   DUPLICATE.pack(np.arange(12) % 3), rng=4)
-    assert dup.value == -1.0608981256103895

@@ -14,6 +14,7 @@ them (:mod:`fedustat.runtime.network.relay`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from fedustat.runtime.network.certs import Credentials
 from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
 from fedustat.runtime.network.relay import open_reply, seal_rows
 from fedustat.runtime.network.service import (
+    ABORT,
     CHANNEL_OPTIONS,
     JOIN,
     RELAY,
@@ -107,6 +109,7 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
         join = channel.unary_unary(JOIN)
         exchange = channel.unary_unary(ROUND)
         relay = channel.unary_unary(RELAY)
+        abort = channel.unary_unary(ABORT)
         mark = fingerprint(protocol)
         try:
             assignment = json.loads(join(json.dumps({"rows": int(rows.shape[0]),
@@ -152,6 +155,9 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
                                        message, protocol=mark, run=assignment["run"],
                                        round_=current)
                 except WireError as exc:
+                    # Tell the server why, so the run stops at once with the cause.
+                    with contextlib.suppress(grpc.RpcError):
+                        abort(str(exc).encode(), timeout=timeout)
                     raise NetworkRunError(f"{identity}, round {current}: {exc}") from None
                 continue
             if reply[:1] == REPLY_RELEASE:

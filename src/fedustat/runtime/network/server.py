@@ -36,6 +36,7 @@ from fedustat.runtime.network.certs import Credentials, party_identity, party_in
 from fedustat.runtime.network.relay import RelayedPayload, parse_request, reply_for
 from fedustat.runtime.network.service import (
     CHANNEL_OPTIONS,
+    MAX_ABORT_REASON,
     REPLY_MESSAGE,
     REPLY_RELAYED,
     REPLY_RELEASE,
@@ -255,6 +256,16 @@ class _Coordinator:
             self._wait(lambda: self.reply_round >= current, context)
             return self.replies[index]
 
+    def abort(self, request: bytes, context: Any) -> bytes:
+        """A party stops the run, saying why (e.g. a relayed payload it cannot open)."""
+        identity, _ = self._identity(context)
+        reason = bytes(request[:MAX_ABORT_REASON]).decode("utf-8", errors="replace")
+        with self.lock:
+            if self.estimate is None:
+                self._fail(f"round {self.round}: {identity} stopped the run: {reason}; "
+                           "no release")
+        return b""
+
     def _route(self, current: int) -> None:
         """A relay round: count the declared peer rows, forward each sealed payload."""
         entries = [self.inbox[i][1] for i in range(self.n_silos)]
@@ -359,6 +370,7 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         "Join": grpc.unary_unary_rpc_method_handler(coordinator.join),
         "Round": grpc.unary_unary_rpc_method_handler(coordinator.round_trip),
         "Relay": grpc.unary_unary_rpc_method_handler(coordinator.relay_trip),
+        "Abort": grpc.unary_unary_rpc_method_handler(coordinator.abort),
     })
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=n_silos + 4),
                          options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=4 * n_silos + 8)

@@ -493,3 +493,22 @@ def test_a_networked_round_mixing_relay_and_upload_stops_the_run(certs):
     assert str(server) == ("round 0: party-1 sent rows to parties and party-0 a message to "
                            "the server; every party of a round must do the same; no release")
     assert all("every party of a round must do the same" in str(p) for p in parties)
+
+
+class Stranger(MaskedSum):
+    """Addresses its masks to a party outside the run."""
+
+    def party_step(self, state, inbox, rng):
+        state, message = super().party_step(state, inbox, rng)
+        if message.is_peer:
+            fields = dict(message.fields)
+            fields["to"] = fields["to"] + self.n
+            return state, Message(Role.PARTY, Role.PARTY, fields, message.bits_per_value,
+                                  message.parties)
+        return state, message
+
+
+def test_rows_addressed_outside_the_run_are_refused():
+    with pytest.raises(ValueError, match=r"a relayed row names receiver party 6, but the run "
+                                         r"has parties 0\.\.4"):
+        simulate(Stranger(), integers(5), rng=1)

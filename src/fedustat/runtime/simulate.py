@@ -94,8 +94,9 @@ class MessageLog:
         party ``receivers[r]`` (counted by both ends, and as one peer round)."""
         senders, receivers = np.asarray(senders, np.int64), np.asarray(receivers, np.int64)
         for name, ids in (("sender", senders), ("receiver", receivers)):
-            if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self.n_parties):
-                raise ValueError(f"a relayed row names {name} party {int(ids.max())}, but the "
+            bad = ids[(ids < 0) | (ids >= self.n_parties)]
+            if bad.size:
+                raise ValueError(f"a relayed row names {name} party {int(bad[0])}, but the "
                                  f"run has parties 0..{self.n_parties - 1}")
         np.add.at(self.peer_sent_by_party, senders, bits)
         np.add.at(self.peer_received_by_party, receivers, bits)

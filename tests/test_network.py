@@ -512,3 +512,35 @@ def test_rows_addressed_outside_the_run_are_refused():
     with pytest.raises(ValueError, match=r"a relayed row names receiver party 6, but the run "
                                          r"has parties 0\.\.4"):
         simulate(Stranger(), integers(5), rng=1)
+
+
+@pytest.mark.parametrize("bits", [2, 33, 62, 63])
+def test_signed_fields_of_any_width_survive_a_relayed_frame(certs, bits):
+    # Sealed payloads are wire frames: a packed signed field must come back exactly, at
+    # every width below 64 (63 bits once overflowed on unpacking).
+    from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
+    from fedustat.runtime.network.relay import open_reply, parse_request, reply_for, seal_rows
+    from fedustat.runtime.wire import Expectation
+
+    ca = (certs / "ca.pem").read_bytes()
+    public = verify_party_certificates(ca, [(certs / f"party-{i}.pem").read_bytes()
+                                            for i in range(2)])
+    keys = [PeerKeys(i, (certs / f"party-{i}.key").read_bytes(), public, "p:1", "run-a")
+            for i in range(2)]
+    bounds = np.array([0, 2, 4])
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    values = np.array([low, high, -1, 0], dtype=np.int64)
+    message = Message(Role.PARTY, Role.PARTY, {"v": values, "to": np.array([2, 3, 3, 2])},
+                      {"v": bits, "to": 32}, np.array([0, 0, 1, 1]))
+    request = seal_rows(message, keys[0], bounds, protocol="p:1", run="run-a", round_=0,
+                        identity="party-0")
+    *_, payloads = parse_request(request, Expectation("p:1", "run-a", 0, "party", "party-0",
+                                                      Role.SERVER, party_ids=np.arange(2)),
+                                 0, bounds)
+    reply = reply_for(payloads, protocol="p:1", run="run-a", round_=0)
+    delivered = open_reply(reply, keys[1], bounds, 1, message, protocol="p:1", run="run-a",
+                           round_=0)
+    # Delivered by recipient, then origin: rows to party 2 (from 0, then 1), then party 3.
+    np.testing.assert_array_equal(delivered.parties, [2, 2, 3, 3])
+    np.testing.assert_array_equal(delivered.fields["from"], [0, 1, 0, 1])
+    np.testing.assert_array_equal(delivered.fields["v"], values[[0, 3, 1, 2]])

@@ -6,6 +6,7 @@ channel over loopback); tests/test_network_processes.py runs them as separate pr
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -15,15 +16,16 @@ import pytest
 
 pytest.importorskip("grpc")
 
+from fedustat.privacy.guarantee import PrivacyGuarantee
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
-from fedustat.protocols.base import Message, Protocol, Role
+from fedustat.protocols.base import Estimate, Message, Protocol, Role
 from fedustat.runtime.network.certs import create_deployment, load_credentials
 from fedustat.runtime.network.party import run_party
 from fedustat.runtime.network.server import serve
 from fedustat.runtime.network.service import NetworkRunError, fingerprint
 from fedustat.runtime.simulate import simulate
-from fedustat.stats import auc_kernel, gini_kernel
+from fedustat.stats import auc_kernel, duplicate_pair_kernel, gini_kernel, kendall_tau_kernel
 
 SEED = 5
 TIMEOUT = 10.0
@@ -242,3 +244,325 @@ def test_deployment_randomness_is_the_default(certs):
     assert server.estimate.noise == "deployment"
     assert np.isfinite(server.estimate.value)
     assert [p.release["noise"] for p in parties] == ["deployment", "deployment"]
+
+
+# ------------------------------------------------------------------ relay rounds
+
+
+RING = 1 << 32
+
+
+class MaskedSum(Protocol):
+    """Sum of integer records with pairwise masks, through one relay round.
+
+    Party i draws a uniform mask ``m_i`` in Z_{2^32} and sends it to party ``(i + 1) mod n``
+    (a relay round); then it uploads ``x_i + m_i - m_{i-1} mod 2^32``. The masks cancel
+    in the sum, so the release is the exact sum whatever the coins, and a party's upload
+    alone is uniform.
+    """
+
+    name = "masked-sum"
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def configure(self, n_rows: int) -> MaskedSum:
+        out = type(self)()
+        out.n = n_rows
+        return out
+
+    def encode_parties(self, records, parties):
+        return {"x": records[:, 0].astype(np.uint64), "ids": np.asarray(parties), "step": 0}
+
+    def init_server(self, n_parties):
+        return {"n": n_parties}
+
+    def party_step(self, state, inbox, rng):
+        ids = state["ids"]
+        if state["step"] == 0:
+            state["step"] = 1
+            state["mask"] = rng.integers(0, RING, ids.size, dtype=np.uint64)
+            return state, Message(Role.PARTY, Role.PARTY,
+                                  {"mask": state["mask"], "to": (ids + 1) % self.n},
+                                  {"mask": 32, "to": 32}, ids)
+        # One mask for each of this batch's parties, from its predecessor.
+        assert inbox is not None and inbox.is_peer
+        assert np.array_equal(inbox.parties, ids)
+        assert np.array_equal(inbox.fields["from"], (ids - 1) % self.n)
+        y = (state["x"] + state["mask"] - np.asarray(inbox.fields["mask"], np.uint64)) % RING
+        return state, Message(Role.PARTY, Role.SERVER, {"y": y}, {"y": 32}, ids)
+
+    def server_step(self, state, inbox, rng):
+        total = int(np.asarray(inbox.fields["y"], dtype=np.uint64).sum() % np.uint64(RING))
+        return state, Estimate(float(total), "sum", self.name, PrivacyGuarantee.none())
+
+
+def integers(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 1000, n).astype(float)
+
+
+@pytest.mark.parametrize("batch_size", [None, 1, 3, [5, 2, 6]])
+def test_simulated_relay_round_delivers_rows_and_counts_peer_bits(batch_size):
+    x = integers(13)
+    est = simulate(MaskedSum(), x, rng=1, batch_size=batch_size)
+    assert est.value == x.sum()
+    # Each party sends one 32-bit mask to a peer and receives one; the routing field
+    # is not payload. Uploads: 32 bits each. One upload round plus one peer round.
+    assert est.cost.peer_bits_per_party == 32
+    assert est.cost.bits_per_party == est.cost.max_bits_per_party == 64
+    assert est.cost.bits_received_per_party == 32
+    assert est.cost.total_bits == 13 * 64
+    assert (est.cost.rounds, est.cost.peer_rounds) == (2, 1)
+
+
+class HalfRelay(MaskedSum):
+    """Party 0's batch sends its first message to the server, the others to parties."""
+
+    def party_step(self, state, inbox, rng):
+        state, message = super().party_step(state, inbox, rng)
+        if state["step"] == 1 and 0 in state["ids"]:
+            return state, Message(Role.PARTY, Role.SERVER, {"y": message.fields["mask"]},
+                                  {"y": 32}, message.parties)
+        return state, message
+
+
+def test_a_round_mixing_relay_and_upload_is_refused():
+    with pytest.raises(ValueError, match=r"the batch of parties 3\.\.5 sent its message to "
+                                         r"parties and the batch of parties 0\.\.2 to the "
+                                         r"server"):
+        simulate(HalfRelay(), integers(6), rng=1, batch_size=3)
+
+
+def test_peer_messages_need_a_destination_per_row():
+    with pytest.raises(ValueError, match="exactly one of the reserved fields"):
+        Message(Role.PARTY, Role.PARTY, {"mask": np.zeros(2)}, {"mask": 8}, np.arange(2))
+    with pytest.raises(ValueError, match="field 'to' must hold one non-negative integer"):
+        Message(Role.PARTY, Role.PARTY, {"to": np.array([-1, 0])}, {"to": 8}, np.arange(2))
+
+
+def test_networked_relay_round_equals_the_simulation(certs):
+    x = integers(40, seed=3)
+    silos = np.array_split(x, 3)
+    server, parties = run_deployment(certs, MaskedSum, silos)
+    assert not isinstance(server, Exception), server
+    expected = simulate(MaskedSum(), x, rng=SEED, batch_size=[len(s) for s in silos])
+    assert server.estimate.value == expected.value == x.sum()
+    assert server.estimate.cost == expected.cost
+    assert [p.release["value"] for p in parties] == [x.sum()] * 3
+
+
+def test_a_tampered_relayed_payload_is_refused_naming_its_sender(certs, monkeypatch):
+    from dataclasses import replace
+
+    from fedustat.runtime.network import server as server_module
+
+    def tamper(payload):
+        # The server flips one bit of the payload party-0 sealed for party-1.
+        if (payload.sender, payload.receiver) != (0, 1):
+            return payload
+        flipped = bytearray(payload.sealed)
+        flipped[len(flipped) // 2] ^= 1
+        return replace(payload, sealed=bytes(flipped))
+
+    monkeypatch.setattr(server_module, "_forward", tamper)
+    silos = np.array_split(integers(12), 2)
+    server, parties = run_deployment(certs, MaskedSum, silos, timeout=2.0)
+    assert isinstance(parties[1], NetworkRunError)
+    assert ("party-1, round 0: message from party 'party-0': relayed payload: fails "
+            "authentication in round 0") in str(parties[1])
+    # The receiver tells the server, which stops the run with the cause.
+    assert isinstance(server, NetworkRunError)
+    assert str(server).startswith("round 1: party-1 stopped the run: message from party "
+                                  "'party-0': relayed payload: fails authentication")
+    assert str(server).endswith("; no release")
+    assert isinstance(parties[0], NetworkRunError) and "party-1 stopped the run" \
+        in str(parties[0])
+
+
+def test_a_payload_replayed_from_another_run_is_refused(certs, monkeypatch):
+    from dataclasses import replace
+
+    from fedustat.runtime.network import server as server_module
+
+    recorded = {}
+
+    def record(payload):
+        recorded[(payload.sender, payload.receiver)] = payload
+        return payload
+
+    monkeypatch.setattr(server_module, "_forward", record)
+    silos = np.array_split(integers(12), 2)
+    first, _ = run_deployment(certs, MaskedSum, silos)
+    assert first.estimate.value == integers(12).sum()
+    old = recorded[(0, 1)]
+
+    def replay(payload):
+        # Same rows, same round, same parties: only the run differs.
+        return replace(payload, sealed=old.sealed) if (payload.sender, payload.receiver) \
+            == (0, 1) else payload
+
+    monkeypatch.setattr(server_module, "_forward", replay)
+    server, parties = run_deployment(certs, MaskedSum, silos, timeout=2.0)
+    assert "message from party 'party-0': relayed payload: fails authentication" \
+        in str(parties[1])
+    assert isinstance(server, NetworkRunError) and "party-1 stopped the run" in str(server)
+
+
+def test_pairwise_keys_bind_round_direction_and_declared_rows(certs):
+    from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
+    from fedustat.runtime.wire import WireError
+
+    ca = (certs / "ca.pem").read_bytes()
+    public = verify_party_certificates(ca, [(certs / f"party-{i}.pem").read_bytes()
+                                            for i in range(3)])
+    keys = [PeerKeys(i, (certs / f"party-{i}.key").read_bytes(), public, "p:1", "run-a")
+            for i in range(3)]
+    rows = (np.array([0, 0]), np.array([5, 6]), np.array([32, 32]))
+    sealed = keys[0].seal(4, 1, 0, b"secret shares", *rows)
+    assert b"secret shares" not in sealed
+    assert keys[1].open(4, 0, 0, sealed, *rows) == b"secret shares"
+    refusals = {
+        "another round": lambda: keys[1].open(5, 0, 0, sealed, *rows),
+        "another counter": lambda: keys[1].open(4, 0, 1, sealed, *rows),
+        "another declared row": lambda: keys[1].open(4, 0, 0, sealed, rows[0], rows[1],
+                                                     np.array([32, 33])),
+        "the wrong receiver": lambda: keys[2].open(4, 0, 0, sealed, *rows),
+        "a claimed sender that did not seal it": lambda: keys[1].open(4, 2, 0, sealed, *rows),
+        "another run": lambda: PeerKeys(1, (certs / "party-1.key").read_bytes(), public,
+                                        "p:1", "run-b").open(4, 0, 0, sealed, *rows),
+    }
+    for what, attempt in refusals.items():
+        with pytest.raises(WireError, match="relayed payload: fails authentication"):
+            attempt()
+            pytest.fail(f"a payload with {what} was accepted")
+
+
+def test_party_certificates_are_checked_against_the_deployment_ca(certs, tmp_path):
+    from fedustat.runtime.network.e2e import verify_party_certificates
+
+    ca = (certs / "ca.pem").read_bytes()
+    mine = [(certs / f"party-{i}.pem").read_bytes() for i in range(2)]
+    with pytest.raises(ValueError, match="the certificate given for party-0 names 'party-1'"):
+        verify_party_certificates(ca, mine[::-1])
+    other = create_deployment(tmp_path / "other", 2)
+    with pytest.raises(ValueError, match="the certificate given for party-1 is not issued by "
+                                         "this deployment's CA"):
+        verify_party_certificates(ca, [mine[0], (other / "party-1.pem").read_bytes()])
+    with pytest.raises(ValueError, match="the certificate given for party-0 names 'server'"):
+        verify_party_certificates(ca, [(certs / "server.pem").read_bytes()])
+
+
+def _ratings(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(1, 7, n)
+    return np.column_stack([x, np.clip(x + rng.integers(-1, 2, n), 1, 6)]).astype(float)
+
+
+PAIRS = [
+    ("kendall-P2", kendall_tau_kernel("a"), {"P": 2}, lambda: _ratings(21, 1)),
+    ("auc", auc_kernel(), {}, lambda: labelled(21, integer=True)),
+    ("gini-all-pairs-split", GINI, {"all_pairs": True, "noise_split": "split"},
+     lambda: labelled(12)[:, :1]),
+    ("duplicate", duplicate_pair_kernel(), {"P": 2}, lambda: labelled(21, integer=True)[:, :1]),
+    ("kendall-circuit", kendall_tau_kernel("a"), {"P": 2, "comparison": "circuit"},
+     lambda: _ratings(21, 2)),
+]
+
+
+@pytest.mark.parametrize(("kernel", "params", "make_data"), [p[1:] for p in PAIRS],
+                         ids=[p[0] for p in PAIRS])
+def test_networked_pairs_2pc_equals_the_simulation(certs, kernel, params, make_data):
+    data = make_data()
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", kernel, epsilon=1.0, **params)
+
+    # Silos of unequal sizes: most pairs and their dealers sit in different processes.
+    silos = np.split(data, [len(data) // 3, len(data) // 3 + 2])
+    server, parties = run_deployment(certs, make, silos)
+    assert not isinstance(server, Exception), server
+    assert not any(isinstance(p, Exception) for p in parties), parties
+    expected = simulate(make(), data, rng=SEED, batch_size=[len(s) for s in silos])
+    np.testing.assert_equal(server.estimate.value, expected.value)
+    assert server.estimate.cost == expected.cost
+    assert server.estimate.cost.peer_rounds >= 2
+    np.testing.assert_equal([p.release["value"] for p in parties], [expected.value] * 3)
+
+
+def test_unseeded_networked_pairs_2pc_computes_its_design_exactly(certs):
+    # Without a seed every coin (design, dealers, shares, keys) comes from the OS; with
+    # epsilon = inf the release is the exact statistic of the design the server drew.
+    from fedustat.stats import incomplete_ustatistic
+
+    kernel = kendall_tau_kernel("a")
+    data = _ratings(17, 4)
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", kernel, epsilon=math.inf, P=2)
+
+    server, parties = run_deployment(certs, make, np.array_split(data, 3), rng=None)
+    assert not isinstance(server, Exception), server
+    design = server.estimate.diagnostics["design"]
+    assert server.estimate.diagnostics["u_statistic"] == pytest.approx(
+        incomplete_ustatistic(kernel, data, design), rel=1e-15, abs=1e-15)
+    assert [p.release["value"] for p in parties] == [server.estimate.value] * 3
+
+
+def test_a_networked_round_mixing_relay_and_upload_stops_the_run(certs):
+    silos = np.array_split(integers(12), 3)
+    server, parties = run_deployment(certs, HalfRelay, silos, timeout=3.0)
+    assert isinstance(server, NetworkRunError)
+    assert str(server) == ("round 0: party-1 sent rows to parties and party-0 a message to "
+                           "the server; every party of a round must do the same; no release")
+    assert all("every party of a round must do the same" in str(p) for p in parties)
+
+
+class Stranger(MaskedSum):
+    """Addresses its masks to a party outside the run."""
+
+    def party_step(self, state, inbox, rng):
+        state, message = super().party_step(state, inbox, rng)
+        if message.is_peer:
+            fields = dict(message.fields)
+            fields["to"] = fields["to"] + self.n
+            return state, Message(Role.PARTY, Role.PARTY, fields, message.bits_per_value,
+                                  message.parties)
+        return state, message
+
+
+def test_rows_addressed_outside_the_run_are_refused():
+    with pytest.raises(ValueError, match=r"a relayed row names receiver party 6, but the run "
+                                         r"has parties 0\.\.4"):
+        simulate(Stranger(), integers(5), rng=1)
+
+
+@pytest.mark.parametrize("bits", [2, 33, 62, 63])
+def test_signed_fields_of_any_width_survive_a_relayed_frame(certs, bits):
+    # Sealed payloads are wire frames: a packed signed field must come back exactly, at
+    # every width below 64 (63 bits once overflowed on unpacking).
+    from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
+    from fedustat.runtime.network.relay import open_reply, parse_request, reply_for, seal_rows
+    from fedustat.runtime.wire import Expectation
+
+    ca = (certs / "ca.pem").read_bytes()
+    public = verify_party_certificates(ca, [(certs / f"party-{i}.pem").read_bytes()
+                                            for i in range(2)])
+    keys = [PeerKeys(i, (certs / f"party-{i}.key").read_bytes(), public, "p:1", "run-a")
+            for i in range(2)]
+    bounds = np.array([0, 2, 4])
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    values = np.array([low, high, -1, 0], dtype=np.int64)
+    message = Message(Role.PARTY, Role.PARTY, {"v": values, "to": np.array([2, 3, 3, 2])},
+                      {"v": bits, "to": 32}, np.array([0, 0, 1, 1]))
+    request = seal_rows(message, keys[0], bounds, protocol="p:1", run="run-a", round_=0,
+                        identity="party-0")
+    *_, payloads = parse_request(request, Expectation("p:1", "run-a", 0, "party", "party-0",
+                                                      Role.SERVER, party_ids=np.arange(2)),
+                                 0, bounds)
+    reply = reply_for(payloads, protocol="p:1", run="run-a", round_=0)
+    delivered = open_reply(reply, keys[1], bounds, 1, message, protocol="p:1", run="run-a",
+                           round_=0)
+    # Delivered by recipient, then origin: rows to party 2 (from 0, then 1), then party 3.
+    np.testing.assert_array_equal(delivered.parties, [2, 2, 3, 3])
+    np.testing.assert_array_equal(delivered.fields["from"], [0, 1, 0, 1])
+    np.testing.assert_array_equal(delivered.fields["v"], values[[0, 3, 1, 2]])

@@ -21,6 +21,7 @@ from fedustat.privacy.accounting import advanced_composition, per_step_budget_ad
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.mechanisms import DiscreteLaplaceMechanism
 from fedustat.protocols import registry
+from fedustat.protocols.base import Message, Role
 from fedustat.protocols.mpc import pairs_2pc
 from fedustat.protocols.mpc.pairs_2pc import (
     DEFAULT_FIXED_POINT,
@@ -33,7 +34,7 @@ from fedustat.protocols.mpc.pairs_2pc import (
     secure_pair_values,
     theorem5_mse,
 )
-from fedustat.runtime.simulate import simulate
+from fedustat.runtime.simulate import deliver_peer_rows, simulate
 from fedustat.secure import FixedPoint, comparison_cost
 from fedustat.stats import (
     auc_kernel,
@@ -348,7 +349,9 @@ def test_permutation_budget_is_epsilon_over_p():
     assert (est.privacy.epsilon, est.privacy.delta) == (2.0, 0.0)
     assert "independent" in est.diagnostics["noise_split"]
     assert "colluding with any other parties" in est.diagnostics["threat_model"]
-    assert "trusted dealer" in est.diagnostics["dealer"]
+    assert "dealt by a third party" in est.diagnostics["dealer"]
+    assert "must collude with neither member nor the aggregator" in est.diagnostics["dealer"]
+    assert "the collusions below exclude it" in est.diagnostics["threat_model"]
     split = simulate(PairsTwoParty(KENDALL, 2.0, P=4, noise_split="split"), _ratings(20, 1),
                      rng=1)
     assert "aggregator alone" in split.diagnostics["threat_model"]
@@ -413,45 +416,55 @@ def test_conditional_variance_by_enumerating_all_matchings(n):
 # Costs measured from the transcript
 # ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("comparison", ["fss", "circuit"])
-def test_measured_costs_match_the_primitive_costs(comparison):
+def test_measured_costs_are_the_rows_that_travel(comparison):
     n, P = 30, 2
     est = simulate(PairsTwoParty(KENDALL, 1.0, P=P, comparison=comparison), _ratings(n, 2),
                    rng=3)
     lt = comparison_cost("less_than", bits=L_BITS, method=comparison, full_range=False)
-    beaver_online, beaver_offline = 2 * L_BITS, 3 * L_BITS
-    per_pair_online = 2 * L_BITS + 4 * lt.online_bits + beaver_online
-    per_pair_offline = 4 * lt.offline_bits + beaver_offline
+    # A member's package (from its pair's dealer): the material of four comparisons (FSS:
+    # key, mask and mask sign bit; circuit: edaBit, AND triples on the active bits, daBit)
+    # and a Beaver triple of 3 l; to its partner: four comparisons' openings, then the
+    # product's d, e (2 l). No input is shared beforehand: a member's record is its
+    # share of the difference.
+    package = 4 * lt.offline_bits + 3 * L_BITS
+    online = 4 * lt.online_bits + 2 * L_BITS
     c = est.cost
-    # Every party is in P pairs (n even). To the aggregator: a 1-bit join and one share
-    # per pair; to its partners: per_pair_online per pair.
-    upload = 1 + P * L_BITS
-    assert c.peer_bits_per_party == P * per_pair_online
-    assert c.bits_per_party == c.max_bits_per_party == upload + P * per_pair_online
-    # Down: per pair a row (pair id of ceil(log2 #pairs) bits, partner id of
-    # ceil(log2 n) bits, member slot 1 bit); from the partner as much as it sent.
     n_pairs = P * (n // 2)
-    assignment = P * (math.ceil(math.log2(n_pairs)) + math.ceil(math.log2(n)) + 1)
-    assert c.bits_received_per_party == assignment + P * per_pair_online
-    assert c.total_bits == n * (upload + assignment + P * per_pair_online)
-    assert c.offline_bits_per_party == P * per_pair_offline
-    assert c.offline_bits == n * P * per_pair_offline
-    # Share the inputs; the comparisons; the product. Then the 3 messages through the
-    # runtime (join, assignment, shares).
+    # Dealing: every pair sends two packages, from a party outside it; the mean over
+    # parties is then P packages sent per party (who deals varies, so the maximum does).
+    assert c.peer_bits_per_party == P * (online + package)
+    upload = 1 + P * L_BITS
+    assert c.bits_per_party == upload + P * (online + package)
+    assert c.max_bits_per_party > c.bits_per_party
+    # Down: a member row per pair and party, a dealer row per pair (pair id, two party
+    # ids, a 2-bit slot each); from peers what they sent.
+    row = math.ceil(math.log2(n_pairs)) + 2 * math.ceil(math.log2(n)) + 2
+    assert c.bits_received_per_party == pytest.approx(
+        (2 * n_pairs + n_pairs) * row / n + P * (online + package), rel=1e-12)
+    assert c.total_bits == n * (upload + P * (online + package)) + 3 * n_pairs * row
+    # The dealing is a relay round of the run: peer traffic, no separate offline figure.
+    assert c.offline_bits == c.offline_bits_per_party == 0
+    # Deal; the comparisons' rounds; the product. Join, assignment and upload via the
+    # server.
     assert c.peer_rounds == 1 + lt.rounds + 1
     assert c.rounds == 3 + c.peer_rounds
     assert c.server_operations == n_pairs
 
 
-def test_randomized_response_costs_two_products_beside_the_equality():
-    est = simulate(PairsTwoParty(DUPLICATE, 1.0, P=1), DUPLICATE.pack(np.arange(10) % 3),
-                   rng=1)
-    eq = comparison_cost("equal", bits=L_BITS, method="fss")
-    peer = L_BITS + eq.online_bits + 4 * L_BITS
-    assert est.cost.peer_bits_per_party == peer
-    assert est.cost.bits_per_party == 1 + L_BITS + peer
-    assert est.cost.peer_rounds == 3   # share; equality beside coin product; xor
-    # Equality: one DPF key plus l; each product a Beaver triple of 3 l.
-    assert est.cost.offline_bits_per_party == eq.offline_bits + 2 * 3 * L_BITS
+@pytest.mark.parametrize("comparison", ["fss", "circuit"])
+def test_randomized_response_costs_two_products_beside_the_equality(comparison):
+    est = simulate(PairsTwoParty(DUPLICATE, 1.0, P=1, comparison=comparison),
+                   DUPLICATE.pack(np.arange(10) % 3), rng=1)
+    eq = comparison_cost("equal", bits=L_BITS, method=comparison)
+    # To the partner: the equality's openings, with the coins' product (2 l) beside its
+    # first round, then the xor product (2 l); from the dealer: one equality's material
+    # and two Beaver triples.
+    online = eq.online_bits + 2 * L_BITS + 2 * L_BITS
+    package = eq.offline_bits + 2 * 3 * L_BITS
+    assert est.cost.peer_bits_per_party == online + package
+    assert est.cost.bits_per_party == 1 + L_BITS + online + package
+    # Deal; the equality (the coin product beside it); the xor.
+    assert est.cost.peer_rounds == 1 + eq.rounds + 1
 
 
 # ----------------------------------------------------------------------------------
@@ -481,12 +494,49 @@ def test_deployment_noise_runs_without_a_seed():
     assert math.isfinite(est.value) and est.diagnostics["n_pairs"] == 4
 
 
-def test_batches_that_split_a_pair_are_refused():
-    with pytest.raises(ValueError, match="only one of its two parties in this batch"):
-        simulate(PairsTwoParty(KENDALL, 1.0, P=2), _ratings(20, 1), rng=1, batch_size=7)
-    with pytest.raises(ValueError, match="every party in one batch"):
-        simulate(PairsTwoParty(KENDALL, 1.0, all_pairs=True), _ratings(20, 1), rng=1,
-                 batch_size=7)
+@pytest.mark.parametrize("kernel_name", ["kendall", "auc", "gini", "duplicate"])
+@pytest.mark.parametrize(("all_pairs", "comparison"),
+                         [(False, "fss"), (True, "fss"), (False, "circuit")])
+def test_relayed_release_does_not_depend_on_batching(kernel_name, all_pairs, comparison):
+    kernel, data = _data(kernel_name, 21, 4)
+    P = 1 if all_pairs else 3
+    # Noise-free, the release is the exact statistic of the design the aggregator drew,
+    # whichever way parties are batched; pairs cross batches through relay rounds.
+    runs = [simulate(PairsTwoParty(kernel, math.inf, P=P, all_pairs=all_pairs, fixed_point=FP,
+                                   comparison=comparison),
+                     data, rng=2, batch_size=b) for b in (None, 1, 5, [4, 9, 8])]
+    assert {r.value for r in runs} == {runs[0].value}
+    assert all(r.cost == runs[0].cost for r in runs)
+    design = runs[0].diagnostics["design"]
+    encoded = _rounded(data) if kernel_name == "gini" else data
+    assert runs[0].diagnostics["u_statistic"] == pytest.approx(
+        incomplete_ustatistic(kernel, encoded, design), rel=1e-15, abs=1e-15)
+    # With noise, each batch draws from its own stream; the costs follow the design only.
+    noisy = [simulate(PairsTwoParty(kernel, 1.0, P=P, all_pairs=all_pairs,
+                                    comparison=comparison), data, rng=2, batch_size=b)
+             for b in (None, 5)]
+    assert noisy[0].cost == noisy[1].cost
+
+
+def test_relayed_steps_need_a_third_party_to_deal():
+    with pytest.raises(ValueError, match="a third party deals each pair's correlated "
+                                         "randomness, so the run needs at least 3 parties"):
+        simulate(PairsTwoParty(KENDALL, 1.0), _ratings(2, 1), rng=1)
+
+
+def test_a_package_from_another_party_than_the_dealer_is_refused():
+    proto = PairsTwoParty(KENDALL, 1.0).configure(6)
+    rng = np.random.default_rng(0)
+    parties = proto.init_parties(_ratings(6, 1), np.arange(6))
+    parties, join = proto.party_step(parties, None, rng)
+    _, assignment = proto.server_step(proto.init_server(6), join, rng)
+    parties, deal = proto.party_step(parties, assignment, rng)
+    delivered = deliver_peer_rows(deal)
+    forged = dict(delivered.fields)
+    forged["from"] = (np.asarray(forged["from"]) + 1) % 6
+    with pytest.raises(ValueError, match="exactly one row per pair from its dealer"):
+        proto.party_step(parties, Message(Role.PARTY, Role.PARTY, forged,
+                                          delivered.bits_per_value, delivered.parties), rng)
 
 
 def test_split_noise_keeps_pair_values_and_their_spread_unreleased():
@@ -616,3 +666,42 @@ def test_declared_precision_decides_whether_close_scores_tie() -> None:
         "values closer than 0.000977 encode equally (ties)")
     # The 002 Sec. 6.1 format (2^-14) is coarser than 1e-5 too.
     assert simulate(PairsTwoParty(kernel, math.inf, all_pairs=True), data, rng=1).value == 0.5
+
+
+@pytest.mark.parametrize("kernel_name", ["kendall", "duplicate", "auc"])
+def test_relayed_per_pair_noise_has_the_stated_law(kernel_name):
+    # Independent noise: each released pair value is public; against the noise-free run
+    # with the same seed (same design: the aggregator's stream) the per-pair errors are
+    # independent with mean 0 and variance pair_noise_variance (pairs cross batches).
+    kernel, data = _data(kernel_name, 400, 5)
+    noisy = simulate(PairsTwoParty(kernel, 2.0, P=2, fixed_point=FP), data, rng=8,
+                     batch_size=7)
+    exact = simulate(PairsTwoParty(kernel, math.inf, P=2, fixed_point=FP), data, rng=8,
+                     batch_size=7)
+    tuples = noisy.diagnostics["design"].tuples
+    # AUC: pairs of one label are public zeros, computed by no one.
+    computed = data[tuples[:, 0], 1] != data[tuples[:, 1], 1] if kernel_name == "auc" \
+        else np.ones(len(tuples), dtype=bool)
+    assert computed.sum() == noisy.diagnostics["n_computed_pairs"]
+    err = (noisy.diagnostics["pair_values"] - exact.diagnostics["pair_values"])[computed]
+    var = noisy.diagnostics["pair_noise_variance"]
+    m = err.size
+    assert abs(err.mean()) <= 5 * math.sqrt(var / m)
+    assert (err**2).mean() == pytest.approx(var, abs=5 * (err**2).std(ddof=1) / math.sqrt(m))
+
+
+def test_relayed_split_noise_sums_to_one_draw_per_pair():
+    # Split noise: the two members' parts sum to one DLap per pair; over replicated runs
+    # U_hat - U(design) (exact on the encoded data) has mean 0 and the stated variance.
+    kernel, data = _data("gini", 9, 2)
+    R = 150
+    errors = []
+    for seed in range(R):
+        noisy = simulate(PairsTwoParty(kernel, 3.0, P=3, noise_split="split", fixed_point=FP),
+                         data, rng=seed)
+        exact = incomplete_ustatistic(kernel, _rounded(data), noisy.diagnostics["design"])
+        errors.append(noisy.diagnostics["u_statistic"] - exact)
+    err = np.array(errors)
+    predicted = noisy.diagnostics["noise_std_error"] ** 2
+    assert abs(err.mean()) <= 5 * math.sqrt(predicted / R)
+    assert (err**2).mean() == pytest.approx(predicted, abs=5 * (err**2).std(ddof=1) / math.sqrt(R))

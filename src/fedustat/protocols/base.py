@@ -16,6 +16,14 @@ Transports (``fedustat.runtime.simulate``, later a networked runtime) only move 
 runs secure computation *among* parties (shares, openings, dealer material) measures
 that traffic itself and attaches it to its message as :class:`PeerTraffic`; the
 transport adds it to the same per-party counters.
+
+A party step may instead address its message to **other parties** (a *relay round*,
+:attr:`Message.is_peer`): every row names its destination party in the reserved field
+``to``, and the transport delivers the rows to the destinations' next party step (field
+``from`` then names each row's origin; ``parties`` its recipient). No server step runs in
+a relay round: the simulator routes the rows between batches, the networked runtime has
+the server forward them end-to-end encrypted without reading them. Their bits are peer
+traffic, counted from the rows that travel.
 """
 
 from __future__ import annotations
@@ -41,6 +49,13 @@ from fedustat.privacy.errors import ErrorDistribution
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 
 NOISE_KINDS = ("simulation", "deployment", "none")
+
+
+#: Reserved field of a relay-round message: the destination party of each row.
+PEER_TO = "to"
+#: Reserved field of a delivered relay-round message: the party each row came from.
+PEER_FROM = "from"
+ROUTING_FIELDS = (PEER_TO, PEER_FROM)
 
 
 class Role(StrEnum):
@@ -122,6 +137,13 @@ class Message:
     the offline dealer that the step producing this message measured
     (:class:`PeerTraffic`); it is a measurement that the transport counts, not content
     delivered to the aggregator.
+
+    A message from parties **to parties** (sender and receiver :attr:`Role.PARTY`, see
+    :attr:`is_peer`) is a relay round: ``parties`` gives each row's sender and the
+    reserved field ``to`` (:data:`PEER_TO`) its destination party. The transport delivers
+    each row to its destination as a message whose ``parties`` are the recipients and
+    whose reserved field ``from`` (:data:`PEER_FROM`) names the origins. Routing fields
+    are not payload: :meth:`payload_bits_per_row` leaves them out, as ``parties``.
     """
 
     sender: Role
@@ -139,6 +161,8 @@ class Message:
             if self.sender is not Role.PARTY:
                 raise ValueError("peer traffic is reported on messages from parties only, "
                                  f"not on a message from the {self.sender}")
+        if self.is_peer:
+            self._check_peer_rows()
         missing = set(self.fields) - set(self.bits_per_value)
         if missing:
             raise ValueError(f"message fields {sorted(missing)} have no declared wire size")
@@ -148,9 +172,45 @@ class Message:
                 if np.ndim(values) == 0 or len(values) != n_rows:
                     raise ValueError(f"field {name!r} must have one row per party ({n_rows})")
 
+    def _check_peer_rows(self) -> None:
+        if self.parties is None:
+            raise ValueError("a message from parties to parties must say which party sent "
+                             "(or receives) each row")
+        if self.peer is not None:
+            raise ValueError("a relay-round message carries its peer rows itself; it cannot "
+                             "also report measured PeerTraffic")
+        routing = [name for name in ROUTING_FIELDS if name in self.fields]
+        if len(routing) != 1:
+            raise ValueError(f"a message from parties to parties needs exactly one of the "
+                             f"reserved fields {ROUTING_FIELDS} (destination or origin of "
+                             f"each row), got {routing or 'none'}")
+        ids = np.asarray(self.fields[routing[0]])
+        if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu") \
+                or (ids.size and int(ids.min()) < 0):
+            raise ValueError(f"field {routing[0]!r} must hold one non-negative integer party "
+                             f"id per row, got shape {ids.shape} and dtype {ids.dtype}")
+
     @property
     def is_broadcast(self) -> bool:
         return self.parties is None
+
+    @property
+    def is_peer(self) -> bool:
+        """Whether this message goes from parties to parties (a relay round)."""
+        return self.sender is Role.PARTY and self.receiver is Role.PARTY
+
+    def payload_bits_per_row(self) -> np.ndarray:
+        """Bits of each row of a relay-round message, routing fields left out."""
+        if self.parties is None:
+            raise ValueError("only messages with one row per party have per-row payloads")
+        per_row = np.zeros(len(self.parties), dtype=np.int64)
+        for name, values in self.fields.items():
+            if name in ROUTING_FIELDS:
+                continue
+            arr = np.asarray(values)
+            per_elem = int(np.prod(arr.shape[1:], dtype=np.int64)) if arr.ndim > 1 else 1
+            per_row += per_elem * int(self.bits_per_value[name])
+        return per_row
 
     def bits_per_row(self) -> np.ndarray | int:
         """Bits carried for each party (per row), or in total for a broadcast."""
@@ -267,6 +327,11 @@ class Protocol(ABC):
     ``rng`` in a party step is that batch's randomness (a party's own coins); in the
     server step it is the server's. Steps must not keep hidden state outside the state
     objects they return.
+
+    A party step that returns a message to parties (:attr:`Message.is_peer`) starts a
+    relay round: the transport delivers its rows to the destination parties, whose next
+    party step receives them as ``inbox``, and the server step does not run. Every batch
+    must then return a message to parties (possibly with no rows).
     """
 
     name: str = "protocol"

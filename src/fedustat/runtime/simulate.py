@@ -7,6 +7,11 @@ what the steps emitted, not from a formula. Exchanges among parties inside a par
 (secure computation) are counted from the
 :class:`~fedustat.protocols.base.PeerTraffic` the step attaches to its message.
 
+A party step may address its rows to other parties (a relay round,
+:attr:`~fedustat.protocols.base.Message.is_peer`): the simulator then delivers every row
+to the batch holding its destination party, as the next step's inbox, counts the rows'
+bits as peer traffic and does not call the server step (:func:`deliver_peer_rows`).
+
 Parties can be split into several batches (``batch_size``) to show — and test — that a
 protocol's steps give the same result whichever way the parties are grouped: each
 batch draws from its own random stream spawned from the seed.
@@ -27,7 +32,16 @@ from fedustat._validation import (
     as_seed_sequence,
     check_positive_int,
 )
-from fedustat.protocols.base import Cost, Estimate, Message, PeerTraffic, Protocol, Role
+from fedustat.protocols.base import (
+    PEER_FROM,
+    PEER_TO,
+    Cost,
+    Estimate,
+    Message,
+    PeerTraffic,
+    Protocol,
+    Role,
+)
 
 MAX_ROUNDS = 10_000
 
@@ -73,6 +87,25 @@ class MessageLog:
         else:
             self.server_sent += int(np.sum(bits))
             np.add.at(self.received_by_party, message.parties, bits)
+
+    def record_peer_rows(self, senders: np.ndarray, receivers: np.ndarray,
+                         bits: np.ndarray) -> None:
+        """One relay round: row ``r`` carried ``bits[r]`` bits from party ``senders[r]`` to
+        party ``receivers[r]`` (counted by both ends, and as one peer round)."""
+        senders, receivers = np.asarray(senders, np.int64), np.asarray(receivers, np.int64)
+        for name, ids in (("sender", senders), ("receiver", receivers)):
+            bad = ids[(ids < 0) | (ids >= self.n_parties)]
+            if bad.size:
+                raise ValueError(f"a relayed row names {name} party {int(bad[0])}, but the "
+                                 f"run has parties 0..{self.n_parties - 1}")
+        np.add.at(self.peer_sent_by_party, senders, bits)
+        np.add.at(self.peer_received_by_party, receivers, bits)
+        self.peer_rounds += 1
+
+    def record_relay(self, message: Message) -> None:
+        """A relay-round message (rows addressed to parties): its payload bits."""
+        self.record_peer_rows(np.asarray(message.parties), np.asarray(message.fields[PEER_TO]),
+                              message.payload_bits_per_row())
 
     def _record_peer(self, peer: PeerTraffic) -> None:
         if peer.parties.size and int(peer.parties.max()) >= self.n_parties:
@@ -126,6 +159,27 @@ def merge_party_messages(messages: list[Message]) -> Message:
     return Message(first.sender, first.receiver, fields, first.bits_per_value, parties, peer)
 
 
+def deliver_peer_rows(message: Message) -> Message:
+    """The rows of a relay-round message as their recipients receive them.
+
+    ``parties`` becomes each row's recipient and the reserved field ``from`` its origin
+    (``to`` is dropped). Rows are ordered by recipient, then origin, keeping each origin's
+    own order, so what a party receives does not depend on how parties are batched.
+    """
+    if not message.is_peer or PEER_TO not in message.fields:
+        raise ValueError("only a relay-round message (rows with a 'to' field, from parties "
+                         "to parties) can be delivered to parties")
+    origin = np.asarray(message.parties, dtype=np.int64)
+    target = np.asarray(message.fields[PEER_TO], dtype=np.int64)
+    order = np.lexsort((origin, target))
+    fields = {name: np.asarray(v)[order] for name, v in message.fields.items()
+              if name != PEER_TO}
+    fields[PEER_FROM] = origin[order]
+    bits = {name: b for name, b in message.bits_per_value.items() if name != PEER_TO}
+    bits[PEER_FROM] = message.bits_per_value[PEER_TO]
+    return Message(Role.PARTY, Role.PARTY, fields, bits, target[order])
+
+
 def _message_for_batch(message: Message | None, group: slice) -> Message | None:
     """The part of a server message meant for one batch of parties (ids in ``group``)."""
     if message is None or message.parties is None:
@@ -135,6 +189,21 @@ def _message_for_batch(message: Message | None, group: slice) -> Message | None:
     fields = {name: np.asarray(v)[mine] for name, v in message.fields.items()}
     return Message(message.sender, message.receiver, fields, message.bits_per_value,
                    addressed[mine])
+
+
+def check_round_kind(messages: list[Message], describe: Callable[[int], str]) -> bool:
+    """Whether the batches' messages of one round form a relay round (all addressed to
+    parties) rather than an upload (all to the server); a mix is refused, naming a batch
+    of each kind (``describe(i)`` names batch ``i``)."""
+    peer = [m.is_peer for m in messages]
+    if all(peer):
+        return True
+    if any(peer):
+        to_parties, to_server = peer.index(True), peer.index(False)
+        raise ValueError(f"in one round {describe(to_parties)} sent its message to parties "
+                         f"and {describe(to_server)} to the server; every batch of a round "
+                         "must do the same")
+    return False
 
 
 def _party_of_rows(parties: Any, n_rows: int) -> tuple[np.ndarray, int]:
@@ -266,6 +335,15 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
             outgoing.append(msg)
         if relay is not None:
             outgoing = [relay(msg) for msg in outgoing]
+        if check_round_kind(outgoing, lambda i: f"the batch of parties {batches[i].start}.."
+                                                f"{batches[i].stop - 1}"):
+            # A relay round: the transport routes the rows; no server step runs.
+            relayed = merge_party_messages(outgoing)
+            log.record_relay(relayed)
+            to_parties = deliver_peer_rows(relayed)
+            if relay is not None:
+                to_parties = relay(to_parties)
+            continue
         to_server = merge_party_messages(outgoing)
         log.record(to_server)
         server_state, out = protocol.server_step(server_state, to_server, server_rng)

@@ -128,9 +128,9 @@ def _unpack(raw: bytes, count: int, bits: int, dtype: np.dtype, signed: bool
         axis=1, dtype=np.uint64)
     if signed and bits < 64:
         # Two's complement in `bits` bits: values at or above 2^(bits-1) are negative.
-        signed = unsigned.astype(np.int64)
-        signed[signed >= (1 << (bits - 1))] -= 1 << bits
-        return signed.astype(dtype)
+        # Subtract 2^bits modulo 2^64 (2^63 itself does not fit an int64), then reinterpret.
+        unsigned[unsigned >= np.uint64(1 << (bits - 1))] -= np.uint64(1 << bits)
+        return unsigned.view(np.int64).astype(dtype)
     return unsigned.astype(dtype) if dtype.kind != "b" else unsigned.astype(bool)
 
 

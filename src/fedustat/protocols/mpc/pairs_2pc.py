@@ -95,21 +95,43 @@ over P (001 App. C.1 "Optimal value of P").
 
 Transport
 ---------
-Party and aggregator exchange real messages through the runtime (join; pair
-assignment; one share per pair). The pairwise 2PC runs on direct channels between the
-two partners, which the in-process runtime does not carry: the party step runs the
-2PC of every pair whose two parties are in its batch, member by member on their own
-shares (row ``j`` of every share array is what member ``j`` holds), and refuses a batch
-that splits a pair. Every bit the partners and the dealer send is recorded in a
-:class:`fedustat.secure.Transcript`; the party step attaches the totals to its upload as
-:class:`~fedustat.protocols.base.PeerTraffic`, so the estimate's ``cost`` (measured by
-the runtime) covers the whole protocol: uploads and peer bits per party, peer rounds,
-and the dealer's offline bits.
+Every party step is one member's side (or one dealer's), computed on the party's own
+record, its own shares and the rows it received; the peer messages are real messages,
+carried by the runtime in *relay rounds* (rows addressed to parties: routed between
+batches by the simulator, forwarded end-to-end encrypted by the networked server,
+:mod:`fedustat.runtime.network.relay`):
+
+0. each party joins (AUC: its public label);
+1. the aggregator draws the design and, per pair, a **dealer**: a third party, uniform
+   among the others (all pairs: a public rule); each party learns its pairs (partner,
+   member slot, dealer) and the pairs it deals for;
+2. *relay*: each dealer sends each member its package, drawn from the dealer's own
+   coins: FSS keys and mask shares (``comparison="fss"``) or edaBits, the AND triples of
+   every tree level (only the active bits travel) and daBits (``"circuit"``), plus the
+   Beaver triples;
+3. *relay rounds*: the members' programs (:func:`_member_program`) open, round by round,
+   the masked gate inputs (a member's own encoded record is its share of the pair's
+   difference, member 0 holding ``xa`` and member 1 ``-xb``, so no input is shared
+   beforehand; the masks make the openings uniform, 002 App. A.3), the circuit's AND
+   levels and B2A bit, and the product's Beaver masks (the coins' product beside the
+   equality for randomized response);
+4. each member adds its own noise part to its output share and uploads it.
+
+Pairs thus run across batches and silos, and the release does not depend on how parties
+are batched (noise-free it is the design's exact statistic; with noise each batch draws
+from its own stream). The dealing round replaces the separate offline dealer of earlier
+versions: it is counted as peer traffic, and the dealer, now one of the parties, must
+collude with neither member nor the aggregator (see ``assumptions``). Randomness is laid
+out per party (dealer, member coins, noise), so seeded numbers differ from versions
+that ran a pair's 2PC in one place. :func:`secure_pair_values` (tests, benchmarks and
+analyses with their own pairs) still computes both members side by side with an offline
+:class:`fedustat.secure.Dealer` and a :class:`fedustat.secure.Transcript`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -136,15 +158,26 @@ from fedustat.privacy.guarantee import (
 )
 from fedustat.privacy.mechanisms import DiscreteLaplaceMechanism
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
-from fedustat.protocols.base import Cost, Estimate, Message, PeerTraffic, Protocol, Role
+from fedustat.protocols.base import (
+    PEER_FROM,
+    PEER_TO,
+    Cost,
+    Estimate,
+    Message,
+    Protocol,
+    Role,
+)
 from fedustat.protocols.mpc.encoding import ColumnEncoding, bounds_by_column, declared_bounds
 from fedustat.protocols.registry import register
 from fedustat.secure import (
     Dealer,
     FixedPoint,
+    FssKey,
     PolyaDifferenceError,
     Transcript,
     add_public,
+    dcf_eval,
+    dpf_eval,
     equal,
     greater_than,
     less_than,
@@ -152,6 +185,10 @@ from fedustat.secure import (
     mul,
     share,
 )
+from fedustat.secure.compare import TreeLevel, tree_levels
+from fedustat.secure.dcf import FssMsbMaterial
+from fedustat.secure.dealer import popcount
+from fedustat.secure.ring import full_mask
 from fedustat.stats.designs import Design, permutation_pairs
 from fedustat.stats.kernels import (
     Kernel,
@@ -198,9 +235,12 @@ _METHODS = ("fss", "circuit")
 _MECHANISMS = ("laplace", "discrete_laplace", "randomized_response")
 
 DEALER_ASSUMPTION = (
-    "offline correlated randomness (Beaver triples, FSS keys, edaBits) from a trusted "
-    "dealer that takes no part in the online phase and colludes with no one; 000 "
-    "assumes garbled circuits between the two parties instead (001 App. C.2)")
+    "each pair's correlated randomness (FSS keys, or edaBits, daBits and AND triples; "
+    "Beaver triples) is dealt by a third party drawn by the aggregator (public), from its "
+    "own coins, sealed end to end to the two members; it "
+    "sees none of the pair's online messages, but it knows the masks, so it must collude "
+    "with neither member nor the aggregator; 000 assumes garbled circuits between the two "
+    "parties instead (001 App. C.2)")
 
 
 # ----------------------------------------------------------------------------------
@@ -839,6 +879,386 @@ def secure_pair_values(kernel: Kernel, data: Any, pairs: Design | Any, *,
 
 
 # ----------------------------------------------------------------------------------
+# One member's side of a pair's 2PC, on its own record, its shares and what it received
+# (the party steps; relay rounds carry the peer messages)
+# ----------------------------------------------------------------------------------
+#: What a member's program yields each round: the shares it opens to its partner, as
+#: ("add" | "xor", values, bits per value); it is sent back the opened values.
+Openings = list[tuple[str, np.ndarray, int]]
+Program = Generator[Openings, list[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Per pair: the comparison gate ("msb": the sign of a difference, "zero": equality),
+    how many run side by side, the comparison method and the Beaver triples."""
+
+    gate: Literal["msb", "zero"]
+    gates: int
+    triples: int
+    method: str
+
+
+def _layout(spec: _Spec, method: str) -> _Layout:
+    # Kendall: [xa_c < xb_c], [xb_c < xa_c] for c = 1, 2, then the product of the signs;
+    # AUC: [neg < pos], [pos < neg]; Gini: [x > y], then sign * (x - y); duplicate: [x == y]
+    # beside the coins' product, then the xor product (module docstring table).
+    gate, gates, triples = {"kendall": ("msb", 4, 1), "auc": ("msb", 2, 0),
+                            "gini": ("msb", 1, 1), "equal": ("zero", 1, 2)}[spec.kind]
+    return _Layout(gate, gates, triples, method)  # type: ignore[arg-type]
+
+
+def _domain_bits(gate: str, ring_bits: int) -> int:
+    # fss_msb tests the low l - 1 bits with a DCF; fss_is_zero a DPF on all l bits.
+    return ring_bits - 1 if gate == "msb" else ring_bits
+
+
+def _tree(lay: _Layout, ring_bits: int) -> tuple[TreeLevel, ...]:
+    # The circuit's reduction tree: the borrow of the low l - 1 bits (msb), or the AND of
+    # all l bits (zero), as in fedustat.secure.compare.
+    return tree_levels(ring_bits - 1 if lay.gate == "msb" else ring_bits)
+
+
+def _package_fields(lay: _Layout, fp: FixedPoint) -> dict[str, tuple[tuple[int, ...], Any, int]]:
+    """Field -> (shape per pair, dtype, bits per value) of one member's offline package.
+
+    FSS: its share of each gate's mask (and of the mask's sign bit) and its key (seed and
+    correction words, 002 App. A.3 / BCG+21 Fig. 3). Circuit: its shares of an edaBit
+    (the mask and its bits), of the AND triples of every tree level (only the active
+    bits travel) and of a daBit. Both: its shares of the Beaver triples. The sizes are
+    those :class:`fedustat.secure.Dealer` records for the same material.
+    """
+    g, ell = lay.gates, fp.bits
+    out: dict[str, tuple[tuple[int, ...], Any, int]] = {}
+    if lay.method == "fss":
+        d = _domain_bits(lay.gate, ell)
+        out.update(mask=((g,), np.uint64, ell), key_seed=((g, 2), np.uint64, 64),
+                   key_cw_seed=((g, d, 2), np.uint64, 64), key_cw_t=((g, d, 2), np.bool_, 1),
+                   key_cw_out=((g,), np.uint64, ell))
+        if lay.gate == "msb":
+            out.update(mask_msb=((g,), np.uint64, ell), key_cw_value=((g, d), np.uint64, ell))
+    else:
+        out.update(eda_arith=((g,), np.uint64, ell), eda_bits=((g,), np.uint64, ell),
+                   dab_arith=((g,), np.uint64, ell), dab_bit=((g,), np.uint64, 1))
+        for i, level in enumerate(_tree(lay, ell)):
+            out[f"and{i}"] = ((g, 3), np.uint64, popcount(level.combine))
+            if lay.gate == "msb" and level.keep_p:
+                out[f"and{i}_p"] = ((g, 3), np.uint64, popcount(level.keep_p))
+    if lay.triples:
+        out["triple"] = ((lay.triples, 3), np.uint64, ell)
+    return out
+
+
+def _active_positions(active: int) -> list[int]:
+    return [i for i in range(64) if (active >> i) & 1]
+
+
+def _compress(words: np.ndarray, active: int) -> np.ndarray:
+    """The ``active`` bits of each word, packed into the low bits (what travels)."""
+    out = np.zeros(np.shape(words), dtype=np.uint64)
+    for k, pos in enumerate(_active_positions(active)):
+        bit = np.bitwise_and(np.right_shift(words, np.uint64(pos)), np.uint64(1))
+        out = np.bitwise_or(out, np.left_shift(bit, np.uint64(k)))
+    return out
+
+
+def _expand(packed: np.ndarray, active: int) -> np.ndarray:
+    """Inverse of :func:`_compress`: the packed bits back at their ``active`` positions."""
+    out = np.zeros(np.shape(packed), dtype=np.uint64)
+    for k, pos in enumerate(_active_positions(active)):
+        bit = np.bitwise_and(np.right_shift(packed, np.uint64(k)), np.uint64(1))
+        out = np.bitwise_or(out, np.left_shift(bit, np.uint64(pos)))
+    return out
+
+
+def _deal_packages(lay: _Layout, fp: FixedPoint, n_deals: int, source: Any
+                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A dealing party's packages for ``n_deals`` pairs: (member 0's, member 1's)."""
+    shapes = _package_fields(lay, fp)
+    if n_deals == 0:
+        empty = {k: np.zeros((0, *shape), dtype=dt) for k, (shape, dt, _) in shapes.items()}
+        return empty, {k: v.copy() for k, v in empty.items()}
+    dealer = Dealer(2, ring=fp.ring, rng=source)
+    g, shape = lay.gates, (n_deals, lay.gates)
+    packages: list[dict[str, np.ndarray]] = [{}, {}]
+    if lay.method == "fss":
+        d = _domain_bits(lay.gate, fp.bits)
+        mat = dealer.fss_msb(shape) if lay.gate == "msb" else dealer.fss_zero(shape)
+        for b, pkg in enumerate(packages):
+            key = mat.keys[b]
+            # Keys are stored level-major over the flattened (pair, gate) axis.
+            pkg.update(mask=mat.mask[b], key_seed=key.seed.reshape(n_deals, g, 2),
+                       key_cw_seed=key.cw_seed.reshape(d, n_deals, g, 2).transpose(1, 2, 0, 3),
+                       key_cw_t=key.cw_t.reshape(d, n_deals, g, 2).transpose(1, 2, 0, 3),
+                       key_cw_out=key.cw_out.reshape(n_deals, g))
+            if isinstance(mat, FssMsbMaterial):
+                assert key.cw_value is not None
+                pkg.update(mask_msb=mat.mask_msb[b],
+                           key_cw_value=key.cw_value.reshape(d, n_deals, g).transpose(1, 2, 0))
+    else:
+        eda = dealer.edabits(shape)
+        triples = {}
+        for i, level in enumerate(_tree(lay, fp.bits)):
+            triples[f"and{i}"] = dealer.and_triples(shape, level.combine)
+            if lay.gate == "msb" and level.keep_p:
+                triples[f"and{i}_p"] = dealer.and_triples(shape, level.keep_p)
+        dab = dealer.dabits(shape)
+        for b, pkg in enumerate(packages):
+            pkg.update(eda_arith=eda.arith[b], eda_bits=eda.bits[b], dab_arith=dab.arith[b],
+                       dab_bit=np.bitwise_and(dab.bits[b], np.uint64(1)))
+            for name, tri in triples.items():
+                pkg[name] = np.stack([_compress(v[b], tri.active) for v in (tri.a, tri.b, tri.c)],
+                                     axis=-1)
+    if lay.triples:
+        beaver = dealer.beaver_triples((n_deals, lay.triples))
+        for b, pkg in enumerate(packages):
+            pkg["triple"] = np.stack([beaver.a[b], beaver.b[b], beaver.c[b]], axis=-1)
+    first, second = ({k: np.ascontiguousarray(v, dtype=shapes[k][1]) for k, v in p.items()}
+                     for p in packages)
+    return first, second
+
+
+def _member_key(member: int, lay: _Layout, fp: FixedPoint, pkg: Mapping[str, np.ndarray]
+                ) -> FssKey:
+    """Member ``member``'s FSS keys for its slots' gates, from its received packages."""
+    k, g, d = pkg["mask"].shape[0], lay.gates, _domain_bits(lay.gate, fp.bits)
+    value = None
+    if lay.gate == "msb":
+        value = np.ascontiguousarray(pkg["key_cw_value"].transpose(2, 0, 1).reshape(d, k * g))
+    return FssKey(member, "dcf" if lay.gate == "msb" else "dpf", d, fp.ring,
+                  np.ascontiguousarray(pkg["key_seed"].reshape(k * g, 2)),
+                  np.ascontiguousarray(pkg["key_cw_seed"].transpose(2, 0, 1, 3)
+                                       .reshape(d, k * g, 2)),
+                  np.ascontiguousarray(pkg["key_cw_t"].transpose(2, 0, 1, 3)
+                                       .reshape(d, k * g, 2)),
+                  value, np.ascontiguousarray(pkg["key_cw_out"].reshape(k * g)))
+
+
+def _gate_inputs(spec: _Spec, fp: FixedPoint, member: int, enc: np.ndarray) -> np.ndarray:
+    """A member's share of every gate's input, shape (slots, gates).
+
+    Its own encoded record is its share of the pair's difference ``xa - xb`` (member 0
+    holds ``xa``, member 1 ``-xb``; the partner's share is the other term), so no input
+    is shared before the gates: the masked openings hide them (the masks are uniform).
+    """
+    ring = fp.ring
+    own = enc if member == 0 else ring.neg(enc)                      # share of xa - xb
+    if spec.kind == "kendall":
+        # [xa_c < xb_c] = msb(xa_c - xb_c); [xb_c < xa_c] = msb(xb_c - xa_c).
+        return np.concatenate([own, ring.neg(own)], axis=1)
+    if spec.kind == "auc":
+        # [neg < pos] = msb(xb - xa), [pos < neg] = msb(xa - xb) (member 0 is positive).
+        return np.concatenate([ring.neg(own), own], axis=1)
+    if spec.kind == "gini":
+        return ring.neg(own)                                         # [x > y] = msb(y - x)
+    return own                                                       # [x == y]: zero(x - y)
+
+
+def _fss_gates(lay: _Layout, fp: FixedPoint, member: int, inputs: np.ndarray,
+               pkg: Mapping[str, np.ndarray]) -> Program:
+    """fss_msb / fss_is_zero of :mod:`fedustat.secure.fss_gates`, one member's side: open
+    ``z + r`` (one round), evaluate the key at the opened value."""
+    ring = fp.ring
+    (opened,) = yield [("add", ring.add(inputs, pkg["mask"]), fp.bits)]
+    if opened.size == 0:
+        return np.zeros_like(opened)
+    key = _member_key(member, lay, fp, pkg)
+    flat = opened.ravel()
+    if lay.gate == "zero":
+        return dpf_eval(member, key, flat).reshape(opened.shape)
+    low = np.bitwise_and(flat, np.uint64((1 << (ring.bits - 1)) - 1))
+    top = ring.msb(opened)
+    # w = msb(r) xor borrow = beta [low(z + r) < low(r)] + msb(r); msb(z) = a + (1 - 2a) w
+    # with a = msb(z + r) public.
+    w = ring.add(dcf_eval(member, key, low).reshape(opened.shape), pkg["mask_msb"])
+    out = ring.mul(ring.sub(np.uint64(1), ring.mul(np.uint64(2), top)), w)
+    return ring.add(out, top) if member == 0 else out
+
+
+def _and_gates(member: int, gates: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]
+               ) -> Generator[Openings, list[np.ndarray], list[np.ndarray]]:
+    """AND gates on XOR-shared words in one round (secure.and_gates, one member's side):
+    open ``x ^ a`` and ``y ^ b`` on the active bits, ``z = c ^ d b ^ e a (^ d e)``."""
+    items: Openings = []
+    for x, y, tri, active in gates:
+        items += [("xor", _compress(np.bitwise_xor(x, _expand(tri[..., 0], active)), active),
+                   popcount(active)),
+                  ("xor", _compress(np.bitwise_xor(y, _expand(tri[..., 1], active)), active),
+                   popcount(active))]
+    opened = yield items
+    outs = []
+    for k, (_, _, tri, active) in enumerate(gates):
+        d, e = _expand(opened[2 * k], active), _expand(opened[2 * k + 1], active)
+        a, b, c = (_expand(tri[..., i], active) for i in range(3))
+        z = np.bitwise_xor(c, np.bitwise_xor(np.bitwise_and(d, b), np.bitwise_and(e, a)))
+        outs.append(np.bitwise_xor(z, np.bitwise_and(d, e)) if member == 0 else z)
+    return outs
+
+
+def _circuit_gates(lay: _Layout, fp: FixedPoint, member: int, inputs: np.ndarray,
+                   pkg: Mapping[str, np.ndarray]) -> Program:
+    """The boolean comparison circuits of :mod:`fedustat.secure.compare` (msb by the
+    parallel-prefix borrow of ``c - r`` with an edaBit ``r``; zero by an AND tree), one
+    member's side: open ``c = z + r``, one round per tree level, then B2A with a daBit."""
+    ring, ell = fp.ring, fp.bits
+    (c,) = yield [("add", ring.add(inputs, pkg["eda_arith"]), ell)]
+    bits = pkg["eda_bits"]
+    levels = _tree(lay, ell)
+    if lay.gate == "msb":
+        low = full_mask(ell - 1)
+        c_low, r_low = np.bitwise_and(c, low), np.bitwise_and(bits, low)
+        not_c = np.bitwise_and(np.invert(c_low), low)
+        g = np.bitwise_and(r_low, not_c)                     # r_i and not c_i
+        p = np.bitwise_xor(r_low, not_c) if member == 0 else r_low   # not (c_i xor r_i)
+        for i, level in enumerate(levels):
+            step, comb = np.uint64(level.step), np.uint64(level.combine)
+            g_hi = np.bitwise_and(np.right_shift(g, step), comb)
+            p_hi = np.bitwise_and(np.right_shift(p, step), comb)
+            gates = [(p_hi, np.bitwise_and(g, comb), pkg[f"and{i}"], level.combine)]
+            if level.keep_p:
+                keep = np.uint64(level.keep_p)
+                gates.append((np.bitwise_and(p_hi, keep), np.bitwise_and(p, keep),
+                              pkg[f"and{i}_p"], level.keep_p))
+            outs = yield from _and_gates(member, gates)
+            through = np.uint64(level.passthrough)
+            g = np.bitwise_xor(np.bitwise_xor(np.bitwise_and(g, through), g_hi), outs[0])
+            p = np.bitwise_and(p, through)
+            if level.keep_p:
+                p = np.bitwise_xor(p, outs[1])
+        top = np.uint64(ell - 1)
+        bit = np.bitwise_xor(np.bitwise_and(np.right_shift(bits, top), np.uint64(1)),
+                             np.bitwise_and(g, np.uint64(1)))
+        if member == 0:
+            bit = np.bitwise_xor(bit, np.right_shift(c, top))
+    else:
+        full = full_mask(ell)
+        t = np.bitwise_xor(bits, np.bitwise_and(np.invert(c), full)) if member == 0 else bits
+        for i, level in enumerate(levels):
+            step, comb = np.uint64(level.step), np.uint64(level.combine)
+            hi = np.bitwise_and(np.right_shift(t, step), comb)
+            (anded,) = yield from _and_gates(member, [(hi, np.bitwise_and(t, comb),
+                                                       pkg[f"and{i}"], level.combine)])
+            t = np.bitwise_xor(np.bitwise_and(t, np.uint64(level.passthrough)), anded)
+        bit = np.bitwise_and(t, np.uint64(1))
+    # B2A (secure.b2a): open v = bit xor b (1 bit), [bit] = v + (1 - 2 v) [b].
+    (v,) = yield [("xor", np.bitwise_xor(bit, pkg["dab_bit"]), 1)]
+    out = ring.mul(ring.sub(np.uint64(1), ring.mul(np.uint64(2), v)), pkg["dab_arith"])
+    return ring.add(out, v) if member == 0 else out
+
+
+def _beaver(fp: FixedPoint, member: int, x: np.ndarray, y: np.ndarray, triple: np.ndarray
+            ) -> Program:
+    """Beaver (1991) with a dealt triple, one member's side: open ``d = x - a`` and
+    ``e = y - b``; ``[x y] = [c] + d [b] + e [a] + d e`` (``d e`` added by member 0)."""
+    ring = fp.ring
+    d, e = yield [("add", ring.sub(x, triple[:, 0]), fp.bits),
+                  ("add", ring.sub(y, triple[:, 1]), fp.bits)]
+    z = ring.add(triple[:, 2], ring.add(ring.mul(d, triple[:, 1]), ring.mul(e, triple[:, 0])))
+    return ring.add(z, ring.mul(d, e)) if member == 0 else z
+
+
+def _side_by_side(*programs: Program) -> Generator[Openings, list[np.ndarray], list[np.ndarray]]:
+    """Run programs in the same rounds: each round carries the openings of every one that
+    has not finished; the results in order."""
+    results: list[Any] = [None] * len(programs)
+    pending: dict[int, Openings] = {}
+    for i, prog in enumerate(programs):
+        try:
+            pending[i] = next(prog)
+        except StopIteration as stop:
+            results[i] = stop.value
+    while pending:
+        order = sorted(pending)
+        opened = yield [item for i in order for item in pending[i]]
+        position, following = 0, {}
+        for i in order:
+            count = len(pending[i])
+            try:
+                following[i] = programs[i].send(opened[position:position + count])
+            except StopIteration as stop:
+                results[i] = stop.value
+            position += count
+        pending = following
+    return results
+
+
+def _member_program(spec: _Spec, lay: _Layout, fp: FixedPoint, member: int, own: np.ndarray,
+                    pkg: Mapping[str, np.ndarray], coins: np.ndarray) -> Program:
+    """Member ``member``'s side of its pairs (rows: its slots), from its own encoded record
+    ``own``, its packages and, for the duplicate kernel, its randomized-response coins;
+    returns its output shares of the kernel value in output units (noise not yet added)."""
+    ring = fp.ring
+    inputs = _gate_inputs(spec, fp, member, own)
+    gates = (_fss_gates if lay.method == "fss" else _circuit_gates)(lay, fp, member, inputs,
+                                                                       pkg)
+    one = np.uint64(1 if member == 0 else 0)
+    tri = pkg.get("triple")
+    if spec.kind == "equal":
+        assert tri is not None
+        # Member j's coin enters as the sharing in which j holds it and its partner 0; the
+        # coins' product needs no input, so it runs beside the equality test.
+        zero = np.zeros_like(coins)
+        x, y = (coins, zero) if member == 0 else (zero, coins)
+        eq, prod = yield from _side_by_side(gates, _beaver(fp, member, x, y, tri[:, 0]))
+        eq = eq[:, 0]
+        flip = ring.sub(ring.add(x, y), ring.mul(np.uint64(2), prod))
+        both = yield from _beaver(fp, member, eq, flip, tri[:, 1])
+        # u xor v = u + v - 2 u v.
+        return ring.sub(ring.add(eq, flip), ring.mul(np.uint64(2), both))
+    out = yield from gates
+    if spec.kind == "auc":
+        # 2 f = 1 + [pos > neg] - [pos < neg], the 1 added by member 0.
+        return ring.add(ring.sub(out[:, 0], out[:, 1]), one)
+    assert tri is not None
+    if spec.kind == "kendall":
+        sign = ring.sub(out[:, 2:], out[:, :2])                         # sign(xa_c - xb_c)
+        return (yield from _beaver(fp, member, sign[:, 0], sign[:, 1], tri[:, 0]))
+    # Gini: (2 [x > y] - 1)(x - y); a member's own record is its share of x - y.
+    sign = ring.sub(ring.mul(np.uint64(2), out[:, 0]), one)
+    diff = own[:, 0] if member == 0 else ring.neg(own[:, 0])
+    return (yield from _beaver(fp, member, sign, diff, tri[:, 0]))
+
+
+def _member_noise(spec: _Spec, fp: FixedPoint, pair_epsilon: float, split: str,
+                  member: np.ndarray, source: NoiseSource) -> np.ndarray:
+    """Each slot's own noise part on the ring (what :func:`_add_noise` adds per member)."""
+    ring = fp.ring
+    m = member.size
+    t = math.exp(-pair_epsilon / spec.sensitivity_units)
+    _check_noise_room(spec, fp, t)
+    if m == 0:
+        return np.zeros(0, dtype=np.uint64)
+    # local_noise draws both contributors' parts (row j: member j's law); a member keeps
+    # the row of its own slot. min_honest=1: a full DLap(t) each; 2: Polya(1/2, t)
+    # differences whose two parts sum to one DLap(t) (002 Protocol B.1).
+    parts = local_noise(2, pair_epsilon, spec.sensitivity_units, ring=ring,
+                        min_honest=1 if split == "independent" else 2, size=m, rng=source)
+    own = parts.shares[member, np.arange(m)]
+    signed = ring.to_signed(own)
+    bound = 1 << (fp.bits - 3)
+    if int(np.abs(signed).max()) >= bound:
+        raise OverflowError(f"a party's noise part {int(np.abs(signed).max())} does not fit "
+                            f"the ring headroom (< 2^{fp.bits - 3} units)")
+    return own
+
+
+def _third_party(pairs: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """A dealer for each pair, uniform among the n - 2 parties outside it."""
+    lo, hi = np.sort(pairs, axis=1).T
+    d = rng.integers(0, n - 2, size=pairs.shape[0])
+    d = d + (d >= lo)
+    return d + (d >= hi)
+
+
+def _all_pairs_dealers(pairs: np.ndarray, n: int) -> np.ndarray:
+    """All pairs: a public dealer per pair ``i < j`` (no message needed): ``j + 1``, or
+    ``j + 2`` where that wraps to ``i`` (needs n >= 3)."""
+    i, j = pairs.min(axis=1), pairs.max(axis=1)
+    d = (j + 1) % n
+    return np.where(d == i, (j + 2) % n, d)
+
+
+# ----------------------------------------------------------------------------------
 # The protocol: party and aggregator steps
 # ----------------------------------------------------------------------------------
 def _id_bits(count: int) -> int:
@@ -846,10 +1266,36 @@ def _id_bits(count: int) -> int:
 
 
 @dataclass
+class _MemberRun:
+    """What a batch's parties hold during the pairwise 2PC. Slots (one per pair a party is
+    in) are in canonical order: by party, partner, pair id; ``package`` holds each slot's
+    offline material once received; ``programs`` each member slot's running side of the
+    2PC (:func:`_member_program`), ``pending`` what they open next, ``sent`` this batch's
+    shares of the openings in flight."""
+
+    fp: FixedPoint
+    pair_epsilon: float
+    coins: _Coins
+    owner: np.ndarray
+    pair: np.ndarray
+    member: np.ndarray
+    partner: np.ndarray
+    dealer: np.ndarray
+    own: np.ndarray
+    deals: np.ndarray
+    package: dict[str, np.ndarray] = field(default_factory=dict)
+    programs: dict[int, Program] = field(default_factory=dict)
+    pending: dict[int, Openings] = field(default_factory=dict)
+    sent: Openings = field(default_factory=list)
+    output: np.ndarray | None = None
+
+
+@dataclass
 class _PartyState:
     records: np.ndarray
     parties: np.ndarray
     phase: int = 0
+    run: _MemberRun | None = None
 
 
 @dataclass
@@ -873,12 +1319,12 @@ class PairsTwoParty(Protocol):
 
     Messages through the runtime: (1) each party joins (AUC: sends its public label,
     1 bit); (2) the aggregator draws the design and tells each party its pairs (session
-    id, partner id, member slot; for all pairs a broadcast of n, and of the labels for
-    AUC); (3) after the pairwise 2PC each party sends one ring element (its output
-    share) per computed pair, in increasing pair order, with the peer and dealer traffic
-    each party measured in its transcript attached as
-    :class:`~fedustat.protocols.base.PeerTraffic` (counted by the runtime in the
-    estimate's ``cost``).
+    id, partner id, member slot and the pair's dealer; the dealer gets a row naming both
+    members; for all pairs a broadcast of n, and of the labels for AUC); (3) relay rounds
+    among parties: packages from the dealers, then the members' openings (module
+    docstring, "Transport"); (4) each party sends one ring element (its output share)
+    per computed pair, in increasing pair order. The runtime counts every bit in the
+    estimate's ``cost``.
 
     Parameters
     ----------
@@ -1036,7 +1482,9 @@ class PairsTwoParty(Protocol):
         """What the guarantee rests on (000 Sec. 5; the dealer replaces 001 App. C.2's
         garbled circuits)."""
         out = [semi_honest("parties and the aggregator"),
-               trusted_dealer("the Beaver triples, FSS keys and edaBits of every pair")]
+               trusted_dealer("for each pair a party outside it, drawn by the aggregator, "
+                              "that deals the pair's FSS keys or edaBits, daBits and AND "
+                              "triples, and its Beaver triples")]
         if self.noise_split == "split":
             out.append(Assumption(Trust.HONEST_NOISE, "both members of a pair keep their "
                                                       "noise part secret from the aggregator"))
@@ -1053,7 +1501,9 @@ class PairsTwoParty(Protocol):
         if math.isinf(self.epsilon):
             return "no noise: the aggregator learns every pair's exact kernel value"
         base = ("semi-honest parties and aggregator; a party sees only uniform shares and "
-                "masked openings of its partner's data; ")
+                "masked openings of its partner's data; each pair's dealer, a third party, "
+                "knows its masks and must collude with neither member nor the aggregator "
+                "(the collusions below exclude it); ")
         if self.spec.mechanism == "randomized_response":
             if self.noise_split == "independent":
                 return base + ("each party's own coin is a full randomized response of its "
@@ -1104,81 +1554,201 @@ class PairsTwoParty(Protocol):
             return state, Message(Role.PARTY, Role.SERVER,
                                   {"join": np.ones(state.parties.size, dtype=np.int64)},
                                   {"join": 1}, state.parties)
-        if inbox is None or state.phase != 1:
-            raise ValueError("pairs-2pc: a party computes its pairs once, after the "
-                             "aggregator's assignment")
-        state.phase = 2
-        pair_ids, chosen = self._assigned_pairs(state, inbox)
-        rows = self._local_rows(state, chosen)
-        # All pairs: the budget depends on n (broadcast); permutations: eps / P for any n.
-        n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0]) if self.all_pairs else 2
-        pair_eps, _, _ = self.pair_budget(n)
-        log = Transcript(2, 1)
-        fp = self.run_fixed_point(pair_eps)
-        records = self._shifted(state.records)
-        shares_out, _ = _party_side(
-            self.spec, records[rows[0]], records[rows[1]], chosen.T,
-            pair_epsilon=pair_eps, split=self.noise_split, method=self.comparison,
-            fp=fp, coins=_Coins.make(rng, self.noise), transcript=log)
-        senders = np.concatenate([chosen[:, 0], chosen[:, 1]])
-        ids = np.concatenate([pair_ids, pair_ids])
-        order = _upload_order(senders, ids)
-        fields = {"share": np.concatenate([shares_out[0], shares_out[1]])[order]}
-        bits = {"share": fp.bits}
-        return state, Message(Role.PARTY, Role.SERVER, fields, bits, senders[order],
-                              peer=self._peer_traffic(state, log))
+        return self._pair_step(state, inbox, rng)
 
-    @staticmethod
-    def _peer_traffic(state: _PartyState, log: Transcript) -> PeerTraffic:
-        """What each party of the batch sent to and received from its partners, and
-        received from the dealer, over all its pairs (the transcript records nothing
-        else: the shares for the aggregator are the step's message)."""
-        batch = np.unique(state.parties)
-        totals = log.party_bits(int(batch[-1]) + 1)
-        return PeerTraffic(batch, totals.online_sent[batch], totals.online_received[batch],
-                           totals.offline_received[batch], log.rounds)
+    # -- the pairwise 2PC: one member's side per slot, peer messages in relay rounds ---
+    def _pair_step(self, state: _PartyState, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[_PartyState, Message]:
+        """After joining: deal (phase 1), start the members' programs on the received
+        packages (phase 2), advance them on each round's openings (phase 3) until they
+        return the output shares, then upload (module docstring, "Transport")."""
+        if inbox is None:
+            raise ValueError("pairs-2pc: after joining, every step of a party answers a "
+                             "message (the assignment or its peers' rows)")
+        phase = state.phase
+        if phase == 1:
+            state.run = self._start(state, inbox, rng)
+            state.phase = 2
+            return state, self._deal(state.run)
+        run = state.run
+        if run is None or phase not in (2, 3):
+            raise ValueError("pairs-2pc: a party has nothing more to send after its upload")
+        if phase == 2:
+            self._receive_packages(run, inbox)
+            self._launch(run)
+            state.phase = 3
+        else:
+            self._advance(run, self._receive_openings(run, inbox))
+        if run.output is not None:
+            state.phase = 4
+            return state, self._upload(run, run.output)
+        return state, self._openings(run)
 
-    def _assigned_pairs(self, state: _PartyState, inbox: Message
-                        ) -> tuple[np.ndarray, np.ndarray]:
-        """(pair ids, pairs as (member 0, member 1) party ids) of the pairs this batch
-        computes; refuses a pair with only one of its parties in the batch."""
+    def _start(self, state: _PartyState, inbox: Message, rng: np.random.Generator
+               ) -> _MemberRun:
+        """The batch's slots and deals from the assignment; its coins and ring."""
         if self.all_pairs:
             n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0])
-            if not np.array_equal(np.sort(state.parties), np.arange(n)):
-                raise ValueError("pairs-2pc with all_pairs=True needs every party in one "
-                                 "batch: the pairwise 2PC runs on direct channels between "
-                                 "partners, which the simulator provides within a batch "
-                                 "(use batch_size=None)")
             labels = np.asarray(inbox.fields["labels"], dtype=np.float64) \
                 if self.spec.labelled else np.zeros(n)
             chosen, active = _orient(self.spec, np.column_stack([np.zeros(n), labels]),
                                      _all_pairs(n))
-            return np.flatnonzero(active), chosen
-        pair = np.asarray(inbox.fields["pair"], dtype=np.int64)
-        member = np.asarray(inbox.fields["member"], dtype=np.int64)
-        who = np.asarray(inbox.parties, dtype=np.int64)
-        order = np.lexsort((member, pair))
-        pair, member, who = pair[order], member[order], who[order]
-        if pair.size % 2 or np.any(pair[0::2] != pair[1::2]) or np.any(member[0::2] != 0) \
-                or np.any(member[1::2] != 1):
-            raise ValueError("pairs-2pc: a pair has only one of its two parties in this "
-                             "batch; the pairwise 2PC runs on direct channels between "
-                             "partners, which the simulator provides within a batch "
-                             "(use batch_size=None)")
-        return pair[0::2], np.column_stack([who[0::2], who[1::2]])
+            pair_ids = np.flatnonzero(active)
+            dealers = _all_pairs_dealers(chosen, n)
+            mine = np.isin(chosen, state.parties)
+            slot_pair = np.concatenate([pair_ids[mine[:, 0]], pair_ids[mine[:, 1]]])
+            slot_member = np.repeat([0, 1], [int(mine[:, 0].sum()), int(mine[:, 1].sum())])
+            slot_owner = np.concatenate([chosen[mine[:, 0], 0], chosen[mine[:, 1], 1]])
+            slot_partner = np.concatenate([chosen[mine[:, 0], 1], chosen[mine[:, 1], 0]])
+            slot_dealer = np.concatenate([dealers[mine[:, 0]], dealers[mine[:, 1]]])
+            dealt = np.isin(dealers, state.parties)
+            deals = np.column_stack([pair_ids[dealt], dealers[dealt], chosen[dealt, 0],
+                                     chosen[dealt, 1]])
+        else:
+            n = 2
+            pair = np.asarray(inbox.fields["pair"], dtype=np.int64)
+            member = np.asarray(inbox.fields["member"], dtype=np.int64)
+            partner = np.asarray(inbox.fields["partner"], dtype=np.int64)
+            helper = np.asarray(inbox.fields["helper"], dtype=np.int64)
+            who = np.asarray(inbox.parties, dtype=np.int64)
+            slot = member < 2
+            slot_pair, slot_member, slot_owner = pair[slot], member[slot], who[slot]
+            slot_partner, slot_dealer = partner[slot], helper[slot]
+            deals = np.column_stack([pair[~slot], who[~slot], partner[~slot], helper[~slot]])
+        if not np.all(np.isin(slot_owner, state.parties)) or \
+                not np.all(np.isin(deals[:, 1], state.parties)):
+            raise ValueError("pairs-2pc: the assignment names a party that is not in this "
+                             "batch")
+        order = np.lexsort((slot_pair, slot_partner, slot_owner))
+        pair_eps, _, _ = self.pair_budget(n)
+        fp = self.run_fixed_point(pair_eps)
+        records = self._shifted(state.records)
+        sorter = np.argsort(state.parties, kind="stable")
+        rows = sorter[np.searchsorted(state.parties, slot_owner[order], sorter=sorter)]
+        columns = list(self.spec.columns)
+        own = fp.encode(records[rows][:, columns], "data") if rows.size else \
+            np.zeros((0, len(columns)), dtype=np.uint64)
+        deals = deals[np.lexsort((deals[:, 0], deals[:, 1]))]
+        return _MemberRun(fp, pair_eps, _Coins.make(rng, self.noise), slot_owner[order],
+                          slot_pair[order], slot_member[order], slot_partner[order],
+                          slot_dealer[order], own.reshape(order.size, len(columns)), deals)
+
+    def _deal(self, run: _MemberRun) -> Message:
+        """Phase 1: each party deals the packages of the pairs it deals for (both members'
+        shares of the gates' material and of the triples, from its own coins)."""
+        lay = _layout(self.spec, self.comparison)
+        shapes = _package_fields(lay, run.fp)
+        first, second = _deal_packages(lay, run.fp, run.deals.shape[0], run.coins.dealer)
+        deals = run.deals
+        senders = np.concatenate([deals[:, 1], deals[:, 1]])
+        targets = np.concatenate([deals[:, 2], deals[:, 3]])
+        pairs = np.concatenate([deals[:, 0], deals[:, 0]])
+        # Rows to one member in increasing pair id: the order it expects them in.
+        order = np.lexsort((pairs, targets, senders))
+        fields = {k: np.concatenate([first[k], second[k]])[order] for k in shapes}
+        fields[PEER_TO] = targets[order]
+        bits = {k: b for k, (_, _, b) in shapes.items()}
+        bits[PEER_TO] = 32
+        return Message(Role.PARTY, Role.PARTY, fields, bits, senders[order])
 
     @staticmethod
-    def _local_rows(state: _PartyState, chosen: np.ndarray) -> np.ndarray:
-        """Rows of the batch's records of each pair's two members, shape (2, m)."""
-        if chosen.size == 0:
-            return np.zeros((2, 0), dtype=np.int64)
-        sorter = np.argsort(state.parties, kind="stable")
-        pos = np.searchsorted(state.parties, chosen.T, sorter=sorter)
-        rows = sorter[np.clip(pos, 0, state.parties.size - 1)]
-        if not np.array_equal(state.parties[rows], chosen.T):
-            raise ValueError("pairs-2pc: the assignment names a party that is not in this "
-                             "batch (use batch_size=None)")
-        return rows
+    def _canonical(run: _MemberRun, inbox: Message, expected_from: np.ndarray, who: str
+                   ) -> np.ndarray:
+        """Where each received row goes in slot order, after checking the rows: one per
+        slot, from the party the slot expects (``who``), in increasing pair id."""
+        if not inbox.is_peer:
+            raise ValueError(f"pairs-2pc: expected the rows of {who}, got a message from the "
+                             f"{inbox.sender}")
+        order = np.lexsort((run.pair, expected_from, run.owner))
+        origin = np.asarray(inbox.fields[PEER_FROM], dtype=np.int64)
+        if not (np.array_equal(np.asarray(inbox.parties), run.owner[order])
+                and np.array_equal(origin, expected_from[order])):
+            raise ValueError(f"pairs-2pc: each party must receive exactly one row per pair "
+                             f"from {who}; the rows received do not match the assignment")
+        return order
+
+    def _receive_packages(self, run: _MemberRun, inbox: Message) -> None:
+        order = self._canonical(run, inbox, run.dealer, "its dealer")
+        for name in _package_fields(_layout(self.spec, self.comparison), run.fp):
+            values = np.asarray(inbox.fields[name])
+            canonical = np.empty_like(values)
+            canonical[order] = values
+            run.package[name] = canonical
+
+    def _launch(self, run: _MemberRun) -> None:
+        """Start each member slot's program (both run the same circuit, so they open the
+        same things in the same rounds)."""
+        lay = _layout(self.spec, self.comparison)
+        coins = np.zeros(run.member.size, dtype=np.uint64)
+        if self.spec.kind == "equal":
+            # Each member's own randomized-response coin for each of its pairs.
+            q_coin, _ = _rr_flip(run.pair_epsilon, self.noise_split)
+            coins = np.asarray(run.coins.noise.bernoulli(q_coin, run.member.size),
+                               dtype=np.uint64)
+        for b in (0, 1):
+            sel = run.member == b
+            program = _member_program(self.spec, lay, run.fp, b, run.own[sel],
+                                      {k: v[sel] for k, v in run.package.items()}, coins[sel])
+            run.programs[b] = program
+            run.pending[b] = next(program)
+
+    def _openings(self, run: _MemberRun) -> Message:
+        """This round's openings of every slot, to the slot's partner: field ``open{i}``
+        is the i-th thing opened (rows to one partner in increasing pair id)."""
+        items = []
+        for i, (op, _, bits) in enumerate(run.pending[0]):
+            values = [np.asarray(run.pending[b][i][1]) for b in (0, 1)]
+            rows = np.zeros((run.member.size, *values[0].shape[1:]), dtype=np.uint64)
+            for b in (0, 1):
+                rows[run.member == b] = values[b]
+            items.append((op, rows, bits))
+        run.sent = items
+        fields = {f"open{i}": rows for i, (_, rows, _) in enumerate(items)}
+        bits = {f"open{i}": b for i, (_, _, b) in enumerate(items)}
+        fields[PEER_TO], bits[PEER_TO] = run.partner, 32
+        return Message(Role.PARTY, Role.PARTY, fields, bits, run.owner)
+
+    def _receive_openings(self, run: _MemberRun, inbox: Message) -> list[np.ndarray]:
+        """The opened values: this batch's shares plus (or xor) the partners' ones."""
+        order = self._canonical(run, inbox, run.partner, "its partner")
+        ring = run.fp.ring
+        opened = []
+        for i, (op, mine, _) in enumerate(run.sent):
+            received = np.asarray(inbox.fields[f"open{i}"], dtype=np.uint64)
+            theirs = np.empty_like(received)
+            theirs[order] = received
+            opened.append(ring.add(mine, theirs) if op == "add"
+                          else np.bitwise_xor(mine, theirs))
+        return opened
+
+    def _advance(self, run: _MemberRun, opened: list[np.ndarray]) -> None:
+        """Send each member program its opened values; collect the output shares once
+        both have returned."""
+        results: dict[int, np.ndarray] = {}
+        for b in (0, 1):
+            sel = run.member == b
+            try:
+                run.pending[b] = run.programs[b].send([o[sel] for o in opened])
+            except StopIteration as stop:
+                results[b] = stop.value
+        if len(results) == 1:
+            raise RuntimeError("pairs-2pc: the two member programs ran different circuits")
+        if results:
+            out = np.zeros(run.member.size, dtype=np.uint64)
+            for b, values in results.items():
+                out[run.member == b] = values
+            run.output = out
+
+    def _upload(self, run: _MemberRun, out: np.ndarray) -> Message:
+        """Each member adds its own noise part to its output share and uploads it, rows by
+        party and increasing pair id (as the aggregator expects them)."""
+        if self.spec.mechanism != "randomized_response" and math.isfinite(run.pair_epsilon):
+            out = run.fp.ring.add(out, _member_noise(self.spec, run.fp, run.pair_epsilon,
+                                                     self.noise_split, run.member,
+                                                     run.coins.noise))
+        order = _upload_order(run.owner, run.pair)
+        return Message(Role.PARTY, Role.SERVER, {"share": out[order]},
+                       {"share": run.fp.bits}, run.owner[order])
 
     # -- aggregator steps ---------------------------------------------------------------
     def server_step(self, state: _ServerState, inbox: Message,
@@ -1193,6 +1763,9 @@ class PairsTwoParty(Protocol):
     def _assign(self, state: _ServerState, inbox: Message,
                 rng: np.random.Generator) -> tuple[_ServerState, Message]:
         n = state.n_parties
+        if n < 3:
+            raise ValueError(f"pairs-2pc: a third party deals each pair's correlated "
+                             f"randomness, so the run needs at least 3 parties, got {n}")
         who = np.asarray(inbox.parties, dtype=np.int64)
         if not np.array_equal(np.sort(who), np.arange(n)):
             raise ValueError(f"pairs-2pc: expected one join message from each of the {n} "
@@ -1227,11 +1800,17 @@ class PairsTwoParty(Protocol):
                 bits["labels"] = 1
             return state, Message(Role.SERVER, Role.PARTY, fields, bits)
         pair_ids = np.flatnonzero(active)
-        parties = np.concatenate([chosen[:, 0], chosen[:, 1]])
-        fields = {"pair": np.concatenate([pair_ids, pair_ids]),
-                  "partner": np.concatenate([chosen[:, 1], chosen[:, 0]]),
-                  "member": np.repeat(np.array([0, 1], dtype=np.int64), pair_ids.size)}
-        bits = {"pair": _id_bits(n_pairs), "partner": _id_bits(n), "member": 1}
+        # A dealer per pair, uniform among the other parties (public, drawn after the
+        # design so the design keeps its stream). Each member learns its pair, partner,
+        # slot and dealer; the dealer gets a row (slot 2) naming both members.
+        dealers = _third_party(chosen, n, rng)
+        parties = np.concatenate([chosen[:, 0], chosen[:, 1], dealers])
+        fields = {"pair": np.concatenate([pair_ids, pair_ids, pair_ids]),
+                  "partner": np.concatenate([chosen[:, 1], chosen[:, 0], chosen[:, 0]]),
+                  "member": np.repeat(np.array([0, 1, 2], dtype=np.int64), pair_ids.size),
+                  "helper": np.concatenate([dealers, dealers, chosen[:, 1]])}
+        bits = {"pair": _id_bits(n_pairs), "partner": _id_bits(n), "member": 2,
+                "helper": _id_bits(n)}
         return state, Message(Role.SERVER, Role.PARTY, fields, bits, parties)
 
     def _aggregate(self, state: _ServerState, inbox: Message) -> Estimate:
@@ -1296,7 +1875,8 @@ class PairsTwoParty(Protocol):
             "mechanism": self.spec.mechanism, "noise_split": self.noise_split,
             "pair_noise_variance": noise_var,
             "noise_std_error": math.sqrt(noise_part) * slope,
-            "threat_model": self.threat_model(), "dealer": DEALER_ASSUMPTION,
+            "threat_model": self.threat_model(),
+            "dealer": DEALER_ASSUMPTION,
             "comparison": self.comparison, "fixed_point": fp,
             "output_unit": self.spec.unit, "design_variance": design_var,
             "encoding": (self.encoding.describe(fp) if self.encoding is not None else

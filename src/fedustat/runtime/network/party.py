@@ -4,10 +4,17 @@
 its party ids and the public size of the run, and then loops: run the protocol's party
 step on its own state and the server's last message, send the frame, wait for the reply.
 The party's records never leave this process; only the step's message does.
+
+When its step addresses rows to other parties (a relay round), the party seals them for
+their destination silos with keys derived from the certificates it received at ``Join``
+(each checked against the deployment CA first) and sends them with ``Relay``; the reply
+holds the rows others sealed for it, which it opens and checks before its next step sees
+them (:mod:`fedustat.runtime.network.relay`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +24,15 @@ import numpy as np
 from fedustat._validation import RandomLike, as_float_array, as_seed_sequence
 from fedustat.protocols.base import Protocol, Role
 from fedustat.runtime.network.certs import Credentials
+from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
+from fedustat.runtime.network.relay import open_reply, seal_rows
 from fedustat.runtime.network.service import (
+    ABORT,
     CHANNEL_OPTIONS,
     JOIN,
+    RELAY,
     REPLY_MESSAGE,
+    REPLY_RELAYED,
     REPLY_RELEASE,
     ROUND,
     NetworkRunError,
@@ -56,6 +68,17 @@ def _reason(error: Any, timeout: float) -> str:
     return str(error.details())
 
 
+def _peer_keys(credentials: Credentials, assignment: dict[str, Any], mark: str) -> PeerKeys:
+    """Pairwise keys with every silo, from certificates checked against the CA."""
+    try:
+        public = verify_party_certificates(credentials.ca, assignment["certificates"])
+    except ValueError as exc:
+        raise NetworkRunError(f"{credentials.identity}: the server's list of parties is "
+                              f"refused: {exc}") from None
+    return PeerKeys(int(assignment["silo"]), credentials.key, public, mark,
+                    assignment["run"])
+
+
 def run_party(protocol: Protocol, records: Any, credentials: Credentials, server: str, *,
               rng: RandomLike = None, timeout: float = 60.0) -> PartyResult:
     """Take part in a run of ``protocol`` served at ``server`` (``host:port``).
@@ -88,6 +111,8 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
     try:
         join = channel.unary_unary(JOIN)
         exchange = channel.unary_unary(ROUND)
+        relay = channel.unary_unary(RELAY)
+        abort = channel.unary_unary(ABORT)
         mark = fingerprint(protocol)
         try:
             assignment = json.loads(join(json.dumps({"rows": int(rows.shape[0]),
@@ -107,15 +132,37 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
             party_rng = np.random.default_rng(streams[1 + int(assignment["silo"])])
         state = configured.init_parties(rows, owner)
         inbox = None
+        keys: PeerKeys | None = None
+        bounds = np.asarray(assignment["bounds"], dtype=np.int64)
         for current in range(MAX_ROUNDS):
             state, message = configured.party_step(state, inbox, party_rng)
-            frame = encode(Envelope(mark, assignment["run"], current, "party", identity,
-                                    message))
+            if message.is_peer and keys is None:
+                keys = _peer_keys(credentials, assignment, mark)
             try:
-                reply = exchange(frame, timeout=timeout)
+                if message.is_peer:
+                    assert keys is not None
+                    reply = relay(seal_rows(message, keys, bounds, protocol=mark,
+                                            run=assignment["run"], round_=current,
+                                            identity=identity), timeout=timeout)
+                else:
+                    reply = exchange(encode(Envelope(mark, assignment["run"], current,
+                                                     "party", identity, message)),
+                                     timeout=timeout)
             except grpc.RpcError as exc:
                 raise NetworkRunError(f"{identity}, round {current}: "
                                       f"{_reason(exc, timeout)}") from None
+            if message.is_peer and reply[:1] == REPLY_RELAYED:
+                assert keys is not None
+                try:
+                    inbox = open_reply(reply[1:], keys, bounds, int(assignment["silo"]),
+                                       message, protocol=mark, run=assignment["run"],
+                                       round_=current)
+                except WireError as exc:
+                    # Tell the server why, so the run stops at once with the cause.
+                    with contextlib.suppress(grpc.RpcError):
+                        abort(str(exc).encode(), timeout=timeout)
+                    raise NetworkRunError(f"{identity}, round {current}: {exc}") from None
+                continue
             if reply[:1] == REPLY_RELEASE:
                 return PartyResult(json.loads(reply[1:]), (first, stop), current + 1)
             if reply[:1] != REPLY_MESSAGE:

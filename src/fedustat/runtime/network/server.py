@@ -6,6 +6,13 @@ protocol's rounds: each round it collects one validated frame per party, merges 
 party order (as the simulator does), runs the server step and answers every party with
 its part of the reply. Nothing but the release leaves the server's process to its caller.
 
+In a relay round (the parties' steps address rows to other parties) the server runs no
+protocol code: it routes each silo's sealed payloads to their destination silos
+(:mod:`fedustat.runtime.network.relay`), counting their declared bits as peer traffic. It
+cannot read them: they are sealed end to end with keys derived from the parties'
+certificates, which it hands out in the ``Join`` reply and which every party checks
+against the deployment CA (:mod:`fedustat.runtime.network.e2e`).
+
 Failures never yield a number: a party that does not send its frame of a round within
 ``timeout`` seconds, or sends a frame that fails validation, stops the run with a
 :class:`~fedustat.runtime.network.service.NetworkRunError` naming the party, and every
@@ -26,9 +33,12 @@ import numpy as np
 from fedustat._validation import RandomLike, as_seed_sequence, check_positive_int
 from fedustat.protocols.base import Estimate, Message, Protocol, Role
 from fedustat.runtime.network.certs import Credentials, party_identity, party_index
+from fedustat.runtime.network.relay import RelayedPayload, parse_request, reply_for
 from fedustat.runtime.network.service import (
     CHANNEL_OPTIONS,
+    MAX_ABORT_REASON,
     REPLY_MESSAGE,
+    REPLY_RELAYED,
     REPLY_RELEASE,
     SERVICE,
     NetworkRunError,
@@ -54,6 +64,7 @@ def _grpc() -> Any:
 class _Party:
     identity: str
     rows: int
+    certificate: str = ""
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
@@ -84,7 +95,8 @@ class _Coordinator:
         self.joined: dict[int, _Party] = {}
         self.assigned = False
         self.round = 0
-        self.inbox: dict[int, Message] = {}
+        # Per silo: ("round", Message) or ("relay", (origins, targets, bits, payloads)).
+        self.inbox: dict[int, tuple[str, Any]] = {}
         self.replies: dict[int, bytes] = {}
         self.reply_round = -1
         self.failure: str | None = None
@@ -155,7 +167,8 @@ class _Coordinator:
             if self.assigned or index in self.joined:
                 context.abort(_grpc().StatusCode.ALREADY_EXISTS,
                               f"{identity} has already joined this run")
-            self.joined[index] = _Party(identity, rows)
+            pem = context.auth_context().get("x509_pem_cert") or [b""]
+            self.joined[index] = _Party(identity, rows, pem[0].decode())
             self.progress = time.monotonic()
             if len(self.joined) == self.n_silos:
                 self._assign()
@@ -164,7 +177,12 @@ class _Coordinator:
             return json.dumps({"run": self.run, "n_rows": self.n_rows,
                                "n_parties": self.n_parties, "silo": index,
                                "n_silos": self.n_silos,
-                               "ids": [int(party.ids[0]), int(party.ids[-1]) + 1]}).encode()
+                               "ids": [int(party.ids[0]), int(party.ids[-1]) + 1],
+                               # For relay rounds: every silo's ids and certificate (each
+                               # party checks them against the CA before deriving keys).
+                               "bounds": [int(b) for b in self.bounds],
+                               "certificates": [self.joined[i].certificate
+                                                for i in range(self.n_silos)]}).encode()
 
     def _assign(self) -> None:
         """Party ids per silo: its own id when a silo is one party, else one id per row."""
@@ -177,6 +195,8 @@ class _Coordinator:
             party.ids = np.arange(start, start + width, dtype=np.int64)
             start += width
         self.n_parties = start
+        self.bounds = np.array([*(self.joined[i].ids[0] for i in range(self.n_silos)), start],
+                               dtype=np.int64)
         self.server_state = self.protocol.init_server(self.n_parties)
         self.log = MessageLog(self.n_parties)
         if self.seeded:
@@ -187,8 +207,19 @@ class _Coordinator:
         self.assigned = True
         self.lock.notify_all()
 
-    # ---------------------------------------------------------------- Round
+    # ---------------------------------------------------------------- Round / Relay
+    def _expectation(self, identity: str, party: _Party, current: int) -> Expectation:
+        return Expectation(self.fingerprint, self.run, current, "party", identity,
+                           Role.SERVER, party_ids=party.ids,
+                           max_elements=max(1 << 20, 64 * party.rows * 1024))
+
     def round_trip(self, request: bytes, context: Any) -> bytes:
+        return self._arrive("round", request, context)
+
+    def relay_trip(self, request: bytes, context: Any) -> bytes:
+        return self._arrive("relay", request, context)
+
+    def _arrive(self, kind: str, request: bytes, context: Any) -> bytes:
         identity, index = self._identity(context)
         with self.lock:
             if not self.assigned or index not in self.joined:
@@ -198,26 +229,67 @@ class _Coordinator:
                 context.abort(_grpc().StatusCode.ABORTED, self.failure)
             current = self.round
             party = self.joined[index]
-            expect = Expectation(self.fingerprint, self.run, current, "party", identity,
-                                 Role.SERVER, party_ids=party.ids,
-                                 max_elements=max(1 << 20, 64 * party.rows * 1024))
+            expect = self._expectation(identity, party, current)
             try:
-                message = decode(request, expect).message
+                if kind == "round":
+                    entry: Any = decode(request, expect).message
+                else:
+                    entry = parse_request(request, expect, index, self.bounds)
             except WireError as exc:
                 self._fail(f"round {current}: {exc}; no release")
                 context.abort(_grpc().StatusCode.INVALID_ARGUMENT, str(exc))
             if index in self.inbox:
                 context.abort(_grpc().StatusCode.ALREADY_EXISTS,
                               f"{identity} already sent round {current}")
-            self.inbox[index] = message
+            self.inbox[index] = (kind, entry)
             self.progress = time.monotonic()
             if len(self.inbox) == self.n_silos:
-                self._server_step(current)
+                kinds = {i: k for i, (k, _) in self.inbox.items()}
+                if len(set(kinds.values())) > 1:
+                    relayed = min(i for i, k in kinds.items() if k == "relay")
+                    uploaded = min(i for i, k in kinds.items() if k == "round")
+                    self._fail(f"round {current}: {party_identity(relayed)} sent rows to "
+                               f"parties and {party_identity(uploaded)} a message to the "
+                               "server; every party of a round must do the same; no release")
+                elif kind == "relay":
+                    self._route(current)
+                else:
+                    self._server_step(current)
             self._wait(lambda: self.reply_round >= current, context)
             return self.replies[index]
 
+    def abort(self, request: bytes, context: Any) -> bytes:
+        """A party stops the run, saying why (e.g. a relayed payload it cannot open)."""
+        identity, _ = self._identity(context)
+        reason = bytes(request[:MAX_ABORT_REASON]).decode("utf-8", errors="replace")
+        with self.lock:
+            if self.estimate is None:
+                self._fail(f"round {self.round}: {identity} stopped the run: {reason}; "
+                           "no release")
+        return b""
+
+    def _route(self, current: int) -> None:
+        """A relay round: count the declared peer rows, forward each sealed payload."""
+        entries = [self.inbox[i][1] for i in range(self.n_silos)]
+        self.inbox = {}
+        try:
+            self.log.record_peer_rows(np.concatenate([e[0] for e in entries]),
+                                      np.concatenate([e[1] for e in entries]),
+                                      np.concatenate([e[2] for e in entries]))
+        except ValueError as exc:
+            self._fail(f"round {current}: {exc}; no release")
+            return
+        inbound: dict[int, list[RelayedPayload]] = {i: [] for i in range(self.n_silos)}
+        for entry in entries:
+            for payload in entry[3]:
+                inbound[payload.receiver].append(_forward(payload))
+        self.replies = {i: REPLY_RELAYED + reply_for(inbound[i], protocol=self.fingerprint,
+                                                      run=self.run, round_=current)
+                        for i in range(self.n_silos)}
+        self._next_round(current)
+
     def _server_step(self, current: int) -> None:
-        merged = merge_party_messages([self.inbox[i] for i in range(self.n_silos)])
+        merged = merge_party_messages([self.inbox[i][1] for i in range(self.n_silos)])
         self.inbox = {}
         try:
             self.log.record(merged)
@@ -242,12 +314,20 @@ class _Coordinator:
                 self.fingerprint, self.run, current, "server", "server",
                 _part_for(out, self.joined[i].ids)))
                 for i in range(self.n_silos)}
+        self._next_round(current)
+
+    def _next_round(self, current: int) -> None:
         self.round = current + 1
         self.reply_round = current
         if self.round > MAX_ROUNDS:
             self._fail(f"protocol {self.protocol.name!r} did not finish within {MAX_ROUNDS} "
                        "rounds")
         self.lock.notify_all()
+
+
+def _forward(payload: RelayedPayload) -> RelayedPayload:
+    """What the server does with a sealed payload: pass it on as it came."""
+    return payload
 
 
 def _part_for(message: Message, ids: np.ndarray) -> Message:
@@ -296,6 +376,8 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     handler = grpc.method_handlers_generic_handler(SERVICE, {
         "Join": grpc.unary_unary_rpc_method_handler(coordinator.join),
         "Round": grpc.unary_unary_rpc_method_handler(coordinator.round_trip),
+        "Relay": grpc.unary_unary_rpc_method_handler(coordinator.relay_trip),
+        "Abort": grpc.unary_unary_rpc_method_handler(coordinator.abort),
     })
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=n_silos + 4),
                          options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=4 * n_silos + 8)

@@ -9,6 +9,11 @@ It uses no generated code: the two methods carry raw bytes,
 * ``Round``: a party's wire frame (:mod:`fedustat.runtime.wire`) for one round; the reply,
   once every party's frame of that round is in and the server step has run, is either the
   server's frame for this party or the release.
+* ``Relay``: a party's sealed rows to other parties in a relay round
+  (:mod:`fedustat.runtime.network.relay`); the reply, once every party's rows of that
+  round are in, is the rows sealed for this party. No server step runs.
+* ``Abort``: a party that refuses what it received (a relayed payload that fails
+  authentication) says why; the server stops the run with that reason, naming the party.
 """
 
 from __future__ import annotations
@@ -27,10 +32,15 @@ from fedustat.stats.kernels import Kernel
 SERVICE = "fedustat.Exchange"
 JOIN = f"/{SERVICE}/Join"
 ROUND = f"/{SERVICE}/Round"
+RELAY = f"/{SERVICE}/Relay"
+ABORT = f"/{SERVICE}/Abort"
+#: Longest reason a party may give when it stops a run (bytes of UTF-8).
+MAX_ABORT_REASON = 1000
 
 # First byte of a Round reply.
 REPLY_MESSAGE = b"M"
 REPLY_RELEASE = b"R"
+REPLY_RELAYED = b"P"
 
 # gRPC refuses messages above 4 MiB by default; a silo's frame may be larger.
 MAX_MESSAGE_BYTES = 1 << 30

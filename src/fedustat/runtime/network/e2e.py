@@ -1,0 +1,163 @@
+"""End-to-end encryption and authentication of peer rows relayed by the server.
+
+Parties connect out to the server only, so a row one party addresses to another (a relay
+round, :attr:`~fedustat.protocols.base.Message.is_peer`) travels through the server. The
+server must forward it without being able to read or alter it:
+
+* **Whose keys.** The server hands every party the certificates of all parties of the run
+  (in the ``Join`` reply). Each party checks every one against the deployment CA (issuer
+  signature, validity, the name ``party-i`` at index ``i``, a P-256 key), so a server
+  cannot substitute a key of its own.
+* **Pairwise key.** Parties ``a`` and ``b`` derive the same 256-bit key from ECDH on their
+  certificates' P-256 keys (NIST SP 800-56A), expanded by HKDF-SHA256 (RFC 5869) with
+  the run id and both identities, in a fixed order, as ``info``: a key per pair and run.
+* **Sealing.** Each payload is sealed with AES-256-GCM (NIST SP 800-38D). The 96-bit nonce
+  is derived from (run, round, sender, receiver, counter), unique per key because the run
+  is in the key and (round, direction, counter) never repeats within a run. The
+  associated data binds the header facts: protocol fingerprint, run, round, sender,
+  receiver and the declared rows (origins, destinations, bits). A payload that is
+  altered, replayed in another round or run, redirected, or not sealed by the claimed
+  sender fails to open, with a :class:`~fedustat.runtime.wire.WireError` naming the
+  sender.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.x509.oid import NameOID
+
+from fedustat.runtime.network.certs import party_identity
+from fedustat.runtime.wire import WireError
+
+__all__ = ["PeerKeys", "verify_party_certificates"]
+
+_INFO = b"fedustat relay v1"
+
+
+def _common_name(cert: x509.Certificate) -> str:
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value) if names else ""
+
+
+def verify_party_certificates(ca_pem: bytes, certificates: Sequence[str | bytes],
+                              now: dt.datetime | None = None) -> list[ec.EllipticCurvePublicKey]:
+    """The P-256 public keys of parties ``0 .. len(certificates) - 1``, each certificate
+    checked against the deployment CA; a ``ValueError`` names the first one that fails."""
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    moment = now or dt.datetime.now(dt.UTC)
+    keys = []
+    for index, pem in enumerate(certificates):
+        expected = party_identity(index)
+        raw = pem.encode() if isinstance(pem, str) else bytes(pem)
+        try:
+            cert = x509.load_pem_x509_certificate(raw)
+            cert.verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature) as exc:
+            raise ValueError(f"the certificate given for {expected} is not issued by this "
+                             f"deployment's CA ({exc or type(exc).__name__})") from None
+        if _common_name(cert) != expected:
+            raise ValueError(f"the certificate given for {expected} names "
+                             f"{_common_name(cert)!r}")
+        if not cert.not_valid_before_utc <= moment <= cert.not_valid_after_utc:
+            raise ValueError(f"the certificate of {expected} is not valid now")
+        key = cert.public_key()
+        if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
+            raise ValueError(f"the certificate of {expected} does not hold a P-256 key")
+        keys.append(key)
+    return keys
+
+
+def _facts(protocol: str, run: str, round_: int, sender: int, receiver: int,
+           origins: np.ndarray, targets: np.ndarray, bits: np.ndarray) -> bytes:
+    """Associated data: the header facts and a digest of the declared rows."""
+    rows = hashlib.sha256()
+    for array in (origins, targets, bits):
+        rows.update(np.ascontiguousarray(array, dtype="<i8").tobytes())
+    return json.dumps({"protocol": protocol, "run": run, "round": int(round_),
+                       "sender": party_identity(sender), "receiver": party_identity(receiver),
+                       "rows": int(np.size(origins)), "digest": rows.hexdigest()},
+                      sort_keys=True).encode()
+
+
+class PeerKeys:
+    """One party's pairwise keys with every party of a run (derived on first use).
+
+    Parameters
+    ----------
+    own_index:
+        This party's index (its certificate is ``party-{own_index}``).
+    own_key_pem:
+        Its private key (PEM, as in its credentials).
+    peer_keys:
+        Every party's verified public key (:func:`verify_party_certificates`).
+    protocol, run:
+        The protocol fingerprint and the run id, bound into every key and payload.
+    """
+
+    def __init__(self, own_index: int, own_key_pem: bytes,
+                 peer_keys: Sequence[ec.EllipticCurvePublicKey], protocol: str,
+                 run: str) -> None:
+        key = serialization.load_pem_private_key(own_key_pem, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError("a party's key must be an elliptic-curve (P-256) key")
+        self._private = key
+        self.own = int(own_index)
+        self.peers = list(peer_keys)
+        self.protocol = protocol
+        self.run = run
+        self._cache: dict[int, AESGCM] = {}
+
+    def _aead(self, other: int) -> AESGCM:
+        if not 0 <= other < len(self.peers):
+            raise ValueError(f"party index {other} is not one of the run's "
+                             f"{len(self.peers)} parties")
+        if other not in self._cache:
+            shared = self._private.exchange(ec.ECDH(), self.peers[other])
+            low, high = sorted((self.own, other))
+            info = b"|".join([_INFO, self.run.encode(), party_identity(low).encode(),
+                              party_identity(high).encode()])
+            key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                       info=info).derive(shared)
+            self._cache[other] = AESGCM(key)
+        return self._cache[other]
+
+    def _nonce(self, round_: int, sender: int, receiver: int, counter: int) -> bytes:
+        # Unique per key: the run is in the key; (round, direction, counter) never repeats.
+        return hashlib.sha256(_INFO + self.run.encode() + struct.pack(
+            ">QQQQ", round_, sender, receiver, counter)).digest()[:12]
+
+    def seal(self, round_: int, receiver: int, counter: int, payload: bytes,
+             origins: np.ndarray, targets: np.ndarray, bits: np.ndarray) -> bytes:
+        """``payload`` sealed for party ``receiver``, bound to the declared rows."""
+        aad = _facts(self.protocol, self.run, round_, self.own, receiver, origins, targets,
+                     bits)
+        return self._aead(receiver).encrypt(self._nonce(round_, self.own, receiver, counter),
+                                            payload, aad)
+
+    def open(self, round_: int, sender: int, counter: int, sealed: bytes,
+             origins: np.ndarray, targets: np.ndarray, bits: np.ndarray) -> bytes:
+        """The payload party ``sender`` sealed for this party, or a WireError naming it."""
+        aad = _facts(self.protocol, self.run, round_, sender, self.own, origins, targets, bits)
+        try:
+            return self._aead(sender).decrypt(self._nonce(round_, sender, self.own, counter),
+                                              bytes(sealed), aad)
+        except InvalidTag:
+            raise WireError(f"party {party_identity(sender)!r}", "relayed payload",
+                            f"fails authentication in round {round_}: altered, replayed, "
+                            "redirected or not sealed by its sender") from None
+
+    def __repr__(self) -> str:
+        return f"PeerKeys(own={self.own}, parties={len(self.peers)}, run={self.run!r})"
+

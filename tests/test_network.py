@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,16 +41,24 @@ def labelled(n: int, seed: int = 0, integer: bool = False) -> np.ndarray:
 def run_deployment(certs: Any, make: Callable[[], Protocol], silos: list[np.ndarray], *,
                    rng: Any = SEED, n_silos: int | None = None,
                    party_make: Callable[[int], Protocol] | None = None,
-                   timeout: float = TIMEOUT) -> tuple[Any, list[Any]]:
-    """Server and parties in threads; (server result or exception, party results or exceptions)."""
+                   timeout: float = TIMEOUT, min_silos: int | None = None,
+                   identities: list[int] | None = None,
+                   start_after: dict[int, float] | None = None) -> tuple[Any, list[Any]]:
+    """Server and parties in threads; (server result or exception, party results or exceptions).
+
+    Silo ``i`` uses the certificate ``party-{identities[i]}`` (default ``party-i``) and starts
+    ``start_after[i]`` seconds after the others (default at once).
+    """
     expected = len(silos) if n_silos is None else n_silos
+    names = list(range(len(silos))) if identities is None else identities
+    delays = start_after or {}
     ready, port = threading.Event(), {}
     outcome: dict[str, Any] = {}
 
     def server() -> None:
         try:
             outcome["server"] = serve(make(), expected, load_credentials(certs, "server"),
-                                      rng=rng, timeout=timeout,
+                                      rng=rng, timeout=timeout, min_silos=min_silos,
                                       on_ready=lambda p: (port.update(p=p), ready.set()))
         except Exception as exc:  # the test inspects it
             outcome["server"] = exc
@@ -59,8 +68,10 @@ def run_deployment(certs: Any, make: Callable[[], Protocol], silos: list[np.ndar
 
     def party(i: int) -> None:
         protocol = make() if party_make is None else party_make(i)
+        time.sleep(delays.get(i, 0.0))
         try:
-            parties[i] = run_party(protocol, silos[i], load_credentials(certs, f"party-{i}"),
+            parties[i] = run_party(protocol, silos[i],
+                                   load_credentials(certs, f"party-{names[i]}"),
                                    f"127.0.0.1:{port['p']}", rng=rng,
                                    timeout=3 * timeout)  # the server's deadlines come first
         except Exception as exc:
@@ -566,3 +577,75 @@ def test_signed_fields_of_any_width_survive_a_relayed_frame(certs, bits):
     np.testing.assert_array_equal(delivered.parties, [2, 2, 3, 3])
     np.testing.assert_array_equal(delivered.fields["from"], [0, 1, 0, 1])
     np.testing.assert_array_equal(delivered.fields["v"], values[[0, 3, 1, 2]])
+
+
+# ------------------------------------------------------------------ dropouts and restarts
+
+
+def ldp_gini() -> Protocol:
+    return registry.make("ldp-quantized", GINI, epsilon=1.0, k=8)
+
+
+def test_the_run_goes_on_without_silos_that_never_joined(certs):
+    data = labelled(60)[:, :1]
+    silos = np.array_split(data, 3)
+    # party-1 never starts; two of three suffice.
+    server, parties = run_deployment(certs, ldp_gini, [silos[0], silos[2]], n_silos=3,
+                                     identities=[0, 2], min_silos=2, timeout=1.5)
+    assert not isinstance(server, Exception), server
+    assert (server.parties, server.absent, server.n_parties) == (["party-0", "party-2"],
+                                                               ["party-1"], 40)
+    # The release over the parties that took part; silo 1's stream is skipped, not reused.
+    present = np.concatenate([silos[0], silos[2]])
+    expected = simulate(ldp_gini(), present, rng=SEED, batch_size=[20, 0, 20])
+    assert server.estimate.value == expected.value
+    assert server.estimate.cost == expected.cost
+    assert [p.release["n_parties"] for p in parties] == [40, 40]
+    assert [p.release["parties"] for p in parties] == [["party-0", "party-2"]] * 2
+
+
+def test_too_few_silos_stop_the_run_naming_the_missing(certs):
+    silos = np.array_split(labelled(30)[:, :1], 3)
+    server, _ = run_deployment(certs, ldp_gini, silos[:1], n_silos=3, min_silos=2,
+                               timeout=1.5)
+    assert str(server) == "joining: no answer within 1.5 s from party-1, party-2; no release"
+
+
+def test_a_late_silo_is_refused_and_does_not_change_the_release(certs):
+    silos = np.array_split(labelled(60)[:, :1], 3)
+    server, parties = run_deployment(certs, ldp_gini, silos, min_silos=2, timeout=1.5,
+                                     start_after={1: 4.0})
+    assert server.absent == ["party-1"]
+    # Refused ("joined too late") if the server still runs, else it finds no server.
+    assert isinstance(parties[1], NetworkRunError) and "party-1" in str(parties[1])
+    expected = simulate(ldp_gini(), np.concatenate([silos[0], silos[2]]), rng=SEED,
+                        batch_size=[20, 0, 20])
+    assert server.estimate.value == expected.value
+
+
+def test_a_restarted_party_cannot_take_part_twice(certs):
+    # party-1 "restarts" (a second process with its certificate) while the run waits for
+    # party-2: the newcomer is refused and the release is that of the first three.
+    silos = np.array_split(labelled(60)[:, :1], 3)
+    server, parties = run_deployment(certs, ldp_gini, [*silos, silos[1]], n_silos=3,
+                                     identities=[0, 1, 2, 1], start_after={2: 1.0, 3: 0.3})
+    assert "party-1 has already joined this run" in str(parties[3])
+    expected = simulate(ldp_gini(), np.concatenate(silos), rng=SEED, batch_size=[20, 20, 20])
+    assert server.estimate.value == expected.value
+
+
+def test_relay_rounds_go_on_without_a_silo_that_never_joined(certs):
+    # pairs-2pc relays sealed rows between silos; the absent silo has no key and no rows.
+    data = labelled(45)
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2)
+
+    server, _ = run_deployment(certs, make, [silos[0], silos[2]], n_silos=3,
+                               identities=[0, 2], min_silos=2, timeout=2.0)
+    assert not isinstance(server, Exception), server
+    present = np.concatenate([silos[0], silos[2]])
+    expected = simulate(make(), present, rng=SEED, batch_size=[15, 0, 15])
+    assert server.estimate.value == expected.value
+    assert server.estimate.cost == expected.cost

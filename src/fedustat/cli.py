@@ -717,13 +717,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         run = network.serve(protocol, args.parties, credentials, address=args.listen,
-                            rng=args.seed, timeout=args.timeout, on_ready=ready)
+                            rng=args.seed, timeout=args.timeout,
+                            min_silos=args.min_parties, on_ready=ready)
     except network.NetworkRunError as exc:
         raise SystemExit(f"error: {exc}") from None
     est = run.estimate
     summary = network.release_summary(est) | {
         "protocol": est.protocol, "quantity": est.quantity, "privacy": str(est.privacy),
-        "parties": run.parties, "rounds": run.rounds, "seconds": run.seconds,
+        "parties": run.parties, "absent": run.absent, "n_parties": run.n_parties,
+        "rounds": run.rounds, "seconds": run.seconds,
         "bits_per_party": est.cost.bits_per_party, "total_bits": est.cost.total_bits}
     text = json.dumps(summary, indent=2)
     if args.output:
@@ -790,6 +792,9 @@ def _add_network_commands(sub: Any) -> None:
     _add_protocol_options(srv)
     srv.add_argument("--parties", type=_positive_int, required=True,
                      help="number of party processes (certificates party-0 ...)")
+    srv.add_argument("--min-parties", type=_positive_int, default=None,
+                     help="go on without parties that have not joined when joining times "
+                          "out, if at least this many have (default: all must join)")
     srv.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT to listen on")
     srv.add_argument("--output", default=None, help="also write the release (JSON) here")
     srv.set_defaults(func=cmd_serve)

@@ -225,11 +225,15 @@ def _party_of_rows(parties: Any, n_rows: int) -> tuple[np.ndarray, int]:
 
 
 def _batches(n: int, batch_size: int | Sequence[int] | None) -> list[slice]:
-    """Consecutive groups of party ids: equal groups of ``batch_size``, or given sizes."""
+    """Consecutive groups of party ids: equal groups of ``batch_size``, or given sizes.
+
+    Given sizes may include 0: an empty batch (a networked run's silo that did not join)
+    still takes its random stream, so the other batches keep theirs.
+    """
     if not isinstance(batch_size, Sequence) or isinstance(batch_size, str):
         size = n if batch_size is None else check_positive_int(batch_size, "batch_size")
         return [slice(start, min(start + size, n)) for start in range(0, n, size)]
-    sizes = [check_positive_int(s, "batch_size entries") for s in batch_size]
+    sizes = [check_positive_int(s, "batch_size entries", minimum=0) for s in batch_size]
     if sum(sizes) != n:
         raise ValueError(f"batch sizes {sizes} add up to {sum(sizes)}, but the run has {n} "
                          "parties")
@@ -318,6 +322,9 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
     seeds = root.spawn(len(batches) + 1)
     server_rng = np.random.default_rng(seeds[0])
     batch_rngs = [np.random.default_rng(s) for s in seeds[1:]]
+    # An empty batch keeps its stream (above) and takes no step.
+    kept = [i for i, b in enumerate(batches) if b.stop > b.start]
+    batches, batch_rngs = [batches[i] for i in kept], [batch_rngs[i] for i in kept]
     # Rows of the parties start..stop-1 (owners are sorted).
     row_start = np.searchsorted(owner, np.arange(n + 1))
 

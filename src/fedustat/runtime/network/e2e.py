@@ -52,14 +52,22 @@ def _common_name(cert: x509.Certificate) -> str:
 
 
 def verify_party_certificates(ca_pem: bytes, certificates: Sequence[str | bytes],
-                              now: dt.datetime | None = None) -> list[ec.EllipticCurvePublicKey]:
+                              now: dt.datetime | None = None
+                              ) -> list[ec.EllipticCurvePublicKey | None]:
     """The P-256 public keys of parties ``0 .. len(certificates) - 1``, each certificate
-    checked against the deployment CA; a ``ValueError`` names the first one that fails."""
+    checked against the deployment CA; a ``ValueError`` names the first one that fails.
+
+    An empty entry is a silo that did not join (the run went on without it): no key, and
+    no payload can be sealed for it or opened from it.
+    """
     ca = x509.load_pem_x509_certificate(ca_pem)
     moment = now or dt.datetime.now(dt.UTC)
-    keys = []
+    keys: list[ec.EllipticCurvePublicKey | None] = []
     for index, pem in enumerate(certificates):
         expected = party_identity(index)
+        if not pem:
+            keys.append(None)
+            continue
         raw = pem.encode() if isinstance(pem, str) else bytes(pem)
         try:
             cert = x509.load_pem_x509_certificate(raw)
@@ -107,7 +115,7 @@ class PeerKeys:
     """
 
     def __init__(self, own_index: int, own_key_pem: bytes,
-                 peer_keys: Sequence[ec.EllipticCurvePublicKey], protocol: str,
+                 peer_keys: Sequence[ec.EllipticCurvePublicKey | None], protocol: str,
                  run: str) -> None:
         key = serialization.load_pem_private_key(own_key_pem, password=None)
         if not isinstance(key, ec.EllipticCurvePrivateKey):
@@ -120,9 +128,9 @@ class PeerKeys:
         self._cache: dict[int, AESGCM] = {}
 
     def _aead(self, other: int) -> AESGCM:
-        if not 0 <= other < len(self.peers):
+        if not 0 <= other < len(self.peers) or self.peers[other] is None:
             raise ValueError(f"party index {other} is not one of the run's "
-                             f"{len(self.peers)} parties")
+                             f"{len(self.peers)} parties, or did not join it")
         if other not in self._cache:
             shared = self._private.exchange(ec.ECDH(), self.peers[other])
             low, high = sorted((self.own, other))

@@ -70,22 +70,31 @@ class _Party:
 
 @dataclass
 class ServerRun:
-    """What the server's caller gets: the release and who took part."""
+    """What the server's caller gets: the release and who took part.
+
+    ``parties``: the silos whose parties the release covers; ``absent``: expected silos
+    that never joined (only with ``min_silos``); ``n_parties``: the n the release used.
+    """
 
     estimate: Estimate
     parties: list[str]
     rounds: int
     seconds: float
+    absent: list[str] = field(default_factory=list)
+    n_parties: int = 0
 
 
 class _Coordinator:
     """The server's state machine; gRPC handler threads wait on its condition."""
 
     def __init__(self, protocol: Protocol, n_silos: int, rng: RandomLike,
-                 timeout: float, grade: str) -> None:
+                 timeout: float, grade: str, min_silos: int) -> None:
         self.protocol = protocol
         self.grade = grade
         self.n_silos = n_silos
+        self.min_silos = min_silos
+        # The silos taking part: every one, or those that joined in time (min_silos).
+        self.active: list[int] = list(range(n_silos))
         self.timeout = timeout
         self.fingerprint = fingerprint(protocol)
         self.run = f"run-{int(time.time() * 1000):x}"
@@ -136,7 +145,7 @@ class _Coordinator:
         if not self.assigned:
             return "joining", [party_identity(i) for i in range(self.n_silos)
                                if i not in self.joined]
-        return f"round {self.round}", [party_identity(i) for i in range(self.n_silos)
+        return f"round {self.round}", [party_identity(i) for i in self.active
                                        if i not in self.inbox]
 
     def watch(self) -> None:
@@ -145,6 +154,11 @@ class _Coordinator:
             if self.failure is None and self.estimate is None \
                     and time.monotonic() - self.progress > self.timeout:
                 stage, waiting = self.missing()
+                if not self.assigned and len(self.joined) >= self.min_silos:
+                    # Silos that never joined contributed nothing: the run goes on with
+                    # the others, and the release names who took part.
+                    self._assign()
+                    return
                 self._fail(f"{stage}: no answer within {self.timeout:g} s from "
                            f"{', '.join(waiting)}; no release")
 
@@ -164,9 +178,12 @@ class _Coordinator:
                           f"{identity} runs protocol configuration {party_fingerprint}, the "
                           f"server runs {self.fingerprint}")
         with self.lock:
-            if self.assigned or index in self.joined:
+            if index in self.joined:
                 context.abort(_grpc().StatusCode.ALREADY_EXISTS,
                               f"{identity} has already joined this run")
+            if self.assigned:
+                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
+                              f"{identity} joined too late: the run started without it")
             pem = context.auth_context().get("x509_pem_cert") or [b""]
             self.joined[index] = _Party(identity, rows, pem[0].decode())
             self.progress = time.monotonic()
@@ -182,21 +199,25 @@ class _Coordinator:
                                # party checks them against the CA before deriving keys).
                                "bounds": [int(b) for b in self.bounds],
                                "certificates": [self.joined[i].certificate
+                                                if i in self.joined else ""
                                                 for i in range(self.n_silos)]}).encode()
 
     def _assign(self) -> None:
         """Party ids per silo: its own id when a silo is one party, else one id per row."""
+        self.active = sorted(self.joined)
         self.n_rows = sum(p.rows for p in self.joined.values())
         self.protocol = self.protocol.configure(self.n_rows)
-        start = 0
+        start, firsts = 0, []
         for i in range(self.n_silos):
-            party = self.joined[i]
-            width = 1 if self.protocol.silo_is_one_party else party.rows
-            party.ids = np.arange(start, start + width, dtype=np.int64)
-            start += width
+            # A silo that did not join holds no party ids (an empty range).
+            firsts.append(start)
+            if i in self.joined:
+                party = self.joined[i]
+                width = 1 if self.protocol.silo_is_one_party else party.rows
+                party.ids = np.arange(start, start + width, dtype=np.int64)
+                start += width
         self.n_parties = start
-        self.bounds = np.array([*(self.joined[i].ids[0] for i in range(self.n_silos)), start],
-                               dtype=np.int64)
+        self.bounds = np.array([*firsts, start], dtype=np.int64)
         self.server_state = self.protocol.init_server(self.n_parties)
         self.log = MessageLog(self.n_parties)
         if self.seeded:
@@ -243,7 +264,7 @@ class _Coordinator:
                               f"{identity} already sent round {current}")
             self.inbox[index] = (kind, entry)
             self.progress = time.monotonic()
-            if len(self.inbox) == self.n_silos:
+            if len(self.inbox) == len(self.active):
                 kinds = {i: k for i, (k, _) in self.inbox.items()}
                 if len(set(kinds.values())) > 1:
                     relayed = min(i for i, k in kinds.items() if k == "relay")
@@ -270,7 +291,7 @@ class _Coordinator:
 
     def _route(self, current: int) -> None:
         """A relay round: count the declared peer rows, forward each sealed payload."""
-        entries = [self.inbox[i][1] for i in range(self.n_silos)]
+        entries = [self.inbox[i][1] for i in self.active]
         self.inbox = {}
         try:
             self.log.record_peer_rows(np.concatenate([e[0] for e in entries]),
@@ -285,11 +306,11 @@ class _Coordinator:
                 inbound[payload.receiver].append(_forward(payload))
         self.replies = {i: REPLY_RELAYED + reply_for(inbound[i], protocol=self.fingerprint,
                                                       run=self.run, round_=current)
-                        for i in range(self.n_silos)}
+                        for i in self.active}
         self._next_round(current)
 
     def _server_step(self, current: int) -> None:
-        merged = merge_party_messages([self.inbox[i][1] for i in range(self.n_silos)])
+        merged = merge_party_messages([self.inbox[i][1] for i in self.active])
         self.inbox = {}
         try:
             self.log.record(merged)
@@ -305,15 +326,18 @@ class _Coordinator:
                 out = replace(out, noise=self.grade)
             self.estimate = out.with_cost(self.log.cost(server_operations=ops,
                                                         offline_bits=out.cost.offline_bits))
-            reply = REPLY_RELEASE + json.dumps(release_summary(self.estimate)).encode()
-            self.replies = dict.fromkeys(range(self.n_silos), reply)
+            summary = release_summary(self.estimate) | {
+                "n_parties": self.n_parties,
+                "parties": [party_identity(i) for i in self.active]}
+            reply = REPLY_RELEASE + json.dumps(summary).encode()
+            self.replies = dict.fromkeys(self.active, reply)
             self.done.set()
         else:
             self.log.record(out)
             self.replies = {i: REPLY_MESSAGE + encode(Envelope(
                 self.fingerprint, self.run, current, "server", "server",
                 _part_for(out, self.joined[i].ids)))
-                for i in range(self.n_silos)}
+                for i in self.active}
         self._next_round(current)
 
     def _next_round(self, current: int) -> None:
@@ -343,7 +367,7 @@ def _part_for(message: Message, ids: np.ndarray) -> Message:
 
 def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
           address: str = "127.0.0.1:0", rng: RandomLike = None, timeout: float = 60.0,
-          on_ready: Any = None) -> ServerRun:
+          min_silos: int | None = None, on_ready: Any = None) -> ServerRun:
     """Run the aggregator of ``protocol`` for ``n_silos`` parties; return the release.
 
     Parameters
@@ -365,14 +389,25 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         public coins come from the OS. A seed asks for the simulator's streams
         explicitly, to compare a networked run with a simulation.
     timeout:
-        Seconds to wait for all parties to join, and for each round's frames.
+        Seconds a stage (joining, each round) may go without progress.
+    min_silos:
+        If fewer than ``n_silos`` parties have joined when the joining stage times out,
+        go on without the others provided at least this many joined (default: all must
+        join). Parties that never joined contributed nothing, so the release is the
+        protocol's release over those who did; :attr:`ServerRun.parties` names them and
+        the release summary states their number of parties. A party that drops out
+        after joining always stops the run (its step's inputs, such as the public n,
+        were fixed for everyone; docs/network.md, "Faults").
     on_ready:
         Called with the bound port once the server listens.
     """
     grpc = _grpc()
     n_silos = check_positive_int(n_silos, "n_silos")
     grade = check_randomness(protocol, rng)
-    coordinator = _Coordinator(protocol, n_silos, rng, float(timeout), grade)
+    least = n_silos if min_silos is None else check_positive_int(min_silos, "min_silos")
+    if least > n_silos:
+        raise ValueError(f"min_silos ({least}) cannot exceed n_silos ({n_silos})")
+    coordinator = _Coordinator(protocol, n_silos, rng, float(timeout), grade, least)
     handler = grpc.method_handlers_generic_handler(SERVICE, {
         "Join": grpc.unary_unary_rpc_method_handler(coordinator.join),
         "Round": grpc.unary_unary_rpc_method_handler(coordinator.round_trip),
@@ -402,5 +437,7 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         server.stop(grace=1.0)
     if coordinator.estimate is None:
         raise NetworkRunError(coordinator.failure or "the run ended without a release")
-    return ServerRun(coordinator.estimate, [party_identity(i) for i in range(n_silos)],
-                     coordinator.round, time.monotonic() - started)
+    return ServerRun(coordinator.estimate, [party_identity(i) for i in coordinator.active],
+                     coordinator.round, time.monotonic() - started,
+                     [party_identity(i) for i in range(n_silos)
+                      if i not in coordinator.active], coordinator.n_parties)

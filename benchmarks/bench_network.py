@@ -26,7 +26,7 @@ from fedustat.runtime.network.party import run_party
 from fedustat.runtime.network.server import serve
 from fedustat.runtime.network.service import CHANNEL_OPTIONS
 from fedustat.runtime.simulate import simulate
-from fedustat.stats import auc_kernel, gini_kernel
+from fedustat.stats import auc_kernel, gini_kernel, kendall_tau_kernel
 
 
 def exchange_latency(certs: str, sizes: list[int], repeats: int) -> list[tuple[int, float]]:
@@ -99,7 +99,7 @@ def main() -> None:
     args = parser.parse_args()
     certs = tempfile.mkdtemp(prefix="fedustat-bench-certs-")
     silos = 4
-    create_deployment(certs, silos)
+    create_deployment(certs, 200)
     repeats = 50 if args.quick else 300
     print("Table 1. One exchange over gRPC with mutual TLS (loopback, median)")
     print(f"{'frame bytes':>12} | {'ms':>8}")
@@ -118,6 +118,27 @@ def main() -> None:
                                                         silos)
         same = "yes" if got == expected else f"NO ({got} vs {expected})"
         print(f"{name:>16} | {networked:>11.3f} | {simulated:>11.3f} | {same}")
+
+    # Secure: pairs of parties run 2PC, their messages relayed end-to-end encrypted.
+    n_secure = 400 if args.quick else 4000
+    pairs = np.column_stack([rng.random(n_secure), rng.random(n_secure)])
+    print(f"\nTable 3. pairs-2pc (Kendall, P = 2, FSS comparisons), {silos} silos")
+    print(f"{'n':>6} | {'networked s':>11} | {'simulated s':>11} | same value")
+    got, expected, networked, simulated = whole_run(
+        certs, "pairs-2pc", kendall_tau_kernel("a"), {"P": 2, "comparison": "fss"}, pairs,
+        silos)
+    same = "yes" if got == expected else f"NO ({got} vs {expected})"
+    print(f"{n_secure:>6} | {networked:>11.3f} | {simulated:>11.3f} | {same}")
+
+    # How the one-thread-per-silo server scales with the number of silos.
+    print("\nTable 4. ldp-quantized (Gini, k = 256), 10 rows per silo, by number of silos")
+    print(f"{'silos':>6} | {'networked s':>11} | {'simulated s':>11} | same value")
+    for count in ((10, 50) if args.quick else (10, 50, 200)):
+        data = labelled[:10 * count, :1]
+        got, expected, networked, simulated = whole_run(
+            certs, "ldp-quantized", gini_kernel((0.0, 1.0)), {"k": 256}, data, count)
+        same = "yes" if got == expected else f"NO ({got} vs {expected})"
+        print(f"{count:>6} | {networked:>11.3f} | {simulated:>11.3f} | {same}")
 
 
 if __name__ == "__main__":

@@ -130,6 +130,9 @@ def test_networked_release_equals_the_simulation(certs, name, kernel, params, in
     np.testing.assert_equal(server.estimate.value, expected.value)
     assert server.estimate.cost == expected.cost
     np.testing.assert_equal([p.release["value"] for p in parties], [expected.value] * 3)
+    # The frames carry the counted payload (bit-packed) plus their framing.
+    assert server.wire_bytes * 8 >= expected.cost.total_bits
+    assert server.framing_overhead >= 1.0
 
 
 def test_a_party_with_another_configuration_is_refused(certs):

@@ -13,6 +13,7 @@ import argparse
 import inspect
 import json
 import math
+import resource
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -726,13 +727,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "protocol": est.protocol, "quantity": est.quantity, "privacy": str(est.privacy),
         "parties": run.parties, "absent": run.absent, "n_parties": run.n_parties,
         "rounds": run.rounds, "seconds": run.seconds,
-        "bits_per_party": est.cost.bits_per_party, "total_bits": est.cost.total_bits}
+        "bits_per_party": est.cost.bits_per_party, "total_bits": est.cost.total_bits,
+        "wire_bytes": run.wire_bytes, "server_peak_rss_mib": _peak_rss_mib()}
     text = json.dumps(summary, indent=2)
     if args.output:
         Path(args.output).write_text(text + "\n")
     print(est)
     print(text)
     return 0
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak resident memory (Linux reports kibibytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def cmd_party(args: argparse.Namespace) -> int:

@@ -74,6 +74,9 @@ class ServerRun:
 
     ``parties``: the silos whose parties the release covers; ``absent``: expected silos
     that never joined (only with ``min_silos``); ``n_parties``: the n the release used.
+    ``wire_bytes``: bytes of all round frames and replies as they crossed the network
+    (framing, headers and sealing included; TLS records not), to set beside the payload
+    the release's cost counts (``estimate.cost.total_bits``).
     """
 
     estimate: Estimate
@@ -82,6 +85,13 @@ class ServerRun:
     seconds: float
     absent: list[str] = field(default_factory=list)
     n_parties: int = 0
+    wire_bytes: int = 0
+
+    @property
+    def framing_overhead(self) -> float:
+        """Wire bytes over payload bytes (1.0: no overhead)."""
+        payload = self.estimate.cost.total_bits / 8.0
+        return self.wire_bytes / payload if payload else float("nan")
 
 
 class _Coordinator:
@@ -115,6 +125,8 @@ class _Coordinator:
         self.server_rng: np.random.Generator | None = None
         self.done = threading.Event()
         self.progress = time.monotonic()
+        # Bytes of every Round/Relay frame received and every reply sent (framing included).
+        self.wire_bytes = 0
 
     # ---------------------------------------------------------------- helpers
     def _identity(self, context: Any) -> tuple[str, int]:
@@ -263,6 +275,7 @@ class _Coordinator:
                 context.abort(_grpc().StatusCode.ALREADY_EXISTS,
                               f"{identity} already sent round {current}")
             self.inbox[index] = (kind, entry)
+            self.wire_bytes += len(request)
             self.progress = time.monotonic()
             if len(self.inbox) == len(self.active):
                 kinds = {i: k for i, (k, _) in self.inbox.items()}
@@ -277,7 +290,9 @@ class _Coordinator:
                 else:
                     self._server_step(current)
             self._wait(lambda: self.reply_round >= current, context)
-            return self.replies[index]
+            reply = self.replies[index]
+            self.wire_bytes += len(reply)
+            return reply
 
     def abort(self, request: bytes, context: Any) -> bytes:
         """A party stops the run, saying why (e.g. a relayed payload it cannot open)."""
@@ -440,4 +455,5 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     return ServerRun(coordinator.estimate, [party_identity(i) for i in coordinator.active],
                      coordinator.round, time.monotonic() - started,
                      [party_identity(i) for i in range(n_silos)
-                      if i not in coordinator.active], coordinator.n_parties)
+                      if i not in coordinator.active], coordinator.n_parties,
+                     coordinator.wire_bytes)

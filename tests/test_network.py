@@ -145,7 +145,8 @@ def test_a_party_with_another_configuration_is_refused(certs):
     assert isinstance(parties[1], NetworkRunError)
     assert "party-1 runs protocol configuration" in str(parties[1])
     assert isinstance(server, NetworkRunError)
-    assert "joining: no answer within 2 s from party-1" in str(server)
+    assert "joining: no answer within 2 s from party-1 (refused: party-1 runs protocol " \
+        "configuration" in str(server)
 
 
 def test_a_party_outside_the_run_is_refused_and_the_missing_one_named(certs):

@@ -27,6 +27,9 @@ from fedustat.stats import auc_kernel
 
 FEDUSTAT = [sys.executable, "-m", "fedustat.cli"]
 SILOS = 3
+# Seconds a stage may go without progress in the fault tests: long enough for the honest
+# parties' processes to start on a loaded machine.
+STAGE = 8.0
 
 
 class Processes:
@@ -150,13 +153,13 @@ def test_a_missing_party_stops_the_server_with_its_name(processes, deployment):
     certs, files, _ = deployment
     common = ["--statistic", "auc", "--epsilon", "1", "--protocol", "central-laplace",
               "--seed", "1"]
-    server, address = start_server(processes, certs, common, timeout=3.0)
+    server, address = start_server(processes, certs, common, timeout=STAGE)
     first = start_party(processes, certs, address, 0, files[0], common)
     second = start_party(processes, certs, address, 1, files[1], common)
     started = time.monotonic()
     code, _, err = finish(server)
     assert code == 1
-    assert err.strip() == "error: joining: no answer within 3 s from party-2; no release"
+    assert err.strip() == f"error: joining: no answer within {STAGE:g} s from party-2; no release"
     assert time.monotonic() - started < 30
     for party in (first, second):
         code, _, err = finish(party)
@@ -169,7 +172,7 @@ def test_a_killed_party_stops_the_run_with_its_name(processes, deployment):
     certs, files, _ = deployment
     common = ["--statistic", "auc", "--epsilon", "1", "--protocol", "fedauc-rr",
               "--param", "n_clients=3", "--seed", "1"]
-    server, address = start_server(processes, certs, common, timeout=3.0)
+    server, address = start_server(processes, certs, common, timeout=STAGE)
     parties = [start_party(processes, certs, address, i, path, common)
                for i, path in enumerate(files[:2])]
     time.sleep(1.0)  # both wait in Join for party-2
@@ -177,4 +180,82 @@ def test_a_killed_party_stops_the_run_with_its_name(processes, deployment):
     start_party(processes, certs, address, 2, files[2], common)
     code, _, err = finish(server)
     assert code == 1
-    assert "no answer within 3 s from party-1; no release" in err, err
+    assert f"no answer within {STAGE:g} s from party-1; no release" in err, err
+
+
+def test_pairs_2pc_between_processes(processes, deployment):
+    # The secure family: pairs of parties run 2PC, their messages relayed end-to-end
+    # encrypted through the server.
+    certs, files, data = deployment
+    common = ["--statistic", "auc", "--epsilon", "1", "--protocol", "pairs-2pc",
+              "--param", "P=2", "--seed", "4"]
+    server, address = start_server(processes, certs, common)
+    parties = [start_party(processes, certs, address, i, path, common)
+               for i, path in enumerate(files)]
+    code, out, err = finish(server)
+    assert code == 0, err
+    sizes = [len(part) for part in np.array_split(data, SILOS)]
+    expected = simulate(registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2), data,
+                        rng=4, batch_size=sizes)
+    released = release_of(out)
+    assert released["value"] == expected.value
+    assert released["wire_bytes"] * 8 >= expected.cost.total_bits
+    for party in parties:
+        assert finish(party)[0] == 0
+
+
+def test_wrong_credentials_are_refused_and_named(processes, deployment, tmp_path):
+    certs, files, _ = deployment
+    other = tmp_path / "other-certs"
+    subprocess.run([*FEDUSTAT, "certs", "--out", str(other), "--parties", str(SILOS)],
+                   check=True, capture_output=True, timeout=60)
+    common = ["--statistic", "auc", "--epsilon", "1", "--protocol", "central-laplace",
+              "--seed", "1"]
+    server, address = start_server(processes, certs, common, timeout=STAGE)
+    honest = [start_party(processes, certs, address, i, files[i], common) for i in (0, 1)]
+    intruder = start_party(processes, other, address, 2, files[2], common)
+    code, _, err = finish(intruder)
+    assert code == 1 and "party-2 could not join" in err
+    code, _, err = finish(server)
+    assert code == 1
+    assert err.strip() == f"error: joining: no answer within {STAGE:g} s from party-2; no release"
+    for party in honest:
+        assert finish(party)[0] == 1
+
+
+MALFORMED = """
+import json, sys, grpc
+from fedustat.runtime.network.certs import load_credentials
+creds = load_credentials(sys.argv[1], "party-2")
+channel = grpc.secure_channel(sys.argv[2], grpc.ssl_channel_credentials(
+    creds.ca, creds.key, creds.certificate))
+hello = json.dumps({"rows": 30, "fingerprint": sys.argv[3]}).encode()
+channel.unary_unary("/fedustat.Exchange/Join")(hello, timeout=30, wait_for_ready=True)
+try:
+    channel.unary_unary("/fedustat.Exchange/Round")(b"FDST\\x00\\x01garbage", timeout=30)
+except grpc.RpcError as exc:
+    print(exc.details())
+"""
+
+
+def test_a_malformed_message_stops_the_run_naming_its_sender(processes, deployment):
+    certs, files, _ = deployment
+    common = ["--statistic", "auc", "--epsilon", "1", "--protocol", "central-laplace",
+              "--seed", "1"]
+    server, address = start_server(processes, certs, common, timeout=5.0)
+    honest = [start_party(processes, certs, address, i, files[i], common) for i in (0, 1)]
+    from fedustat.runtime.network.service import fingerprint
+
+    mark = fingerprint(registry.make("central-laplace", auc_kernel(), epsilon=1.0))
+    forger = subprocess.Popen([sys.executable, "-c", MALFORMED, str(certs), address, mark],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    processes.running.append(forger)
+    out, _ = forger.communicate(timeout=60)
+    assert "message from party 'party-2': header" in out
+    code, _, err = finish(server)
+    assert code == 1
+    assert "round 0: message from party 'party-2': header" in err and "no release" in err
+    for party in honest:
+        code, _, err = finish(party)
+        assert code == 1 and "party-2" in err

@@ -194,7 +194,10 @@ def _column_domain(args: argparse.Namespace, spec: StatisticSpec,
                    kernel: Kernel) -> dict[str, Any]:
     """``bounds`` / ``domain`` keyword arguments for protocols whose factory takes them."""
     accepted = inspect.signature(registry.factory(args.protocol)).parameters
-    uses_defaults = not args.file and not args.columns and not args.data
+    # Bundled data come with public descriptions of their columns; a networked role never
+    # uses them (each side must state the same public bounds explicitly).
+    uses_defaults = (getattr(args, "bundled_defaults", True) and not args.file
+                     and not args.columns and not args.data)
     bounds = dict(spec.column_bounds) if uses_defaults else {}
     values = dict(spec.column_values) if uses_defaults else {}
     for item in args.column_bounds or []:
@@ -688,6 +691,9 @@ def _network_protocol(args: argparse.Namespace) -> tuple[StatisticSpec, Kernel, 
         raise SystemExit(f"error: unknown protocol {args.protocol!r}; available protocols: "
                          f"{', '.join(known)}")
     spec = STATISTICS[args.statistic]
+    if spec.needs_bounds and not args.bounds:
+        raise SystemExit(f"error: {spec.name} needs --bounds LO,HI (public bounds, the same "
+                         "on every side of the run)")
     kernel = _kernel(spec, args)
     params = _protocol_params(spec, kernel, args)
     registry.check_parameters(args.protocol, params)
@@ -780,7 +786,7 @@ def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--seed", type=int, default=None,
                      help="simulation randomness with this seed (to compare with the "
                           "simulator); default: deployment randomness")
-    cmd.set_defaults(data=None, file=None, columns=None)
+    cmd.set_defaults(data=None, file=None, columns=None, bundled_defaults=False)
 
 
 def _add_network_commands(sub: Any) -> None:

@@ -127,6 +127,8 @@ class _Coordinator:
         self.progress = time.monotonic()
         # Bytes of every Round/Relay frame received and every reply sent (framing included).
         self.wire_bytes = 0
+        # Why a party was turned away at Join (configuration, duplicate): named on timeout.
+        self.refused: dict[str, str] = {}
 
     # ---------------------------------------------------------------- helpers
     def _identity(self, context: Any) -> tuple[str, int]:
@@ -171,8 +173,10 @@ class _Coordinator:
                     # the others, and the release names who took part.
                     self._assign()
                     return
+                named = [f"{name} (refused: {self.refused[name]})" if name in self.refused
+                         else name for name in waiting]
                 self._fail(f"{stage}: no answer within {self.timeout:g} s from "
-                           f"{', '.join(waiting)}; no release")
+                           f"{', '.join(named)}; no release")
 
     # ---------------------------------------------------------------- Join
     def join(self, request: bytes, context: Any) -> bytes:
@@ -186,9 +190,11 @@ class _Coordinator:
             context.abort(_grpc().StatusCode.INVALID_ARGUMENT,
                           f"hello from {identity} is malformed: {exc}")
         if party_fingerprint != self.fingerprint:
-            context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
-                          f"{identity} runs protocol configuration {party_fingerprint}, the "
-                          f"server runs {self.fingerprint}")
+            reason = (f"{identity} runs protocol configuration {party_fingerprint}, the "
+                      f"server runs {self.fingerprint}")
+            with self.lock:
+                self.refused[identity] = reason
+            context.abort(_grpc().StatusCode.FAILED_PRECONDITION, reason)
         with self.lock:
             if index in self.joined:
                 context.abort(_grpc().StatusCode.ALREADY_EXISTS,

@@ -1,0 +1,123 @@
+"""A networked deployment on localhost: wall time, bytes on the wire, server memory.
+
+    python benchmarks/bench_deployment.py [--quick] [--silos 10,100,1000]
+
+The server runs as its own process (`fedustat serve`, which reports its peak resident
+memory); the silos run as threads of this process, each with its own TLS channel and 10
+rows. Every run is seeded, so its release must equal the in-process simulator's on the
+same data (checked in the last column). Bytes on the wire are the frames as sent
+(framing, JSON headers, packing and sealing included, TLS records not), beside the
+payload the release's cost counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+from fedustat.protocols import registry
+from fedustat.runtime.network import create_deployment, load_credentials, run_party
+from fedustat.runtime.simulate import simulate
+from fedustat.stats import auc_kernel, gini_kernel
+
+ROWS_PER_SILO = 10
+SEED = 1
+
+# name -> (CLI options, protocol factory for the silos and the simulator, columns used)
+CASES = {
+    "ldp-quantized": (["--statistic", "gini", "--bounds", "0,1", "--param", "k=256"],
+                      lambda silos: registry.make("ldp-quantized", gini_kernel((0.0, 1.0)),
+                                                  epsilon=1.0, k=256), 1),
+    "fedauc-rr": (["--statistic", "auc"],
+                  lambda silos: registry.make("fedauc-rr", auc_kernel(), epsilon=1.0,
+                                              n_clients=silos), 2),
+}
+
+
+def deployment(certs: Path, name: str, silos: int, data: np.ndarray) -> dict:
+    options, make, columns = CASES[name]
+    if name == "fedauc-rr":
+        options = [*options, "--param", f"n_clients={silos}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        output = Path(tmp) / "release.json"
+        server = subprocess.Popen(
+            [sys.executable, "-m", "fedustat.cli", "serve", "--protocol", name, "--epsilon",
+             "1", "--seed", str(SEED), *options, "--certs", str(certs), "--parties",
+             str(silos), "--listen", "127.0.0.1:0", "--timeout", "120", "--output",
+             str(output)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)
+        try:
+            port = re.search(r"port (\d+)", server.stdout.readline()).group(1)
+            parts = np.array_split(data[:, :columns], silos)
+            started = time.perf_counter()
+            threads = [threading.Thread(target=run_party, args=(
+                make(silos), parts[i], load_credentials(certs, f"party-{i}"),
+                f"127.0.0.1:{port}"), kwargs={"rng": SEED, "timeout": 300})
+                for i in range(silos)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            _, err = server.communicate(timeout=300)
+            wall = time.perf_counter() - started
+            if server.returncode != 0:
+                raise RuntimeError(err)
+            release = json.loads(output.read_text())
+        finally:
+            if server.poll() is None:
+                server.kill()
+    tracemalloc.start()
+    start = time.perf_counter()
+    if make(silos).silo_is_one_party:
+        owner = np.repeat(np.arange(silos), [len(p) for p in parts])
+        expected = simulate(make(silos), data[:, :columns], rng=SEED, parties=owner,
+                            batch_size=[1] * silos)
+    else:
+        expected = simulate(make(silos), data[:, :columns], rng=SEED,
+                            batch_size=[len(p) for p in parts])
+    simulated = time.perf_counter() - start
+    simulated_peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return {"wall": wall, "wire": release["wire_bytes"],
+            "payload": release["total_bits"] / 8, "rss": release["server_peak_rss_mib"],
+            "simulated": simulated, "simulated_peak": simulated_peak,
+            "same": release["value"] == expected.value}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10 and 100 silos only")
+    parser.add_argument("--silos", default=None, help="comma-separated silo counts")
+    args = parser.parse_args()
+    counts = ([int(c) for c in args.silos.split(",")] if args.silos
+              else [10, 100] if args.quick else [10, 100, 1000])
+    certs = Path(tempfile.mkdtemp(prefix="fedustat-bench-deploy-"))
+    create_deployment(certs, max(counts))
+    rng = np.random.default_rng(0)
+    print(f"Networked runs on localhost, {ROWS_PER_SILO} rows per silo, seed {SEED}; server "
+          "in its own process, silos as threads")
+    print(f"{'protocol':>14} | {'silos':>5} | {'wall s':>7} | {'wire KiB':>9} | "
+          f"{'payload KiB':>11} | {'server MiB':>10} | {'sim s':>6} | {'sim MiB':>7} | same")
+    for name in CASES:
+        for silos in counts:
+            n = silos * ROWS_PER_SILO
+            data = np.column_stack([rng.beta(2, 5, n), (rng.random(n) < 0.4).astype(float)])
+            row = deployment(certs, name, silos, data)
+            print(f"{name:>14} | {silos:>5} | {row['wall']:>7.2f} | {row['wire'] / 1024:>9.1f} | "
+                  f"{row['payload'] / 1024:>11.1f} | {row['rss']:>10.0f} | "
+                  f"{row['simulated']:>6.3f} | {row['simulated_peak']:>7.1f} | "
+                  f"{'yes' if row['same'] else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()

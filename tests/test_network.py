@@ -605,7 +605,8 @@ def test_the_run_goes_on_without_silos_that_never_joined(certs):
     assert server.estimate.value == expected.value
     assert server.estimate.cost == expected.cost
     assert [p.release["n_parties"] for p in parties] == [40, 40]
-    assert [p.release["parties"] for p in parties] == [["party-0", "party-2"]] * 2
+    assert [p.release["absent"] for p in parties] == [["party-1"]] * 2
+    assert [p.release["silos"] for p in parties] == [2, 2]
 
 
 def test_too_few_silos_stop_the_run_naming_the_missing(certs):

@@ -347,9 +347,11 @@ class _Coordinator:
                 out = replace(out, noise=self.grade)
             self.estimate = out.with_cost(self.log.cost(server_operations=ops,
                                                         offline_bits=out.cost.offline_bits))
+            # Who took part, compactly: the count, and the names of those who did not.
             summary = release_summary(self.estimate) | {
-                "n_parties": self.n_parties,
-                "parties": [party_identity(i) for i in self.active]}
+                "n_parties": self.n_parties, "silos": len(self.active),
+                "absent": [party_identity(i) for i in range(self.n_silos)
+                           if i not in self.active]}
             reply = REPLY_RELEASE + json.dumps(summary).encode()
             self.replies = dict.fromkeys(self.active, reply)
             self.done.set()

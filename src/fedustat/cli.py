@@ -744,7 +744,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _peak_rss_mib() -> float:
-    """This process's peak resident memory (Linux reports kibibytes)."""
+    """This process's peak resident memory in MiB.
+
+    Linux's ``VmHWM`` belongs to the process image, whereas ``ru_maxrss`` carries over the
+    high-water mark of the parent that forked it, so the former is read where it exists.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

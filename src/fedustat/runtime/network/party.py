@@ -30,6 +30,7 @@ from fedustat.runtime.network.service import (
     ABORT,
     CHANNEL_OPTIONS,
     JOIN,
+    PEERS,
     RELAY,
     REPLY_MESSAGE,
     REPLY_RELAYED,
@@ -68,10 +69,11 @@ def _reason(error: Any, timeout: float) -> str:
     return str(error.details())
 
 
-def _peer_keys(credentials: Credentials, assignment: dict[str, Any], mark: str) -> PeerKeys:
+def _peer_keys(credentials: Credentials, assignment: dict[str, Any], mark: str,
+               certificates: list[str]) -> PeerKeys:
     """Pairwise keys with every silo, from certificates checked against the CA."""
     try:
-        public = verify_party_certificates(credentials.ca, assignment["certificates"])
+        public = verify_party_certificates(credentials.ca, certificates)
     except ValueError as exc:
         raise NetworkRunError(f"{credentials.identity}: the server's list of parties is "
                               f"refused: {exc}") from None
@@ -113,6 +115,7 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
         exchange = channel.unary_unary(ROUND)
         relay = channel.unary_unary(RELAY)
         abort = channel.unary_unary(ABORT)
+        peers = channel.unary_unary(PEERS)
         mark = fingerprint(protocol)
         try:
             assignment = json.loads(join(json.dumps({"rows": int(rows.shape[0]),
@@ -137,7 +140,12 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
         for current in range(MAX_ROUNDS):
             state, message = configured.party_step(state, inbox, party_rng)
             if message.is_peer and keys is None:
-                keys = _peer_keys(credentials, assignment, mark)
+                try:
+                    directory = json.loads(peers(b"", timeout=timeout))
+                except grpc.RpcError as exc:
+                    raise NetworkRunError(f"{identity}, round {current}: "
+                                          f"{_reason(exc, timeout)}") from None
+                keys = _peer_keys(credentials, assignment, mark, directory["certificates"])
             try:
                 if message.is_peer:
                     assert keys is not None

@@ -129,6 +129,7 @@ class _Coordinator:
         self.wire_bytes = 0
         # Why a party was turned away at Join (configuration, duplicate): named on timeout.
         self.refused: dict[str, str] = {}
+        self.directory: bytes | None = None
 
     # ---------------------------------------------------------------- helpers
     def _identity(self, context: Any) -> tuple[str, int]:
@@ -215,10 +216,7 @@ class _Coordinator:
                                "ids": [int(party.ids[0]), int(party.ids[-1]) + 1],
                                # For relay rounds: every silo's ids and certificate (each
                                # party checks them against the CA before deriving keys).
-                               "bounds": [int(b) for b in self.bounds],
-                               "certificates": [self.joined[i].certificate
-                                                if i in self.joined else ""
-                                                for i in range(self.n_silos)]}).encode()
+                               "bounds": [int(b) for b in self.bounds]}).encode()
 
     def _assign(self) -> None:
         """Party ids per silo: its own id when a silo is one party, else one id per row."""
@@ -299,6 +297,21 @@ class _Coordinator:
             reply = self.replies[index]
             self.wire_bytes += len(reply)
             return reply
+
+    def peers(self, request: bytes, context: Any) -> bytes:
+        """Every silo's certificate (empty for one that did not join), for relay rounds;
+        each party checks them against the CA before deriving keys."""
+        identity, index = self._identity(context)
+        with self.lock:
+            if not self.assigned or index not in self.joined:
+                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
+                              f"{identity} asked for the parties' certificates before "
+                              "joining")
+            if self.directory is None:
+                self.directory = json.dumps({"certificates": [
+                    self.joined[i].certificate if i in self.joined else ""
+                    for i in range(self.n_silos)]}).encode()
+            return self.directory
 
     def abort(self, request: bytes, context: Any) -> bytes:
         """A party stops the run, saying why (e.g. a relayed payload it cannot open)."""
@@ -436,6 +449,7 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         "Round": grpc.unary_unary_rpc_method_handler(coordinator.round_trip),
         "Relay": grpc.unary_unary_rpc_method_handler(coordinator.relay_trip),
         "Abort": grpc.unary_unary_rpc_method_handler(coordinator.abort),
+        "Peers": grpc.unary_unary_rpc_method_handler(coordinator.peers),
     })
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=n_silos + 4),
                          options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=4 * n_silos + 8)

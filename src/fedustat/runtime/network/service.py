@@ -34,6 +34,9 @@ JOIN = f"/{SERVICE}/Join"
 ROUND = f"/{SERVICE}/Round"
 RELAY = f"/{SERVICE}/Relay"
 ABORT = f"/{SERVICE}/Abort"
+# Every silo's certificate, fetched once by a party before its first relay round (the
+# join reply stays small: star protocols never need them).
+PEERS = f"/{SERVICE}/Peers"
 #: Longest reason a party may give when it stops a run (bytes of UTF-8).
 MAX_ABORT_REASON = 1000
 

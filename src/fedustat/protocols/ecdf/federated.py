@@ -66,6 +66,15 @@ information-theoretically hidden from any ``m - 1`` servers in the pointwise pro
 and computationally (AES-based PRG of the DCF) from either single server in the FSS
 protocol; the FSS servers must not collude.
 
+Run as protocol steps (:class:`~fedustat.protocols.ecdf.PointwiseECDF`,
+:class:`~fedustat.protocols.ecdf.FssECDF`, simulated or networked), the servers are the
+parties ``0..m-1`` (*computing parties*) and the aggregator is the querier: the shares or
+keys travel to them in relay rounds (end-to-end encrypted through the aggregator in a
+networked run), the contributors of distributed noise are the parties ``0..K-1`` and send
+their noise at the queried points only, and the computing parties upload their opened
+shares. Every party step uses its own value and the rows it received, so the noise-free
+release does not depend on how parties are grouped.
+
 Costs are measured: party uploads from the :class:`~fedustat.protocols.base.Message`
 objects the party steps emit, server traffic from a
 :class:`~fedustat.secure.transcript.Transcript`.
@@ -481,7 +490,7 @@ def rows_for(inbox: Message | None, party: int, origins: np.ndarray,
     return {name: np.asarray(v)[mine] for name, v in inbox.fields.items() if name != PEER_FROM}
 
 
-def check_no_rows_for(inbox: Message | None, parties: np.ndarray, n_servers: int) -> None:
+def check_no_rows_for(inbox: Message | None, n_servers: int) -> None:
     """A party that is not a computing party receives no relayed rows."""
     if inbox is None or not inbox.is_peer:
         return

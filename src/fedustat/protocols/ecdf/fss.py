@@ -1,7 +1,8 @@
 """003 Sec. 4.2: the private ECDF through function secret sharing (two servers).
 
 Each party uploads the two keys of a DCF for ``1[x_i > tau_b]`` once; afterwards the servers
-answer any threshold query alone (see :mod:`fedustat.protocols.ecdf.federated`).
+answer any threshold query alone (see :mod:`fedustat.protocols.ecdf.federated`). As protocol
+steps the two servers are the parties 0 and 1 and the keys reach them in a relay round.
 """
 
 from __future__ import annotations
@@ -268,7 +269,7 @@ class FssECDF(Protocol):
             keys = self.keys_for_servers(state, rng)
             bits = dict(keys.bits_per_value)
             return state, rows_to_servers(dict(keys.fields), bits, state.parties)
-        check_no_rows_for(inbox, state.parties, 2)
+        check_no_rows_for(inbox, 2)
         if state.step == 1:
             for j in (int(p) for p in state.parties if p < 2):
                 state.keys[j] = self._key_from_rows(rows_for(inbox, j, np.arange(self._n),

@@ -2,7 +2,8 @@
 
 Every party secret-shares its indicator vector ``1[x_i <= tau_b]`` among ``m >= 2``
 servers; the servers add their shares of the tree noise and open only noisy counts
-(see :mod:`fedustat.protocols.ecdf.federated`).
+(see :mod:`fedustat.protocols.ecdf.federated`). As protocol steps the servers are the
+parties ``0..m-1`` and the shares reach them in a relay round.
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ class PointwiseECDF(Protocol):
         if state.step == 0:
             state.step = 1
             return state, self._share_round(state, inbox, rng)
-        check_no_rows_for(inbox, state.parties, self.n_servers)
+        check_no_rows_for(inbox, self.n_servers)
         servers = [int(p) for p in state.parties if p < self.n_servers]
         sums = []
         for j in servers:

@@ -168,8 +168,13 @@ def test_pointwise_bits_equal_the_formula():
                                        ring_bits=ring_bits), x, rng=9, batch_size=size)
                 for size in (None, 4)]
     for est in by_batch:
-        assert est.cost.bits_per_party == m * b * ring_bits
-        assert est.cost.total_bits == n * m * b * ring_bits
+        # Relayed: m |B| l peer bits per party to the computing parties 0..m-1, each of
+        # which uploads |B| l bits to the querier.
+        assert est.cost.peer_bits_per_party == m * b * ring_bits
+        assert est.cost.bits_per_party == m * b * ring_bits * (n + 1) / n
+        assert est.cost.max_bits_per_party == (m + 1) * b * ring_bits
+        assert est.cost.total_bits == n * m * b * ring_bits + m * b * ring_bits
+        assert (est.cost.rounds, est.cost.peer_rounds) == (2, 1)
         assert est.cost.offline_bits == noise.setup_bits
     np.testing.assert_array_equal(by_batch[0].diagnostics["curve"].values,
                                   by_batch[1].diagnostics["curve"].values)
@@ -197,7 +202,12 @@ def test_fss_bits_equal_the_formula_and_queries_do_not_depend_on_n():
         query_costs.append(curve.cost.total_bits)
     assert query_costs[0] == query_costs[1]
     est = simulate(FssECDF(GRID, query, epsilon=EPS), poisson_data(40), rng=1, batch_size=9)
-    assert est.cost.bits_per_party == 2 * key_bits
+    # Relayed: every party sends one key to each computing party; the K = 2 contributors
+    # (parties 0 and 1) send each of them a share of their noise at the |B| points; the
+    # computing parties upload |B| l bits each.
+    assert est.cost.peer_bits_per_party * 40 == 40 * 2 * key_bits + 2 * 2 * b * ring_bits
+    assert est.cost.total_bits == 40 * 2 * key_bits + 2 * 2 * b * ring_bits + 2 * b * ring_bits
+    assert (est.cost.rounds, est.cost.peer_rounds) == (3, 2)
 
 
 # ------------------------------------------------------- what a single server sees
@@ -223,22 +233,26 @@ def _looks_uniform_and_data_free(view_a: np.ndarray, view_b: np.ndarray, bits: i
 @pytest.mark.parametrize("server", [0, 2])
 def test_a_single_aggregation_server_sees_uniform_shares(server):
     # All indicators 1 (values below the grid) against all 0 (values above it).
-    protocol = PointwiseECDF(GRID, epsilon=math.inf, n_servers=3)
+    protocol = PointwiseECDF(GRID, epsilon=math.inf, n_servers=3).configure(400)
     views = []
     for value in (-5.0, 50.0):
         parties = protocol.init_parties(np.full((400, 1), value), np.arange(400))
         _, message = protocol.party_step(parties, None, np.random.default_rng(21))
-        views.append(message.fields["shares"][:, server])  # what server `server` receives
+        # What computing party `server` receives in the relay round.
+        mine = message.fields["to"] == server
+        assert np.count_nonzero(mine) == 400
+        views.append(message.fields["shares"][mine])
     _looks_uniform_and_data_free(views[0], views[1], 64)
 
 
 def test_a_single_fss_server_sees_uniform_keys():
-    protocol = FssECDF(GRID, epsilon=math.inf)
+    protocol = FssECDF(GRID, epsilon=math.inf).configure(3000)
     views = []
     for value in (-5.0, 50.0):  # alpha = 0 for every key, against alpha = N
         parties = protocol.init_parties(np.full((3000, 1), value), np.arange(3000))
         _, message = protocol.party_step(parties, None, np.random.default_rng(22))
-        views.append({name: np.asarray(arr)[:, 0] for name, arr in message.fields.items()})
+        mine = message.fields["to"] == 0  # the keys computing party 0 receives
+        views.append({name: np.asarray(arr)[mine] for name, arr in message.fields.items()})
     a, b = views
     for name in ("key_cw_value", "key_cw_out"):
         _looks_uniform_and_data_free(a[name], b[name], 64)
@@ -469,14 +483,14 @@ def test_servers_refuse_a_query_before_every_party_took_part():
     protocol = PointwiseECDF(GRID, epsilon=math.inf)
     server = protocol.init_server(10)
     parties = protocol.init_parties(np.zeros((4, 1)), np.arange(4))
-    _, message = protocol.party_step(parties, None, np.random.default_rng(0))
+    message = protocol.shares_for_servers(parties, None, np.random.default_rng(0))
     server = protocol.absorb(server, message)
     with pytest.raises(ValueError, match="4 of 10 parties"):
         protocol.finish(server, np.random.default_rng(0))
 
 
 def test_parties_refuse_a_broadcast_query_the_servers_do_not_aggregate_for():
-    protocol = PointwiseECDF(GRID, [1, 2, 3], epsilon=math.inf)
+    protocol = PointwiseECDF(GRID, [1, 2, 3], epsilon=math.inf).configure(3)
     other = PointwiseECDF(GRID, [1, 2, 4], epsilon=math.inf).query_message()
     parties = protocol.init_parties(np.zeros((3, 1)), np.arange(3))
     with pytest.raises(ValueError, match="broadcast query differs"):

@@ -66,6 +66,15 @@ information-theoretically hidden from any ``m - 1`` servers in the pointwise pro
 and computationally (AES-based PRG of the DCF) from either single server in the FSS
 protocol; the FSS servers must not collude.
 
+Run as protocol steps (:class:`~fedustat.protocols.ecdf.PointwiseECDF`,
+:class:`~fedustat.protocols.ecdf.FssECDF`, simulated or networked), the servers are the
+parties ``0..m-1`` (*computing parties*) and the aggregator is the querier: the shares or
+keys travel to them in relay rounds (end-to-end encrypted through the aggregator in a
+networked run), the contributors of distributed noise are the parties ``0..K-1`` and send
+their noise at the queried points only, and the computing parties upload their opened
+shares. Every party step uses its own value and the rows it received, so the noise-free
+release does not depend on how parties are grouped.
+
 Costs are measured: party uploads from the :class:`~fedustat.protocols.base.Message`
 objects the party steps emit, server traffic from a
 :class:`~fedustat.secure.transcript.Transcript`.
@@ -95,9 +104,9 @@ from fedustat.privacy.guarantee import (
     semi_honest,
     trusted_dealer,
 )
-from fedustat.protocols.base import Cost, Estimate, normal_std_error
+from fedustat.protocols.base import PEER_FROM, Cost, Estimate, Message, Role, normal_std_error
 from fedustat.protocols.ecdf.release import ECDF_ADJACENCY, PrivateECDF
-from fedustat.protocols.ecdf.shared_noise import SharedTreeNoise
+from fedustat.protocols.ecdf.shared_noise import NoiseLaw, SharedTreeNoise
 from fedustat.protocols.ecdf.smoothing import SmoothedECDF, smooth_counts
 from fedustat.secure.fixedpoint import FixedPoint
 from fedustat.secure.noise import PolyaDifferenceError
@@ -353,13 +362,17 @@ def check_in_bounds(values: np.ndarray, bounds: tuple[float, float] | None) -> N
 
 
 def _guarantee(epsilon: float, protocol: str = "", n_servers: int = 2,
-               noise: SharedTreeNoise | None = None) -> PrivacyGuarantee:
+               noise: SharedTreeNoise | NoiseLaw | None = None,
+               relayed: bool = False) -> PrivacyGuarantee:
     if math.isinf(epsilon):
         return PrivacyGuarantee.none()
     # 003 Sec. 4: parties share with servers that must not all collude; the noise is
     # drawn by contributors (Protocol B.1) or shared by a dealer.
-    assumptions = [semi_honest("parties and servers"),
-                   non_colluding_servers(n_servers)]
+    servers = "parties and servers"
+    if relayed:
+        # Run as a protocol, the m servers are the parties 0..m-1 (computing parties).
+        servers = f"parties, of which parties 0..{n_servers - 1} compute as the servers,"
+    assumptions = [semi_honest(servers), non_colluding_servers(n_servers)]
     if noise is not None and noise.distribution == "laplace":
         assumptions.append(trusted_dealer("the tree noise shares (it knows the noise)"))
     elif noise is not None:
@@ -385,8 +398,8 @@ def open_counts(count_shares: np.ndarray, indices: np.ndarray,
 
 def release_curve(protocol: str, grid: np.ndarray, tree: DyadicTree, indices: np.ndarray,
              counts: np.ndarray, n: int, epsilon: float, fixed_point: FixedPoint,
-             noise: SharedTreeNoise | None, cost: Cost, setup_cost: Cost,
-             diagnostics: dict[str, Any]) -> FederatedECDF:
+             noise: SharedTreeNoise | NoiseLaw | None, cost: Cost, setup_cost: Cost,
+             diagnostics: dict[str, Any], relayed: bool = False) -> FederatedECDF:
     if noise is None:
         scale, dist, kind, node_var = 0.0, "none", "none", 0.0
     else:
@@ -398,7 +411,7 @@ def release_curve(protocol: str, grid: np.ndarray, tree: DyadicTree, indices: np
     servers = 2 if noise is None else noise.n_servers
     return FederatedECDF(grid[indices], counts / n, counts, indices, grid, n, tree, scale, dist,
                          fixed_point.resolution, node_var,
-                         _guarantee(epsilon, protocol, servers, noise), kind,
+                         _guarantee(epsilon, protocol, servers, noise, relayed), kind,
                          protocol, cost, setup_cost, diagnostics)
 
 
@@ -423,4 +436,88 @@ def curve_estimate(curve: FederatedECDF) -> Estimate:
     return Estimate(value=float(np.mean(curve.values)), quantity="ecdf",
                     protocol=curve.protocol, privacy=curve.privacy,
                     std_error=normal_std_error(var), error=error, cost=curve.cost,
-                    diagnostics={**curve.diagnostics, "curve": curve})
+                    diagnostics={**curve.diagnostics, "curve": curve},
+                    noise=curve.noise_kind)
+
+
+# ------------------------------------------------- relay rounds: computing parties
+
+
+#: Wire size of the routing field ``to`` (party ids below 2^32; not payload).
+ROUTE_BITS = 32
+
+
+def check_run_size(n: int, n_servers: int, contributors: int = 0) -> int:
+    """A run needs the computing parties ``0..m-1`` and the contributors ``0..K-1``."""
+    need = max(n_servers, contributors)
+    if n < need:
+        raise ValueError(f"the run has {n} parties, but parties 0..{n_servers - 1} compute "
+                         f"as the {n_servers} servers" + (f" and parties 0..{contributors - 1} "
+                                                          f"contribute noise" if contributors
+                                                          else "")
+                         + f"; it needs at least {need} parties")
+    return n
+
+
+def rows_to_servers(fields: dict[str, np.ndarray], bits: dict[str, int],
+                    parties: np.ndarray) -> Message:
+    """A relay-round message: ``fields[name][r, j]`` goes from party ``parties[r]`` to
+    computing party ``j`` (one row per pair, origin-major)."""
+    parties = np.asarray(parties, dtype=np.int64)
+    m = next(iter(fields.values())).shape[1] if fields else 0
+    flat = {name: np.ascontiguousarray(np.asarray(v).reshape(parties.size * m,
+                                                             *np.shape(v)[2:]))
+            for name, v in fields.items()}
+    flat["to"] = np.tile(np.arange(m, dtype=np.int64), parties.size)
+    return Message(Role.PARTY, Role.PARTY, flat, {**bits, "to": ROUTE_BITS},
+                   np.repeat(parties, m))
+
+
+def rows_for(inbox: Message | None, party: int, origins: np.ndarray,
+             what: str) -> dict[str, np.ndarray]:
+    """The rows computing party ``party`` received, checked to come from exactly
+    ``origins`` (in order): a missing, extra or foreign row stops the run."""
+    if inbox is None or not inbox.is_peer:
+        raise ValueError(f"party {party} expected the relayed {what} and got no relay rows")
+    mine = np.asarray(inbox.parties) == party
+    got = np.asarray(inbox.fields[PEER_FROM])[mine]
+    if not np.array_equal(got, origins):
+        missing = np.setdiff1d(origins, got)
+        detail = (f"nothing from party {int(missing[0])}" if missing.size
+                  else f"{got.size} rows for {origins.size} senders")
+        raise ValueError(f"party {party} received {what} from {np.unique(got).size} of "
+                         f"{origins.size} parties ({detail}); every party must take part")
+    return {name: np.asarray(v)[mine] for name, v in inbox.fields.items() if name != PEER_FROM}
+
+
+def check_no_rows_for(inbox: Message | None, n_servers: int) -> None:
+    """A party that is not a computing party receives no relayed rows."""
+    if inbox is None or not inbox.is_peer:
+        return
+    strays = np.asarray(inbox.parties)[np.asarray(inbox.parties) >= n_servers]
+    if strays.size:
+        raise ValueError(f"party {int(strays[0])} is not a computing party (0..{n_servers - 1}) "
+                         f"but received relayed rows")
+
+
+def upload_sums(sums: list[np.ndarray], servers: list[int], width: int,
+                fixed_point: FixedPoint) -> Message:
+    """Each computing party's opened share (``|B|`` ring elements) to the querier; a batch
+    without a computing party sends no rows."""
+    array = np.asarray(sums, dtype=np.uint64).reshape(len(servers), width)
+    return Message(Role.PARTY, Role.SERVER, {"sums": array}, {"sums": fixed_point.bits},
+                   np.asarray(servers, dtype=np.int64))
+
+
+def open_sums(inbox: Message, n_servers: int, width: int, fixed_point: FixedPoint
+              ) -> np.ndarray:
+    """The querier adds the ``m`` computing parties' shares: ``count + noise`` in counts."""
+    senders = np.asarray(inbox.parties)
+    if not np.array_equal(senders, np.arange(n_servers)) or "sums" not in inbox.fields:
+        raise ValueError(f"the querier expects one share of the counts from each of the "
+                         f"computing parties 0..{n_servers - 1}, got rows from parties "
+                         f"{senders.tolist()}")
+    sums = np.asarray(inbox.fields["sums"], dtype=np.uint64)
+    if sums.shape != (n_servers, width):
+        raise ValueError(f"sums must have shape ({n_servers}, {width}), got {sums.shape}")
+    return fixed_point.decode(reconstruct(sums, ring=fixed_point.ring))

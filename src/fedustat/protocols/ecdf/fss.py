@@ -1,13 +1,15 @@
 """003 Sec. 4.2: the private ECDF through function secret sharing (two servers).
 
 Each party uploads the two keys of a DCF for ``1[x_i > tau_b]`` once; afterwards the servers
-answer any threshold query alone (see :mod:`fedustat.protocols.ecdf.federated`).
+answer any threshold query alone (see :mod:`fedustat.protocols.ecdf.federated`). As protocol
+steps the two servers are the parties 0 and 1 and the keys reach them in a relay round.
 """
 
 from __future__ import annotations
 
+import copy
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,26 +26,36 @@ from fedustat.protocols.ecdf.federated import (
     DEFAULT_BATCH,
     FederatedECDF,
     check_in_bounds,
+    check_no_rows_for,
+    check_run_size,
     curve_estimate,
     grid_from_bounds,
     grid_positions,
     index_bits,
     open_counts,
+    open_sums,
     query_indices,
     release_curve,
+    rows_for,
+    rows_to_servers,
+    upload_sums,
 )
 from fedustat.protocols.ecdf.shared_noise import (
     Randomness,
     SharedTreeNoise,
     check_randomness,
     check_ring,
+    contributor_point_units,
     draw_noise,
+    held_point_units,
+    noise_law,
     resolve_noise_plan,
 )
 from fedustat.protocols.ecdf.tree_noise import TreeNoise
 from fedustat.secure.dcf import FssKey, dcf_gen, dcf_sum_at
 from fedustat.secure.fixedpoint import FixedPoint
 from fedustat.secure.ring import Ring, as_share_rng
+from fedustat.secure.sharing import share
 from fedustat.secure.transcript import Transcript
 from fedustat.stats.ecdf import DyadicTree
 
@@ -126,6 +138,9 @@ class FssECDFServers:
 class _FssParties:
     positions: np.ndarray
     parties: np.ndarray
+    step: int = 0
+    # A computing party's key for every party (its own state, never sent on).
+    keys: dict[int, FssKey] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,22 +158,32 @@ _KEY_FIELDS = ("key_seed", "key_cw_seed", "key_cw_t", "key_cw_value", "key_cw_ou
 
 
 class FssECDF(Protocol):
-    """003 Sec. 4.2: each party uploads DCF keys once; the servers answer queries alone.
+    """003 Sec. 4.2: each party sends DCF keys once; the two key holders answer alone.
 
-    Party step (one round, once): party ``i`` computes ``g_i = #{tau < x_i}`` and runs
-    ``dcf_gen`` for ``f(b) = 1[b < g_i]`` (``= 1[x_i > tau_b]``, 003's ``phi_>``) on
-    ``d = bitlen(N)`` bits with payload 1, and sends key ``j`` to server ``j``. The message
-    carries both keys' real fields (``key_seed`` 2 x 128 bits, ``key_cw_seed`` 2 x d x 128,
-    ``key_cw_t`` 2 x 2d, ``key_cw_value`` 2 x d l, ``key_cw_out`` 2 x l): ``2 K_DCF(d)``
-    bits per party, ``K_DCF(d) = 128 + d (130 + l) + l`` = ``FssKey.bits_per_key``.
+    The two servers of Sec. 4.2 are the parties 0 and 1 (*computing parties*); the
+    aggregator is the querier. Each party computes on its own value and the rows it
+    received only, so any grouping of parties into batches or silos runs the same steps:
 
-    Server step: the servers assemble the keys, set up the noise shares (as
-    :class:`PointwiseECDF`) and answer the protocol's ``query``; the :class:`Estimate`
-    carries the curve (``diagnostics["curve"]``). The servers, ready for more queries (a
-    :class:`FssECDFServers` holding both servers' keys and noise shares), stay in the
-    server state (``simulate_run(...).server_state.servers``): they are never part of a
-    release, since the keys and shares reveal every party's position and the noise.
-    Parameters as in
+    * Relay round (keys): party ``i`` computes ``g_i = #{tau < x_i}``, runs ``dcf_gen``
+      for ``f(b) = 1[b < g_i]`` (``= 1[x_i > tau_b]``, 003's ``phi_>``) on ``d =
+      bitlen(N)`` bits with payload 1, and sends key ``j`` to computing party ``j``: one
+      row each with the key's real fields (``key_seed`` 128 bits, ``key_cw_seed`` d x 128,
+      ``key_cw_t`` 2d, ``key_cw_value`` d l, ``key_cw_out`` l), ``2 K_DCF(d)`` peer bits
+      per party, ``K_DCF(d) = 128 + d (130 + l) + l`` = ``FssKey.bits_per_key``.
+    * Relay round (noise; distributed noise only): each contributor (parties ``0..K-1``,
+      002 Protocol B.1) sends the two computing parties additive shares of its Pólya part
+      at the queried points (:func:`~fedustat.protocols.ecdf.shared_noise.
+      contributor_point_units`): ``2 |B| l`` bits per contributor.
+    * Upload: computing party ``j`` checks it holds one key from every party (and one
+      noise share from every contributor), evaluates ``Y_j(b) = sum_i Eval(j, k_i^j, b)``
+      (:func:`dcf_sum_at`), forms its count share (``n - Y_0`` and ``-Y_1``), scales it to
+      fixed point, adds its noise shares and uploads ``|B|`` ring elements.
+    * Server step: the querier adds the two shares; the :class:`Estimate` carries the
+      curve (``diagnostics["curve"]``).
+
+    The keys stay with the computing parties (their party state); the aggregator never
+    holds them. :func:`fss_ecdf_setup` runs the servers in one process instead
+    (:class:`FssECDFServers`, for repeated queries on one noise draw). Parameters as in
     :class:`PointwiseECDF`; ``n_servers`` must be 2 (the DCF is a two-party FSS scheme).
     """
 
@@ -186,6 +211,7 @@ class FssECDF(Protocol):
         self.randomness = check_randomness(randomness)
         # Positions run over 0..N (N: above the grid), so d bits with 2^d > N.
         self.domain_bits = int(self.thresholds.size).bit_length()
+        self._n = 0  # the run's size, from configure (not configuration: n is public)
 
     @property
     def ring(self) -> Ring:
@@ -204,8 +230,9 @@ class FssECDF(Protocol):
         check_ring(self.fixed_point, n, self.tree, self.epsilon, self.noise, self._plan)
         return _FssServerState(n)
 
-    def party_step(self, state: _FssParties, inbox: Message | None,
-                   rng: np.random.Generator) -> tuple[_FssParties, Message]:
+    def keys_for_servers(self, state: _FssParties, rng: np.random.Generator) -> Message:
+        """Both DCF keys of every party of the batch as one message (fields ``(rows, 2,
+        ...)``): :func:`fss_ecdf_setup`'s upload to servers run in one process."""
         source = as_share_rng("os") if self.randomness == "os" else rng
         k0, k1 = dcf_gen(state.positions, 1, domain_bits=self.domain_bits, ring=self.ring,
                          rng=source)
@@ -222,7 +249,78 @@ class FssECDF(Protocol):
         }
         bits = {"key_seed": 64, "key_cw_seed": 64, "key_cw_t": 1,
                 "key_cw_value": self.ring.bits, "key_cw_out": self.ring.bits}
-        return state, Message(Role.PARTY, Role.SERVER, fields, bits, state.parties)
+        return Message(Role.PARTY, Role.SERVER, fields, bits, state.parties)
+
+    def configure(self, n_rows: int) -> FssECDF:
+        """This evaluation for a run of ``n_rows`` parties (public; each computing party
+        expects that many keys)."""
+        k = self._plan.get("contributors", 0) if self._plan["mode"] == "distributed" else 0
+        out = copy.copy(self)
+        out._n = check_run_size(check_positive_int(n_rows, "n_rows"), 2, k)
+        return out
+
+    def party_step(self, state: _FssParties, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[_FssParties, Message]:
+        if self._n == 0:
+            raise ValueError("configure(n_rows) gives the evaluation the run's size first")
+        distributed = self._plan["mode"] == "distributed"
+        if state.step == 0:
+            state.step = 1
+            keys = self.keys_for_servers(state, rng)
+            bits = dict(keys.bits_per_value)
+            return state, rows_to_servers(dict(keys.fields), bits, state.parties)
+        check_no_rows_for(inbox, 2)
+        if state.step == 1:
+            for j in (int(p) for p in state.parties if p < 2):
+                state.keys[j] = self._key_from_rows(rows_for(inbox, j, np.arange(self._n),
+                                                             "DCF keys"), j)
+            if distributed:
+                state.step = 2
+                return state, self._noise_round(state, rng)
+        servers = sorted(state.keys)
+        sums = [self._count_share(state, j, inbox if distributed else None) for j in servers]
+        state.step = 3
+        return state, upload_sums(sums, servers, self.query.size, self.fixed_point)
+
+    def _noise_round(self, state: _FssParties, rng: np.random.Generator) -> Message:
+        """Relay round: each contributor's noise part at the points, shared between the
+        two computing parties; other parties send no rows."""
+        mine = state.parties[state.parties < self._plan["contributors"]]
+        noise_rng = "os" if self.randomness == "os" else rng
+        parts = np.zeros((mine.size, self.query.size), dtype=np.uint64)
+        for r in range(mine.size):
+            parts[r] = contributor_point_units(self._plan, self.tree, self.epsilon,
+                                               self.fixed_point, self.query, noise_rng)
+        source = as_share_rng("os") if self.randomness == "os" else rng
+        shares = share(parts, 2, source, ring=self.ring)  # (2, rows, |B|)
+        return rows_to_servers({"noise": np.moveaxis(shares, 0, 1)},
+                               {"noise": self.ring.bits}, mine)
+
+    def _key_from_rows(self, rows: dict[str, np.ndarray], j: int) -> FssKey:
+        """Computing party ``j``'s key for every party, from the rows it received."""
+        return FssKey(j, "dcf", self.domain_bits, self.ring,
+                      np.ascontiguousarray(rows["key_seed"], dtype=np.uint64),
+                      np.ascontiguousarray(np.moveaxis(rows["key_cw_seed"], 1, 0),
+                                           dtype=np.uint64),
+                      np.ascontiguousarray(np.moveaxis(rows["key_cw_t"], 1, 0), dtype=bool),
+                      np.ascontiguousarray(np.moveaxis(rows["key_cw_value"], 1, 0),
+                                           dtype=np.uint64),
+                      np.ascontiguousarray(rows["key_cw_out"], dtype=np.uint64))
+
+    def _count_share(self, state: _FssParties, j: int, inbox: Message | None) -> np.ndarray:
+        """Computing party ``j``: ``2^c`` times its share of the count ``<= tau_b`` (``n``
+        minus the DCF sum, 003 Sec. 4.2) plus its noise shares."""
+        ring = self.ring
+        above = dcf_sum_at(j, state.keys[j], self.query.astype(np.uint64))
+        base = np.uint64(self._n) if j == 0 else np.uint64(0)
+        units = ring.mul(ring.sub(ring.reduce(base), above),
+                         np.uint64(1 << self.fixed_point.frac_bits))
+        units = ring.add(units, held_point_units(self._plan, self.noise, self.fixed_point,
+                                                 self.tree, self.query, j))
+        if inbox is not None:
+            rows = rows_for(inbox, j, np.arange(self._plan["contributors"]), "noise shares")
+            units = ring.add(units, ring.sum(np.asarray(rows["noise"], np.uint64), axis=0))
+        return units
 
     def absorb(self, state: _FssServerState, inbox: Message) -> _FssServerState:
         """Servers store one batch of keys (server ``j`` keeps slot ``j`` of each field)."""
@@ -275,14 +373,28 @@ class FssECDF(Protocol):
 
     def server_step(self, state: _FssServerState, inbox: Message,
                     rng: np.random.Generator) -> tuple[_FssServerState, Estimate]:
-        state = self.absorb(state, inbox)
-        servers = self.servers(state, rng)
-        state.servers = servers
-        curve = servers.query(self.query)
-        estimate = curve_estimate(curve)
-        estimate = replace(estimate, cost=Cost(server_operations=curve.cost.server_operations,
-                                               offline_bits=curve.setup_cost.offline_bits))
-        return state, estimate
+        """The querier opens ``count + noise`` from the two computing parties' shares."""
+        counts = open_sums(inbox, 2, self.query.size, self.fixed_point)
+        n, b = state.n, self.query.size
+        law = noise_law(self._plan, self.tree, self.epsilon, 2, self.fixed_point, self.noise,
+                        self.randomness)
+        setup_bits = 0 if self.noise is None else self.noise.setup_bits
+        received = int(np.sum(inbox.bits_per_row()))
+        # The querier measures what reached it; the run's traffic is the transport's.
+        cost = Cost(total_bits=received, rounds=1, server_operations=2 * n * b)
+        setup = Cost(total_bits=setup_bits, rounds=int(setup_bits > 0),
+                     offline_bits=setup_bits)
+        diagnostics = {"bits_servers_to_querier": received, "noise_setup_bits": setup_bits,
+                       "domain_bits": self.domain_bits, "n_servers": 2,
+                       "ring_bits": self.ring.bits, "frac_bits": self.fixed_point.frac_bits,
+                       "dcf_evaluations_per_server": n * b,
+                       "secrecy": "computational (AES-128 PRG of the DCF keys) against either "
+                                  "computing party alone; the two must not collude"}
+        curve = release_curve(self.name, self.thresholds, self.tree, self.query, counts, n,
+                              self.epsilon, self.fixed_point, law, cost, setup, diagnostics,
+                              relayed=True)
+        return state, curve_estimate(curve).with_cost(Cost(server_operations=2 * n * b,
+                                                           offline_bits=setup_bits))
 
 
 def fss_ecdf_setup(values: Any, thresholds: Any, *, epsilon: float,
@@ -310,7 +422,7 @@ def fss_ecdf_setup(values: Any, thresholds: Any, *, epsilon: float,
     for i, lo in enumerate(range(0, n, size)):
         rows = slice(lo, min(lo + size, n))
         parties = protocol.init_parties(x[rows], np.arange(rows.start, rows.stop))
-        _, upload = protocol.party_step(parties, None, np.random.default_rng(seeds[1 + i]))
+        upload = protocol.keys_for_servers(parties, np.random.default_rng(seeds[1 + i]))
         state = protocol.absorb(state, upload)
     keygen = time.perf_counter() - start
     servers = protocol.servers(state, np.random.default_rng(seeds[0]))

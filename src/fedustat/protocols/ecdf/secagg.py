@@ -2,11 +2,13 @@
 
 Every party secret-shares its indicator vector ``1[x_i <= tau_b]`` among ``m >= 2``
 servers; the servers add their shares of the tree noise and open only noisy counts
-(see :mod:`fedustat.protocols.ecdf.federated`).
+(see :mod:`fedustat.protocols.ecdf.federated`). As protocol steps the servers are the
+parties ``0..m-1`` and the shares reach them in a relay round.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,13 +27,19 @@ from fedustat.protocols.ecdf.federated import (
     DEFAULT_BATCH,
     FederatedECDF,
     check_in_bounds,
+    check_no_rows_for,
+    check_run_size,
     curve_estimate,
     grid_from_bounds,
     grid_positions,
     index_bits,
     open_counts,
+    open_sums,
     query_indices,
     release_curve,
+    rows_for,
+    rows_to_servers,
+    upload_sums,
 )
 from fedustat.protocols.ecdf.shared_noise import (
     Randomness,
@@ -39,7 +47,10 @@ from fedustat.protocols.ecdf.shared_noise import (
     check_randomness,
     check_ring,
     check_servers,
+    contributor_point_units,
     draw_noise,
+    held_point_units,
+    noise_law,
     resolve_noise_plan,
 )
 from fedustat.protocols.ecdf.tree_noise import TreeNoise
@@ -61,6 +72,7 @@ __all__ = [
 class _PointwiseParties:
     positions: np.ndarray
     parties: np.ndarray
+    step: int = 0
 
 
 @dataclass
@@ -78,20 +90,27 @@ class _PointwiseServers:
 class PointwiseECDF(Protocol):
     """003 Sec. 4.1: the private ECDF at a query ``B`` through secure aggregation.
 
-    Party step (one round): party ``i`` computes ``1[x_i <= tau_b]`` for ``b in B`` (the
-    U-statistic kernel of 003 Eq. 4) and sends server ``j`` the ``j``-th additive share of
-    that vector over Z_{2^l} (002 App. A.2): a message field ``shares`` of shape
-    ``(rows, m, |B|)``, ``l`` bits per element, so ``m |B| l`` bits per party. The query
-    is a protocol parameter or arrives as a server broadcast ``{"query": B}``.
+    The ``m`` servers of Sec. 4.1 are the parties ``0..m-1`` (*computing parties*); the
+    aggregator is the querier. Each party computes on its own value and the rows it
+    received only, so any grouping of parties into batches or silos runs the same steps:
 
-    Server step: each server sums its column of shares; once all ``n`` parties are in,
-    the servers scale to fixed point, add their shares of the point noise (the ``L + 1``
-    node shares covering each point, :class:`SharedTreeNoise`) and send their ``|B|``
-    shares to the querier, who adds them. The result is an :class:`Estimate` (see
-    :func:`curve_estimate`) whose ``diagnostics["curve"]`` is the :class:`FederatedECDF`.
-    ``server_operations`` counts ring additions of shares, ``m n |B|``. Under
-    :func:`~fedustat.runtime.simulate.simulate` the measured cost is the party uploads;
-    the servers' bits are in the curve's ``cost``.
+    * Relay round: party ``i`` computes ``1[x_i <= tau_b]`` for ``b in B`` (the U-statistic
+      kernel of 003 Eq. 4) in fixed point (``2^c`` per count); a noise contributor (parties
+      ``0..K-1``, distributed noise) adds its Pólya part at the queried points
+      (:func:`~fedustat.protocols.ecdf.shared_noise.contributor_point_units`, 002 Protocol
+      B.1). It sends computing party ``j`` the ``j``-th additive share over Z_{2^l} (002
+      App. A.2): ``m`` rows of ``|B|`` ring elements, ``m |B| l`` peer bits per party. The
+      query is a protocol parameter or arrives as a server broadcast ``{"query": B}``.
+    * Upload: computing party ``j`` checks it holds one row from every party, sums them,
+      adds the noise share it held before the run (given shares, or a dealer's draw at
+      party 0) and uploads ``|B|`` ring elements; the others upload no rows.
+    * Server step: the querier adds the ``m`` shares: ``count + noise``, nothing else. The
+      result is an :class:`Estimate` (see :func:`curve_estimate`) whose
+      ``diagnostics["curve"]`` is the :class:`FederatedECDF`; ``server_operations`` counts
+      the computing parties' ring additions, ``m n |B|``. Under
+      :func:`~fedustat.runtime.simulate.simulate` (or a networked run) the cost is
+      measured by the transport; :func:`pointwise_ecdf` runs the evaluation in one process
+      with the servers in the aggregator (the same arithmetic, the noise drawn there).
 
     Parameters
     ----------
@@ -146,6 +165,7 @@ class PointwiseECDF(Protocol):
             self.tree, self.epsilon, self.n_servers, noise, tree_noise, contributors,
             min_honest, frac_bits, ring_bits)
         self.randomness = check_randomness(randomness)
+        self._n = 0  # the run's size, from configure (not configuration: n is public)
 
     @property
     def ring(self) -> Ring:
@@ -168,20 +188,68 @@ class PointwiseECDF(Protocol):
         return _PointwiseServers(n, np.zeros((self.n_servers, self.query.size), np.uint64),
                                  self.query)
 
-    def party_step(self, state: _PointwiseParties, inbox: Message | None,
-                   rng: np.random.Generator) -> tuple[_PointwiseParties, Message]:
+    def configure(self, n_rows: int) -> PointwiseECDF:
+        """This evaluation for a run of ``n_rows`` parties (public; each computing party
+        expects that many rows)."""
+        k = self._plan.get("contributors", 0) if self._plan["mode"] == "distributed" else 0
+        out = copy.copy(self)
+        out._n = check_run_size(check_positive_int(n_rows, "n_rows"), self.n_servers, k)
+        return out
+
+    def shares_for_servers(self, state: _PointwiseParties, inbox: Message | None,
+                           rng: np.random.Generator) -> Message:
+        """The parties' shares of their indicators for the ``m`` servers, as one message
+        (field ``shares``, ``(rows, m, |B|)``): :func:`pointwise_ecdf`'s upload to servers
+        run in the aggregator, whose noise is added there."""
+        indicators = self._indicators(state, inbox)
+        source = as_share_rng("os") if self.randomness == "os" else rng
+        shares = share(indicators, self.n_servers, source, ring=self.ring)  # (m, rows, |B|)
+        return Message(Role.PARTY, Role.SERVER, {"shares": np.moveaxis(shares, 0, 1)},
+                       {"shares": self.ring.bits}, state.parties)
+
+    def _indicators(self, state: _PointwiseParties, inbox: Message | None) -> np.ndarray:
         idx = self.query
         if inbox is not None and "query" in inbox.fields:
             idx = query_indices(np.asarray(inbox.fields["query"]), self.thresholds.size)
             if not np.array_equal(idx, self.query):
                 raise ValueError("the broadcast query differs from the query the servers "
                                  "aggregate for; build one PointwiseECDF per query")
-        indicators = (state.positions[:, None] <= idx[None, :]).astype(np.uint64)
+        return (state.positions[:, None] <= idx[None, :]).astype(np.uint64)
+
+    def party_step(self, state: _PointwiseParties, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[_PointwiseParties, Message]:
+        if self._n == 0:
+            raise ValueError("configure(n_rows) gives the evaluation the run's size first")
+        if state.step == 0:
+            state.step = 1
+            return state, self._share_round(state, inbox, rng)
+        check_no_rows_for(inbox, self.n_servers)
+        servers = [int(p) for p in state.parties if p < self.n_servers]
+        sums = []
+        for j in servers:
+            rows = rows_for(inbox, j, np.arange(self._n), "indicator shares")
+            total = self.ring.sum(np.asarray(rows["shares"], np.uint64), axis=0)
+            sums.append(self.ring.add(total, held_point_units(
+                self._plan, self.noise, self.fixed_point, self.tree, self.query, j)))
+        state.step = 2
+        return state, upload_sums(sums, servers, self.query.size, self.fixed_point)
+
+    def _share_round(self, state: _PointwiseParties, inbox: Message | None,
+                     rng: np.random.Generator) -> Message:
+        """Relay round: fixed-point indicators (plus a contributor's noise part), shared
+        among the computing parties."""
+        units = self.ring.mul(self._indicators(state, inbox),
+                              np.uint64(1 << self.fixed_point.frac_bits))
+        if self._plan["mode"] == "distributed":
+            noise_rng = "os" if self.randomness == "os" else rng
+            for r in np.flatnonzero(state.parties < self._plan["contributors"]):
+                units[r] = self.ring.add(units[r], contributor_point_units(
+                    self._plan, self.tree, self.epsilon, self.fixed_point, self.query,
+                    noise_rng))
         source = as_share_rng("os") if self.randomness == "os" else rng
-        shares = share(indicators, self.n_servers, source, ring=self.ring)  # (m, rows, |B|)
-        message = Message(Role.PARTY, Role.SERVER, {"shares": np.moveaxis(shares, 0, 1)},
-                          {"shares": self.ring.bits}, state.parties)
-        return state, message
+        shares = share(units, self.n_servers, source, ring=self.ring)  # (m, rows, |B|)
+        return rows_to_servers({"shares": np.moveaxis(shares, 0, 1)},
+                               {"shares": self.ring.bits}, state.parties)
 
     def absorb(self, state: _PointwiseServers, inbox: Message) -> _PointwiseServers:
         """Servers add the shares of one batch of parties (server ``j`` sums column j)."""
@@ -233,11 +301,27 @@ class PointwiseECDF(Protocol):
 
     def server_step(self, state: _PointwiseServers, inbox: Message,
                     rng: np.random.Generator) -> tuple[_PointwiseServers, Estimate]:
-        state = self.absorb(state, inbox)
-        curve = self.finish(state, rng)
-        estimate = curve_estimate(curve)
-        return state, estimate.with_cost(Cost(server_operations=curve.cost.server_operations,
-                                              offline_bits=curve.setup_cost.offline_bits))
+        """The querier opens ``count + noise`` from the computing parties' shares."""
+        counts = open_sums(inbox, self.n_servers, self.query.size, self.fixed_point)
+        n, m, b = state.n, self.n_servers, self.query.size
+        law = noise_law(self._plan, self.tree, self.epsilon, m, self.fixed_point, self.noise,
+                        self.randomness)
+        setup_bits = 0 if self.noise is None else self.noise.setup_bits
+        received = int(np.sum(inbox.bits_per_row()))
+        # The querier measures what reached it; the run's traffic is the transport's.
+        cost = Cost(total_bits=received, rounds=1, server_operations=m * n * b)
+        setup = Cost(total_bits=setup_bits, rounds=int(setup_bits > 0),
+                     offline_bits=setup_bits)
+        diagnostics = {"bits_servers_to_querier": received, "noise_setup_bits": setup_bits,
+                       "n_servers": m, "ring_bits": self.ring.bits,
+                       "frac_bits": self.fixed_point.frac_bits,
+                       "secrecy": f"information-theoretic against any {m - 1} of the {m} "
+                                  f"computing parties (additive shares)"}
+        curve = release_curve(self.name, self.thresholds, self.tree, self.query, counts, n,
+                              self.epsilon, self.fixed_point, law, cost, setup, diagnostics,
+                              relayed=True)
+        return state, curve_estimate(curve).with_cost(Cost(server_operations=m * n * b,
+                                                           offline_bits=setup_bits))
 
 
 def pointwise_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: float,
@@ -275,6 +359,6 @@ def pointwise_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: 
     for i, lo in enumerate(range(0, n, size)):
         rows = slice(lo, min(lo + size, n))
         parties = protocol.init_parties(x[rows], np.arange(rows.start, rows.stop))
-        _, upload = protocol.party_step(parties, ask, np.random.default_rng(seeds[1 + i]))
+        upload = protocol.shares_for_servers(parties, ask, np.random.default_rng(seeds[1 + i]))
         server = protocol.absorb(server, upload)
     return protocol.finish(server, np.random.default_rng(seeds[0]))

@@ -33,6 +33,7 @@ from fedustat.stats.ecdf import DyadicTree
 
 __all__ = [
     "DEALER_FRAC_BITS",
+    "NoiseLaw",
     "Randomness",
     "SharedTreeNoise",
     "distributed_tree_noise",
@@ -211,11 +212,106 @@ class SharedTreeNoise:
         nodes = self.tree.point_nodes(np.asarray(indices, dtype=np.int64))
         return self.ring.sum(self.shares[:, nodes], axis=-1)
 
+    def law(self) -> NoiseLaw:
+        """The noise's law and origin, without the shares."""
+        return NoiseLaw(self.scale, self.distribution, self.contributors, self.min_honest,
+                        self.kind, self.n_servers, self.fixed_point.resolution)
+
     def reconstruct(self) -> np.ndarray:
         """The node noise in counts (float): for tests and audits only — publishing it
         next to a release reveals the exact counts."""
         units = self.ring.to_signed(self.ring.sum(self.shares, axis=0))
         return units.astype(np.float64) / self.fixed_point.scale
+
+
+@dataclass(frozen=True)
+class NoiseLaw:
+    """The law of the tree noise and who drew it, without any share of it.
+
+    What the querier (the aggregator) knows when the computing parties hold the noise:
+    enough for the release's error law and its trust statement. Attributes as in
+    :class:`SharedTreeNoise`; ``resolution`` is ``2^-c``.
+    """
+
+    scale: float
+    distribution: str
+    contributors: int
+    min_honest: int
+    kind: str
+    n_servers: int
+    resolution: float
+
+    @property
+    def tolerated_colluders(self) -> int:
+        return self.contributors - self.min_honest
+
+    @property
+    def node_variance(self) -> float:
+        """As :attr:`SharedTreeNoise.node_variance` (discrete Laplace variance ``2 t / (1 -
+        t)^2`` per unit, times the total Pólya shape ``K / h``; ``2 b^2`` for Laplace)."""
+        if self.distribution == "laplace":
+            return 2.0 * self.scale**2
+        unit = self.resolution
+        t = math.exp(-unit / self.scale)
+        one_minus_t = -math.expm1(-unit / self.scale)
+        return self.contributors / self.min_honest * unit**2 * 2.0 * t / one_minus_t**2
+
+
+def noise_law(plan: dict[str, Any], tree: DyadicTree, epsilon: float, n_servers: int,
+              fixed_point: FixedPoint, noise: SharedTreeNoise | None,
+              randomness: Randomness) -> NoiseLaw | None:
+    """The law of the noise a run adds under ``plan`` (None: no noise)."""
+    if plan["mode"] == "none":
+        return None
+    if noise is not None:
+        return noise.law()
+    if plan["mode"] == "dealer":
+        draw = plan["tree_noise"]
+        return NoiseLaw(draw.scale, "laplace", 1, 1, draw.kind, n_servers,
+                        fixed_point.resolution)
+    kind = "deployment" if randomness == "os" else "simulation"
+    return NoiseLaw(tree.n_levels / epsilon, "discrete-laplace", plan["contributors"],
+                    plan["min_honest"], kind, n_servers, fixed_point.resolution)
+
+
+def contributor_point_units(plan: dict[str, Any], tree: DyadicTree, epsilon: float,
+                            fixed_point: FixedPoint, indices: np.ndarray,
+                            rng: np.random.Generator | str) -> np.ndarray:
+    """One contributor's part of the tree noise at the queried points, in ring units.
+
+    002 Protocol B.1: the contributor draws ``Polya(1/h, t) - Polya(1/h, t)`` per dyadic
+    node (``t = exp(-2^-c / b)``, ``b = (L + 1) / eps``, as :func:`distributed_tree_noise`)
+    and adds up the ``L + 1`` nodes covering each queried point (003 Eq. 2). Only the
+    queried points travel; the sum over the ``K`` contributors is the tree noise there.
+    ``rng``: the contributor's own generator, or ``'os'``.
+    """
+    scale = tree.n_levels / epsilon
+    t = math.exp(-fixed_point.resolution / scale)
+    source, _ = _noise_sources(rng)
+    h = plan["min_honest"]
+    parts = (polya(1.0 / h, t, tree.n_nodes, rng=source)
+             - polya(1.0 / h, t, tree.n_nodes, rng=source)).astype(np.int64)
+    return fixed_point.ring.reduce(parts[tree.point_nodes(indices)].sum(axis=-1))
+
+
+def held_point_units(plan: dict[str, Any], noise: SharedTreeNoise | None,
+                     fixed_point: FixedPoint, tree: DyadicTree, indices: np.ndarray,
+                     server: int) -> np.ndarray:
+    """Computing party ``server``'s share of noise it holds before the run, at the points.
+
+    Shares held by the servers (``noise``): row ``server`` (:meth:`SharedTreeNoise.
+    point_shares`). A dealer's draw given as a protocol parameter (``plan['tree_noise']``)
+    is public to every role that holds the configuration, so computing party 0 adds it
+    whole (each node rounded to ``2^-c`` as :func:`share_tree_noise` does). Otherwise
+    zeros (distributed noise travels from the contributors during the run).
+    """
+    ring = fixed_point.ring
+    if noise is not None:
+        return noise.point_shares(indices)[server]
+    if plan["mode"] == "dealer" and server == 0:
+        units = fixed_point.encode(plan["tree_noise"].values, "tree_noise.values")
+        return ring.sum(units[tree.point_nodes(indices)], axis=-1)
+    return np.zeros(np.asarray(indices).size, dtype=np.uint64)
 
 
 def _noise_sources(rng: RandomLike | str) -> tuple[NoiseSource, Any]:

@@ -268,3 +268,25 @@ def test_networked_release_equals_the_simulation(certs, make):
         idx = curve(expected).indices
         np.testing.assert_array_equal(curve(server.estimate).counts,
                                       ecdf_counts(x, GRID)[idx])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: PointwiseECDF(GRID, epsilon=EPS, contributors=3, randomness="os"),
+    lambda: FssECDF(GRID, [2, 9], epsilon=EPS, contributors=3, randomness="os"),
+], ids=["secagg", "fss"])
+def test_an_unseeded_networked_run_draws_from_the_os(certs, make):
+    # Without a seed a networked run needs deployment randomness: randomness="os" gives
+    # it (shares, masks and noise from the OS), and the release says so.
+    x = poisson_data(21, seed=6)
+    server, parties = run_deployment(certs, make, np.split(x[:, None], [1, 3]), rng=None)
+    assert not isinstance(server, Exception), server
+    assert not any(isinstance(p, Exception) for p in parties), parties
+    assert server.estimate.noise == "deployment"
+    assert np.all(np.isfinite(curve(server.estimate).values))
+
+
+def test_an_unseeded_run_with_simulation_randomness_is_refused(certs):
+    x = poisson_data(21, seed=6)
+    server, _ = run_deployment(certs, lambda: PointwiseECDF(GRID, epsilon=EPS),
+                               np.split(x[:, None], [1, 3]), rng=None)
+    assert isinstance(server, ValueError) and "pass a seed" in str(server)

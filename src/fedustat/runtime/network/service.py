@@ -99,6 +99,9 @@ def check_randomness(protocol: Protocol, rng: Any) -> str:
     private values must hold a deployment noise source (``noise=DeploymentNoise()``).
     """
     kind = getattr(getattr(protocol, "noise", None), "kind", None)
+    if getattr(protocol, "randomness", None) == "os":
+        # The federated ECDF releases name their source this way (shares, masks, noise).
+        kind = "deployment"
     guarantee = getattr(protocol, "guarantee", None)
     private = guarantee is None or guarantee.model is not PrivacyModel.NONE
     if rng is None and private and kind != "deployment":

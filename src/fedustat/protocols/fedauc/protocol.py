@@ -566,14 +566,18 @@ class FedAUC(Protocol):
         mid-ranking of the field ``score``, then (FedAUC_RR) ``("reduce", None)``."""
         if state.phase == 0:
             return "rank", "score"
-        raise NotImplementedError(
-            f"{self.name}: the last server step needs every client's noise scales for the "
-            "error law of the release (a sum of K Laplace terms); only fedauc-rr's last "
-            "step is a plain sum that a distributed engine can reduce")
+        raise NotImplementedError(self._UNSPLIT_LAST_STEP.format(name=self.name))
+
+    _UNSPLIT_LAST_STEP = (
+        "{name}: the last server step needs every client's noise scales for the error law "
+        "of the release (a sum of K Laplace terms); only fedauc-rr's last step is a plain "
+        "sum that a distributed engine can reduce")
 
     def check_distributed(self) -> None:
-        """Refuse configurations the distributed path does not run (a client split that
-        needs all samples at once)."""
+        """Refuse, before any work, what the distributed path does not run: a last step
+        that is not a sum, or a client split that needs all samples at once."""
+        if type(self).distributed_round is FedAUC.distributed_round:
+            raise NotImplementedError(self._UNSPLIT_LAST_STEP.format(name=self.name))
         if self.n_clients is not None or self.client_of_sample is not None:
             raise NotImplementedError(
                 f"{self.name}: the distributed engine runs one client per sample (the "

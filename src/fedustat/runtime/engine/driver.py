@@ -277,6 +277,11 @@ class DaskEngine:
         if not hasattr(protocol, "distributed_round"):
             raise EngineError(f"protocol {protocol.name!r} has no distributed server step; "
                               "run it with fedustat.runtime.simulate")
+        if hasattr(protocol, "check_distributed"):
+            try:
+                protocol.check_distributed()
+            except NotImplementedError as exc:
+                raise EngineError(str(exc)) from None
         parts = list(partitions)
         if not parts or not all(isinstance(p, Partition) for p in parts):
             raise TypeError("partitions must be a non-empty sequence of Partition objects "
@@ -287,8 +292,6 @@ class DaskEngine:
             raise ValueError(f"partition {empty[0]} holds no rows; every batch needs a party")
         n = int(sum(sizes))
         protocol = protocol.configure(n)
-        if hasattr(protocol, "check_distributed"):
-            protocol.check_distributed()
         root = as_seed_sequence(rng)
         seeds = root.spawn(len(parts) + 1)
         server_rng = np.random.default_rng(seeds[0])

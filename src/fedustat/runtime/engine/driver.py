@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 
 from fedustat._validation import RandomLike, as_seed_sequence, check_positive_int
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol
+from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
 from fedustat.runtime.engine import ranks as rk
 from fedustat.runtime.engine.partitions import Partition
-from fedustat.runtime.simulate import MAX_ROUNDS, MessageLog
+from fedustat.runtime.simulate import MAX_ROUNDS
 
 #: Values per bucket the default bucket count aims at in a distributed sort (16 MiB of
 #: float64 per bucket task).
@@ -54,30 +54,55 @@ class EngineError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class _Bits:
+    """Bits sent and received by each of a batch's parties (local ids 0..n-1), and by the
+    server to them: :class:`~fedustat.runtime.simulate.MessageLog`'s counters for one
+    batch, updated by returning new arrays (a task never changes its inputs)."""
+
+    sent: np.ndarray
+    received: np.ndarray
+    broadcast_received: int = 0  # bits every party of the batch downloaded
+    server_sent: int = 0
+
+    @classmethod
+    def zeros(cls, n: int) -> _Bits:
+        return cls(np.zeros(n, np.int64), np.zeros(n, np.int64))
+
+    def _per_party(self, message: Message, offset: int) -> np.ndarray:
+        local = np.asarray(message.parties, dtype=np.int64) - offset
+        bits = np.asarray(message.bits_per_row(), dtype=np.int64)
+        # Integer weights below 2^53 add exactly in float64.
+        return np.bincount(local, weights=bits, minlength=self.sent.size).astype(np.int64)
+
+    def record(self, message: Message, offset: int) -> _Bits:
+        if message.sender is Role.PARTY:
+            if message.parties is None:
+                raise ValueError("a message from parties must say which party sent each row")
+            return replace(self, sent=self.sent + self._per_party(message, offset))
+        if message.parties is None:  # a broadcast: each party downloads it
+            bits = int(message.bits_per_row())
+            return replace(self, broadcast_received=self.broadcast_received + bits,
+                           server_sent=self.server_sent + bits * self.sent.size)
+        per_party = self._per_party(message, offset)
+        return replace(self, received=self.received + per_party,
+                       server_sent=self.server_sent + int(per_party.sum()))
+
+
+@dataclass(frozen=True)
 class _Batch:
     """What a worker keeps of one batch of parties between rounds."""
 
     state: Any
     rng: np.random.Generator
-    log: MessageLog  # bit counters of the batch's own parties (local ids 0..n-1)
+    bits: _Bits
     offset: int  # global id of the batch's first party
     outbox: Message | None = None
     inbox: Message | None = None
     memory: Any = None  # what the server keeps of this batch between rounds
 
 
-def _local(message: Message, offset: int) -> Message:
-    """The message with party ids shifted to the batch's local ids (for its counters)."""
-    if message.parties is None:
-        return message
-    peer = message.peer
-    if peer is not None:
-        peer = replace(peer, parties=np.asarray(peer.parties) - offset)
-    return replace(message, parties=np.asarray(message.parties) - offset, peer=peer)
-
-
-def _load_rows(partition: Partition) -> int:
-    return int(partition.load().shape[0])
+def _count_rows(partition: Partition) -> int:
+    return int(partition.n_rows_stored())
 
 
 def _init_batch(protocol: Protocol, partition: Partition, offset: int,
@@ -85,18 +110,17 @@ def _init_batch(protocol: Protocol, partition: Partition, offset: int,
     records = partition.load()
     n = records.shape[0]
     state = protocol.init_parties(records, offset + np.arange(n, dtype=np.int64))
-    return _Batch(state, np.random.default_rng(seed), MessageLog(n), offset)
+    return _Batch(state, np.random.default_rng(seed), _Bits.zeros(n), offset)
 
 
 def _party_round(protocol: Protocol, batch: _Batch) -> _Batch:
     rng = copy.deepcopy(batch.rng)  # the input stays as it was, for a recomputation
     state, message = protocol.party_step(batch.state, batch.inbox, rng)
-    if message.is_peer:
-        raise EngineError(f"{protocol.name}: relay rounds (messages among parties) are not "
-                          "carried by the distributed engine yet")
-    log = copy.deepcopy(batch.log)
-    log.record(_local(message, batch.offset))
-    return replace(batch, state=state, rng=rng, log=log, outbox=message, inbox=None)
+    if message.is_peer or message.peer is not None:
+        raise EngineError(f"{protocol.name}: traffic among parties (relay rounds, peer "
+                          "exchanges) is not carried by the distributed engine yet")
+    return replace(batch, state=state, rng=rng, bits=batch.bits.record(message, batch.offset),
+                   outbox=message, inbox=None)
 
 
 def _summarize(protocol: Any, batch: _Batch, context: Any) -> Any:
@@ -108,9 +132,8 @@ def _combine(protocol: Any, *summaries: Any) -> Any:
 
 
 def _receive(batch: _Batch, message: Message) -> _Batch:
-    log = copy.deepcopy(batch.log)
-    log.record(message)  # a broadcast: each of the batch's parties downloads it
-    return replace(batch, log=log, outbox=None, inbox=message)
+    return replace(batch, bits=batch.bits.record(message, batch.offset), outbox=None,
+                   inbox=message)
 
 
 def _sort(batch: _Batch, field: str) -> rk.SortedBatch:
@@ -156,27 +179,23 @@ def _rank_totals(doubled: np.ndarray) -> dict[str, int]:
 def _rank_reply(protocol: Any, batch: _Batch, doubled: np.ndarray,
                 public: dict[str, Any]) -> _Batch:
     reply, memory = protocol.rank_reply(batch.outbox, doubled, public)
-    log = copy.deepcopy(batch.log)
-    log.record(_local(reply, batch.offset))
-    return replace(batch, log=log, outbox=None, inbox=reply, memory=memory)
+    return replace(batch, bits=batch.bits.record(reply, batch.offset), outbox=None,
+                   inbox=reply, memory=memory)
 
 
-def _batch_costs(batch: _Batch) -> dict[str, Any]:
-    log = batch.log
-    sent = log.sent_by_party + log.peer_sent_by_party
-    received = log.received_by_party + log.peer_received_by_party
-    return {"n": int(log.n_parties), "sent": int(sent.sum()),
-            "max_sent": int(sent.max()) if sent.size else 0, "received": int(received.sum()),
-            "server_sent": int(log.server_sent), "peer_sent": int(log.peer_sent_by_party.sum()),
-            "offline": int(log.offline_by_party.sum()), "peer_rounds": int(log.peer_rounds)}
+def _batch_costs(batch: _Batch) -> dict[str, int]:
+    b = batch.bits
+    return {"n": int(b.sent.size), "sent": int(b.sent.sum()),
+            "max_sent": int(b.sent.max()) if b.sent.size else 0,
+            "received": int(b.received.sum()) + b.broadcast_received * int(b.sent.size),
+            "server_sent": int(b.server_sent)}
 
 
-def _add_costs(*parts: dict[str, Any]) -> dict[str, Any]:
+def _add_costs(*parts: dict[str, int]) -> dict[str, int]:
     out = dict(parts[0])
     for part in parts[1:]:
         for key, value in part.items():
-            out[key] = max(out[key], value) if key in ("max_sent", "peer_rounds") \
-                else out[key] + value
+            out[key] = max(out[key], value) if key == "max_sent" else out[key] + value
     return out
 
 
@@ -286,7 +305,7 @@ class DaskEngine:
         if not parts or not all(isinstance(p, Partition) for p in parts):
             raise TypeError("partitions must be a non-empty sequence of Partition objects "
                             "(see fedustat.runtime.engine.partitions)")
-        sizes = self._gather([self._submit(_load_rows, p) for p in parts])
+        sizes = self._gather([self._submit(_count_rows, p) for p in parts])
         empty = [i for i, s in enumerate(sizes) if s == 0]
         if empty:
             raise ValueError(f"partition {empty[0]} holds no rows; every batch needs a party")
@@ -366,15 +385,13 @@ class DaskEngine:
         parts = self._gather([self._submit(_batch_costs, b) for b in batches])
         t = _add_costs(*parts)
         n = t["n"]
-        # As MessageLog.cost, from per-batch totals (every party lives in one batch).
-        measured_offline = t["offline"]
+        # As MessageLog.cost, from per-batch totals (every party lives in one batch; no
+        # peer traffic or dealer material: the engine refuses steps that report any).
         return Cost(bits_per_party=t["sent"] / n, max_bits_per_party=t["max_sent"],
                     bits_received_per_party=t["received"] / n,
-                    total_bits=t["sent"] + t["server_sent"], rounds=rounds + t["peer_rounds"],
+                    total_bits=t["sent"] + t["server_sent"], rounds=rounds,
                     server_operations=int(out.cost.server_operations),
-                    offline_bits=measured_offline if measured_offline else out.cost.offline_bits,
-                    peer_bits_per_party=t["peer_sent"] / n, peer_rounds=t["peer_rounds"],
-                    offline_bits_per_party=measured_offline / n)
+                    offline_bits=out.cost.offline_bits)
 
 
 def _add_rank_totals(parts: list[dict[str, int]]) -> dict[str, Any]:

@@ -23,6 +23,10 @@ class Partition:
         """The records, shape (rows, columns)."""
         raise NotImplementedError
 
+    def n_rows_stored(self) -> int:
+        """The number of rows, read cheaply where the storage says it."""
+        return int(self.load().shape[0])
+
 
 @dataclass(frozen=True)
 class ParquetPartition(Partition):
@@ -40,6 +44,11 @@ class ParquetPartition(Partition):
                 for i in range(table.num_columns)]
         return as_float_array(np.column_stack(cols), f"partition {self.path}", ndim=2)
 
+    def n_rows_stored(self) -> int:
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(self.path).metadata.num_rows)
+
 
 @dataclass(frozen=True)
 class GeneratedPartition(Partition):
@@ -51,6 +60,9 @@ class GeneratedPartition(Partition):
     n_rows: int
     seed: int
     index: int
+
+    def n_rows_stored(self) -> int:
+        return self.n_rows
 
     def load(self) -> np.ndarray:
         root = np.random.SeedSequence(self.seed)

@@ -4,6 +4,8 @@ Usage::
 
     .venv/bin/python benchmarks/bench_engine.py [--parties 1e7 1e8] [--workers 2]
         [--batch 2500000] [--skip-local-above 1e8]
+    # the Gini job on Ray instead (an environment with ray installed), one JSON line:
+    PYTHONPATH=src <ray-env>/bin/python benchmarks/bench_engine.py --one gini ray 1e7
 
 Jobs (issue 14): ``ldp-quantized`` Gini mean difference with k = 256 cells on Beta(2, 5)
 values, and ``fedauc-rr`` (epsilon = 1, one client per sample) on normal scores with
@@ -91,6 +93,46 @@ def run_one(job: str, mode: str, n: int, workers: int, batch: int) -> dict[str, 
     return out
 
 
+def run_ray(n: int, workers: int, batch: int) -> dict[str, Any]:
+    """The Gini job on Ray (the alternative measured, issue 14): the engine's own task
+    functions as Ray tasks, summaries reduced by a tree of tasks, the server step on the
+    driver; run from a separate environment with Ray installed (docs/engine.md)."""
+    import ray
+
+    from fedustat._validation import as_seed_sequence
+    from fedustat.protocols.base import Estimate
+    from fedustat.runtime.engine import driver as d
+    from fedustat.runtime.engine import generated_partitions
+
+    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    task = {f.__name__: ray.remote(num_cpus=1)(f) for f in
+            (d._init_batch, d._party_round, d._summarize, d._combine)}
+    ray.get([ray.remote(_warm_up).remote() for _ in range(workers)])
+    protocol = _protocol("gini")
+    sizes = _sizes(n, batch)
+    parts = generated_partitions(gini_rows, sizes, seed=2026)
+    start = time.perf_counter()
+    seeds = as_seed_sequence(1).spawn(len(parts) + 1)
+    server_rng = np.random.default_rng(seeds[0])
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).tolist()
+    batches = [task["_init_batch"].remote(protocol, p, int(o), s)
+               for p, o, s in zip(parts, offsets, seeds[1:], strict=True)]
+    state = protocol.init_server(n)
+    batches = [task["_party_round"].remote(protocol, b) for b in batches]
+    level = [task["_summarize"].remote(protocol, b, protocol.distributed_round(state)[1])
+             for b in batches]
+    while len(level) > 1:
+        level = [task["_combine"].remote(protocol, *level[i:i + 8])
+                 for i in range(0, len(level), 8)]
+    state, est = protocol.server_step_reduced(state, ray.get(level[0]), server_rng)
+    assert isinstance(est, Estimate)
+    seconds = time.perf_counter() - start
+    ray.shutdown()
+    return {"job": "gini", "mode": "ray", "parties": n, "batches": len(parts),
+            "workers": workers, "seconds": seconds, "driver_peak_mib": _peak_mib(),
+            "peak_mib": float("nan"), "value": est.value, "std_error": est.std_error}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parties", type=float, nargs="+", default=[1e7, 1e8])
@@ -104,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.one:
         job, mode, n = args.one
-        print(json.dumps(run_one(job, mode, int(float(n)), args.workers, args.batch)))
+        run = run_ray if mode == "ray" else (
+            lambda n, w, b: run_one(job, mode, n, w, b))
+        print(json.dumps(run(int(float(n)), args.workers, args.batch)))
         return 0
     print("| job | parties | runtime | wall s | peak MiB (largest process) | driver MiB | "
           "same release |")

@@ -101,6 +101,10 @@ class _Batch:
     memory: Any = None  # what the server keeps of this batch between rounds
 
 
+def _same(protocol: Protocol) -> Protocol:
+    return protocol
+
+
 def _count_rows(partition: Partition) -> int:
     return int(partition.n_rows_stored())
 
@@ -315,25 +319,28 @@ class DaskEngine:
         seeds = root.spawn(len(parts) + 1)
         server_rng = np.random.default_rng(seeds[0])
         offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).tolist()
-        batches = [self._submit(_init_batch, protocol, p, int(o), s)
+        # The protocol (public kernel matrices: megabytes at k = 256) travels once, as a
+        # task result that every batch task reads and Dask can recompute if it is lost.
+        shared = self._submit(_same, protocol)
+        batches = [self._submit(_init_batch, shared, p, int(o), s)
                    for p, o, s in zip(parts, offsets, seeds[1:], strict=True)]
         server_state = protocol.init_server(n)
         rounds = 0
         for _ in range(MAX_ROUNDS):
-            batches = [self._submit(_party_round, protocol, b) for b in batches]
+            batches = [self._submit(_party_round, shared, b) for b in batches]
             rounds += 1
             try:
                 kind, context = protocol.distributed_round(server_state)
             except NotImplementedError as exc:
                 raise EngineError(str(exc)) from None
             if kind == "rank":
-                batches, server_state = self._rank_round(protocol, batches, server_state,
+                batches, server_state = self._rank_round(protocol, shared, batches, server_state,
                                                          context, server_rng, n_buckets)
                 rounds += 1
                 continue
             if kind != "reduce":
                 raise EngineError(f"{protocol.name}: unknown distributed round {kind!r}")
-            summary = self._tree(protocol, [self._submit(_summarize, protocol, b, context)
+            summary = self._tree(shared, [self._submit(_summarize, shared, b, context)
                                             for b in batches])
             server_state, out = protocol.server_step_reduced(server_state, summary,
                                                              server_rng)
@@ -347,8 +354,8 @@ class DaskEngine:
         raise EngineError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} "
                           "rounds")
 
-    def _rank_round(self, protocol: Any, batches: list[Any], server_state: Any, field: str,
-                    server_rng: np.random.Generator, n_buckets: int | None
+    def _rank_round(self, protocol: Any, shared: Any, batches: list[Any], server_state: Any,
+                    field: str, server_rng: np.random.Generator, n_buckets: int | None
                     ) -> tuple[list[Any], Any]:
         sorted_f = [self._submit(_sort, b, field) for b in batches]
         samples = self._gather([self._submit(_sample, s, 0) for s in sorted_f])
@@ -377,7 +384,7 @@ class DaskEngine:
                                                 for d in doubled_f]))
         totals["ties"] = ties
         server_state, public = protocol.server_step_ranked(server_state, totals, server_rng)
-        replies = [self._submit(_rank_reply, protocol, b, d, public)
+        replies = [self._submit(_rank_reply, shared, b, d, public)
                    for b, d in zip(batches, doubled_f, strict=True)]
         return replies, server_state
 

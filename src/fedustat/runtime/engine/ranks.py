@@ -11,7 +11,7 @@ doubled mid-rank of x (0-based positions start..end of its tie group, doubled
 ``2 less + equal - 1``. Within a bucket ``less = offset + less_in_bucket``, the offset
 being the number of values in the buckets below (prefix sums of the bucket counts).
 
-These functions are the pure pieces; :mod:`fedustat.runtime.engine.dask` runs them as
+These functions are the pure pieces; :mod:`fedustat.runtime.engine.driver` runs them as
 tasks. Each holds one batch or one bucket: O(M / B + M / J) values per task.
 """
 

@@ -282,3 +282,21 @@ def test_unsupported_protocols_and_inputs_fail_early(engine):
 
 def unit_pairs(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.random((n, 2))
+
+
+def test_engine_connects_to_a_scheduler_address(engine):
+    # A second engine on the same cluster, by address: it closes only its own client.
+    address = engine.client.scheduler.address
+    protocol = make("ldp-quantized", gini_kernel((0, 1)), epsilon=1.0, k=8, bounds=(0, 1))
+    parts = generated_partitions(unit, [100, 60], seed=2)
+    with DaskEngine(address=address) as remote:
+        got = remote.run(protocol, parts, rng=3)
+    _same_release(simulate(protocol, load_all(parts), rng=3, batch_size=[100, 60]), got)
+    assert engine.client.status == "running"
+
+
+def test_partition_arguments_are_checked():
+    with pytest.raises(ValueError, match="sizes entries must be"):
+        generated_partitions(unit, [10, 0], seed=1)
+    with pytest.raises(ValueError, match="parquet_partitions needs at least one file"):
+        parquet_partitions([])

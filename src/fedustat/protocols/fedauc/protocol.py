@@ -42,6 +42,7 @@ import copy
 import math
 import warnings
 from abc import abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -49,6 +50,7 @@ import numpy as np
 
 from fedustat._validation import (
     as_float_array,
+    as_int_array,
     check_delta,
     check_epsilon,
     check_positive_int,
@@ -552,6 +554,74 @@ class FedAUC(Protocol):
         m = state.n_samples
         return Cost(server_operations=int(m * max(1, (m - 1).bit_length()) + state.n_clients))
 
+    # ------------------------------------------------- distributed server step (hooks)
+    # The server's ranking is a sort of all M scores: a distributed engine sorts them
+    # across workers (fedustat.runtime.engine) and hands the server only public totals.
+    # Only FedAUC_RR's last round is a plain sum; the Laplace / Gaussian variants need
+    # every client's noise scales for their error law (laplace_sum over 2K terms), so
+    # their last server step stays in one process.
+
+    def distributed_round(self, state: ServerState) -> tuple[str, Any]:
+        """How this round's server step splits: ``("rank", field)``, a distributed
+        mid-ranking of the field ``score``, then (FedAUC_RR) ``("reduce", None)``."""
+        if state.phase == 0:
+            return "rank", "score"
+        raise NotImplementedError(self._UNSPLIT_LAST_STEP.format(name=self.name))
+
+    _UNSPLIT_LAST_STEP = (
+        "{name}: the last server step needs every client's noise scales for the error law "
+        "of the release (a sum of K Laplace terms); only fedauc-rr's last step is a plain "
+        "sum that a distributed engine can reduce")
+
+    def check_distributed(self) -> None:
+        """Refuse, before any work, what the distributed path does not run: a last step
+        that is not a sum, or a client split that needs all samples at once."""
+        if type(self).distributed_round is FedAUC.distributed_round:
+            raise NotImplementedError(self._UNSPLIT_LAST_STEP.format(name=self.name))
+        if self.n_clients is not None or self.client_of_sample is not None:
+            raise NotImplementedError(
+                f"{self.name}: the distributed engine runs one client per sample (the "
+                "default, K = M); a split into n_clients or client_of_sample clients needs "
+                "all scores in one place to draw")
+
+    def server_step_ranked(self, state: ServerState, summary: Any,
+                           rng: np.random.Generator) -> tuple[ServerState, dict[str, Any]]:
+        """The ranking round from the engine's totals: ``n`` scores, whether any tie,
+        ``doubled_sum`` = sum of doubled mid-ranks and ``doubled_sq_sum`` = sum of their
+        squares (exact integers). Returns the new state and the public facts every batch
+        needs to write its reply (:meth:`rank_reply`)."""
+        if state.phase != 0:
+            raise RuntimeError(f"{self.name}: the server has already ranked the scores")
+        m = int(summary["n"])
+        if m < 2:
+            raise ValueError("the AUC needs at least 2 samples")
+        # Halving and quartering are exact: the same numbers as float(ranks.sum()) and
+        # np.dot(ranks, ranks) in _rank whenever those sums are exact (M < 1.9e5), else
+        # correctly rounded.
+        new_state = replace(state, phase=1, n_samples=m,
+                            rank_sum=float(int(summary["doubled_sum"])) / 2.0,
+                            rank_sq_sum=float(int(summary["doubled_sq_sum"])) / 4.0)
+        return new_state, {"n": m, "ties": bool(summary["ties"])}
+
+    def rank_reply(self, message: Message, doubled: np.ndarray, public: Mapping[str, Any]
+                   ) -> tuple[Message, Any]:
+        """A batch's reply of the ranking round, as :meth:`_rank` writes it, and what the
+        server keeps of that batch (its clients and their sizes) to check the next round."""
+        if message.parties is None or "score" not in message.fields:
+            raise ValueError("the server expects the clients' scores in the first round")
+        owner = np.asarray(message.parties, dtype=np.int64)
+        k = self.n_clients
+        if owner.size and (owner.min() < 0 or (k is not None and owner.max() >= k)):
+            raise ValueError(f"score rows name clients outside 0..{(k or 1) - 1}")
+        m = int(public["n"])
+        if public["ties"]:
+            bits, name, sent = (2 * m - 2).bit_length(), "rank2", doubled
+        else:
+            bits, name, sent = (m - 1).bit_length(), "rank", doubled // 2
+        clients, sizes = np.unique(owner, return_counts=True)
+        return Message(Role.SERVER, Role.PARTY, {name: sent}, {name: bits}, owner), \
+            {"clients": clients, "sizes": sizes}
+
     # ------------------------------------------------------------- driver hook
     silo_is_one_party = True
 
@@ -607,13 +677,61 @@ class FedAUCRR(FedAUC):
                       state.clients)
         return replace(state, noisy_labels=noisy), msg
 
+    def distributed_round(self, state: ServerState) -> tuple[str, Any]:
+        """Ranking (as :class:`FedAUC`), then a sum of the clients' statistics."""
+        if state.phase == 1:
+            return "reduce", None
+        return super().distributed_round(state)
+
+    def summarize_batch(self, message: Message, context: Any, memory: Any = None) -> Any:
+        """A batch's exact integer totals of (2 localSum, localP, localN), after the checks
+        of :meth:`_collect` and :meth:`_estimate` on its clients (``memory`` from
+        :meth:`rank_reply`: the batch's clients and sizes)."""
+        if message.parties is None or memory is None:
+            raise ValueError("the server expects one row of statistics per client")
+        owner = np.asarray(message.parties, dtype=np.int64)
+        order = np.argsort(owner, kind="stable")
+        if not np.array_equal(owner[order], memory["clients"]):
+            raise ValueError(f"the server expects exactly one row of statistics from each of "
+                             f"the batch's {memory['clients'].size} clients, got "
+                             f"{owner.size} rows")
+        pos = np.asarray(message.fields["local_pos"], dtype=np.float64)[order]
+        neg = np.asarray(message.fields["local_neg"], dtype=np.float64)[order]
+        if not np.array_equal(pos + neg, memory["sizes"]):
+            raise ValueError("a client's localP + localN differs from its number of samples")
+        # RR's statistics are whole (localSum a multiple of 1/2): integer sums are exact.
+        twice = as_int_array(2.0 * np.asarray(message.fields["local_sum"], np.float64),
+                             "2 localSum")
+        return {"sum2": int(twice.sum()), "pos": int(as_int_array(pos, "localP").sum()),
+                "neg": int(as_int_array(neg, "localN").sum())}
+
+    @staticmethod
+    def combine_summaries(left: Any, right: Any) -> Any:
+        """Sum of two batches' totals (exact integers: associative)."""
+        return {key: left[key] + right[key] for key in left}
+
+    def server_step_reduced(self, state: ServerState, summary: Any,
+                            rng: np.random.Generator) -> tuple[ServerState, Estimate]:
+        """The last server step (Alg. 3) from the engine's totals."""
+        if state.phase != 1:
+            raise RuntimeError(f"{self.name}: the server expects the ranking round first")
+        pos, neg = int(summary["pos"]), int(summary["neg"])
+        if pos + neg != state.n_samples:
+            raise ValueError(f"the clients' localP + localN add up to {pos + neg}, but "
+                             f"{state.n_samples} scores were ranked")
+        return state, self._release(state, float(summary["sum2"]) / 2.0, float(pos),
+                                    float(neg))
+
     def _estimate(self, state: ServerState, stats: dict[str, np.ndarray]) -> Estimate:
-        m = state.n_samples
         if not np.array_equal(stats["local_pos"] + stats["local_neg"], state.sizes):
             raise ValueError("a client's localP + localN differs from its number of samples")
-        global_sum = float(stats["local_sum"].sum())
-        p_bar = float(stats["local_pos"].sum())
-        n_bar = float(stats["local_neg"].sum())
+        return self._release(state, float(stats["local_sum"].sum()),
+                             float(stats["local_pos"].sum()), float(stats["local_neg"].sum()))
+
+    def _release(self, state: ServerState, global_sum: float, p_bar: float,
+                 n_bar: float) -> Estimate:
+        """The release from the global sums ``globalSum``, ``P-bar``, ``N-bar`` (Alg. 3)."""
+        m = state.n_samples
         diagnostics: dict[str, Any] = {"global_sum": global_sum, "noisy_pos": p_bar,
                                        "noisy_neg": n_bar, "n_samples": m,
                                        "n_clients": state.n_clients}

@@ -329,13 +329,12 @@ class ProductGrid:
         """n and the public columns, each group's public values repeated by its count: all
         a kernel's map from U to its statistic may read (:class:`PublicData`)."""
         counts = np.asarray(group_counts, dtype=np.int64)
-        rows = np.repeat(np.arange(self.n_groups), counts)
         columns = {}
         if self.public:
-            values = self.group_values()[rows]
+            values = self.group_values()[np.repeat(np.arange(self.n_groups), counts)]
             for j, col in enumerate(self.public):
                 columns[col.name] = values[:, j]
-        return PublicData(int(rows.size), columns)
+        return PublicData(int(counts.sum()), columns)
 
 
 # --------------------------------------------------------------------------------------

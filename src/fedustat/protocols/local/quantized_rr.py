@@ -635,13 +635,31 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
             raise ValueError(f"reports must be cell codes in 0..{k - 1}")
         if groups.size != reports.size or groups.min() < 0 or groups.max() >= m:
             raise ValueError(f"groups must hold one public group in 0..{m - 1} per report")
-        n = reports.size
+        if reports.size < 2:
+            raise ValueError("at least two parties must report")
+        counts = np.bincount(groups * k + reports, minlength=m * k).reshape(m, k)
+        return self.estimate_from_counts(counts, grid, k_rule=k_rule)
+
+    def estimate_from_counts(self, counts: Any, grid: ProductGrid, *,
+                             k_rule: str | None = None) -> Estimate:
+        """The aggregator's computation from the ``(m, k)`` histogram of (group, report).
+
+        Everything the estimator needs from the reports is this histogram (module
+        docstring), a sum over parties: a distributed server adds the batches' histograms
+        and calls this with the total.
+        """
+        k, m = grid.size, grid.n_groups
+        counts = as_int_array(np.asarray(counts).reshape(-1), "counts")
+        if counts.size != m * k or counts.min() < 0:
+            raise ValueError(f"counts must be {m * k} non-negative report counts (m = {m} "
+                             f"groups x k = {k} cells)")
+        counts = counts.reshape(m, k)
+        n = int(counts.sum())
         if n < 2:
             raise ValueError("at least two parties must report")
         qk = self.quantized_kernel_for(grid)
         krr = self.randomizer_for(grid)
         beta = krr.beta
-        counts = np.bincount(groups * k + reports, minlength=m * k).reshape(m, k)
         pairs = n * (n - 1) / 2.0
         u = pair_sum(counts, qk.matrices, beta) / pairs
         # The variance is the exact formula of 001 App. A.1 (pair_sum_variance) at the
@@ -702,6 +720,60 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
                         privacy=self.guarantee, std_error=se, error=error,
                         cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
+
+
+    # ------------------------------------------------ distributed server step (hooks)
+    # The server's work on a round's messages is a sum over parties (the number of
+    # check-ins, then the (group, report) histogram), so a distributed engine reduces the
+    # batches' summaries and runs the last step on the total (fedustat.runtime.engine).
+
+    def distributed_round(self, state: _ServerState) -> tuple[str, Any]:
+        """How the server step on this round's messages splits: a reduction, with the
+        public bins the batches need to summarize their reports (None before they are
+        fixed)."""
+        return "reduce", None if state.bins is None else dict(state.bins)
+
+    def summarize_batch(self, message: Message, context: Any, memory: Any = None) -> Any:
+        """A batch's share of the server's work: its number of check-ins, or its
+        ``(m, k)`` histogram of (public group, report), validated as the server would."""
+        if "join" in message.fields:
+            return {"join": np.int64(len(message.parties if message.parties is not None
+                                         else message.fields["join"]))}
+        if context is None:
+            raise RuntimeError("reports arrived before the number of bins was fixed")
+        grid = self.plan.grid(context)
+        k, m = grid.size, grid.n_groups
+        reports = as_int_array(message.fields["report"], "reports")
+        groups = as_int_array(message.fields.get("public", np.zeros(reports.size)), "groups")
+        if reports.size and (reports.min() < 0 or reports.max() >= k):
+            raise ValueError(f"reports must be cell codes in 0..{k - 1}")
+        if groups.size != reports.size or (groups.size and (groups.min() < 0
+                                                           or groups.max() >= m)):
+            raise ValueError(f"groups must hold one public group in 0..{m - 1} per report")
+        return {"counts": np.bincount(groups * k + reports, minlength=m * k).reshape(m, k)}
+
+    @staticmethod
+    def combine_summaries(left: Any, right: Any) -> Any:
+        """Sum of two batches' summaries (associative and commutative: integer sums)."""
+        if left.keys() != right.keys():
+            raise ValueError("summaries of different rounds cannot be combined")
+        return {key: left[key] + right[key] for key in left}
+
+    def server_step_reduced(self, state: _ServerState, summary: Any,
+                            rng: np.random.Generator) -> tuple[_ServerState, Message | Estimate]:
+        """:meth:`server_step` from the combined summary of all batches."""
+        if "join" in summary:
+            n = int(summary["join"])
+            bins = self.plan.bins_for(n, self.epsilon, self.lipschitz)
+            state = replace(state, bins=bins, k_rule=self._corollary_rule(n))
+            names = [c.name for c in self.plan.continuous]
+            payload = np.array([bins[c] for c in names], dtype=np.int64)
+            return state, Message(Role.SERVER, Role.PARTY, {"bins": payload},
+                                  {"bins": BINS_BITS})
+        if state.bins is None:
+            raise RuntimeError("reports arrived before the number of bins was fixed")
+        return state, self.estimate_from_counts(summary["counts"], self.plan.grid(state.bins),
+                                                k_rule=state.k_rule)
 
 
 def evaluate_quantization(protocol: QuantizedRandomizedResponse, data: Any, *,

@@ -1,0 +1,27 @@
+"""Distributed runs on Dask: batches of parties as tasks, server steps as reductions.
+
+See docs/engine.md. ``pip install fedustat[engine]`` brings Dask; this package imports
+it only when an engine is created.
+"""
+
+from fedustat.runtime.engine.driver import DaskEngine, EngineError, run_distributed
+from fedustat.runtime.engine.partitions import (
+    GeneratedPartition,
+    ParquetPartition,
+    Partition,
+    generated_partitions,
+    load_all,
+    parquet_partitions,
+)
+
+__all__ = [
+    "DaskEngine",
+    "EngineError",
+    "GeneratedPartition",
+    "ParquetPartition",
+    "Partition",
+    "generated_partitions",
+    "load_all",
+    "parquet_partitions",
+    "run_distributed",
+]

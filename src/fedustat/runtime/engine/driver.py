@@ -1,0 +1,416 @@
+"""Run a protocol's batches of parties as tasks on a Dask cluster.
+
+The driver (this process) holds the server's state and only small things: each round's
+combined summary, the splitters and bucket counts of a distributed sort, the public
+reply. Each batch of parties (its records, state, random stream and bit counters) lives
+on a worker as the result of a task; its messages go from worker to worker. Per batch
+and per round:
+
+* **party step** on the worker (:meth:`Protocol.party_step`), with the batch's stream
+  ``SeedSequence(seed).spawn(B + 1)[1 + i]`` as in :func:`fedustat.runtime.simulate`;
+* **server step**, as the protocol declares with ``distributed_round(state)``:
+  ``"reduce"``: every batch summarizes its message (``summarize_batch``), a tree of
+  tasks combines the summaries (``combine_summaries``, associative) and the driver runs
+  ``server_step_reduced`` on the total with the server stream ``[0]``; a broadcast reply
+  goes to every batch. ``"rank"``: the engine computes every row's mid-rank across all
+  batches (:mod:`fedustat.runtime.engine.ranks`), the driver runs
+  ``server_step_ranked`` on totals, and every batch writes its own addressed reply
+  (``rank_reply``).
+
+Every task is a pure function of its inputs (states are copied, never changed in place,
+the random generator is copied before it draws), so when a worker dies Dask recomputes
+the lost results from their inputs and the run gives the same numbers; when it cannot
+(too many deaths), the run stops with :class:`EngineError`, never with a partial sum.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import reduce
+from typing import Any
+
+import numpy as np
+
+from fedustat._validation import RandomLike, as_seed_sequence, check_positive_int
+from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.runtime.engine import ranks as rk
+from fedustat.runtime.engine.partitions import Partition
+from fedustat.runtime.simulate import MAX_ROUNDS
+
+#: Values per bucket the default bucket count aims at in a distributed sort (16 MiB of
+#: float64 per bucket task).
+BUCKET_TARGET = 2**21
+
+
+class EngineError(RuntimeError):
+    """A distributed run that could not finish (a worker lost for good, a protocol step
+    the engine cannot split)."""
+
+
+# ------------------------------------------------------------------ worker-side tasks
+
+
+@dataclass(frozen=True)
+class _Bits:
+    """Bits sent and received by each of a batch's parties (local ids 0..n-1), and by the
+    server to them: :class:`~fedustat.runtime.simulate.MessageLog`'s counters for one
+    batch, updated by returning new arrays (a task never changes its inputs)."""
+
+    sent: np.ndarray
+    received: np.ndarray
+    broadcast_received: int = 0  # bits every party of the batch downloaded
+    server_sent: int = 0
+
+    @classmethod
+    def zeros(cls, n: int) -> _Bits:
+        return cls(np.zeros(n, np.int64), np.zeros(n, np.int64))
+
+    def _per_party(self, message: Message, offset: int) -> np.ndarray:
+        local = np.asarray(message.parties, dtype=np.int64) - offset
+        bits = np.asarray(message.bits_per_row(), dtype=np.int64)
+        # Integer weights below 2^53 add exactly in float64.
+        return np.bincount(local, weights=bits, minlength=self.sent.size).astype(np.int64)
+
+    def record(self, message: Message, offset: int) -> _Bits:
+        if message.sender is Role.PARTY:
+            if message.parties is None:
+                raise ValueError("a message from parties must say which party sent each row")
+            return replace(self, sent=self.sent + self._per_party(message, offset))
+        if message.parties is None:  # a broadcast: each party downloads it
+            bits = int(message.bits_per_row())
+            return replace(self, broadcast_received=self.broadcast_received + bits,
+                           server_sent=self.server_sent + bits * self.sent.size)
+        per_party = self._per_party(message, offset)
+        return replace(self, received=self.received + per_party,
+                       server_sent=self.server_sent + int(per_party.sum()))
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What a worker keeps of one batch of parties between rounds."""
+
+    state: Any
+    rng: np.random.Generator
+    bits: _Bits
+    offset: int  # global id of the batch's first party
+    outbox: Message | None = None
+    inbox: Message | None = None
+    memory: Any = None  # what the server keeps of this batch between rounds
+
+
+def _same(protocol: Protocol) -> Protocol:
+    return protocol
+
+
+def _count_rows(partition: Partition) -> int:
+    return int(partition.n_rows_stored())
+
+
+def _init_batch(protocol: Protocol, partition: Partition, offset: int,
+                seed: np.random.SeedSequence) -> _Batch:
+    records = partition.load()
+    n = records.shape[0]
+    state = protocol.init_parties(records, offset + np.arange(n, dtype=np.int64))
+    return _Batch(state, np.random.default_rng(seed), _Bits.zeros(n), offset)
+
+
+def _party_round(protocol: Protocol, batch: _Batch) -> _Batch:
+    rng = copy.deepcopy(batch.rng)  # the input stays as it was, for a recomputation
+    state, message = protocol.party_step(batch.state, batch.inbox, rng)
+    if message.is_peer or message.peer is not None:
+        raise EngineError(f"{protocol.name}: traffic among parties (relay rounds, peer "
+                          "exchanges) is not carried by the distributed engine yet")
+    return replace(batch, state=state, rng=rng, bits=batch.bits.record(message, batch.offset),
+                   outbox=message, inbox=None)
+
+
+def _summarize(protocol: Any, batch: _Batch, context: Any) -> Any:
+    return protocol.summarize_batch(batch.outbox, context, batch.memory)
+
+
+def _combine(protocol: Any, *summaries: Any) -> Any:
+    return reduce(protocol.combine_summaries, summaries)
+
+
+def _receive(batch: _Batch, message: Message) -> _Batch:
+    return replace(batch, bits=batch.bits.record(message, batch.offset), outbox=None,
+                   inbox=message)
+
+
+def _sort(batch: _Batch, field: str) -> rk.SortedBatch:
+    return rk.sort_batch(np.asarray(batch.outbox.fields[field]))
+
+
+def _sample(batch: rk.SortedBatch, size: int) -> tuple[np.ndarray, int]:
+    return rk.batch_sample(batch, size), int(batch.values.size)
+
+
+def _counts(pieces: rk.BatchPieces) -> tuple[np.ndarray, np.ndarray]:
+    return np.array([p.size for p in pieces.open], dtype=np.int64), pieces.point
+
+
+def _piece(pieces: rk.BatchPieces, j: int) -> np.ndarray:
+    return pieces.open[j]
+
+
+def _rank_bucket(*pieces: np.ndarray) -> tuple[list[np.ndarray], bool]:
+    return rk.rank_bucket(list(pieces))
+
+
+def _bucket_ties(result: tuple[list[np.ndarray], bool]) -> bool:
+    return result[1]
+
+
+def _bucket_piece(result: tuple[list[np.ndarray], bool], i: int) -> np.ndarray:
+    return result[0][i]
+
+
+def _assemble(batch: rk.SortedBatch, pieces: rk.BatchPieces, bucket_ranks: list[np.ndarray],
+              open_offsets: np.ndarray, point_offsets: np.ndarray,
+              point_totals: np.ndarray) -> np.ndarray:
+    return rk.assemble_ranks(batch, pieces, bucket_ranks, open_offsets, point_offsets,
+                             point_totals)
+
+
+def _rank_totals(doubled: np.ndarray) -> dict[str, int]:
+    return {"n": int(doubled.size), "doubled_sum": int(doubled.sum()),
+            "doubled_sq_sum": rk.exact_square_sum(doubled)}
+
+
+def _rank_reply(protocol: Any, batch: _Batch, doubled: np.ndarray,
+                public: dict[str, Any]) -> _Batch:
+    reply, memory = protocol.rank_reply(batch.outbox, doubled, public)
+    return replace(batch, bits=batch.bits.record(reply, batch.offset), outbox=None,
+                   inbox=reply, memory=memory)
+
+
+def _batch_costs(batch: _Batch) -> dict[str, int]:
+    b = batch.bits
+    return {"n": int(b.sent.size), "sent": int(b.sent.sum()),
+            "max_sent": int(b.sent.max()) if b.sent.size else 0,
+            "received": int(b.received.sum()) + b.broadcast_received * int(b.sent.size),
+            "server_sent": int(b.server_sent)}
+
+
+def _add_costs(*parts: dict[str, int]) -> dict[str, int]:
+    out = dict(parts[0])
+    for part in parts[1:]:
+        for key, value in part.items():
+            out[key] = max(out[key], value) if key == "max_sent" else out[key] + value
+    return out
+
+
+# ------------------------------------------------------------------ the driver
+
+
+class DaskEngine:
+    """Runs protocols on a Dask cluster: a local one by default, or any scheduler.
+
+    Parameters
+    ----------
+    client:
+        An existing ``distributed.Client`` (the engine does not close it).
+    address:
+        A scheduler address (``"tcp://host:8786"``) to connect to, when ``client`` is None.
+    n_workers:
+        Workers of the local cluster started when neither is given (one thread each, in
+        separate processes). Start it under ``if __name__ == "__main__":`` in scripts.
+    fan_in:
+        Summaries combined per task in the reduction tree (depth log_fan_in(B)).
+    retries:
+        Times a task that raised is tried again (a lost worker's results are recomputed
+        by Dask whatever this is).
+    """
+
+    def __init__(self, client: Any = None, *, address: str | None = None, n_workers: int = 2,
+                 fan_in: int = 8, retries: int = 1) -> None:
+        from distributed import Client, LocalCluster  # the engine extra
+
+        self.fan_in = check_positive_int(fan_in, "fan_in", minimum=2)
+        self.retries = check_positive_int(retries, "retries", minimum=0)
+        self._own: list[Any] = []
+        if client is not None:
+            self.client = client
+        elif address is not None:
+            self.client = Client(address)
+            self._own = [self.client]
+        else:
+            cluster = LocalCluster(n_workers=check_positive_int(n_workers, "n_workers"),
+                                   threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            self.client = Client(cluster)
+            self._own = [self.client, cluster]
+
+    def close(self) -> None:
+        for thing in self._own:
+            thing.close()
+        self._own = []
+
+    def __enter__(self) -> DaskEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def n_workers(self) -> int:
+        return max(1, len(self.client.scheduler_info().get("workers", {})))
+
+    # ---------------------------------------------------------------- plumbing
+    def _submit(self, fn: Any, *args: Any) -> Any:
+        return self.client.submit(fn, *args, pure=False, retries=self.retries)
+
+    def _gather(self, futures: Any) -> Any:
+        from distributed.client import FutureCancelledError
+        from distributed.scheduler import KilledWorker
+
+        try:
+            return self.client.gather(futures)
+        except KilledWorker as exc:
+            raise EngineError(f"a task kept losing its worker ({exc}); the run is abandoned "
+                              "and no partial result is released") from exc
+        except FutureCancelledError as exc:
+            raise EngineError(f"a task was cancelled ({exc}); the run is abandoned and no "
+                              "partial result is released") from exc
+
+    def _tree(self, protocol: Any, futures: list[Any]) -> Any:
+        level = list(futures)
+        while len(level) > 1:
+            level = [self._submit(_combine, protocol, *level[i:i + self.fan_in])
+                     for i in range(0, len(level), self.fan_in)]
+        return self._gather(level[0])
+
+    # ---------------------------------------------------------------- a run
+    def run(self, protocol: Protocol, partitions: Sequence[Partition], *,
+            rng: RandomLike = None, n_buckets: int | None = None) -> Estimate:
+        """The release of ``protocol`` on the parties of ``partitions`` (one batch each).
+
+        Same seed, same partition sizes: the same release as
+        ``simulate(protocol, all_rows, rng=seed, batch_size=[sizes])`` (exact integer
+        sums on the server side: equal whenever the in-process float sums are exact).
+        ``n_buckets``: buckets of a distributed sort (default: about 2^21 values each,
+        at least one per worker).
+        """
+        if not isinstance(protocol, Protocol):
+            raise TypeError(f"protocol must be a fedustat Protocol, got "
+                            f"{type(protocol).__name__}")
+        if not hasattr(protocol, "distributed_round"):
+            raise EngineError(f"protocol {protocol.name!r} has no distributed server step; "
+                              "run it with fedustat.runtime.simulate")
+        if hasattr(protocol, "check_distributed"):
+            try:
+                protocol.check_distributed()
+            except NotImplementedError as exc:
+                raise EngineError(str(exc)) from None
+        parts = list(partitions)
+        if not parts or not all(isinstance(p, Partition) for p in parts):
+            raise TypeError("partitions must be a non-empty sequence of Partition objects "
+                            "(see fedustat.runtime.engine.partitions)")
+        sizes = self._gather([self._submit(_count_rows, p) for p in parts])
+        empty = [i for i, s in enumerate(sizes) if s == 0]
+        if empty:
+            raise ValueError(f"partition {empty[0]} holds no rows; every batch needs a party")
+        n = int(sum(sizes))
+        protocol = protocol.configure(n)
+        root = as_seed_sequence(rng)
+        seeds = root.spawn(len(parts) + 1)
+        server_rng = np.random.default_rng(seeds[0])
+        offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).tolist()
+        # The protocol (public kernel matrices: megabytes at k = 256) travels once, as a
+        # task result that every batch task reads and Dask can recompute if it is lost.
+        shared = self._submit(_same, protocol)
+        batches = [self._submit(_init_batch, shared, p, int(o), s)
+                   for p, o, s in zip(parts, offsets, seeds[1:], strict=True)]
+        server_state = protocol.init_server(n)
+        rounds = 0
+        for _ in range(MAX_ROUNDS):
+            batches = [self._submit(_party_round, shared, b) for b in batches]
+            rounds += 1
+            try:
+                kind, context = protocol.distributed_round(server_state)
+            except NotImplementedError as exc:
+                raise EngineError(str(exc)) from None
+            if kind == "rank":
+                batches, server_state = self._rank_round(protocol, shared, batches, server_state,
+                                                         context, server_rng, n_buckets)
+                rounds += 1
+                continue
+            if kind != "reduce":
+                raise EngineError(f"{protocol.name}: unknown distributed round {kind!r}")
+            summary = self._tree(shared, [self._submit(_summarize, shared, b, context)
+                                            for b in batches])
+            server_state, out = protocol.server_step_reduced(server_state, summary,
+                                                             server_rng)
+            if isinstance(out, Estimate):
+                return out.with_cost(self._cost(batches, rounds, out))
+            if out.parties is not None:
+                raise EngineError(f"{protocol.name}: a reduced server step must reply with a "
+                                  "broadcast")
+            batches = [self._submit(_receive, b, out) for b in batches]
+            rounds += 1
+        raise EngineError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} "
+                          "rounds")
+
+    def _rank_round(self, protocol: Any, shared: Any, batches: list[Any], server_state: Any,
+                    field: str, server_rng: np.random.Generator, n_buckets: int | None
+                    ) -> tuple[list[Any], Any]:
+        sorted_f = [self._submit(_sort, b, field) for b in batches]
+        samples = self._gather([self._submit(_sample, s, 0) for s in sorted_f])
+        m = sum(size for _, size in samples)
+        j = n_buckets if n_buckets is not None else max(
+            self.n_workers, math.ceil(m / BUCKET_TARGET))
+        j = check_positive_int(j, "n_buckets")
+        sample_size = 16 * j + 1
+        samples = self._gather([self._submit(_sample, s, sample_size) for s in sorted_f])
+        splitters = rk.choose_splitters([s for s, _ in samples], [w for _, w in samples], j)
+        cut_f = [self._submit(rk.cut_batch, s, splitters) for s in sorted_f]
+        counts = self._gather([self._submit(_counts, c) for c in cut_f])
+        open_totals = np.sum([c[0] for c in counts], axis=0)
+        point_totals = np.sum([c[1] for c in counts], axis=0).astype(np.int64)
+        n_open = open_totals.size
+        bucket_f = [self._submit(_rank_bucket, *[self._submit(_piece, c, k) for c in cut_f])
+                    for k in range(n_open)]
+        ties = bool(np.any(point_totals > 1)) or any(
+            self._gather([self._submit(_bucket_ties, b) for b in bucket_f]))
+        open_off, point_off = rk.bucket_offsets(open_totals, point_totals)
+        doubled_f = [self._submit(_assemble, sorted_f[i], cut_f[i],
+                                  [self._submit(_bucket_piece, b, i) for b in bucket_f],
+                                  open_off, point_off, point_totals)
+                     for i in range(len(batches))]
+        totals = _add_rank_totals(self._gather([self._submit(_rank_totals, d)
+                                                for d in doubled_f]))
+        totals["ties"] = ties
+        server_state, public = protocol.server_step_ranked(server_state, totals, server_rng)
+        replies = [self._submit(_rank_reply, shared, b, d, public)
+                   for b, d in zip(batches, doubled_f, strict=True)]
+        return replies, server_state
+
+    def _cost(self, batches: list[Any], rounds: int, out: Estimate) -> Cost:
+        parts = self._gather([self._submit(_batch_costs, b) for b in batches])
+        t = _add_costs(*parts)
+        n = t["n"]
+        # As MessageLog.cost, from per-batch totals (every party lives in one batch; no
+        # peer traffic or dealer material: the engine refuses steps that report any).
+        return Cost(bits_per_party=t["sent"] / n, max_bits_per_party=t["max_sent"],
+                    bits_received_per_party=t["received"] / n,
+                    total_bits=t["sent"] + t["server_sent"], rounds=rounds,
+                    server_operations=int(out.cost.server_operations),
+                    offline_bits=out.cost.offline_bits)
+
+
+def _add_rank_totals(parts: list[dict[str, int]]) -> dict[str, Any]:
+    return {key: sum(p[key] for p in parts) for key in ("n", "doubled_sum", "doubled_sq_sum")}
+
+
+def run_distributed(protocol: Protocol, partitions: Sequence[Partition], *,
+                    rng: RandomLike = None, engine: DaskEngine | None = None,
+                    **engine_options: Any) -> Estimate:
+    """Run ``protocol`` on ``partitions`` with ``engine`` (default: a local cluster made
+    for this run and closed after it; ``engine_options`` go to :class:`DaskEngine`)."""
+    if engine is not None:
+        return engine.run(protocol, partitions, rng=rng)
+    with DaskEngine(**engine_options) as own:
+        return own.run(protocol, partitions, rng=rng)

@@ -1,0 +1,98 @@
+"""Where a distributed run's data come from: one partition per batch of parties.
+
+A partition is a small, picklable description (a Parquet file, or a generator and its
+index) that a worker turns into the batch's records; the driver never holds the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedustat._validation import as_float_array, as_seed_sequence, check_positive_int
+
+
+class Partition:
+    """A batch of parties' records, loaded where the batch runs."""
+
+    def load(self) -> np.ndarray:
+        """The records, shape (rows, columns)."""
+        raise NotImplementedError
+
+    def n_rows_stored(self) -> int:
+        """The number of rows, read cheaply where the storage says it."""
+        return int(self.load().shape[0])
+
+
+@dataclass(frozen=True)
+class ParquetPartition(Partition):
+    """One Parquet file (or a directory of files read as one table); ``columns`` in the
+    order the protocol expects them (e.g. score, label)."""
+
+    path: str
+    columns: tuple[str, ...] | None = None
+
+    def load(self) -> np.ndarray:
+        import pyarrow.parquet as pq  # the parquet extra; imported where the rows are read
+
+        table = pq.read_table(self.path, columns=list(self.columns) if self.columns else None)
+        cols = [np.asarray(table.column(i).to_numpy(), dtype=np.float64)
+                for i in range(table.num_columns)]
+        return as_float_array(np.column_stack(cols), f"partition {self.path}", ndim=2)
+
+    def n_rows_stored(self) -> int:
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(self.path).metadata.num_rows)
+
+
+@dataclass(frozen=True)
+class GeneratedPartition(Partition):
+    """Rows drawn by ``generator(n_rows, rng)`` with partition ``index``'s own stream
+    (``SeedSequence(seed).spawn`` order), so the data of a partition do not depend on
+    which worker draws them or on the other partitions."""
+
+    generator: Callable[[int, np.random.Generator], Any]
+    n_rows: int
+    seed: int
+    index: int
+
+    def n_rows_stored(self) -> int:
+        return self.n_rows
+
+    def load(self) -> np.ndarray:
+        root = np.random.SeedSequence(self.seed)
+        # The index-th child of the seed, without spawning the ones before it.
+        child = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, self.index))
+        rows = self.generator(self.n_rows, np.random.default_rng(child))
+        arr = as_float_array(rows, f"partition {self.index}", ndim=(1, 2))
+        return arr[:, None] if arr.ndim == 1 else arr
+
+
+def generated_partitions(generator: Callable[[int, np.random.Generator], Any],
+                         sizes: Sequence[int], *, seed: int) -> list[GeneratedPartition]:
+    """Partitions of ``sizes[i]`` rows each, drawn by ``generator`` (see
+    :class:`GeneratedPartition`). ``generator`` must be picklable (a module-level
+    function) so that workers can run it."""
+    as_seed_sequence(seed)
+    return [GeneratedPartition(generator, check_positive_int(n, "sizes entries"), int(seed), i)
+            for i, n in enumerate(sizes)]
+
+
+def parquet_partitions(paths: Sequence[str | Path],
+                       columns: Sequence[str] | None = None) -> list[ParquetPartition]:
+    """One partition per Parquet file, in the given order (parties are numbered in it)."""
+    if not paths:
+        raise ValueError("parquet_partitions needs at least one file")
+    cols = tuple(columns) if columns is not None else None
+    return [ParquetPartition(str(p), cols) for p in paths]
+
+
+def load_all(partitions: Sequence[Partition]) -> np.ndarray:
+    """All partitions' rows in one array (for comparisons with the in-process simulator on
+    data that fit in memory)."""
+    return np.concatenate([p.load() for p in partitions], axis=0)

@@ -52,9 +52,11 @@ bits; ``diagnostics`` holds Lemma C.3's count of the secure part beside it
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, NamedTuple
@@ -78,6 +80,8 @@ from fedustat.privacy.guarantee import (
 )
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols.base import (
+    PEER_FROM,
+    PEER_TO,
     Cost,
     Estimate,
     Message,
@@ -95,17 +99,24 @@ from fedustat.protocols.mpc.encoding import (
 from fedustat.protocols.mpc.kernel_circuits import CircuitMaterial, KernelCircuit, circuit_for
 from fedustat.protocols.registry import register
 from fedustat.secure import (
+    AndTriples,
+    DaBits,
     Dealer,
     FixedPoint,
+    FssKey,
     NoiseShares,
     PolyaDifferenceError,
     Ring,
     Transcript,
+    contributor_noise,
     distributed_noise,
+    member_openings,
     mhf_noise,
     share,
     subgroup_size,
 )
+from fedustat.secure.dealer import popcount
+from fedustat.secure.sharing import Material
 from fedustat.stats.designs import Design, balanced_sample, bernoulli_sample, uniform_sample
 from fedustat.stats.kernels import Kernel, PublicData
 
@@ -396,6 +407,224 @@ def _draw_noise(plan: NoisePlan, n: int, ring: Ring, transcript: Transcript,
 
 
 # ----------------------------------------------------------------------------------------
+# Per-party steps: each party computes on its own record, shares and received rows
+# ----------------------------------------------------------------------------------------
+
+
+class _OpeningNeededError(Exception):
+    """A member's replay reached an opening it has not received yet (what it opens)."""
+
+    def __init__(self, items: list[tuple[str, np.ndarray, int]]) -> None:
+        super().__init__("opening pending")
+        self.items = items
+
+
+class _Replay:
+    """Opening hook (:func:`fedustat.secure.member_openings`) of member ``r``: serves the
+    openings already received in order and stops at the first new one with this member's
+    rows (the circuit code is deterministic given shares and material, so a replay from
+    the start reaches the same openings)."""
+
+    def __init__(self, member: int, history: list[list[np.ndarray]]) -> None:
+        self.member = member
+        self.history = history
+        self.next = 0
+
+    def __call__(self, op: str, arrays: list[np.ndarray], active: list[int | None],
+                 ring: Ring | None) -> list[np.ndarray]:
+        if self.next < len(self.history):
+            opened = self.history[self.next]
+            self.next += 1
+            return opened
+        items = []
+        for a, mask in zip(arrays, active, strict=True):
+            mine = np.asarray(a[self.member], dtype=np.uint64)
+            if op == "add":
+                assert ring is not None
+                items.append(("add", mine, ring.bits))
+            else:
+                items.append(("xor", np.bitwise_and(mine, np.uint64(mask)), int(mask)))
+        raise _OpeningNeededError(items)
+
+
+def _positions(mask: int) -> np.ndarray:
+    return np.array([i for i in range(64) if mask >> i & 1], dtype=np.uint64)
+
+
+def _compress(words: np.ndarray, mask: int) -> np.ndarray:
+    """The active bits of ``words`` packed to the low bits (only they travel)."""
+    out = np.zeros(words.shape, dtype=np.uint64)
+    for i, pos in enumerate(_positions(mask)):
+        out |= ((words >> pos) & np.uint64(1)) << np.uint64(i)
+    return out
+
+
+def _expand(packed: np.ndarray, mask: int) -> np.ndarray:
+    out = np.zeros(packed.shape, dtype=np.uint64)
+    for i, pos in enumerate(_positions(mask)):
+        out |= ((packed >> np.uint64(i)) & np.uint64(1)) << pos
+    return out
+
+
+_KEY_FIELDS = {"seed": 0, "cw_seed": 1, "cw_t": 1, "cw_value": 1, "cw_out": 0}
+
+
+class _Leaf(NamedTuple):
+    """One array of dealt material a member receives: ``kind`` ``"rows"`` (member axis
+    first, then the edges) or ``"key"`` (an FSS key's array, key axis ``axis``)."""
+
+    path: tuple[Any, ...]
+    kind: str
+    bits: int
+    mask: int          # AND-triple words: active bits (0: send whole values)
+    axis: int
+
+
+def _material_leaves(obj: Any, path: tuple[Any, ...] = ()) -> list[_Leaf]:
+    """The arrays of a :class:`CircuitMaterial` that its members receive, with their wire
+    sizes (ring elements ``l`` bits, XOR-shared bits of an AND triple only its active
+    bits, a daBit's bit 1, key seeds 64 bits per word, control bits 1)."""
+    out: list[_Leaf] = []
+    if obj is None:
+        return out
+    if isinstance(obj, list | tuple) and not isinstance(obj, FssKey):
+        for i, item in enumerate(obj):
+            out += _material_leaves(item, (*path, i))
+        return out
+    if isinstance(obj, FssKey):
+        for name, axis in _KEY_FIELDS.items():
+            value = getattr(obj, name)
+            if value is None:
+                continue
+            bits = 1 if value.dtype == np.bool_ else (64 if "seed" in name else obj.ring.bits)
+            out.append(_Leaf((*path, name), "key", bits, 0, axis))
+        return out
+    if not dataclasses.is_dataclass(obj):
+        return out
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name == "keys" and isinstance(value, tuple):
+            # Member r receives key r only: the leaves are those of one key.
+            out += _material_leaves(value[0], (*path, "keys"))
+        elif isinstance(value, np.ndarray):
+            if isinstance(obj, AndTriples):
+                out.append(_Leaf((*path, f.name), "rows", popcount(obj.active), obj.active, 0))
+            elif isinstance(obj, DaBits) and f.name == "bits":
+                out.append(_Leaf((*path, f.name), "rows", 1, 0, 0))
+            else:
+                out.append(_Leaf((*path, f.name), "rows", obj.ring.bits, 0, 0))
+        elif isinstance(value, list | tuple) or dataclasses.is_dataclass(value):
+            out += _material_leaves(value, (*path, f.name))
+    return out
+
+
+def _get(obj: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        obj = obj[step] if isinstance(step, int) else getattr(obj, step)
+    return obj
+
+
+def _leaf_name(leaf: _Leaf) -> str:
+    return "m." + ".".join(str(p) for p in leaf.path)
+
+
+def _package(material: CircuitMaterial, member: int, edges: int) -> dict[str, np.ndarray]:
+    """Member ``member``'s part of the material of ``edges`` edges, one row per edge."""
+    out = {}
+    for leaf in _material_leaves(material):
+        *parent, name = leaf.path
+        if leaf.kind == "rows":
+            value = np.asarray(_get(material, leaf.path))[member]
+        else:
+            key = _get(material, tuple(parent))[member]
+            value = np.moveaxis(np.asarray(getattr(key, name)), leaf.axis, 0)
+        width = int(np.prod(value.shape[1:], dtype=np.int64)) * (
+            1 if leaf.kind == "rows" else
+            int(np.prod(_get(material, tuple(parent[:-1])).shape[1:], dtype=np.int64)))
+        rows = value.reshape(edges, width).astype(np.uint64)
+        out[_leaf_name(leaf)] = _compress(rows, leaf.mask) if leaf.mask else rows
+    return out
+
+
+def _unpack(template: CircuitMaterial, member: int, edges: int,
+            package: Mapping[str, np.ndarray]) -> CircuitMaterial:
+    """The template material (dealt for the right shapes from public randomness) with
+    member ``member``'s rows and key replaced by the received ones and every other
+    member's parts zeroed: the member holds only what it was sent."""
+    for leaf in _material_leaves(template):
+        rows = np.asarray(package[_leaf_name(leaf)], dtype=np.uint64)
+        if leaf.mask:
+            rows = _expand(rows, leaf.mask)
+        *parent, name = leaf.path
+        holder = _get(template, tuple(parent))
+        if leaf.kind == "rows":
+            full = np.asarray(getattr(holder, name))
+            new = np.zeros_like(full)
+            new[member] = rows.reshape(full.shape[1:]).astype(full.dtype)
+            object.__setattr__(holder, name, new)
+        else:
+            keys = list(holder)
+            for b, key in enumerate(keys):
+                value = np.asarray(getattr(key, name))
+                if b == member:
+                    moved = np.moveaxis(value, leaf.axis, 0)
+                    mine = rows.reshape(moved.shape).astype(value.dtype)
+                    new = np.ascontiguousarray(np.moveaxis(mine, 0, leaf.axis))
+                else:
+                    new = np.zeros_like(value)
+                keys[b] = dataclasses.replace(key, **{name: new})
+            object.__setattr__(_get(template, tuple(parent[:-1])) if len(parent) > 1
+                               else template, parent[-1], tuple(keys))
+    return template
+
+
+def _refresh(obj: Any) -> None:
+    """Mark the material unused again before a replay (the replay reuses the same masks
+    on the same inputs, which reveals nothing new)."""
+    if isinstance(obj, Material):
+        obj._spent = False
+    if isinstance(obj, list | tuple):
+        for item in obj:
+            _refresh(item)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type | FssKey):
+        for f in dataclasses.fields(obj):
+            _refresh(getattr(obj, f.name))
+
+
+@dataclass
+class _Plan:
+    """What every party derives from the aggregator's broadcast (public only)."""
+
+    n: int
+    fp: FixedPoint
+    edges: np.ndarray            # (m, k) active edges, member j in column j
+    order: np.ndarray | None     # (m, k) member holding class q (labelled kernels)
+    dealers: np.ndarray          # (m,) the party dealing each edge's material
+    contributors: np.ndarray     # noise contributors (sorted), empty without noise
+    sensitivity: int
+
+
+@dataclass
+class _Run:
+    """A batch's part of the secure phases: its slots (party, edge, member) in edge order."""
+
+    plan: _Plan
+    parties: np.ndarray
+    slot_edge: np.ndarray
+    slot_member: np.ndarray
+    slot_owner: np.ndarray
+    own: np.ndarray               # (slots, d) the owner's encoded secret columns
+    coins: tuple[Any, Any, Any]   # share, dealer and noise randomness
+    inputs: np.ndarray | None = None      # (slots, k, d): shares of each member's record
+    material: dict[int, CircuitMaterial] = dataclasses.field(default_factory=dict)
+    history: dict[int, list[list[np.ndarray]]] = dataclasses.field(default_factory=dict)
+    sent: list[tuple[str, np.ndarray, int]] = dataclasses.field(default_factory=list)
+    noise: np.ndarray | None = None       # each own party's share of the noise
+    output: np.ndarray | None = None      # (slots,) shares of D f(x_e)
+    stage: str = "deal"
+
+
+# ----------------------------------------------------------------------------------------
 # The protocol
 # ----------------------------------------------------------------------------------------
 
@@ -431,6 +660,7 @@ class _PartyState:
     encoded: np.ndarray
     public: np.ndarray | None
     stage: int = 0
+    run: _Run | None = None
 
 
 @dataclass
@@ -731,50 +961,331 @@ class UMPC(Protocol):
                 fields = {"public": state.public}
                 bits = {"public": self.circuit.public_bits()}
             return state, Message(Role.PARTY, Role.SERVER, fields, bits, state.parties)
-        if state.stage != 1 or inbox is None:
+        if inbox is None:
+            raise ValueError("U-MPC: after joining, every step of a party answers a message "
+                             "(the public coin or its peers' rows)")
+        if state.stage == 1:
+            state.run = self._start(state, inbox, rng)
+            state.stage = 2
+        elif state.stage != 2 or state.run is None:
             raise RuntimeError("U-MPC parties have no step after the aggregation")
-        state.stage = 2
-        return state, self._secure_round(state, inbox, rng)
+        else:
+            self._receive(state.run, inbox)
+        msg = self._next(state, state.run)
+        if msg.receiver is Role.SERVER:
+            state.stage = 3
+        return state, msg
 
-    def _secure_round(self, state: _PartyState, inbox: Message,
-                      rng: np.random.Generator) -> Message:
-        n = int(np.asarray(inbox.fields["n_parties"])[0])
-        if state.parties.size != n or not np.array_equal(np.sort(state.parties), np.arange(n)):
-            raise ValueError("U-MPC runs the edges' secure circuits in lockstep across the "
-                             f"parties and needs all {n} parties in one simulated batch; "
-                             f"this batch has {state.parties.size} (use batch_size=None)")
-        order = np.argsort(state.parties)
-        records = state.records[order]
-        self.kernel.check_data(records)  # global rules, e.g. both classes present
-        public = None if state.public is None else np.asarray(inbox.fields["public"])
-        design = self.draw_design(n, np.asarray(inbox.fields["coin"]))
+    # -- the secure phases, one party's side (module docstring, "Transport") ------------
+    def _plan(self, n: int, public: np.ndarray | None, coin: np.ndarray) -> _Plan:
+        """The run's public facts: design, active edges, their dealers, the noise
+        contributors and the ring, all from the aggregator's broadcast."""
+        design = self.draw_design(n, coin)
         if design.size == 0:
             raise ValueError("the design has no edges (a Bernoulli design can be empty); "
                              "raise edges")
-        m = self.active_edges(design, public)
+        k = self.kernel.degree
+        mask = None if public is None else self.circuit.active(public[design.tuples])
+        edges = design.tuples if mask is None else design.tuples[mask]
+        m = int(edges.shape[0])
         fp = self.run_fixed_point(n, design, public)
         self._check_sum_fits(m, fp)
-        plan = None
+        # A second stream of the public coin: each edge's dealer, uniform among the n - k
+        # parties outside it, and the M_HF subgroup Z (002 Sec. 4: a public random choice).
+        gen = np.random.default_rng(np.random.SeedSequence([*(int(w) for w in coin), 1]))
+        if m and n <= k:
+            raise ValueError(f"U-MPC: a party outside each group of {k} deals its material; "
+                             f"with n={n} parties there is none (need n > {k})")
+        dealers = gen.integers(0, max(n - k, 1), size=m)
+        for col in np.sort(edges, axis=1).T:   # skip the members: the u-th non-member
+            dealers = dealers + (dealers >= col)
+        contributors = np.zeros(0, dtype=np.int64)
+        sensitivity = self.integer_sensitivity(design)
         if not math.isinf(self.epsilon):
             if self.threat_model == "dis" and n > MAX_DIS_PARTIES:
                 raise ValueError(f"threat_model='dis' runs Protocol B.1 among all n={n} "
                                  f"parties (n^2 shares); it is refused above "
                                  f"{MAX_DIS_PARTIES} parties: use threat_model='hf'")
-            source = self.noise if self.noise is not None else rng.spawn(1)[0]
-            plan = NoisePlan(self.threat_model, self.epsilon, self.integer_sensitivity(design),
-                              self.f_honest, self.fail_prob, self.min_honest, source)
-        secret: Any = "os" if self.noise is not None and self.noise.kind == "deployment" else None
-        share_rng, dealer_rng = (secret, secret) if secret else tuple(rng.spawn(2))
+            c = self.contributors(n)
+            contributors = np.arange(n) if c == n else np.sort(gen.choice(n, c, replace=False))
+        order = None if public is None else self.circuit.order(public[edges])
+        return _Plan(n, fp, edges.astype(np.int64), order, dealers.astype(np.int64),
+                     contributors.astype(np.int64), sensitivity)
+
+    def _start(self, state: _PartyState, inbox: Message, rng: np.random.Generator) -> _Run:
+        n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0])
+        public = None if state.public is None else np.asarray(inbox.fields["public"])
+        if state.parties.size == n:
+            self.kernel.check_data(state.records)  # global rules, e.g. both classes present
+        plan = self._plan(n, public, np.asarray(inbox.fields["coin"]))
+        mine = np.isin(plan.edges, state.parties)
+        slot_edge, slot_member = np.nonzero(mine)
+        slot_owner = plan.edges[slot_edge, slot_member]
+        order = np.lexsort((slot_member, slot_edge))
+        slot_edge, slot_member, slot_owner = slot_edge[order], slot_member[order], \
+            slot_owner[order]
+        sorter = np.argsort(state.parties, kind="stable")
+        rows = sorter[np.searchsorted(state.parties, slot_owner, sorter=sorter)]
         # Codes are non-negative below 2^(l-2): reducing the nominal 64-bit elements
         # modulo 2^l keeps them (two's complement is compatible with reduction).
-        encoded = np.bitwise_and(state.encoded[order], fp.ring.mask)
-        run = run_secure_phases(self.circuit, encoded, public, design.tuples,
-                                fixed_point=fp, method=self.method,
-                                full_range=self.full_range, noise=plan, share_rng=share_rng,
-                                dealer_rng=dealer_rng)
-        ids = state.parties
-        return Message(Role.PARTY, Role.SERVER, {"z": run.z[ids]}, {"z": fp.bits},
-                       ids, peer=_peer_traffic(run.transcript, ids, n))
+        own = np.bitwise_and(state.encoded[rows], plan.fp.ring.mask)
+        if self.noise is not None and self.noise.kind == "deployment":
+            coins: tuple[Any, Any, Any] = ("os", "os", self.noise)
+        else:
+            share_rng, dealer_rng, noise_rng = rng.spawn(3)
+            coins = (share_rng, dealer_rng, self.noise if self.noise is not None else noise_rng)
+        return _Run(plan, state.parties, slot_edge, slot_member, slot_owner, own, coins)
+
+    def _template(self, plan: _Plan, edges: int) -> CircuitMaterial:
+        """Material of the right shapes from public randomness; a member overwrites its
+        own parts with what its dealer sent and zeroes the rest (:func:`_unpack`)."""
+        dealer = Dealer(self.kernel.degree, ring=plan.fp.ring, rng=0)
+        return self.circuit.deal(dealer, edges, method=self.method, full_range=self.full_range)
+
+    def _next(self, state: _PartyState, run: _Run) -> Message:
+        """The batch's next message: dealing, sharing, noise sharing, openings (relay
+        rounds), then the upload."""
+        plan = run.plan
+        computes = plan.edges.shape[0] > 0
+        if run.stage == "deal":
+            run.stage = "share"
+            if computes:
+                return self._deal(run)
+        if run.stage == "share":
+            run.stage = "noise"
+            if computes:
+                return self._share(run)
+        if run.stage == "noise":
+            run.stage = "circuit"
+            if plan.contributors.size:
+                return self._noise(run, state.parties)
+        if run.stage == "circuit" and computes:
+            msg = self._openings(run)
+            if msg is not None:
+                return msg
+        run.stage = "done"
+        ring = plan.fp.ring
+        parties = state.parties
+        z = np.zeros(parties.size, dtype=np.uint64) if run.noise is None else run.noise
+        if run.output is not None and run.output.size:
+            where = np.searchsorted(parties, run.slot_owner, sorter=np.argsort(parties))
+            where = np.argsort(parties)[where]
+            np.add.at(z, where, run.output)   # uint64 wraps modulo 2^64; 2^l divides it
+        z = np.bitwise_and(z, ring.mask)
+        return Message(Role.PARTY, Role.SERVER, {"z": z}, {"z": plan.fp.bits}, parties)
+
+    def _deal(self, run: _Run) -> Message:
+        """Each party deals, from its own coins, the material of the edges it deals for
+        and sends each member its part (002 App. A.3's dealer, here a party outside the
+        edge)."""
+        plan, k = run.plan, self.kernel.degree
+        dealt = np.flatnonzero(np.isin(plan.dealers, run.parties))
+        dealer = Dealer(k, ring=plan.fp.ring, rng=run.coins[1])
+        material = self.circuit.deal(dealer, dealt.size, method=self.method,
+                                     full_range=self.full_range)
+        parts = [_package(material, r, dealt.size) for r in range(k)]
+        fields = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+        edge = np.tile(dealt, k)
+        senders = np.tile(plan.dealers[dealt], k)
+        targets = plan.edges[edge, np.repeat(np.arange(k), dealt.size)]
+        order = np.lexsort((edge, targets, senders))
+        fields = {name: v[order] for name, v in fields.items()}
+        bits = {leaf_name: leaf.bits for leaf in _material_leaves(material)
+                for leaf_name in [_leaf_name(leaf)]}
+        fields[PEER_TO], bits[PEER_TO] = targets[order], 32
+        return Message(Role.PARTY, Role.PARTY, fields, bits, senders[order])
+
+    def _share(self, run: _Run) -> Message:
+        """Sharing phase (002 Protocol 3.1, step 1): member j of each edge splits its
+        record into k additive shares and sends share q to member q."""
+        plan, k = run.plan, self.kernel.degree
+        ring = plan.fp.ring
+        shares = share(run.own, k, run.coins[0], ring=ring)     # (k, slots, d)
+        run.inputs = np.zeros((run.slot_edge.size, k, run.own.shape[1]), dtype=np.uint64)
+        run.inputs[np.arange(run.slot_edge.size), run.slot_member] = \
+            shares[run.slot_member, np.arange(run.slot_edge.size)]
+        slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
+        targets = plan.edges[run.slot_edge[slot], member]
+        senders = run.slot_owner[slot]
+        order = np.lexsort((run.slot_edge[slot], targets, senders))
+        x = shares[member, slot][order]
+        return Message(Role.PARTY, Role.PARTY, {"x": x, PEER_TO: targets[order]},
+                       {"x": ring.bits, PEER_TO: 32}, senders[order])
+
+    def _noise(self, run: _Run, parties: np.ndarray) -> Message:
+        """Noise phase (002 Protocol B.1): each contributor draws its Pólya difference and
+        sends every other party a uniform share of it, keeping the completing one."""
+        plan = run.plan
+        ring = plan.fp.ring
+        mine = plan.contributors[np.isin(plan.contributors, parties)]
+        diffs, share_rng = contributor_noise(
+            mine.size, self.epsilon, plan.sensitivity, contributors=plan.contributors.size,
+            min_honest=self.min_honest, ring=ring, rng=run.coins[2])
+        shares = ring.random((mine.size, plan.n), share_rng)
+        rows = np.arange(mine.size)
+        shares[rows, mine] = 0
+        shares[rows, mine] = ring.sub(diffs, ring.sum(shares, axis=1))
+        run.noise = np.zeros(parties.size, dtype=np.uint64)
+        where = np.argsort(parties)[np.searchsorted(parties, mine, sorter=np.argsort(parties))]
+        run.noise[where] = shares[rows, mine]
+        src, dst = np.nonzero(np.arange(plan.n)[None, :] != mine[:, None])
+        senders, targets = mine[src], dst
+        order = np.lexsort((targets, senders))
+        return Message(Role.PARTY, Role.PARTY,
+                       {"eta": shares[src, dst][order], PEER_TO: targets[order]},
+                       {"eta": ring.bits, PEER_TO: 32}, senders[order])
+
+    def _evaluate(self, run: _Run, member: int) -> np.ndarray:
+        """Replay member ``member``'s circuit on its own shares and material with the
+        openings received so far; :class:`_OpeningNeededError` carries its next opening."""
+        plan, k = run.plan, self.kernel.degree
+        sel = run.slot_member == member
+        assert run.inputs is not None
+        d = run.inputs.shape[2]
+        shares = []
+        for j in range(k):
+            s = np.zeros((k, int(sel.sum()), d), dtype=np.uint64)
+            s[member] = run.inputs[sel, j]
+            shares.append(s)
+        material = run.material[member]
+        _refresh(material)
+        order = None if plan.order is None else plan.order[run.slot_edge[sel]]
+        with member_openings(_Replay(member, run.history.setdefault(member, []))):
+            out = self.circuit.evaluate(shares, material, ring=plan.fp.ring, method=self.method,
+                                        full_range=self.full_range, order=order)
+        return np.asarray(out[member], dtype=np.uint64)
+
+    def _openings(self, run: _Run) -> Message | None:
+        """The members' next openings to their co-members (every member of an edge sends
+        its row to the k - 1 others), or None once every member's circuit has returned."""
+        k = self.kernel.degree
+        pending: dict[int, list[tuple[str, np.ndarray, int]]] = {}
+        outputs: dict[int, np.ndarray] = {}
+        for r in range(k):
+            try:
+                outputs[r] = self._evaluate(run, r)
+            except _OpeningNeededError as stop:
+                pending[r] = stop.items
+        if not pending:
+            run.output = np.zeros(run.slot_edge.size, dtype=np.uint64)
+            for r, out in outputs.items():
+                run.output[run.slot_member == r] = out
+            return None
+        if outputs:
+            raise RuntimeError("U-MPC: the members' circuits opened different values")
+        items = []
+        for i, (op, first, width) in enumerate(pending[0]):
+            rows = np.zeros((run.slot_edge.size, *first.shape[1:]), dtype=np.uint64)
+            for r in range(k):
+                rows[run.slot_member == r] = pending[r][i][1]
+            items.append((op, rows, width))
+        run.sent = items
+        slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
+        targets = run.plan.edges[run.slot_edge[slot], member]
+        senders = run.slot_owner[slot]
+        order = np.lexsort((run.slot_edge[slot], targets, senders))
+        fields: dict[str, np.ndarray] = {}
+        bits: dict[str, int] = {}
+        for i, (op, rows, width) in enumerate(items):
+            sent = rows[slot][order]
+            if op == "xor":
+                sent = _compress(sent, width)
+                bits[f"o{i}"] = popcount(width)
+            else:
+                bits[f"o{i}"] = width
+            fields[f"o{i}"] = sent
+        fields[PEER_TO], bits[PEER_TO] = targets[order], 32
+        return Message(Role.PARTY, Role.PARTY, fields, bits, senders[order])
+
+    def _expected(self, run: _Run, origin_of: np.ndarray, what: str, inbox: Message
+                  ) -> np.ndarray:
+        """Checks that the rows received are one per (slot, origin) in the order the
+        transport delivers them (recipient, origin, edge); returns each row's slot."""
+        if not inbox.is_peer:
+            raise ValueError(f"U-MPC: expected {what} from parties, got a message from the "
+                             f"{inbox.sender}")
+        slot, origin = origin_of
+        order = np.lexsort((run.slot_edge[slot], origin, run.slot_owner[slot]))
+        got_from = np.asarray(inbox.fields[PEER_FROM], dtype=np.int64)
+        if not (np.array_equal(np.asarray(inbox.parties), run.slot_owner[slot][order])
+                and np.array_equal(got_from, origin[order])):
+            raise ValueError(f"U-MPC: each party must receive exactly one row of {what} per "
+                             "group it is in and sender; the rows received do not match the "
+                             "design")
+        return slot[order]
+
+    def _receive(self, run: _Run, inbox: Message) -> None:
+        plan, k = run.plan, self.kernel.degree
+        ring = plan.fp.ring
+        others = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
+        co_members = (others[0], plan.edges[run.slot_edge[others[0]], others[1]])
+        if run.stage == "share":      # the material has arrived
+            slot = np.arange(run.slot_edge.size)
+            rows = self._expected(run, (slot, plan.dealers[run.slot_edge]),
+                                  "dealt material", inbox)
+            for r in range(k):
+                group = np.flatnonzero(run.slot_member == r)
+                pos = np.zeros(run.slot_edge.size, dtype=np.int64)
+                pos[group] = np.arange(group.size)
+                pick = np.flatnonzero(run.slot_member[rows] == r)
+                package = {}
+                for name, v in inbox.fields.items():
+                    if name.startswith("m."):
+                        values = np.asarray(v)
+                        placed = np.empty((group.size, *values.shape[1:]), dtype=values.dtype)
+                        placed[pos[rows[pick]]] = values[pick]
+                        package[name] = placed
+                run.material[r] = _unpack(self._template(plan, group.size), r, group.size,
+                                          package)
+        elif run.stage == "noise":    # the input shares have arrived
+            rows = self._expected(run, co_members, "input shares", inbox)
+            assert run.inputs is not None
+            sender_member = self._member_of(plan, run.slot_edge[rows],
+                                            np.asarray(inbox.fields[PEER_FROM]))
+            run.inputs[rows, sender_member] = np.asarray(inbox.fields["x"], dtype=np.uint64)
+        elif "eta" in inbox.fields:
+            self._receive_noise(run, inbox)
+        else:
+            rows = self._expected(run, co_members, "openings", inbox)
+            opened = []
+            for i, (op, mine, width) in enumerate(run.sent):
+                got = np.asarray(inbox.fields[f"o{i}"], dtype=np.uint64)
+                total = mine.copy()
+                if op == "xor":
+                    np.bitwise_xor.at(total, rows, _expand(got, width))
+                else:
+                    np.add.at(total, rows, got)
+                    total = np.bitwise_and(total, ring.mask)
+                opened.append(total)
+            for r in range(k):
+                sel = run.slot_member == r
+                run.history.setdefault(r, []).append([o[sel] for o in opened])
+
+    @staticmethod
+    def _member_of(plan: _Plan, edge: np.ndarray, party: np.ndarray) -> np.ndarray:
+        return np.argmax(plan.edges[edge] == party[:, None], axis=1)
+
+    def _receive_noise(self, run: _Run, inbox: Message) -> None:
+        parties = run.parties
+        plan = run.plan
+        ring = plan.fp.ring
+        expected_to, expected_from = [], []
+        for p in np.sort(parties):
+            src = plan.contributors[plan.contributors != p]
+            expected_to.append(np.full(src.size, p))
+            expected_from.append(src)
+        to = np.concatenate(expected_to) if expected_to else np.zeros(0, np.int64)
+        frm = np.concatenate(expected_from) if expected_from else np.zeros(0, np.int64)
+        if not (np.array_equal(np.asarray(inbox.parties), to)
+                and np.array_equal(np.asarray(inbox.fields[PEER_FROM]), frm)):
+            raise ValueError("U-MPC: each party must receive one noise share from every "
+                             "other noise contributor; the rows received do not match")
+        if run.noise is None:
+            run.noise = np.zeros(parties.size, dtype=np.uint64)
+        sorter = np.argsort(parties)
+        where = sorter[np.searchsorted(parties, to, sorter=sorter)]
+        np.add.at(run.noise, where, np.asarray(inbox.fields["eta"], dtype=np.uint64))
+        run.noise = np.bitwise_and(run.noise, ring.mask)
 
     def _check_sum_fits(self, active: int, fp: FixedPoint) -> None:
         """``|E| max |D f| < 2^(l-2)``: with the noise below ``2^(l-2)`` (checked by the

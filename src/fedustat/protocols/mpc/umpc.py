@@ -525,7 +525,7 @@ def _get(obj: Any, path: tuple[Any, ...]) -> Any:
 
 
 def _leaf_name(leaf: _Leaf) -> str:
-    return "m." + ".".join(str(p) for p in leaf.path)
+    return "m_" + "_".join(str(p) for p in leaf.path)
 
 
 def _package(material: CircuitMaterial, member: int, edges: int) -> dict[str, np.ndarray]:
@@ -578,17 +578,22 @@ def _unpack(template: CircuitMaterial, member: int, edges: int,
     return template
 
 
-def _refresh(obj: Any) -> None:
-    """Mark the material unused again before a replay (the replay reuses the same masks
-    on the same inputs, which reveals nothing new)."""
+def _materials(obj: Any) -> list[Material]:
+    """Every :class:`Material` inside a circuit's material (to mark it unused again before
+    a replay: the replay applies the same masks to the same inputs, which reveals nothing
+    new)."""
+    found: list[Material] = []
     if isinstance(obj, Material):
-        obj._spent = False
+        found.append(obj)
     if isinstance(obj, list | tuple):
         for item in obj:
-            _refresh(item)
+            found += _materials(item)
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type | FssKey):
         for f in dataclasses.fields(obj):
-            _refresh(getattr(obj, f.name))
+            value = getattr(obj, f.name)
+            if isinstance(value, list | tuple | Material) or dataclasses.is_dataclass(value):
+                found += _materials(value)
+    return found
 
 
 @dataclass
@@ -617,6 +622,7 @@ class _Run:
     coins: tuple[Any, Any, Any]   # share, dealer and noise randomness
     inputs: np.ndarray | None = None      # (slots, k, d): shares of each member's record
     material: dict[int, CircuitMaterial] = dataclasses.field(default_factory=dict)
+    reusable: dict[int, list[Material]] = dataclasses.field(default_factory=dict)
     history: dict[int, list[list[np.ndarray]]] = dataclasses.field(default_factory=dict)
     sent: list[tuple[str, np.ndarray, int]] = dataclasses.field(default_factory=list)
     noise: np.ndarray | None = None       # each own party's share of the noise
@@ -1148,7 +1154,8 @@ class UMPC(Protocol):
             s[member] = run.inputs[sel, j]
             shares.append(s)
         material = run.material[member]
-        _refresh(material)
+        for part in run.reusable[member]:
+            part._spent = False
         order = None if plan.order is None else plan.order[run.slot_edge[sel]]
         with member_openings(_Replay(member, run.history.setdefault(member, []))):
             out = self.circuit.evaluate(shares, material, ring=plan.fp.ring, method=self.method,
@@ -1230,13 +1237,14 @@ class UMPC(Protocol):
                 pick = np.flatnonzero(run.slot_member[rows] == r)
                 package = {}
                 for name, v in inbox.fields.items():
-                    if name.startswith("m."):
+                    if name.startswith("m_"):
                         values = np.asarray(v)
                         placed = np.empty((group.size, *values.shape[1:]), dtype=values.dtype)
                         placed[pos[rows[pick]]] = values[pick]
                         package[name] = placed
                 run.material[r] = _unpack(self._template(plan, group.size), r, group.size,
                                           package)
+                run.reusable[r] = _materials(run.material[r])
         elif run.stage == "noise":    # the input shares have arrived
             rows = self._expected(run, co_members, "input shares", inbox)
             assert run.inputs is not None

@@ -9,9 +9,9 @@ U-statistic. Then (002 Protocol 3.1):
    sharing, 002 App. A.1-A.2) and sends each other member its share.
 2. **Computing phase.** The members of every edge evaluate the kernel on their shares
    with the secure circuits of :mod:`fedustat.protocols.mpc.kernel_circuits` (comparisons,
-   equalities, Beaver products with material from an offline dealer), all edges at once;
+   equalities, Beaver products with dealt material), each member on its own shares;
    each member ends with a share ``[f(x_e)]_{e_j}``.
-3. **Noise phase** (in parallel with 2). The parties obtain additive shares of discrete
+3. **Noise phase**. The parties obtain additive shares of discrete
    Laplace noise ``eta`` calibrated to the integer sensitivity ``delta_G^max * Delta f``
    (002 App. C.2.3) with Protocol B.1: every party contributes (threat model M_Dis) or a
    random subgroup ``Z`` of ``ceil(log(fail_prob) / log(1 - f_H))`` parties does (M_HF,
@@ -25,29 +25,45 @@ the noise is the discrete Laplace mechanism for the integer sum, so the release 
 epsilon-DP (replace one record). Against whom depends on the noise setting
 (``min_honest``, see :func:`collusion_guarantee` and ``docs/protocols/umpc.md``).
 
-How the steps map to the protocol contract
-------------------------------------------
-* round 1, parties: each party uploads the public part of its record (the label of AUC,
-  the class of VUS; otherwise a 1-bit check-in);
-* round 1, aggregator: broadcasts ``n``, a 128-bit public coin (from which every party
-  draws the same design E, 002 Sec. 3) and the public labels;
-* round 2, parties: phases 1-4 above. The exchanges *between* parties (shares, openings,
-  noise shares) do not pass through the aggregator; they are recorded in a
-  :class:`~fedustat.secure.Transcript` (the simulated network's log). The members of an
-  edge run their circuit in lockstep: in every share array row ``r`` is member ``r``'s
-  local state and the only cross-row operation is an opening, which is recorded. This
-  needs all parties in one simulated batch (``batch_size=None``);
-* round 2, aggregator: reconstructs and releases.
+How the steps map to the protocol contract ("Transport")
+--------------------------------------------------------
+Every party step computes on the party's own record, its own shares and the rows it
+received; the exchanges between parties are real messages in *relay rounds* (rows
+addressed to parties: routed between batches by the simulator, forwarded end-to-end
+encrypted by the networked server, ``docs/network.md``):
 
-The upload of round 2 carries the ring element ``z_i`` (``l`` bits) and, as its
-:class:`~fedustat.protocols.base.PeerTraffic`, what each party sent to and received from
-the other parties and from the dealer in phases 1-3 (from the transcript, less the
-delivery of ``z_i``, which the runtime counts itself), with the peer rounds. The
-:class:`~fedustat.protocols.base.Estimate`'s ``cost`` (filled by the runtime) is thus
-the whole protocol's: online bits per party (aggregator link plus peers), total bits,
-rounds (3 exchanges with the aggregator plus the peer rounds), and the dealer's offline
-bits; ``diagnostics`` holds Lemma C.3's count of the secure part beside it
-(``lemma_c3_bits``, ``lemma_c3_rounds``, ``expected_offline_bits``).
+0. parties upload the public part of their record (the label of AUC, the class of VUS;
+   otherwise a 1-bit check-in);
+1. the aggregator broadcasts ``n``, a 128-bit public coin and the public labels. From
+   them every party derives the same design E (002 Sec. 3), the active edges, for each
+   edge a **dealing party** (uniform among the ``n - k`` parties outside it) and, for
+   M_HF, the subgroup Z;
+2. *relay*: each dealing party deals, from its own coins, the material of its edges
+   (Beaver triples; FSS keys or edaBits, AND triples and daBits) and sends each member
+   its part (002 App. A.3's offline phase, here a party);
+3. *relay*: sharing phase: member ``j`` of each edge sends member ``q`` its share ``q``;
+4. *relay* (with noise): each noise contributor sends every other party a share of its
+   Pólya difference (Protocol B.1);
+5. *relay rounds*: each member runs the edge's circuit on its own row of the shares and
+   of the material (the other rows are placeholders it never fills): the circuits of
+   :mod:`fedustat.protocols.mpc.kernel_circuits` are written lockstep (row ``r`` = member
+   ``r``, the only cross-row operation an opening), so under
+   :func:`fedustat.secure.member_openings` every opening becomes the member's row sent to
+   its ``k - 1`` co-members, and the opened value is its own row plus (or xor) theirs.
+   A member replays its circuit from the start each round with the openings received so
+   far (deterministic given shares and material) until it returns;
+6. upload ``z_i`` (one ring element); the aggregator reconstructs and releases.
+
+A relay round carries one kind of row, so the noise round no longer overlaps the
+circuit: relay rounds = 2 + C_f^R + 1 (noise), against Lemma C.3's sharing round plus
+``max(C_f^R, C_eta^R)``. The dealt material is counted as peer traffic (to the bit,
+Lemma C.3's offline count: AND-triple words travel as their active bits only), so
+``cost.offline_bits`` is 0. Randomness is per batch (shares, dealing, noise), so the
+noise-free release does not depend on batching and a networked run equals
+``simulate(..., batch_size=[rows of each silo])`` for a seed; seeded noisy numbers differ
+from earlier versions that ran all edges in one place. :func:`run_secure_phases` (tests,
+benchmarks) still runs all edges side by side with an offline dealer and a
+:class:`~fedustat.secure.Transcript`.
 """
 
 from __future__ import annotations
@@ -85,7 +101,6 @@ from fedustat.protocols.base import (
     Cost,
     Estimate,
     Message,
-    PeerTraffic,
     Protocol,
     Role,
     normal_std_error,
@@ -366,33 +381,6 @@ def run_secure_phases(circuit: KernelCircuit, encoded: np.ndarray, public: np.nd
     root.record_to_server("aggregate", ring.bits)
     return SecureRun(z, root, noise_shares, m, offline_end - start,
                      time.perf_counter() - offline_end)
-
-
-def _peer_traffic(transcript: Transcript, parties: np.ndarray, n_parties: int) -> PeerTraffic:
-    """The part of a run's transcript among parties and from the dealer, for ``parties``.
-
-    Deliveries to the aggregator (``server_received > 0``) are left out: the runtime
-    counts that message itself. Peer rounds run up to the last peer record's round (the
-    aggregation round comes after them).
-    """
-    totals = np.zeros((3, n_parties), dtype=np.int64)
-    last_round = -1
-    for rec in transcript.records:
-        if rec.server_received:
-            continue
-        ids = rec.layout.ids().ravel()
-        if rec.phase == "online":
-            totals[0] += np.bincount(ids, weights=rec.sent_full().ravel(),
-                                     minlength=n_parties).astype(np.int64)
-            totals[1] += np.bincount(ids, weights=rec.received_full().ravel(),
-                                     minlength=n_parties).astype(np.int64)
-            if rec.round is not None:
-                last_round = max(last_round, rec.round)
-        else:
-            totals[2] += np.bincount(ids, weights=rec.received_full().ravel(),
-                                     minlength=n_parties).astype(np.int64)
-    return PeerTraffic(parties, totals[0][parties], totals[1][parties], totals[2][parties],
-                       last_round + 1)
 
 
 def _draw_noise(plan: NoisePlan, n: int, ring: Ring, transcript: Transcript,
@@ -822,7 +810,14 @@ class UMPC(Protocol):
         """What the guarantee rests on (002 Sec. 3 and 4): semi-honest parties, the
         offline dealer, honest noise contributors, and AES for FSS comparisons."""
         out = [semi_honest("parties and the aggregator"),
-               trusted_dealer("the Beaver triples and comparison material of every edge")]
+               trusted_dealer("for each group (edge) a party outside it, drawn from the "
+                              "public coin, that deals the group's Beaver triples and "
+                              "comparison material (FSS keys, or edaBits, AND triples and "
+                              "daBits); it must collude with no member of the group nor the "
+                              "aggregator"),
+               Assumption(Trust.SEMI_HONEST, "the public coin (design, dealers, the M_HF "
+                                             "subgroup Z) is unbiased: here the aggregator "
+                                             "draws it; 002 Sec. 3 generates it jointly")]
         if self.threat_model == "hf":
             who = (f"a random subgroup Z (f_H={self.f_honest:g}, failure probability "
                    f"{self.fail_prob:.3g})")
@@ -1365,7 +1360,7 @@ class UMPC(Protocol):
         error = self.error_law(n, design, design_var, unit=p_active / (self.scale() * m)
                                ).scaled(slope)
         # Lemma C.3's count of the secure part (phases 1-4); the measured costs are in
-        # Estimate.cost, filled by the runtime from the messages and their PeerTraffic.
+        # Estimate.cost, filled by the runtime from the messages and the relayed rows.
         expected = self.expected_communication(n, design, state.public)
         diagnostics = self._diagnostics(n, design, state.public, noise_var, fp)
         diagnostics.update({
@@ -1454,9 +1449,11 @@ class UMPC(Protocol):
                  else "information-theoretic given the dealer")
         return ("records and intermediate values are additively shared within each edge; a "
                 "coalition without every member of an edge learns nothing from that edge, "
-                f"only the release ({basis}). The offline material comes from a trusted "
-                "dealer that must not collude with any party or the aggregator; parties are "
-                "semi-honest (002 Sec. 3).")
+                f"only the release ({basis}). Each edge's material comes from a dealing "
+                "party outside the edge (drawn from the public coin) that must not collude "
+                "with a member of that edge or the aggregator; parties are semi-honest "
+                "(002 Sec. 3). Peer messages travel relayed by the aggregator, end-to-end "
+                "encrypted and authenticated in networked runs.")
 
 
 def _umpc(kernel: Kernel, *, epsilon: float, delta: float = 0.0,

@@ -124,7 +124,7 @@ def _timing_rows(n: int) -> list[dict[str, Any]]:
             d, c = est.diagnostics, est.cost
             # Lemma C.3 counts the peers' traffic plus z_i (l bits per party) to the
             # aggregator, and the peer rounds plus that upload's round.
-            ring_bits = UMPC(kernel, 1.0).fixed_point.bits
+            ring_bits = d["fixed_point"]["bits"]
             # The dealt material travels as peer rows; the noise takes its own relay round.
             ok = (round(c.peer_bits_per_party * n) + n * ring_bits
                   == d["lemma_c3_bits"] + d["expected_offline_bits"]

@@ -453,7 +453,8 @@ def test_guarantee_diagnostics_and_standard_error() -> None:
     d = est.diagnostics
     assert d["noise_contributors"] == 40 and d["tolerated_colluders"] == 39
     assert "honest member" in d["collusion_guarantee"]
-    assert "computational" in d["secrecy"] and "dealer" in d["secrecy"]
+    assert "computational" in d["secrecy"] and "dealing party outside the edge" in d["secrecy"]
+    assert any("a party outside it" in a.detail for a in est.privacy.assumptions)
     design = protocol.draw_design(60, np.asarray(d["public_coin"], dtype=np.uint64))
     n_pos = int(data[:, 1].sum())
     slope = math.comb(60, 2) / (n_pos * (60 - n_pos))   # AUC = U C(n,2) / (n+ n-)

@@ -38,6 +38,7 @@ __all__ = [
     "Material",
     "add_public",
     "as_shares",
+    "evaluating_members",
     "member_openings",
     "mul_public",
     "open_shares",
@@ -209,6 +210,15 @@ def member_openings(hook: Any) -> Iterator[None]:
         yield
     finally:
         _OPENINGS.reset(token)
+
+
+def evaluating_members(p: int) -> range | tuple[int, ...]:
+    """The members whose rows a local step must compute: all ``p``, or under
+    :func:`member_openings` only the hook's ``member`` (the other rows are placeholders;
+    skipping them spares e.g. the evaluation of FSS keys the party does not hold)."""
+    hook = _OPENINGS.get()
+    member = None if hook is None else getattr(hook, "member", None)
+    return range(p) if member is None else (int(member),)
 
 
 def open_shares(*shares: np.ndarray, ring: Ring = DEFAULT_RING,

@@ -536,9 +536,10 @@ def _package(material: CircuitMaterial, member: int, edges: int) -> dict[str, np
 
 def _unpack(template: CircuitMaterial, member: int, edges: int,
             package: Mapping[str, np.ndarray]) -> CircuitMaterial:
-    """The template material (dealt for the right shapes from public randomness) with
-    member ``member``'s rows and key replaced by the received ones and every other
-    member's parts zeroed: the member holds only what it was sent."""
+    """Member ``member``'s material for ``edges`` edges: ``template`` (dealt for one edge
+    from public randomness, for its structure) resized, with this member's rows and key
+    the received ones and every other member's parts zero: the member holds only what its
+    dealer sent."""
     for leaf in _material_leaves(template):
         rows = np.asarray(package[_leaf_name(leaf)], dtype=np.uint64)
         if leaf.mask:
@@ -546,23 +547,24 @@ def _unpack(template: CircuitMaterial, member: int, edges: int,
         *parent, name = leaf.path
         holder = _get(template, tuple(parent))
         if leaf.kind == "rows":
-            full = np.asarray(getattr(holder, name))
-            new = np.zeros_like(full)
-            new[member] = rows.reshape(full.shape[1:]).astype(full.dtype)
+            one = np.asarray(getattr(holder, name))          # (k, 1, ...)
+            new = np.zeros((one.shape[0], edges, *one.shape[2:]), dtype=one.dtype)
+            new[member] = rows.reshape(edges, *one.shape[2:]).astype(one.dtype)
             object.__setattr__(holder, name, new)
         else:
             keys = list(holder)
             for b, key in enumerate(keys):
-                value = np.asarray(getattr(key, name))
-                if b == member:
-                    moved = np.moveaxis(value, leaf.axis, 0)
-                    mine = rows.reshape(moved.shape).astype(value.dtype)
-                    new = np.ascontiguousarray(np.moveaxis(mine, 0, leaf.axis))
-                else:
-                    new = np.zeros_like(value)
-                keys[b] = dataclasses.replace(key, **{name: new})
+                one = np.moveaxis(np.asarray(getattr(key, name)), leaf.axis, 0)  # (per, ...)
+                shape = (edges * one.shape[0], *one.shape[1:])
+                mine = rows.reshape(shape).astype(one.dtype) if b == member else \
+                    np.zeros(shape, dtype=one.dtype)
+                keys[b] = dataclasses.replace(
+                    key, **{name: np.ascontiguousarray(np.moveaxis(mine, 0, leaf.axis))})
             object.__setattr__(_get(template, tuple(parent[:-1])) if len(parent) > 1
                                else template, parent[-1], tuple(keys))
+    for part in _materials(template):
+        # Every material is dealt edge-major: its secret shape starts with the edges.
+        object.__setattr__(part, "shape", (edges, *tuple(part.shape)[1:]))
     return template
 
 
@@ -1037,11 +1039,12 @@ class UMPC(Protocol):
             coins = (share_rng, dealer_rng, self.noise if self.noise is not None else noise_rng)
         return _Run(plan, state.parties, slot_edge, slot_member, slot_owner, own, coins)
 
-    def _template(self, plan: _Plan, edges: int) -> CircuitMaterial:
-        """Material of the right shapes from public randomness; a member overwrites its
-        own parts with what its dealer sent and zeroes the rest (:func:`_unpack`)."""
+    def _template(self, plan: _Plan) -> CircuitMaterial:
+        """The material's structure, dealt for one edge from public randomness; a member
+        resizes it to its edges, fills in its own parts from what its dealer sent and
+        zeroes the rest (:func:`_unpack`)."""
         dealer = Dealer(self.kernel.degree, ring=plan.fp.ring, rng=0)
-        return self.circuit.deal(dealer, edges, method=self.method, full_range=self.full_range)
+        return self.circuit.deal(dealer, 1, method=self.method, full_range=self.full_range)
 
     def _next(self, state: _PartyState, run: _Run) -> Message:
         """The batch's next message: dealing, sharing, noise sharing, openings (relay
@@ -1237,7 +1240,7 @@ class UMPC(Protocol):
                         placed = np.empty((group.size, *values.shape[1:]), dtype=values.dtype)
                         placed[pos[rows[pick]]] = values[pick]
                         package[name] = placed
-                run.material[r] = _unpack(self._template(plan, group.size), r, group.size,
+                run.material[r] = _unpack(self._template(plan), r, group.size,
                                           package)
                 run.reusable[r] = _materials(run.material[r])
         elif run.stage == "noise":    # the input shares have arrived

@@ -884,7 +884,9 @@ class UMPC(Protocol):
 
     def expected_communication(self, n_parties: int, design: Design,
                                public: np.ndarray | None = None) -> dict[str, int]:
-        """Lemma C.3's online count (:func:`lemma_c3`) and the offline bits for one run."""
+        """Lemma C.3's online count (:func:`lemma_c3`), the dealt material's bits (002's
+        offline phase, here relayed from the dealing parties) and the relay rounds of one
+        run."""
         ring_bits = self.run_fixed_point(n_parties, design, public).bits
         cost = self.circuit.cost(ring_bits=ring_bits, method=self.method,  # type: ignore[arg-type]
                                  full_range=self.full_range)
@@ -897,8 +899,11 @@ class UMPC(Protocol):
                          noise_bits=c * (n_parties - 1) * ring_bits,
                          noise_rounds=1 if noisy else 0,
                          secret_columns=len(self.circuit.secret_columns))
+        # As run: dealing, sharing and the circuit's rounds, then the noise shares, each a
+        # relay round (one kind of row per round), between the broadcast and the upload.
+        relay = (2 + cost.rounds if m and k > 1 else 0) + (1 if noisy else 0)
         return {"online_bits": count.bits, "rounds": count.rounds,
-                "offline_bits": m * k * cost.offline_bits}
+                "offline_bits": m * k * cost.offline_bits, "relay_rounds": relay}
 
     def draw_design(self, n_parties: int, coin: np.ndarray | None) -> Design:
         """The public design: the fixed one, or drawn from the public coin."""
@@ -1043,7 +1048,9 @@ class UMPC(Protocol):
         """The material's structure, dealt for one edge from public randomness; a member
         resizes it to its edges, fills in its own parts from what its dealer sent and
         zeroes the rest (:func:`_unpack`)."""
-        dealer = Dealer(self.kernel.degree, ring=plan.fp.ring, rng=0)
+        # Every value is overwritten or zeroed; the OS source keeps the simulation's
+        # streams out of it.
+        dealer = Dealer(self.kernel.degree, ring=plan.fp.ring, rng="os")
         return self.circuit.deal(dealer, 1, method=self.method, full_range=self.full_range)
 
     def _next(self, state: _PartyState, run: _Run) -> Message:

@@ -21,6 +21,15 @@ from fedustat.protocols import registry
 from fedustat.protocols.base import PEER_FROM, Message, Protocol
 from fedustat.protocols.mpc.umpc import UMPC
 from fedustat.runtime.simulate import simulate, simulate_run
+from fedustat.secure import (
+    Ring,
+    contributor_noise,
+    member_openings,
+    open_shares,
+    open_xor,
+    share,
+)
+from fedustat.secure.sharing import evaluating_members
 from fedustat.stats import (
     auc_kernel,
     duplicate_pair_kernel,
@@ -136,6 +145,42 @@ def test_the_upload_is_one_ring_element_per_party_and_material_is_peer_traffic()
     ring = d["fixed_point"]["bits"]
     assert est.cost.peer_bits_per_party * 12 == pytest.approx(
         d["lemma_c3_bits"] - 12 * ring + d["expected_offline_bits"], rel=1e-12)
+
+
+# ------------------------------------------------------------------------- secure hooks
+def test_member_openings_hand_each_opening_to_the_hook() -> None:
+    ring = Ring(16)
+    shares = share(np.array([5, 7], dtype=np.uint64), 3, 1, ring=ring)
+    calls: list[tuple[str, list[int | None]]] = []
+
+    class Hook:
+        member = 1
+
+        def __call__(self, op, arrays, active, ring_):
+            calls.append((op, list(active)))
+            return [np.asarray(a[self.member]) for a in arrays]   # this member's row only
+
+    with member_openings(Hook()):
+        (opened,) = open_shares(shares, ring=ring)
+        (bit,) = open_xor(np.array([[1], [0], [1]], dtype=np.uint64), bits_per_element=1)
+        assert tuple(evaluating_members(3)) == (1,)
+    np.testing.assert_array_equal(opened, shares[1])
+    np.testing.assert_array_equal(bit, [0])
+    assert calls == [("add", [None]), ("xor", [1])]
+    # Outside the block the members' rows are summed again.
+    np.testing.assert_array_equal(open_shares(shares, ring=ring)[0], [5, 7])
+    assert tuple(evaluating_members(3)) == (0, 1, 2)
+
+
+def test_contributor_noise_checks_its_parameters() -> None:
+    ring = Ring(32)
+    with pytest.raises(ValueError, match=r"min_honest \(5\) cannot exceed the number of "
+                                         r"contributors \(3\)"):
+        contributor_noise(1, 1.0, 4, contributors=3, min_honest=5, ring=ring, rng=0)
+    with pytest.raises(ValueError, match="epsilon"):
+        contributor_noise(1, -1.0, 4, contributors=3, min_honest=1, ring=ring, rng=0)
+    diffs, _ = contributor_noise(4, 1.0, 4, contributors=3, min_honest=1, ring=ring, rng=0)
+    assert diffs.shape == (4,) and diffs.dtype == np.uint64
 
 
 # ------------------------------------------------------------------------- network

@@ -145,8 +145,10 @@ def test_auc_prediction_matches_measurement(protocol: str) -> None:
     _check(f"auc/{protocol}", pred, mse, se, reps)
     if pred.bits_per_party is not None:
         # U-MPC's count is for the advisor's own draw of the design: the number of edges
-        # with both classes (the only ones computed) differs slightly between draws.
-        rel = 0.05 if protocol == "umpc" else 0.0
+        # with both classes (the only ones computed; their dealt keys dominate the bits)
+        # differs between draws, binomial-like: sd sqrt(m p (1 - p)) ~ 14 of ~376 here,
+        # so two draws differ by ~5% (sd); 3 sd.
+        rel = 0.15 if protocol == "umpc" else 0.0
         assert bits == pytest.approx(pred.bits_per_party, rel=rel)
         if protocol != "umpc":
             assert est.cost.rounds == pred.rounds

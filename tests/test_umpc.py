@@ -25,6 +25,7 @@ import fedustat
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
+from fedustat.protocols.base import Message
 from fedustat.protocols.mpc.kernel_circuits import SUPPORTED_KERNELS, KernelCircuit, circuit_for
 from fedustat.protocols.mpc.umpc import (
     DEFAULT_FIXED_POINT,
@@ -35,7 +36,7 @@ from fedustat.protocols.mpc.umpc import (
     lemma_c3,
     share_records,
 )
-from fedustat.runtime.simulate import simulate
+from fedustat.runtime.simulate import simulate, simulate_run
 from fedustat.secure import Dealer, FixedPoint, Transcript, comparison_cost, reconstruct
 from fedustat.stats import (
     Design,
@@ -133,10 +134,11 @@ def test_noise_free_run_reproduces_the_incomplete_ustatistic(name: str, method: 
     assert est.std_error == pytest.approx(
         design_sd * abs(kernel.statistic(exact + 1e-6, data)
                         - kernel.statistic(exact - 1e-6, data)) / 2e-6, rel=1e-4)
-    # Check-in, broadcast, upload: 3 exchanges with the aggregator; Lemma C.3 counts the
-    # upload too, and the peer rounds (sharing, circuits) come before it.
-    assert est.cost.rounds == 2 + est.diagnostics["lemma_c3_rounds"]
-    assert est.cost.peer_rounds == est.diagnostics["lemma_c3_rounds"] - 1
+    # Check-in, broadcast, upload: 3 exchanges with the aggregator. Between the last two,
+    # the relay rounds: dealing, sharing, then the circuit's rounds (Lemma C.3 counts
+    # sharing + circuit + upload, so the same number without noise).
+    assert est.cost.peer_rounds == est.diagnostics["lemma_c3_rounds"]
+    assert est.cost.rounds == 3 + est.cost.peer_rounds
 
 
 def test_gini_with_real_values_is_within_the_fixed_point_resolution() -> None:
@@ -301,7 +303,7 @@ def test_mse_against_the_complete_ustatistic_within_lemma_d3() -> None:
 
 # ------------------------------------------------------------------------- communication
 def _hand_count(circuit: KernelCircuit, n: int, m: int, method: str, full_range: bool,
-                contributors: int, l_bits: int) -> tuple[int, int, int]:
+                contributors: int, l_bits: int) -> tuple[int, int, int, int]:
     """Lemma C.3 written out from the secure layer's primitive costs."""
     k = circuit.degree
     per_member = rounds = offline = 0
@@ -324,7 +326,7 @@ def _hand_count(circuit: KernelCircuit, n: int, m: int, method: str, full_range:
     bits = (m * k * (k - 1) * l_bits * d + m * k * per_member
             + contributors * (n - 1) * l_bits + n * l_bits)
     noise_rounds = 1 if contributors else 0
-    return bits, 1 + max(rounds, noise_rounds) + 1, m * k * offline
+    return bits, 1 + max(rounds, noise_rounds) + 1, m * k * offline, rounds
 
 
 @pytest.mark.parametrize(("name", "method", "threat_model", "epsilon"), [
@@ -346,8 +348,8 @@ def test_measured_bits_equal_lemma_c3(name: str, method: str, threat_model: str,
     d = est.diagnostics
     circuit = circuit_for(kernel)
     contributors = 0 if math.isinf(epsilon) else protocol.contributors(n)
-    bits, rounds, offline = _hand_count(circuit, n, d["active_edges"], method,
-                                        protocol.full_range, contributors, 40)
+    bits, rounds, offline, circuit_rounds = _hand_count(circuit, n, d["active_edges"], method,
+                                                        protocol.full_range, contributors, 40)
     assert d["lemma_c3_bits"] == bits
     assert d["lemma_c3_rounds"] == rounds
     assert d["expected_offline_bits"] == offline
@@ -356,16 +358,22 @@ def test_measured_bits_equal_lemma_c3(name: str, method: str, threat_model: str,
     # the public labels) broadcast down.
     public = 2 if name == "vus" else 1
     broadcast = 64 + 128 + (n * public if name in ("auc", "vus") else 0)
+    # The dealt material travels in a relay round from each edge's dealing party, so it
+    # is peer traffic (Lemma C.3's offline count, to the bit) and nothing is offline.
     c = est.cost
-    assert c.total_bits == bits + n * public + n * broadcast
-    assert c.bits_per_party == (bits + n * public) / n
-    assert c.peer_bits_per_party == (bits - n * 40) / n
+    assert c.total_bits == bits + offline + n * public + n * broadcast
+    assert c.bits_per_party == pytest.approx((bits + offline + n * public) / n, rel=1e-12)
+    assert c.peer_bits_per_party == pytest.approx((bits - n * 40 + offline) / n, rel=1e-12)
     # Every peer bit sent is received by a peer.
-    assert c.bits_received_per_party == (n * broadcast + bits - n * 40) / n
-    assert c.rounds == 2 + rounds
-    assert c.peer_rounds == rounds - 1
-    assert c.offline_bits == offline
-    assert c.offline_bits_per_party == offline / n
+    assert c.bits_received_per_party == pytest.approx(
+        (n * broadcast + bits - n * 40 + offline) / n, rel=1e-12)
+    # Relay rounds: dealing, sharing, the circuit's rounds, then the noise shares (a relay
+    # round carries one kind of row, so the noise no longer overlaps the circuit).
+    noise_rounds = 0 if math.isinf(epsilon) else 1
+    assert c.peer_rounds == 2 + circuit_rounds + noise_rounds
+    assert c.rounds == 3 + c.peer_rounds
+    assert rounds == 2 + max(circuit_rounds, noise_rounds)
+    assert c.offline_bits == 0 and c.offline_bits_per_party == 0
     if name in ("auc", "vus"):
         assert d["active_edges"] < d["edges"]  # same-class edges are neither shared nor computed
 
@@ -381,14 +389,17 @@ def test_lemma_c3_hand_count_on_a_tiny_run() -> None:
     assert est.diagnostics["lemma_c3_bits"] == 160 + 480 + 480 + 160 == 1280
     assert est.diagnostics["lemma_c3_rounds"] == 1 + max(1 + 1, 1) + 1 == 4
     # Measured: plus a 1-bit check-in per party up and a 192-bit broadcast (n, coin) down;
-    # every party is in one edge and in Z, so all send the same 1 + 1280 / 4 bits.
-    assert est.cost.total_bits == 1280 + 4 * 1 + 4 * 192
-    assert est.cost.bits_per_party == est.cost.max_bits_per_party == 1 + 1280 // 4
-    assert est.cost.peer_bits_per_party == (1280 - 4 * 40) / 4
-    assert est.cost.rounds == 3 + (4 - 1) and est.cost.peer_rounds == 3
-    # The dealer's material for 2 edges: one DCF key plus 2l for the comparison and a
-    # Beaver triple (3l) per member, 6,998 bits (docs/protocols/umpc.md).
-    assert est.cost.offline_bits == 2 * 2 * 6998 and est.cost.offline_bits_per_party == 6998
+    # every party is in one edge and in Z, so all send 1 + 1280 / 4 bits, and each edge's
+    # dealer (a member of the other edge) sends the material of 2 members: one DCF key plus
+    # 2l for the comparison and a Beaver triple (3l), 6,998 bits each (docs/protocols/umpc.md).
+    material = 2 * 2 * 6998
+    assert est.cost.total_bits == 1280 + material + 4 * 1 + 4 * 192
+    assert est.cost.bits_per_party == (4 + 1280 + material) / 4
+    assert est.cost.max_bits_per_party == 1 + 1280 // 4 + 2 * 6998
+    assert est.cost.peer_bits_per_party == (1280 - 4 * 40 + material) / 4
+    # Relay rounds: dealing, sharing, comparison, product, noise shares.
+    assert est.cost.peer_rounds == 5 and est.cost.rounds == 3 + 5
+    assert est.cost.offline_bits == 0
     count = lemma_c3(n_parties=4, n_edges=2, degree=2, ring_bits=40, kernel_bits=2 * 120,
                      kernel_rounds=2, noise_bits=480, noise_rounds=1)
     assert count == (1280, 4)
@@ -400,14 +411,16 @@ def test_the_aggregator_sees_uniform_ring_elements() -> None:
     messages are uniform (the data are constant, so any structure would show)."""
     n = 4000
     kernel = duplicate_pair_kernel()
-    protocol = UMPC(kernel, 1.0, comparison="circuit")
-    state = protocol.init_parties(kernel.pack(np.zeros(n)), np.arange(n))
-    server = protocol.init_server(n)
-    rng = np.random.default_rng(3)
-    state, msg = protocol.party_step(state, None, rng)
-    server, broadcast = protocol.server_step(server, msg, rng)
-    state, msg = protocol.party_step(state, broadcast, rng)  # type: ignore[arg-type]
-    z = np.asarray(msg.fields["z"])
+    protocol = UMPC(kernel, 1.0, comparison="circuit", edges=n)
+    uploads: list[np.ndarray] = []
+
+    def watch(msg: Message) -> Message:
+        if "z" in msg.fields:
+            uploads.append(np.asarray(msg.fields["z"]))
+        return msg
+
+    simulate_run(protocol, kernel.pack(np.zeros(n)), rng=3, relay=watch)
+    (z,) = uploads
     for byte in (np.bitwise_and(z, np.uint64(0xFF)), np.right_shift(z, np.uint64(32))):
         counts = np.bincount(byte.astype(np.int64), minlength=256)
         assert stats.chisquare(counts).pvalue > ALPHA
@@ -440,7 +453,8 @@ def test_guarantee_diagnostics_and_standard_error() -> None:
     d = est.diagnostics
     assert d["noise_contributors"] == 40 and d["tolerated_colluders"] == 39
     assert "honest member" in d["collusion_guarantee"]
-    assert "computational" in d["secrecy"] and "dealer" in d["secrecy"]
+    assert "computational" in d["secrecy"] and "dealing party outside the edge" in d["secrecy"]
+    assert any("a party outside it" in a.detail for a in est.privacy.assumptions)
     design = protocol.draw_design(60, np.asarray(d["public_coin"], dtype=np.uint64))
     n_pos = int(data[:, 1].sum())
     slope = math.comb(60, 2) / (n_pos * (60 - n_pos))   # AUC = U C(n,2) / (n+ n-)
@@ -548,8 +562,9 @@ def test_run_time_refusals() -> None:
         simulate(UMPC(kernel, 1.0, edges=50), data, rng=1)
     with pytest.raises(ValueError, match="design is for 12 parties, data has 10"):
         simulate(UMPC(kernel, 1.0, design=balanced_sample(12, 2, 12, rng=1)), data, rng=1)
-    with pytest.raises(ValueError, match="all 10 parties in one simulated batch"):
-        simulate(UMPC(kernel, 1.0), data, rng=1, batch_size=4)
+    with pytest.raises(ValueError, match="a party outside each group of 2 deals its "
+                                         "material; with n=2 parties there is none"):
+        simulate(UMPC(kernel, 1.0, design=Design(np.array([[0, 1]]), 2)), data[:2], rng=1)
     with pytest.raises(ValueError, match="min_honest \\(20\\) cannot exceed"):
         simulate(UMPC(kernel, 1.0, min_honest=20), data, rng=1)
     big = kernel.pack(np.arange(MAX_DIS_PARTIES + 1) % 5)

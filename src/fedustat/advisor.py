@@ -834,7 +834,9 @@ def _umpc_cost(q: Query, m: int) -> tuple[float | None, int | None, str, str]:
         return None, None, f"cost unknown ({exc})", ""
     # Lemma C.3 counts the secure phases and the upload; the first round adds a 1-bit
     # check-in (or the public label) per party and the aggregator's broadcast of the coin.
-    return (count["online_bits"] / q.n + 1.0, int(count["rounds"]) + 2,
+    # The dealt material travels among the parties too (relay rounds, as the runtime counts).
+    return ((count["online_bits"] + count["offline_bits"]) / q.n + 1.0,
+            int(count["relay_rounds"]) + 3,
             "cost: 002 Lemma C.3 count (fedustat.protocols.mpc.umpc) plus the 1-bit check-in", "")
 
 

@@ -41,6 +41,7 @@ from fedustat.secure.fss_gates import fss_is_zero, fss_msb
 from fedustat.secure.noise import (
     NoiseShares,
     PolyaDifferenceError,
+    contributor_noise,
     distributed_noise,
     local_noise,
     mhf_noise,
@@ -50,6 +51,7 @@ from fedustat.secure.noise import (
 from fedustat.secure.ring import DEFAULT_RING, Ring, SystemRandomness
 from fedustat.secure.sharing import (
     add_public,
+    member_openings,
     mul_public,
     open_shares,
     open_xor,
@@ -82,6 +84,7 @@ __all__ = [
     "and_gates",
     "b2a",
     "comparison_cost",
+    "contributor_noise",
     "dcf_eval",
     "dcf_gen",
     "deal_equal",
@@ -96,6 +99,7 @@ __all__ = [
     "greater_than",
     "less_than",
     "local_noise",
+    "member_openings",
     "mhf_noise",
     "msb",
     "mul",

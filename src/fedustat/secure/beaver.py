@@ -137,7 +137,8 @@ def and_gates(gates: Sequence[tuple[np.ndarray, np.ndarray, AndTriples | Dealer]
                    np.bitwise_and(np.bitwise_xor(ys, tri.b), mask)]
         if transcript is not None:
             per_group += 2 * popcount(tri.active) * transcript.elements_per_group(shape[1:])
-    opened = open_xor(*masked, bits_per_element=0, transcript=None)
+    opened = open_xor(*masked, bits_per_element=0, transcript=None,
+                      active=[t.active for t in prepared for _ in (0, 1)])
     if transcript is not None:
         transcript.record_open(kind, per_group)
     out = []

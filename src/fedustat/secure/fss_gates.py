@@ -19,7 +19,7 @@ import numpy as np
 
 from fedustat.secure.dcf import FssMsbMaterial, FssZeroMaterial, dcf_eval, dpf_eval
 from fedustat.secure.dealer import Dealer
-from fedustat.secure.sharing import as_shares, open_shares
+from fedustat.secure.sharing import as_shares, evaluating_members, open_shares
 from fedustat.secure.transcript import Transcript
 
 __all__ = ["fss_is_zero", "fss_msb"]
@@ -60,8 +60,8 @@ def fss_msb(z: np.ndarray, source: FssMsbMaterial | Dealer, *,
                             kind="fss_msb.open")
     low = np.bitwise_and(masked, np.uint64((1 << (ring.bits - 1)) - 1)).ravel()
     top = ring.msb(masked)
-    out = np.empty_like(zs)
-    for b in (0, 1):
+    out = np.zeros_like(zs)
+    for b in evaluating_members(2):
         # w = msb(r) xor borrow, as beta [zh_low < r_low] + msb(r) with beta = 1 - 2 msb(r).
         w = ring.add(dcf_eval(b, mat.keys[b], low).reshape(masked.shape), mat.mask_msb[b])
         # msb(z) = msb(zh) xor w = a + (1 - 2a) w with a = msb(zh) public.
@@ -82,7 +82,7 @@ def fss_is_zero(z: np.ndarray, source: FssZeroMaterial | Dealer, *,
     (masked,) = open_shares(ring.add(zs, mat.mask), ring=ring, transcript=transcript,
                             kind="fss_zero.open")
     flat = masked.ravel()
-    out = np.empty_like(zs)
-    for b in (0, 1):
+    out = np.zeros_like(zs)
+    for b in evaluating_members(2):
         out[b] = dpf_eval(b, mat.keys[b], flat).reshape(masked.shape)
     return out

@@ -69,7 +69,8 @@ from fedustat.secure.fixedpoint import FixedPoint
 from fedustat.secure.ring import DEFAULT_RING, Ring, as_share_rng
 from fedustat.secure.transcript import Transcript
 
-__all__ = ["NoiseShares", "PolyaDifferenceError", "distributed_noise", "local_noise",
+__all__ = ["NoiseShares", "PolyaDifferenceError", "contributor_noise", "distributed_noise",
+           "local_noise",
            "mhf_noise", "noise_magnitude_bound", "subgroup_size"]
 
 _TAIL_LOG2 = -40.0   # the noise may exceed the ring's headroom with probability < 2^-40
@@ -360,6 +361,37 @@ def mhf_noise(n_parties: int, epsilon: float, sensitivity: Any, *, f_honest: flo
     return distributed_noise(n, epsilon, sensitivity, fixed_point=fixed_point, ring=ring,
                              contributors=np.sort(members), min_honest=min_honest, size=size,
                              rng=source, transcript=transcript, party_ids=party_ids)
+
+
+def contributor_noise(count: int, epsilon: float, sensitivity: int, *, contributors: int,
+                      min_honest: int | None, ring: Ring,
+                      rng: RandomLike | NoiseSource | str = None) -> tuple[np.ndarray, Any]:
+    """The Pólya differences of ``count`` contributors of Protocol B.1 (002 App. B.1), drawn
+    where they live (one party, or a silo's parties), and the randomness for sharing them.
+
+    Each difference is ``X - Y`` with ``X, Y ~ Polya(1/h, t)``, ``t = exp(-epsilon / s)``,
+    ``h = min_honest`` (``contributors`` for None): the same law as in
+    :func:`distributed_noise`, whose ``c = contributors`` parts sum to ``NB(c / h, t)``
+    differences. The tail check uses the total over all contributors.
+
+    Returns the differences reduced into ``ring`` and the share randomness (one stream
+    with the Pólya draws: never two copies of one seed).
+    """
+    n_count = check_positive_int(count, "count", minimum=0)
+    total = check_positive_int(contributors, "contributors")
+    eps = check_epsilon(epsilon)
+    s_int = check_positive_int(sensitivity, "sensitivity")
+    h = total if min_honest is None else check_positive_int(min_honest, "min_honest")
+    if h > total:
+        raise ValueError(f"min_honest ({h}) cannot exceed the number of contributors "
+                         f"({total})")
+    t = math.exp(-eps / s_int)
+    r = 1.0 / h
+    max_abs = 1 << (ring.bits - 2) if ring.bits >= 2 else 1
+    _check_tail(ring, t, total * r, max_abs)
+    source, share_rng = _sources(rng)
+    diffs = _draw_differences(n_count, r, t, (), source, ring, max_abs)
+    return ring.reduce(diffs), share_rng
 
 
 def local_noise(n_parties: int, epsilon: float, sensitivity: Any, *,

@@ -23,6 +23,9 @@ each member sends its share to the others (one round, recorded in a
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -35,6 +38,8 @@ __all__ = [
     "Material",
     "add_public",
     "as_shares",
+    "evaluating_members",
+    "member_openings",
     "mul_public",
     "open_shares",
     "open_xor",
@@ -184,6 +189,38 @@ def xor_public(shares: np.ndarray, words: Any) -> np.ndarray:
     return out
 
 
+#: The opening hook of the current context (see :func:`member_openings`), or None.
+_OPENINGS: ContextVar[Any] = ContextVar("fedustat_member_openings", default=None)
+
+
+@contextmanager
+def member_openings(hook: Any) -> Iterator[None]:
+    """Within the block, :func:`open_shares` and :func:`open_xor` call ``hook`` instead of
+    summing the members' rows.
+
+    ``hook(op, arrays, active, ring)`` gets ``op`` (``"add"`` or ``"xor"``), the arrays of
+    shares (member axis first), the active-bit mask of each array (XOR openings: an
+    ``int``, or None when ``bits_per_element`` bits of bit 0 up travel) and the ring; it
+    returns the opened values. A party that holds only its own row of each array (the
+    other rows are placeholders) uses it to send its row to its peers and to take the
+    opened values from their answers, so the lockstep circuits run member by member.
+    """
+    token = _OPENINGS.set(hook)
+    try:
+        yield
+    finally:
+        _OPENINGS.reset(token)
+
+
+def evaluating_members(p: int) -> range | tuple[int, ...]:
+    """The members whose rows a local step must compute: all ``p``, or under
+    :func:`member_openings` only the hook's ``member`` (the other rows are placeholders;
+    skipping them spares e.g. the evaluation of FSS keys the party does not hold)."""
+    hook = _OPENINGS.get()
+    member = None if hook is None else getattr(hook, "member", None)
+    return range(p) if member is None else (int(member),)
+
+
 def open_shares(*shares: np.ndarray, ring: Ring = DEFAULT_RING,
                 transcript: Transcript | None = None, kind: str = "open") -> tuple[np.ndarray, ...]:
     """Open additive sharings in one round: every member broadcasts its shares to its
@@ -197,6 +234,9 @@ def open_shares(*shares: np.ndarray, ring: Ring = DEFAULT_RING,
     p = arrays[0].shape[0]
     if any(a.shape[0] != p for a in arrays):
         raise ValueError("all arrays opened together must have the same number of shares")
+    hook = _OPENINGS.get()
+    if hook is not None:
+        return tuple(hook("add", arrays, [None] * len(arrays), ring))
     if transcript is not None:
         _check_group_size(transcript, p)
         per_group = sum(transcript.elements_per_group(a.shape[1:]) for a in arrays)
@@ -205,15 +245,22 @@ def open_shares(*shares: np.ndarray, ring: Ring = DEFAULT_RING,
 
 
 def open_xor(*shares: np.ndarray, bits_per_element: int, transcript: Transcript | None = None,
-             kind: str = "open_xor") -> tuple[np.ndarray, ...]:
+             kind: str = "open_xor", active: Sequence[int] | None = None
+             ) -> tuple[np.ndarray, ...]:
     """Open XOR sharings in one round (each member broadcasts ``bits_per_element`` bits
-    per shared word: only the word's active bits travel)."""
+    per shared word: only the word's active bits travel). ``active``: the active-bit mask
+    of each array, when the travelling bits are not bits ``0..bits_per_element - 1``."""
     if not shares:
         raise ValueError("open_xor needs at least one array of shares")
     arrays = [as_shares(s, f"shares[{i}]") for i, s in enumerate(shares)]
     p = arrays[0].shape[0]
     if any(a.shape[0] != p for a in arrays):
         raise ValueError("all arrays opened together must have the same number of shares")
+    hook = _OPENINGS.get()
+    if hook is not None:
+        masks = ([int(full_mask(bits_per_element))] * len(arrays) if active is None
+                 else [int(a) for a in active])
+        return tuple(hook("xor", arrays, masks, None))
     if transcript is not None:
         _check_group_size(transcript, p)
         per_group = sum(transcript.elements_per_group(a.shape[1:]) for a in arrays)

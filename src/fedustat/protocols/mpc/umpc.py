@@ -9,9 +9,9 @@ U-statistic. Then (002 Protocol 3.1):
    sharing, 002 App. A.1-A.2) and sends each other member its share.
 2. **Computing phase.** The members of every edge evaluate the kernel on their shares
    with the secure circuits of :mod:`fedustat.protocols.mpc.kernel_circuits` (comparisons,
-   equalities, Beaver products with material from an offline dealer), all edges at once;
+   equalities, Beaver products with dealt material), each member on its own shares;
    each member ends with a share ``[f(x_e)]_{e_j}``.
-3. **Noise phase** (in parallel with 2). The parties obtain additive shares of discrete
+3. **Noise phase**. The parties obtain additive shares of discrete
    Laplace noise ``eta`` calibrated to the integer sensitivity ``delta_G^max * Delta f``
    (002 App. C.2.3) with Protocol B.1: every party contributes (threat model M_Dis) or a
    random subgroup ``Z`` of ``ceil(log(fail_prob) / log(1 - f_H))`` parties does (M_HF,
@@ -25,36 +25,54 @@ the noise is the discrete Laplace mechanism for the integer sum, so the release 
 epsilon-DP (replace one record). Against whom depends on the noise setting
 (``min_honest``, see :func:`collusion_guarantee` and ``docs/protocols/umpc.md``).
 
-How the steps map to the protocol contract
-------------------------------------------
-* round 1, parties: each party uploads the public part of its record (the label of AUC,
-  the class of VUS; otherwise a 1-bit check-in);
-* round 1, aggregator: broadcasts ``n``, a 128-bit public coin (from which every party
-  draws the same design E, 002 Sec. 3) and the public labels;
-* round 2, parties: phases 1-4 above. The exchanges *between* parties (shares, openings,
-  noise shares) do not pass through the aggregator; they are recorded in a
-  :class:`~fedustat.secure.Transcript` (the simulated network's log). The members of an
-  edge run their circuit in lockstep: in every share array row ``r`` is member ``r``'s
-  local state and the only cross-row operation is an opening, which is recorded. This
-  needs all parties in one simulated batch (``batch_size=None``);
-* round 2, aggregator: reconstructs and releases.
+How the steps map to the protocol contract ("Transport")
+--------------------------------------------------------
+Every party step computes on the party's own record, its own shares and the rows it
+received; the exchanges between parties are real messages in *relay rounds* (rows
+addressed to parties: routed between batches by the simulator, forwarded end-to-end
+encrypted by the networked server, ``docs/network.md``):
 
-The upload of round 2 carries the ring element ``z_i`` (``l`` bits) and, as its
-:class:`~fedustat.protocols.base.PeerTraffic`, what each party sent to and received from
-the other parties and from the dealer in phases 1-3 (from the transcript, less the
-delivery of ``z_i``, which the runtime counts itself), with the peer rounds. The
-:class:`~fedustat.protocols.base.Estimate`'s ``cost`` (filled by the runtime) is thus
-the whole protocol's: online bits per party (aggregator link plus peers), total bits,
-rounds (3 exchanges with the aggregator plus the peer rounds), and the dealer's offline
-bits; ``diagnostics`` holds Lemma C.3's count of the secure part beside it
-(``lemma_c3_bits``, ``lemma_c3_rounds``, ``expected_offline_bits``).
+0. parties upload the public part of their record (the label of AUC, the class of VUS;
+   otherwise a 1-bit check-in);
+1. the aggregator broadcasts ``n``, a 128-bit public coin and the public labels. From
+   them every party derives the same design E (002 Sec. 3), the active edges, for each
+   edge a **dealing party** (uniform among the ``n - k`` parties outside it) and, for
+   M_HF, the subgroup Z;
+2. *relay*: each dealing party deals, from its own coins, the material of its edges
+   (Beaver triples; FSS keys or edaBits, AND triples and daBits) and sends each member
+   its part (002 App. A.3's offline phase, here a party);
+3. *relay*: sharing phase: member ``j`` of each edge sends member ``q`` its share ``q``;
+4. *relay* (with noise): each noise contributor sends every other party a share of its
+   Pólya difference (Protocol B.1);
+5. *relay rounds*: each member runs the edge's circuit on its own row of the shares and
+   of the material (the other rows are placeholders it never fills): the circuits of
+   :mod:`fedustat.protocols.mpc.kernel_circuits` are written lockstep (row ``r`` = member
+   ``r``, the only cross-row operation an opening), so under
+   :func:`fedustat.secure.member_openings` every opening becomes the member's row sent to
+   its ``k - 1`` co-members, and the opened value is its own row plus (or xor) theirs.
+   A member replays its circuit from the start each round with the openings received so
+   far (deterministic given shares and material) until it returns;
+6. upload ``z_i`` (one ring element); the aggregator reconstructs and releases.
+
+A relay round carries one kind of row, so the noise round no longer overlaps the
+circuit: relay rounds = 2 + C_f^R + 1 (noise), against Lemma C.3's sharing round plus
+``max(C_f^R, C_eta^R)``. The dealt material is counted as peer traffic (to the bit,
+Lemma C.3's offline count: AND-triple words travel as their active bits only), so
+``cost.offline_bits`` is 0. Randomness is per batch (shares, dealing, noise), so the
+noise-free release does not depend on batching and a networked run equals
+``simulate(..., batch_size=[rows of each silo])`` for a seed; seeded noisy numbers differ
+from earlier versions that ran all edges in one place. :func:`run_secure_phases` (tests,
+benchmarks) still runs all edges side by side with an offline dealer and a
+:class:`~fedustat.secure.Transcript`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, NamedTuple
@@ -78,10 +96,11 @@ from fedustat.privacy.guarantee import (
 )
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols.base import (
+    PEER_FROM,
+    PEER_TO,
     Cost,
     Estimate,
     Message,
-    PeerTraffic,
     Protocol,
     Role,
     normal_std_error,
@@ -95,17 +114,24 @@ from fedustat.protocols.mpc.encoding import (
 from fedustat.protocols.mpc.kernel_circuits import CircuitMaterial, KernelCircuit, circuit_for
 from fedustat.protocols.registry import register
 from fedustat.secure import (
+    AndTriples,
+    DaBits,
     Dealer,
     FixedPoint,
+    FssKey,
     NoiseShares,
     PolyaDifferenceError,
     Ring,
     Transcript,
+    contributor_noise,
     distributed_noise,
+    member_openings,
     mhf_noise,
     share,
     subgroup_size,
 )
+from fedustat.secure.dealer import popcount
+from fedustat.secure.sharing import Material
 from fedustat.stats.designs import Design, balanced_sample, bernoulli_sample, uniform_sample
 from fedustat.stats.kernels import Kernel, PublicData
 
@@ -357,33 +383,6 @@ def run_secure_phases(circuit: KernelCircuit, encoded: np.ndarray, public: np.nd
                      time.perf_counter() - offline_end)
 
 
-def _peer_traffic(transcript: Transcript, parties: np.ndarray, n_parties: int) -> PeerTraffic:
-    """The part of a run's transcript among parties and from the dealer, for ``parties``.
-
-    Deliveries to the aggregator (``server_received > 0``) are left out: the runtime
-    counts that message itself. Peer rounds run up to the last peer record's round (the
-    aggregation round comes after them).
-    """
-    totals = np.zeros((3, n_parties), dtype=np.int64)
-    last_round = -1
-    for rec in transcript.records:
-        if rec.server_received:
-            continue
-        ids = rec.layout.ids().ravel()
-        if rec.phase == "online":
-            totals[0] += np.bincount(ids, weights=rec.sent_full().ravel(),
-                                     minlength=n_parties).astype(np.int64)
-            totals[1] += np.bincount(ids, weights=rec.received_full().ravel(),
-                                     minlength=n_parties).astype(np.int64)
-            if rec.round is not None:
-                last_round = max(last_round, rec.round)
-        else:
-            totals[2] += np.bincount(ids, weights=rec.received_full().ravel(),
-                                     minlength=n_parties).astype(np.int64)
-    return PeerTraffic(parties, totals[0][parties], totals[1][parties], totals[2][parties],
-                       last_round + 1)
-
-
 def _draw_noise(plan: NoisePlan, n: int, ring: Ring, transcript: Transcript,
                 ids: np.ndarray) -> NoiseShares:
     if plan.threat_model == "hf":
@@ -393,6 +392,232 @@ def _draw_noise(plan: NoisePlan, n: int, ring: Ring, transcript: Transcript,
     return distributed_noise(n, plan.epsilon, plan.sensitivity, ring=ring,
                              min_honest=plan.min_honest, rng=plan.source,
                              transcript=transcript, party_ids=ids)
+
+
+# ----------------------------------------------------------------------------------------
+# Per-party steps: each party computes on its own record, shares and received rows
+# ----------------------------------------------------------------------------------------
+
+
+class _OpeningNeededError(Exception):
+    """A member's replay reached an opening it has not received yet (what it opens)."""
+
+    def __init__(self, items: list[tuple[str, np.ndarray, int]]) -> None:
+        super().__init__("opening pending")
+        self.items = items
+
+
+class _Replay:
+    """Opening hook (:func:`fedustat.secure.member_openings`) of member ``r``: serves the
+    openings already received in order and stops at the first new one with this member's
+    rows (the circuit code is deterministic given shares and material, so a replay from
+    the start reaches the same openings)."""
+
+    def __init__(self, member: int, history: list[list[np.ndarray]]) -> None:
+        self.member = member
+        self.history = history
+        self.next = 0
+
+    def __call__(self, op: str, arrays: list[np.ndarray], active: list[int | None],
+                 ring: Ring | None) -> list[np.ndarray]:
+        if self.next < len(self.history):
+            opened = self.history[self.next]
+            self.next += 1
+            return opened
+        items = []
+        for a, mask in zip(arrays, active, strict=True):
+            mine = np.asarray(a[self.member], dtype=np.uint64)
+            if op == "add":
+                assert ring is not None
+                items.append(("add", mine, ring.bits))
+            else:
+                items.append(("xor", np.bitwise_and(mine, np.uint64(mask)), int(mask)))
+        raise _OpeningNeededError(items)
+
+
+def _positions(mask: int) -> np.ndarray:
+    return np.array([i for i in range(64) if mask >> i & 1], dtype=np.uint64)
+
+
+def _compress(words: np.ndarray, mask: int) -> np.ndarray:
+    """The active bits of ``words`` packed to the low bits (only they travel)."""
+    out = np.zeros(words.shape, dtype=np.uint64)
+    for i, pos in enumerate(_positions(mask)):
+        out |= ((words >> pos) & np.uint64(1)) << np.uint64(i)
+    return out
+
+
+def _expand(packed: np.ndarray, mask: int) -> np.ndarray:
+    out = np.zeros(packed.shape, dtype=np.uint64)
+    for i, pos in enumerate(_positions(mask)):
+        out |= ((packed >> np.uint64(i)) & np.uint64(1)) << pos
+    return out
+
+
+_KEY_FIELDS = {"seed": 0, "cw_seed": 1, "cw_t": 1, "cw_value": 1, "cw_out": 0}
+
+
+class _Leaf(NamedTuple):
+    """One array of dealt material a member receives: ``kind`` ``"rows"`` (member axis
+    first, then the edges) or ``"key"`` (an FSS key's array, key axis ``axis``)."""
+
+    path: tuple[Any, ...]
+    kind: str
+    bits: int
+    mask: int          # AND-triple words: active bits (0: send whole values)
+    axis: int
+
+
+def _material_leaves(obj: Any, path: tuple[Any, ...] = ()) -> list[_Leaf]:
+    """The arrays of a :class:`CircuitMaterial` that its members receive, with their wire
+    sizes (ring elements ``l`` bits, XOR-shared bits of an AND triple only its active
+    bits, a daBit's bit 1, key seeds 64 bits per word, control bits 1)."""
+    out: list[_Leaf] = []
+    if obj is None:
+        return out
+    if isinstance(obj, list | tuple) and not isinstance(obj, FssKey):
+        for i, item in enumerate(obj):
+            out += _material_leaves(item, (*path, i))
+        return out
+    if isinstance(obj, FssKey):
+        for name, axis in _KEY_FIELDS.items():
+            value = getattr(obj, name)
+            if value is None:
+                continue
+            bits = 1 if value.dtype == np.bool_ else (64 if "seed" in name else obj.ring.bits)
+            out.append(_Leaf((*path, name), "key", bits, 0, axis))
+        return out
+    if not dataclasses.is_dataclass(obj):
+        return out
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name == "keys" and isinstance(value, tuple):
+            # Member r receives key r only: the leaves are those of one key.
+            out += _material_leaves(value[0], (*path, "keys"))
+        elif isinstance(value, np.ndarray):
+            if isinstance(obj, AndTriples):
+                out.append(_Leaf((*path, f.name), "rows", popcount(obj.active), obj.active, 0))
+            elif isinstance(obj, DaBits) and f.name == "bits":
+                out.append(_Leaf((*path, f.name), "rows", 1, 0, 0))
+            else:
+                out.append(_Leaf((*path, f.name), "rows", obj.ring.bits, 0, 0))
+        elif isinstance(value, list | tuple) or dataclasses.is_dataclass(value):
+            out += _material_leaves(value, (*path, f.name))
+    return out
+
+
+def _get(obj: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        obj = obj[step] if isinstance(step, int) else getattr(obj, step)
+    return obj
+
+
+def _leaf_name(leaf: _Leaf) -> str:
+    return "m_" + "_".join(str(p) for p in leaf.path)
+
+
+def _package(material: CircuitMaterial, member: int, edges: int) -> dict[str, np.ndarray]:
+    """Member ``member``'s part of the material of ``edges`` edges, one row per edge."""
+    out = {}
+    for leaf in _material_leaves(material):
+        *parent, name = leaf.path
+        if leaf.kind == "rows":
+            value = np.asarray(_get(material, leaf.path))[member]
+        else:
+            key = _get(material, tuple(parent))[member]
+            value = np.moveaxis(np.asarray(getattr(key, name)), leaf.axis, 0)
+        width = int(np.prod(value.shape[1:], dtype=np.int64)) * (
+            1 if leaf.kind == "rows" else
+            int(np.prod(_get(material, tuple(parent[:-1])).shape[1:], dtype=np.int64)))
+        rows = value.reshape(edges, width).astype(np.uint64)
+        out[_leaf_name(leaf)] = _compress(rows, leaf.mask) if leaf.mask else rows
+    return out
+
+
+def _unpack(template: CircuitMaterial, member: int, edges: int,
+            package: Mapping[str, np.ndarray]) -> CircuitMaterial:
+    """Member ``member``'s material for ``edges`` edges: ``template`` (dealt for one edge
+    from public randomness, for its structure) resized, with this member's rows and key
+    the received ones and every other member's parts zero: the member holds only what its
+    dealer sent."""
+    for leaf in _material_leaves(template):
+        rows = np.asarray(package[_leaf_name(leaf)], dtype=np.uint64)
+        if leaf.mask:
+            rows = _expand(rows, leaf.mask)
+        *parent, name = leaf.path
+        holder = _get(template, tuple(parent))
+        if leaf.kind == "rows":
+            one = np.asarray(getattr(holder, name))          # (k, 1, ...)
+            new = np.zeros((one.shape[0], edges, *one.shape[2:]), dtype=one.dtype)
+            new[member] = rows.reshape(edges, *one.shape[2:]).astype(one.dtype)
+            object.__setattr__(holder, name, new)
+        else:
+            keys = list(holder)
+            for b, key in enumerate(keys):
+                one = np.moveaxis(np.asarray(getattr(key, name)), leaf.axis, 0)  # (per, ...)
+                shape = (edges * one.shape[0], *one.shape[1:])
+                mine = rows.reshape(shape).astype(one.dtype) if b == member else \
+                    np.zeros(shape, dtype=one.dtype)
+                keys[b] = dataclasses.replace(
+                    key, **{name: np.ascontiguousarray(np.moveaxis(mine, 0, leaf.axis))})
+            object.__setattr__(_get(template, tuple(parent[:-1])) if len(parent) > 1
+                               else template, parent[-1], tuple(keys))
+    for part in _materials(template):
+        # Every material is dealt edge-major: its secret shape starts with the edges.
+        object.__setattr__(part, "shape", (edges, *tuple(part.shape)[1:]))
+    return template
+
+
+def _materials(obj: Any) -> list[Material]:
+    """Every :class:`Material` inside a circuit's material (to mark it unused again before
+    a replay: the replay applies the same masks to the same inputs, which reveals nothing
+    new)."""
+    found: list[Material] = []
+    if isinstance(obj, Material):
+        found.append(obj)
+    if isinstance(obj, list | tuple):
+        for item in obj:
+            found += _materials(item)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type | FssKey):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if isinstance(value, list | tuple | Material) or dataclasses.is_dataclass(value):
+                found += _materials(value)
+    return found
+
+
+@dataclass
+class _Plan:
+    """What every party derives from the aggregator's broadcast (public only)."""
+
+    n: int
+    fp: FixedPoint
+    edges: np.ndarray            # (m, k) active edges, member j in column j
+    order: np.ndarray | None     # (m, k) member holding class q (labelled kernels)
+    dealers: np.ndarray          # (m,) the party dealing each edge's material
+    contributors: np.ndarray     # noise contributors (sorted), empty without noise
+    sensitivity: int
+
+
+@dataclass
+class _Run:
+    """A batch's part of the secure phases: its slots (party, edge, member) in edge order."""
+
+    plan: _Plan
+    parties: np.ndarray
+    slot_edge: np.ndarray
+    slot_member: np.ndarray
+    slot_owner: np.ndarray
+    own: np.ndarray               # (slots, d) the owner's encoded secret columns
+    coins: tuple[Any, Any, Any]   # share, dealer and noise randomness
+    inputs: np.ndarray | None = None      # (slots, k, d): shares of each member's record
+    material: dict[int, CircuitMaterial] = dataclasses.field(default_factory=dict)
+    reusable: dict[int, list[Material]] = dataclasses.field(default_factory=dict)
+    history: dict[int, list[list[np.ndarray]]] = dataclasses.field(default_factory=dict)
+    sent: list[tuple[str, np.ndarray, int]] = dataclasses.field(default_factory=list)
+    noise: np.ndarray | None = None       # each own party's share of the noise
+    output: np.ndarray | None = None      # (slots,) shares of D f(x_e)
+    stage: str = "deal"
 
 
 # ----------------------------------------------------------------------------------------
@@ -431,6 +656,7 @@ class _PartyState:
     encoded: np.ndarray
     public: np.ndarray | None
     stage: int = 0
+    run: _Run | None = None
 
 
 @dataclass
@@ -586,7 +812,14 @@ class UMPC(Protocol):
         """What the guarantee rests on (002 Sec. 3 and 4): semi-honest parties, the
         offline dealer, honest noise contributors, and AES for FSS comparisons."""
         out = [semi_honest("parties and the aggregator"),
-               trusted_dealer("the Beaver triples and comparison material of every edge")]
+               trusted_dealer("for each group (edge) a party outside it, drawn from the "
+                              "public coin, that deals the group's Beaver triples and "
+                              "comparison material (FSS keys, or edaBits, AND triples and "
+                              "daBits); it must collude with no member of the group nor the "
+                              "aggregator"),
+               Assumption(Trust.SEMI_HONEST, "the public coin (design, dealers, the M_HF "
+                                             "subgroup Z) is unbiased: here the aggregator "
+                                             "draws it; 002 Sec. 3 generates it jointly")]
         if self.threat_model == "hf":
             who = (f"a random subgroup Z (f_H={self.f_honest:g}, failure probability "
                    f"{self.fail_prob:.3g})")
@@ -651,7 +884,9 @@ class UMPC(Protocol):
 
     def expected_communication(self, n_parties: int, design: Design,
                                public: np.ndarray | None = None) -> dict[str, int]:
-        """Lemma C.3's online count (:func:`lemma_c3`) and the offline bits for one run."""
+        """Lemma C.3's online count (:func:`lemma_c3`), the dealt material's bits (002's
+        offline phase, here relayed from the dealing parties) and the relay rounds of one
+        run."""
         ring_bits = self.run_fixed_point(n_parties, design, public).bits
         cost = self.circuit.cost(ring_bits=ring_bits, method=self.method,  # type: ignore[arg-type]
                                  full_range=self.full_range)
@@ -664,8 +899,11 @@ class UMPC(Protocol):
                          noise_bits=c * (n_parties - 1) * ring_bits,
                          noise_rounds=1 if noisy else 0,
                          secret_columns=len(self.circuit.secret_columns))
+        # As run: dealing, sharing and the circuit's rounds, then the noise shares, each a
+        # relay round (one kind of row per round), between the broadcast and the upload.
+        relay = (2 + cost.rounds if m and k > 1 else 0) + (1 if noisy else 0)
         return {"online_bits": count.bits, "rounds": count.rounds,
-                "offline_bits": m * k * cost.offline_bits}
+                "offline_bits": m * k * cost.offline_bits, "relay_rounds": relay}
 
     def draw_design(self, n_parties: int, coin: np.ndarray | None) -> Design:
         """The public design: the fixed one, or drawn from the public coin."""
@@ -731,50 +969,336 @@ class UMPC(Protocol):
                 fields = {"public": state.public}
                 bits = {"public": self.circuit.public_bits()}
             return state, Message(Role.PARTY, Role.SERVER, fields, bits, state.parties)
-        if state.stage != 1 or inbox is None:
+        if inbox is None:
+            raise ValueError("U-MPC: after joining, every step of a party answers a message "
+                             "(the public coin or its peers' rows)")
+        if state.stage == 1:
+            state.run = self._start(state, inbox, rng)
+            state.stage = 2
+        elif state.stage != 2 or state.run is None:
             raise RuntimeError("U-MPC parties have no step after the aggregation")
-        state.stage = 2
-        return state, self._secure_round(state, inbox, rng)
+        else:
+            self._receive(state.run, inbox)
+        msg = self._next(state, state.run)
+        if msg.receiver is Role.SERVER:
+            state.stage = 3
+        return state, msg
 
-    def _secure_round(self, state: _PartyState, inbox: Message,
-                      rng: np.random.Generator) -> Message:
-        n = int(np.asarray(inbox.fields["n_parties"])[0])
-        if state.parties.size != n or not np.array_equal(np.sort(state.parties), np.arange(n)):
-            raise ValueError("U-MPC runs the edges' secure circuits in lockstep across the "
-                             f"parties and needs all {n} parties in one simulated batch; "
-                             f"this batch has {state.parties.size} (use batch_size=None)")
-        order = np.argsort(state.parties)
-        records = state.records[order]
-        self.kernel.check_data(records)  # global rules, e.g. both classes present
-        public = None if state.public is None else np.asarray(inbox.fields["public"])
-        design = self.draw_design(n, np.asarray(inbox.fields["coin"]))
+    # -- the secure phases, one party's side (module docstring, "Transport") ------------
+    def _plan(self, n: int, public: np.ndarray | None, coin: np.ndarray) -> _Plan:
+        """The run's public facts: design, active edges, their dealers, the noise
+        contributors and the ring, all from the aggregator's broadcast."""
+        design = self.draw_design(n, coin)
         if design.size == 0:
             raise ValueError("the design has no edges (a Bernoulli design can be empty); "
                              "raise edges")
-        m = self.active_edges(design, public)
+        k = self.kernel.degree
+        mask = None if public is None else self.circuit.active(public[design.tuples])
+        edges = design.tuples if mask is None else design.tuples[mask]
+        m = int(edges.shape[0])
         fp = self.run_fixed_point(n, design, public)
         self._check_sum_fits(m, fp)
-        plan = None
+        # A second stream of the public coin: each edge's dealer, uniform among the n - k
+        # parties outside it, and the M_HF subgroup Z (002 Sec. 4: a public random choice).
+        gen = np.random.default_rng(np.random.SeedSequence([*(int(w) for w in coin), 1]))
+        if m and n <= k:
+            raise ValueError(f"U-MPC: a party outside each group of {k} deals its material; "
+                             f"with n={n} parties there is none (need n > {k})")
+        dealers = gen.integers(0, max(n - k, 1), size=m)
+        for col in np.sort(edges, axis=1).T:   # skip the members: the u-th non-member
+            dealers = dealers + (dealers >= col)
+        contributors = np.zeros(0, dtype=np.int64)
+        sensitivity = self.integer_sensitivity(design)
         if not math.isinf(self.epsilon):
             if self.threat_model == "dis" and n > MAX_DIS_PARTIES:
                 raise ValueError(f"threat_model='dis' runs Protocol B.1 among all n={n} "
                                  f"parties (n^2 shares); it is refused above "
                                  f"{MAX_DIS_PARTIES} parties: use threat_model='hf'")
-            source = self.noise if self.noise is not None else rng.spawn(1)[0]
-            plan = NoisePlan(self.threat_model, self.epsilon, self.integer_sensitivity(design),
-                              self.f_honest, self.fail_prob, self.min_honest, source)
-        secret: Any = "os" if self.noise is not None and self.noise.kind == "deployment" else None
-        share_rng, dealer_rng = (secret, secret) if secret else tuple(rng.spawn(2))
+            c = self.contributors(n)
+            contributors = np.arange(n) if c == n else np.sort(gen.choice(n, c, replace=False))
+        order = None if public is None else self.circuit.order(public[edges])
+        return _Plan(n, fp, edges.astype(np.int64), order, dealers.astype(np.int64),
+                     contributors.astype(np.int64), sensitivity)
+
+    def _start(self, state: _PartyState, inbox: Message, rng: np.random.Generator) -> _Run:
+        n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0])
+        public = None if state.public is None else np.asarray(inbox.fields["public"])
+        if state.parties.size == n:
+            self.kernel.check_data(state.records)  # global rules, e.g. both classes present
+        plan = self._plan(n, public, np.asarray(inbox.fields["coin"]))
+        mine = np.isin(plan.edges, state.parties)
+        slot_edge, slot_member = np.nonzero(mine)
+        slot_owner = plan.edges[slot_edge, slot_member]
+        order = np.lexsort((slot_member, slot_edge))
+        slot_edge, slot_member, slot_owner = slot_edge[order], slot_member[order], \
+            slot_owner[order]
+        sorter = np.argsort(state.parties, kind="stable")
+        rows = sorter[np.searchsorted(state.parties, slot_owner, sorter=sorter)]
         # Codes are non-negative below 2^(l-2): reducing the nominal 64-bit elements
         # modulo 2^l keeps them (two's complement is compatible with reduction).
-        encoded = np.bitwise_and(state.encoded[order], fp.ring.mask)
-        run = run_secure_phases(self.circuit, encoded, public, design.tuples,
-                                fixed_point=fp, method=self.method,
-                                full_range=self.full_range, noise=plan, share_rng=share_rng,
-                                dealer_rng=dealer_rng)
-        ids = state.parties
-        return Message(Role.PARTY, Role.SERVER, {"z": run.z[ids]}, {"z": fp.bits},
-                       ids, peer=_peer_traffic(run.transcript, ids, n))
+        own = np.bitwise_and(state.encoded[rows], plan.fp.ring.mask)
+        if self.noise is not None and self.noise.kind == "deployment":
+            coins: tuple[Any, Any, Any] = ("os", "os", self.noise)
+        else:
+            share_rng, dealer_rng, noise_rng = rng.spawn(3)
+            coins = (share_rng, dealer_rng, self.noise if self.noise is not None else noise_rng)
+        return _Run(plan, state.parties, slot_edge, slot_member, slot_owner, own, coins)
+
+    def _template(self, plan: _Plan) -> CircuitMaterial:
+        """The material's structure, dealt for one edge from public randomness; a member
+        resizes it to its edges, fills in its own parts from what its dealer sent and
+        zeroes the rest (:func:`_unpack`)."""
+        # Every value is overwritten or zeroed; the OS source keeps the simulation's
+        # streams out of it.
+        dealer = Dealer(self.kernel.degree, ring=plan.fp.ring, rng="os")
+        return self.circuit.deal(dealer, 1, method=self.method, full_range=self.full_range)
+
+    def _next(self, state: _PartyState, run: _Run) -> Message:
+        """The batch's next message: dealing, sharing, noise sharing, openings (relay
+        rounds), then the upload."""
+        plan = run.plan
+        computes = plan.edges.shape[0] > 0
+        if run.stage == "deal":
+            run.stage = "share"
+            if computes:
+                return self._deal(run)
+        if run.stage == "share":
+            run.stage = "noise"
+            if computes:
+                return self._share(run)
+        if run.stage == "noise":
+            run.stage = "circuit"
+            if plan.contributors.size:
+                return self._noise(run, state.parties)
+        if run.stage == "circuit" and computes:
+            msg = self._openings(run)
+            if msg is not None:
+                return msg
+        run.stage = "done"
+        ring = plan.fp.ring
+        parties = state.parties
+        z = np.zeros(parties.size, dtype=np.uint64) if run.noise is None else run.noise
+        if run.output is not None and run.output.size:
+            where = np.searchsorted(parties, run.slot_owner, sorter=np.argsort(parties))
+            where = np.argsort(parties)[where]
+            np.add.at(z, where, run.output)   # uint64 wraps modulo 2^64; 2^l divides it
+        z = np.bitwise_and(z, ring.mask)
+        return Message(Role.PARTY, Role.SERVER, {"z": z}, {"z": plan.fp.bits}, parties)
+
+    def _deal(self, run: _Run) -> Message:
+        """Each party deals, from its own coins, the material of the edges it deals for
+        and sends each member its part (002 App. A.3's dealer, here a party outside the
+        edge)."""
+        plan, k = run.plan, self.kernel.degree
+        dealt = np.flatnonzero(np.isin(plan.dealers, run.parties))
+        dealer = Dealer(k, ring=plan.fp.ring, rng=run.coins[1])
+        material = self.circuit.deal(dealer, dealt.size, method=self.method,
+                                     full_range=self.full_range)
+        parts = [_package(material, r, dealt.size) for r in range(k)]
+        fields = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+        edge = np.tile(dealt, k)
+        senders = np.tile(plan.dealers[dealt], k)
+        targets = plan.edges[edge, np.repeat(np.arange(k), dealt.size)]
+        order = np.lexsort((edge, targets, senders))
+        fields = {name: v[order] for name, v in fields.items()}
+        bits = {leaf_name: leaf.bits for leaf in _material_leaves(material)
+                for leaf_name in [_leaf_name(leaf)]}
+        fields[PEER_TO], bits[PEER_TO] = targets[order], 32
+        return Message(Role.PARTY, Role.PARTY, fields, bits, senders[order])
+
+    def _share(self, run: _Run) -> Message:
+        """Sharing phase (002 Protocol 3.1, step 1): member j of each edge splits its
+        record into k additive shares and sends share q to member q."""
+        plan, k = run.plan, self.kernel.degree
+        ring = plan.fp.ring
+        shares = share(run.own, k, run.coins[0], ring=ring)     # (k, slots, d)
+        run.inputs = np.zeros((run.slot_edge.size, k, run.own.shape[1]), dtype=np.uint64)
+        run.inputs[np.arange(run.slot_edge.size), run.slot_member] = \
+            shares[run.slot_member, np.arange(run.slot_edge.size)]
+        slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
+        targets = plan.edges[run.slot_edge[slot], member]
+        senders = run.slot_owner[slot]
+        order = np.lexsort((run.slot_edge[slot], targets, senders))
+        x = shares[member, slot][order]
+        return Message(Role.PARTY, Role.PARTY, {"x": x, PEER_TO: targets[order]},
+                       {"x": ring.bits, PEER_TO: 32}, senders[order])
+
+    def _noise(self, run: _Run, parties: np.ndarray) -> Message:
+        """Noise phase (002 Protocol B.1): each contributor draws its Pólya difference and
+        sends every other party a uniform share of it, keeping the completing one."""
+        plan = run.plan
+        ring = plan.fp.ring
+        mine = plan.contributors[np.isin(plan.contributors, parties)]
+        diffs, share_rng = contributor_noise(
+            mine.size, self.epsilon, plan.sensitivity, contributors=plan.contributors.size,
+            min_honest=self.min_honest, ring=ring, rng=run.coins[2])
+        shares = ring.random((mine.size, plan.n), share_rng)
+        rows = np.arange(mine.size)
+        shares[rows, mine] = 0
+        shares[rows, mine] = ring.sub(diffs, ring.sum(shares, axis=1))
+        run.noise = np.zeros(parties.size, dtype=np.uint64)
+        where = np.argsort(parties)[np.searchsorted(parties, mine, sorter=np.argsort(parties))]
+        run.noise[where] = shares[rows, mine]
+        src, dst = np.nonzero(np.arange(plan.n)[None, :] != mine[:, None])
+        senders, targets = mine[src], dst
+        order = np.lexsort((targets, senders))
+        return Message(Role.PARTY, Role.PARTY,
+                       {"eta": shares[src, dst][order], PEER_TO: targets[order]},
+                       {"eta": ring.bits, PEER_TO: 32}, senders[order])
+
+    def _evaluate(self, run: _Run, member: int) -> np.ndarray:
+        """Replay member ``member``'s circuit on its own shares and material with the
+        openings received so far; :class:`_OpeningNeededError` carries its next opening."""
+        plan, k = run.plan, self.kernel.degree
+        sel = run.slot_member == member
+        assert run.inputs is not None
+        d = run.inputs.shape[2]
+        shares = []
+        for j in range(k):
+            s = np.zeros((k, int(sel.sum()), d), dtype=np.uint64)
+            s[member] = run.inputs[sel, j]
+            shares.append(s)
+        material = run.material[member]
+        for part in run.reusable[member]:
+            part._spent = False
+        order = None if plan.order is None else plan.order[run.slot_edge[sel]]
+        with member_openings(_Replay(member, run.history.setdefault(member, []))):
+            out = self.circuit.evaluate(shares, material, ring=plan.fp.ring, method=self.method,
+                                        full_range=self.full_range, order=order)
+        return np.asarray(out[member], dtype=np.uint64)
+
+    def _openings(self, run: _Run) -> Message | None:
+        """The members' next openings to their co-members (every member of an edge sends
+        its row to the k - 1 others), or None once every member's circuit has returned."""
+        k = self.kernel.degree
+        pending: dict[int, list[tuple[str, np.ndarray, int]]] = {}
+        outputs: dict[int, np.ndarray] = {}
+        for r in range(k):
+            try:
+                outputs[r] = self._evaluate(run, r)
+            except _OpeningNeededError as stop:
+                pending[r] = stop.items
+        if not pending:
+            run.output = np.zeros(run.slot_edge.size, dtype=np.uint64)
+            for r, out in outputs.items():
+                run.output[run.slot_member == r] = out
+            return None
+        if outputs:
+            raise RuntimeError("U-MPC: the members' circuits opened different values")
+        items = []
+        for i, (op, first, width) in enumerate(pending[0]):
+            rows = np.zeros((run.slot_edge.size, *first.shape[1:]), dtype=np.uint64)
+            for r in range(k):
+                rows[run.slot_member == r] = pending[r][i][1]
+            items.append((op, rows, width))
+        run.sent = items
+        slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
+        targets = run.plan.edges[run.slot_edge[slot], member]
+        senders = run.slot_owner[slot]
+        order = np.lexsort((run.slot_edge[slot], targets, senders))
+        fields: dict[str, np.ndarray] = {}
+        bits: dict[str, int] = {}
+        for i, (op, rows, width) in enumerate(items):
+            sent = rows[slot][order]
+            if op == "xor":
+                sent = _compress(sent, width)
+                bits[f"o{i}"] = popcount(width)
+            else:
+                bits[f"o{i}"] = width
+            fields[f"o{i}"] = sent
+        fields[PEER_TO], bits[PEER_TO] = targets[order], 32
+        return Message(Role.PARTY, Role.PARTY, fields, bits, senders[order])
+
+    def _expected(self, run: _Run, origin_of: np.ndarray, what: str, inbox: Message
+                  ) -> np.ndarray:
+        """Checks that the rows received are one per (slot, origin) in the order the
+        transport delivers them (recipient, origin, edge); returns each row's slot."""
+        if not inbox.is_peer:
+            raise ValueError(f"U-MPC: expected {what} from parties, got a message from the "
+                             f"{inbox.sender}")
+        slot, origin = origin_of
+        order = np.lexsort((run.slot_edge[slot], origin, run.slot_owner[slot]))
+        got_from = np.asarray(inbox.fields[PEER_FROM], dtype=np.int64)
+        if not (np.array_equal(np.asarray(inbox.parties), run.slot_owner[slot][order])
+                and np.array_equal(got_from, origin[order])):
+            raise ValueError(f"U-MPC: each party must receive exactly one row of {what} per "
+                             "group it is in and sender; the rows received do not match the "
+                             "design")
+        return slot[order]
+
+    def _receive(self, run: _Run, inbox: Message) -> None:
+        plan, k = run.plan, self.kernel.degree
+        ring = plan.fp.ring
+        others = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
+        co_members = (others[0], plan.edges[run.slot_edge[others[0]], others[1]])
+        if run.stage == "share":      # the material has arrived
+            slot = np.arange(run.slot_edge.size)
+            rows = self._expected(run, (slot, plan.dealers[run.slot_edge]),
+                                  "dealt material", inbox)
+            for r in range(k):
+                group = np.flatnonzero(run.slot_member == r)
+                pos = np.zeros(run.slot_edge.size, dtype=np.int64)
+                pos[group] = np.arange(group.size)
+                pick = np.flatnonzero(run.slot_member[rows] == r)
+                package = {}
+                for name, v in inbox.fields.items():
+                    if name.startswith("m_"):
+                        values = np.asarray(v)
+                        placed = np.empty((group.size, *values.shape[1:]), dtype=values.dtype)
+                        placed[pos[rows[pick]]] = values[pick]
+                        package[name] = placed
+                run.material[r] = _unpack(self._template(plan), r, group.size,
+                                          package)
+                run.reusable[r] = _materials(run.material[r])
+        elif run.stage == "noise":    # the input shares have arrived
+            rows = self._expected(run, co_members, "input shares", inbox)
+            assert run.inputs is not None
+            sender_member = self._member_of(plan, run.slot_edge[rows],
+                                            np.asarray(inbox.fields[PEER_FROM]))
+            run.inputs[rows, sender_member] = np.asarray(inbox.fields["x"], dtype=np.uint64)
+        elif "eta" in inbox.fields:
+            self._receive_noise(run, inbox)
+        else:
+            rows = self._expected(run, co_members, "openings", inbox)
+            opened = []
+            for i, (op, mine, width) in enumerate(run.sent):
+                got = np.asarray(inbox.fields[f"o{i}"], dtype=np.uint64)
+                total = mine.copy()
+                if op == "xor":
+                    np.bitwise_xor.at(total, rows, _expand(got, width))
+                else:
+                    np.add.at(total, rows, got)
+                    total = np.bitwise_and(total, ring.mask)
+                opened.append(total)
+            for r in range(k):
+                sel = run.slot_member == r
+                run.history.setdefault(r, []).append([o[sel] for o in opened])
+
+    @staticmethod
+    def _member_of(plan: _Plan, edge: np.ndarray, party: np.ndarray) -> np.ndarray:
+        return np.argmax(plan.edges[edge] == party[:, None], axis=1)
+
+    def _receive_noise(self, run: _Run, inbox: Message) -> None:
+        parties = run.parties
+        plan = run.plan
+        ring = plan.fp.ring
+        expected_to, expected_from = [], []
+        for p in np.sort(parties):
+            src = plan.contributors[plan.contributors != p]
+            expected_to.append(np.full(src.size, p))
+            expected_from.append(src)
+        to = np.concatenate(expected_to) if expected_to else np.zeros(0, np.int64)
+        frm = np.concatenate(expected_from) if expected_from else np.zeros(0, np.int64)
+        if not (np.array_equal(np.asarray(inbox.parties), to)
+                and np.array_equal(np.asarray(inbox.fields[PEER_FROM]), frm)):
+            raise ValueError("U-MPC: each party must receive one noise share from every "
+                             "other noise contributor; the rows received do not match")
+        if run.noise is None:
+            run.noise = np.zeros(parties.size, dtype=np.uint64)
+        sorter = np.argsort(parties)
+        where = sorter[np.searchsorted(parties, to, sorter=sorter)]
+        np.add.at(run.noise, where, np.asarray(inbox.fields["eta"], dtype=np.uint64))
+        run.noise = np.bitwise_and(run.noise, ring.mask)
 
     def _check_sum_fits(self, active: int, fp: FixedPoint) -> None:
         """``|E| max |D f| < 2^(l-2)``: with the noise below ``2^(l-2)`` (checked by the
@@ -846,7 +1370,7 @@ class UMPC(Protocol):
         error = self.error_law(n, design, design_var, unit=p_active / (self.scale() * m)
                                ).scaled(slope)
         # Lemma C.3's count of the secure part (phases 1-4); the measured costs are in
-        # Estimate.cost, filled by the runtime from the messages and their PeerTraffic.
+        # Estimate.cost, filled by the runtime from the messages and the relayed rows.
         expected = self.expected_communication(n, design, state.public)
         diagnostics = self._diagnostics(n, design, state.public, noise_var, fp)
         diagnostics.update({
@@ -935,9 +1459,11 @@ class UMPC(Protocol):
                  else "information-theoretic given the dealer")
         return ("records and intermediate values are additively shared within each edge; a "
                 "coalition without every member of an edge learns nothing from that edge, "
-                f"only the release ({basis}). The offline material comes from a trusted "
-                "dealer that must not collude with any party or the aggregator; parties are "
-                "semi-honest (002 Sec. 3).")
+                f"only the release ({basis}). Each edge's material comes from a dealing "
+                "party outside the edge (drawn from the public coin) that must not collude "
+                "with a member of that edge or the aggregator; parties are semi-honest "
+                "(002 Sec. 3). Peer messages travel relayed by the aggregator, end-to-end "
+                "encrypted and authenticated in networked runs.")
 
 
 def _umpc(kernel: Kernel, *, epsilon: float, delta: float = 0.0,

@@ -413,8 +413,8 @@ KIND_LEGEND = ("kind of prediction: exact = the protocol's exact MSE; bound = a 
                "quantization error of a non-Lipschitz kernel on continuous data is not "
                "covered); approx = first-order (delta-method) value. RMSE/pred < 1 is "
                "expected for bounds; CI95 cover is the fraction of repetitions whose 95% "
-               "interval (estimate +- 1.96 s.e., the protocol's own s.e.) contains the "
-               "exact value.")
+               "interval (the release's own: its error law where it has one, else +- 1.96 "
+               "s.e.) contains the exact value.")
 
 
 def _bits_text(bits: float | None) -> str:

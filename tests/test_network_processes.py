@@ -259,3 +259,24 @@ def test_a_malformed_message_stops_the_run_naming_its_sender(processes, deployme
     for party in honest:
         code, _, err = finish(party)
         assert code == 1 and "party-2" in err
+
+
+def test_umpc_between_processes(processes, deployment):
+    # U-MPC: dealing parties, shares, noise shares and circuit openings as relay rounds.
+    certs, files, data = deployment
+    common = ["--statistic", "auc", "--epsilon", "1", "--protocol", "umpc",
+              "--column-bounds", "score=0,1", "--seed", "6"]
+    server, address = start_server(processes, certs, common)
+    parties = [start_party(processes, certs, address, i, path, common)
+               for i, path in enumerate(files)]
+    code, out, err = finish(server)
+    assert code == 0, err
+    sizes = [len(part) for part in np.array_split(data, SILOS)]
+    expected = simulate(registry.make("umpc", auc_kernel(), epsilon=1.0,
+                                      bounds={"score": (0.0, 1.0)}),
+                        data, rng=6, batch_size=sizes)
+    released = release_of(out)
+    assert released["value"] == expected.value
+    assert released["total_bits"] == expected.cost.total_bits
+    for party in parties:
+        assert finish(party)[0] == 0

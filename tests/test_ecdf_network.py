@@ -11,15 +11,14 @@ distributed noise sent by the contributors has the mean and variance of its law.
 
 from __future__ import annotations
 
+import functools
 import math
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
-from fedustat.protocols.base import PEER_FROM, Message, Protocol, Role
+from fedustat.protocols.base import PEER_FROM, Message, Role
 from fedustat.protocols.ecdf import (
     FssECDF,
     PointwiseECDF,
@@ -31,6 +30,7 @@ from fedustat.protocols.ecdf import (
 from fedustat.protocols.ecdf.shared_noise import DEALER_FRAC_BITS
 from fedustat.runtime.simulate import simulate
 from fedustat.stats.ecdf import absolute_grid, ecdf_counts
+from network_deployment import run_deployment as run_threads
 
 GRID = absolute_grid(0.0, 12.0, 0.5)  # 25 thresholds: L = 5, 49 nodes
 EPS = 1.0
@@ -188,46 +188,9 @@ def test_a_party_step_before_configure_is_refused():
 # ------------------------------------------------------------------ networked runs
 
 
-def run_deployment(certs: Any, make: Callable[[], Protocol], silos: list[np.ndarray], *,
-                   rng: Any = SEED, timeout: float = TIMEOUT) -> tuple[Any, list[Any]]:
-    """Server and parties in threads; (server result or exception, party results or
-    exceptions). As tests/test_network.py's helper."""
-    from fedustat.runtime.network.certs import load_credentials
-    from fedustat.runtime.network.party import run_party
-    from fedustat.runtime.network.server import serve
-
-    ready, port = threading.Event(), {}
-    outcome: dict[str, Any] = {}
-
-    def server() -> None:
-        try:
-            outcome["server"] = serve(make(), len(silos), load_credentials(certs, "server"),
-                                      rng=rng, timeout=timeout,
-                                      on_ready=lambda p: (port.update(p=p), ready.set()))
-        except Exception as exc:  # the test inspects it
-            outcome["server"] = exc
-            ready.set()
-
-    parties: list[Any] = [None] * len(silos)
-
-    def party(i: int) -> None:
-        try:
-            parties[i] = run_party(make(), silos[i], load_credentials(certs, f"party-{i}"),
-                                   f"127.0.0.1:{port['p']}", rng=rng, timeout=3 * timeout)
-        except Exception as exc:
-            parties[i] = exc
-
-    server_thread = threading.Thread(target=server)
-    server_thread.start()
-    assert ready.wait(30)
-    threads = [threading.Thread(target=party, args=(i,)) for i in range(len(silos))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(6 * timeout)
-    server_thread.join(4 * timeout)
-    assert not server_thread.is_alive(), "the server must never hang"
-    return outcome["server"], parties
+#: Server and silos in threads (tests/network_deployment.py), with this file's seed and
+#: timeout.
+run_deployment = functools.partial(run_threads, rng=SEED, timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")

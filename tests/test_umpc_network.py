@@ -8,9 +8,8 @@ tests/test_network.py) gives the simulator's release and costs for a seed.
 
 from __future__ import annotations
 
+import functools
 import math
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from fedustat.stats import (
     rand_index_kernel,
     vus_kernel,
 )
+from network_deployment import run_deployment as run_threads
 
 SEED = 5
 TIMEOUT = 20.0
@@ -186,46 +186,11 @@ def test_contributor_noise_checks_its_parameters() -> None:
 # ------------------------------------------------------------------------- network
 grpc = pytest.importorskip("grpc")
 
-from fedustat.runtime.network.certs import create_deployment, load_credentials  # noqa: E402
-from fedustat.runtime.network.party import run_party  # noqa: E402
-from fedustat.runtime.network.server import serve  # noqa: E402
+from fedustat.runtime.network.certs import create_deployment  # noqa: E402
 
-
-def run_deployment(certs: Any, make: Callable[[], Protocol], silos: list[np.ndarray], *,
-                   rng: Any = SEED, timeout: float = TIMEOUT) -> tuple[Any, list[Any]]:
-    """Server and silos in threads; (server result or exception, party results or exceptions)."""
-    ready, port = threading.Event(), {}
-    outcome: dict[str, Any] = {}
-
-    def server() -> None:
-        try:
-            outcome["server"] = serve(make(), len(silos), load_credentials(certs, "server"),
-                                      rng=rng, timeout=timeout,
-                                      on_ready=lambda p: (port.update(p=p), ready.set()))
-        except Exception as exc:  # the test inspects it
-            outcome["server"] = exc
-            ready.set()
-
-    parties: list[Any] = [None] * len(silos)
-
-    def party(i: int) -> None:
-        try:
-            parties[i] = run_party(make(), silos[i], load_credentials(certs, f"party-{i}"),
-                                   f"127.0.0.1:{port['p']}", rng=rng, timeout=3 * timeout)
-        except Exception as exc:
-            parties[i] = exc
-
-    server_thread = threading.Thread(target=server)
-    server_thread.start()
-    assert ready.wait(30)
-    threads = [threading.Thread(target=party, args=(i,)) for i in range(len(silos))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(6 * timeout)
-    server_thread.join(4 * timeout)
-    assert not server_thread.is_alive(), "the server must never hang"
-    return outcome["server"], parties
+#: Server and silos in threads (tests/network_deployment.py), with this file's seed and
+#: timeout.
+run_deployment = functools.partial(run_threads, rng=SEED, timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")

@@ -106,6 +106,17 @@ def release_of(stdout: str) -> dict:
     return json.loads(stdout[stdout.index("{"):])
 
 
+def run_every_silo(processes: Processes, certs: Path, files: list[Path],
+                   common: list[str]) -> tuple[str, list[subprocess.Popen]]:
+    """A server and one party process per file; the server's output once it succeeded."""
+    server, address = start_server(processes, certs, common)
+    parties = [start_party(processes, certs, address, i, path, common)
+               for i, path in enumerate(files)]
+    code, out, err = finish(server)
+    assert code == 0, err
+    return out, parties
+
+
 @pytest.mark.parametrize(("options", "make", "grouped"), [
     (["--protocol", "fedauc-rr", "--param", "n_clients=3"],
      lambda: registry.make("fedauc-rr", auc_kernel(), epsilon=1.0, n_clients=3), True),
@@ -117,11 +128,7 @@ def test_processes_release_the_simulators_number(processes, deployment, options,
                                                  grouped):
     certs, files, data = deployment
     common = ["--statistic", "auc", "--epsilon", "1", "--seed", "3", *options]
-    server, address = start_server(processes, certs, common)
-    parties = [start_party(processes, certs, address, i, path, common)
-               for i, path in enumerate(files)]
-    code, out, err = finish(server)
-    assert code == 0, err
+    out, parties = run_every_silo(processes, certs, files, common)
     released = release_of(out)
     sizes = [len(part) for part in np.array_split(data, SILOS)]
     if grouped:
@@ -140,11 +147,7 @@ def test_processes_release_the_simulators_number(processes, deployment, options,
 def test_deployment_randomness_by_default(processes, deployment):
     certs, files, _ = deployment
     common = ["--statistic", "auc", "--epsilon", "1", "--protocol", "central-laplace"]
-    server, address = start_server(processes, certs, common)
-    for i, path in enumerate(files):
-        start_party(processes, certs, address, i, path, common)
-    code, out, err = finish(server)
-    assert code == 0, err
+    out, _ = run_every_silo(processes, certs, files, common)
     assert "deployment noise" in out
     assert release_of(out)["noise"] == "deployment"
 
@@ -189,11 +192,7 @@ def test_pairs_2pc_between_processes(processes, deployment):
     certs, files, data = deployment
     common = ["--statistic", "auc", "--epsilon", "1", "--protocol", "pairs-2pc",
               "--param", "P=2", "--seed", "4"]
-    server, address = start_server(processes, certs, common)
-    parties = [start_party(processes, certs, address, i, path, common)
-               for i, path in enumerate(files)]
-    code, out, err = finish(server)
-    assert code == 0, err
+    out, parties = run_every_silo(processes, certs, files, common)
     sizes = [len(part) for part in np.array_split(data, SILOS)]
     expected = simulate(registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2), data,
                         rng=4, batch_size=sizes)
@@ -266,11 +265,7 @@ def test_umpc_between_processes(processes, deployment):
     certs, files, data = deployment
     common = ["--statistic", "auc", "--epsilon", "1", "--protocol", "umpc",
               "--column-bounds", "score=0,1", "--seed", "6"]
-    server, address = start_server(processes, certs, common)
-    parties = [start_party(processes, certs, address, i, path, common)
-               for i, path in enumerate(files)]
-    code, out, err = finish(server)
-    assert code == 0, err
+    out, parties = run_every_silo(processes, certs, files, common)
     sizes = [len(part) for part in np.array_split(data, SILOS)]
     expected = simulate(registry.make("umpc", auc_kernel(), epsilon=1.0,
                                       bounds={"score": (0.0, 1.0)}),

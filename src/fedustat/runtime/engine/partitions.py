@@ -6,6 +6,7 @@ index) that a worker turns into the batch's records; the driver never holds the 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +17,12 @@ import numpy as np
 from fedustat._validation import as_float_array, as_seed_sequence, check_positive_int
 
 
-class Partition:
+class Partition(ABC):
     """A batch of parties' records, loaded where the batch runs."""
 
+    @abstractmethod
     def load(self) -> np.ndarray:
         """The records, shape (rows, columns)."""
-        raise NotImplementedError
 
     def n_rows_stored(self) -> int:
         """The number of rows, read cheaply where the storage says it."""

@@ -283,34 +283,67 @@ def _protocol_params(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespa
             | _parse_params(args.param))
 
 
+def _engine_options(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespace
+                    ) -> dict[str, Any]:
+    """``--engine``, ``--workers`` and ``--partitions`` as estimate() arguments."""
+    if args.engine is None:
+        return {}
+    options: dict[str, Any] = {"engine": args.engine}
+    if args.workers is not None:
+        options["workers"] = args.workers
+    if args.partitions is not None:
+        from fedustat.runtime.engine import parquet_directory  # no Dask import here
+
+        columns = ([c.strip() for c in args.columns.split(",")] if args.columns
+                   else list(kernel.columns))
+        if len(columns) != kernel.n_columns:
+            raise SystemExit(f"error: {spec.name} needs {kernel.n_columns} column(s) "
+                             f"({', '.join(kernel.columns)}), --columns names {len(columns)}")
+        options["partitions"] = parquet_directory(args.partitions, columns)
+    return options
+
+
 def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     kernel = _kernel(spec, args)
-    source, data = _records(spec, kernel, args)
-    exact = estimate(kernel, data, epsilon=math.inf, protocol="exact")
+    engine_options = _engine_options(spec, kernel, args)
+    stored = engine_options.get("partitions")
+    if stored is None:
+        source, data = _records(spec, kernel, args)
+        n = int(data.shape[0])
+        exact: float | None = estimate(kernel, data, epsilon=math.inf, protocol="exact").value
+    else:
+        # The rows stay in the partitions, read by the workers: no exact value here.
+        source, data, exact = str(args.partitions), None, None
+        n = sum(part.n_rows_stored() for part in stored)
     params = _protocol_params(spec, kernel, args)
     deployment = args.noise == "deployment"
     try:
         registry.check_parameters(args.protocol, params)
         private = estimate(kernel, data, epsilon=args.epsilon, delta=args.delta,
                            protocol=args.protocol, noise=args.noise,
-                           rng=None if deployment else _seed(args), **params)
+                           rng=None if deployment else _seed(args), **engine_options, **params)
     except (TypeError, ValueError, OverflowError, MemoryError) as exc:
         raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
-    except ImportError as exc:
+    except (ImportError, RuntimeError) as exc:  # the engine's EngineError is a RuntimeError
         raise SystemExit(f"error: {exc}") from None
     try:
         low, high = private.confidence_interval(0.95)
     except ValueError:
         low = high = math.nan
-    return {
+    row = {
         "statistic": spec.name, "data": source,
-        "n": int(data.shape[0]), "exact": exact.value, "estimate": private.value,
+        "n": n, "exact": exact, "estimate": private.value,
         "std_error": private.std_error, "ci95_low": low, "ci95_high": high,
-        "error": private.value - exact.value, "protocol": private.protocol,
+        "error": None if exact is None else private.value - exact,
+        "protocol": private.protocol,
         "privacy": str(private.privacy), "bits_per_party": private.cost.bits_per_party,
         "noise": private.noise,
         "trust": [str(a) for a in private.privacy.assumptions],
     }
+    if args.engine is not None:
+        row["engine"] = dict(private.diagnostics["engine"])
+        row["partitions"] = row["engine"]["partitions"]
+    return row
 
 
 def _seed(args: argparse.Namespace) -> int:
@@ -324,9 +357,11 @@ def _format_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         se = "-" if r["std_error"] is None else f"{r['std_error']:.4f}"
         ci = "-" if math.isnan(r["ci95_low"]) else f"[{r['ci95_low']:.4f}, {r['ci95_high']:.4f}]"
+        exact = "-" if r["exact"] is None else f"{r['exact']:.4f}"
+        error = "-" if r["error"] is None else f"{r['error']:+.4f}"
         lines.append([r["statistic"], r["data"], str(r["n"]),
-                      f"{r['exact']:.4f}", f"{r['estimate']:.4f}", se, ci,
-                      f"{r['error']:+.4f}", r["protocol"], f"{r['bits_per_party']:g}"])
+                      exact, f"{r['estimate']:.4f}", se, ci,
+                      error, r["protocol"], f"{r['bits_per_party']:g}"])
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
     out.append("  ".join("-" * w for w in widths))
@@ -359,6 +394,17 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     names = list(STATISTICS) if args.statistic == "all" else [args.statistic]
     if args.file and len(names) > 1:
         raise SystemExit("error: with --file choose one --statistic")
+    if args.engine is None and (args.workers is not None or args.partitions is not None):
+        raise SystemExit("error: --workers and --partitions are for the distributed engine: "
+                         "add --engine local (or --engine tcp://HOST:PORT)")
+    if args.workers is not None and args.engine != "local":
+        raise SystemExit("error: --workers sets the size of a local cluster (--engine "
+                         "local); a scheduler at an address has the workers it has")
+    if args.workers is not None and args.workers < 1:
+        raise SystemExit(f"error: --workers must be at least 1, got {args.workers}")
+    if args.partitions is not None and (len(names) > 1 or args.file or args.data):
+        raise SystemExit("error: with --partitions choose one --statistic, and give no "
+                         "--file or --data (the partitions are the data)")
     rows, refused = [], []
     for name in names:
         try:
@@ -388,6 +434,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             print("trust assumptions: " + "; ".join(trust))
         elif any(r["noise"] != "none" for r in rows):
             print("trust assumptions: none stated by the protocol beyond its privacy model")
+        for info in dict.fromkeys(json.dumps(r["engine"]) for r in rows if "engine" in r):
+            e = json.loads(info)
+            print(f"engine: {e['kind']} at {e['scheduler']}, {e['workers']} worker(s), "
+                  f"{e['partitions']} partition(s)")
+        if any(r["exact"] is None for r in rows):
+            print("exact: not computed (the rows stay in the partitions, read by the "
+                  "workers only)")
         for reason in refused:
             print(f"not computed: {reason}")
     return 0
@@ -573,6 +626,17 @@ def build_parser() -> argparse.ArgumentParser:
                           "--noise deployment)")
     est.add_argument("--format", choices=["table", "json"], default="table",
                      help="output format")
+    est.add_argument("--engine", default=None, metavar="local|tcp://HOST:PORT",
+                     help="run the protocol's batches of parties on a Dask cluster: 'local' "
+                          "starts one for this run, an address uses a running scheduler "
+                          "(needs pip install 'fedustat[engine]'; see docs/engine.md)")
+    est.add_argument("--workers", type=int, default=None,
+                     help="worker processes of --engine local (default 2)")
+    est.add_argument("--partitions", default=None, metavar="DIR",
+                     help="with --engine: a directory of Parquet files, one partition of "
+                          "parties each (columns named as the statistic's, or --columns); "
+                          "the rows are read by the workers only, so no exact value is "
+                          "computed")
     est.set_defaults(func=cmd_estimate)
 
     adv = sub.add_parser(

@@ -108,7 +108,7 @@ from fedustat.protocols.local.quantization import (
     quantize_kernel,
 )
 from fedustat.protocols.registry import register
-from fedustat.stats.kernels import LABELS_PUBLIC, Kernel
+from fedustat.stats.kernels import LABELS_PUBLIC, Kernel, PublicData
 from fedustat.stats.ustat import ustatistic
 
 __all__ = [
@@ -681,7 +681,8 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         u_se = math.sqrt(max(var_u, 0.0))
 
         group_counts = counts.sum(axis=1)
-        value, se = self.kernel.statistic_with_error(u, u_se, grid.public_data(group_counts))
+        value, se = self.kernel.statistic_with_error(u, u_se,
+                                                     _grouped_public(grid, group_counts))
 
         diagnostics: dict[str, Any] = {
             "k": k, "bins": grid.bins, "k_rule": k_rule or self.k_rule,
@@ -774,6 +775,18 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
             raise RuntimeError("reports arrived before the number of bins was fixed")
         return state, self.estimate_from_counts(summary["counts"], self.plan.grid(state.bins),
                                                 k_rule=state.k_rule)
+
+
+def _grouped_public(grid: ProductGrid, group_counts: np.ndarray) -> PublicData:
+    """n and the public columns as (value of each group, number of its parties): the
+    server's histogram already holds them, so a server of 10^9 parties needs no n-entry
+    label column (``grid.public_data`` repeats each group's values by its count)."""
+    counts = np.asarray(group_counts, dtype=np.int64)
+    if not grid.has_public:
+        return PublicData(int(counts.sum()))
+    values = grid.group_values()
+    grouped = {col.name: values[:, j] for j, col in enumerate(grid.public)}
+    return PublicData(int(counts.sum()), grouped=grouped, weights=counts)
 
 
 def evaluate_quantization(protocol: QuantizedRandomizedResponse, data: Any, *,

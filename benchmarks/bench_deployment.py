@@ -1,13 +1,13 @@
 """A networked deployment on localhost: wall time, bytes on the wire, server memory.
 
-    python benchmarks/bench_deployment.py [--quick] [--silos 10,100,1000]
+    python benchmarks/bench_deployment.py [--quick] [--silos 10,100,1000] [--protocols umpc]
 
 The server runs as its own process (`fedustat serve`, which reports its peak resident
 memory); the silos run as threads of this process, each with its own TLS channel and 10
-rows. Every run is seeded, so its release must equal the in-process simulator's on the
-same data (checked in the last column). Bytes on the wire are the frames as sent
-(framing, JSON headers, packing and sealing included, TLS records not), beside the
-payload the release's cost counts.
+rows (umpc: one record per silo, see CASES). Every run is seeded, so its release must
+equal the in-process simulator's on the same data (checked in the last column). Bytes on
+the wire are the frames as sent (framing, JSON headers, packing and sealing included, TLS
+records not), beside the payload the release's cost counts.
 """
 
 from __future__ import annotations
@@ -41,7 +41,16 @@ CASES = {
     "fedauc-rr": (["--statistic", "auc"],
                   lambda silos: registry.make("fedauc-rr", auc_kernel(), epsilon=1.0,
                                               n_clients=silos), 2),
+    # U-MPC's AUC with public labels (FSS comparisons, M_HF noise, |E| = 2n BalancedSamp).
+    # One record per silo: U-MPC's parties are records, so a silo of 10 rows would be 10
+    # parties and 1000 silos 10^4 parties (a few minutes more of relay rounds).
+    "umpc": (["--statistic", "auc", "--column-bounds", "score=0,1"],
+             lambda silos: registry.make("umpc", auc_kernel(), epsilon=1.0,
+                                         bounds={"score": (0.0, 1.0)}), 2),
 }
+
+#: Rows per silo where a protocol needs another number than ROWS_PER_SILO.
+ROWS = {"umpc": 1}
 
 
 def deployment(certs: Path, name: str, silos: int, data: np.ndarray) -> dict:
@@ -98,19 +107,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 and 100 silos only")
     parser.add_argument("--silos", default=None, help="comma-separated silo counts")
+    parser.add_argument("--protocols", default=",".join(CASES),
+                        help=f"comma-separated, from {', '.join(CASES)}")
     args = parser.parse_args()
     counts = ([int(c) for c in args.silos.split(",")] if args.silos
               else [10, 100] if args.quick else [10, 100, 1000])
     certs = Path(tempfile.mkdtemp(prefix="fedustat-bench-deploy-"))
     create_deployment(certs, max(counts))
     rng = np.random.default_rng(0)
-    print(f"Networked runs on localhost, {ROWS_PER_SILO} rows per silo, seed {SEED}; server "
-          "in its own process, silos as threads")
+    print(f"Networked runs on localhost, {ROWS_PER_SILO} rows per silo (umpc: "
+          f"{ROWS['umpc']}), seed {SEED}; server in its own process, silos as threads")
     print(f"{'protocol':>14} | {'silos':>5} | {'wall s':>7} | {'wire KiB':>9} | "
           f"{'payload KiB':>11} | {'server MiB':>10} | {'sim s':>6} | {'sim MiB':>7} | same")
-    for name in CASES:
+    for name in args.protocols.split(","):
+        if name not in CASES:
+            parser.error(f"unknown protocol {name!r}; choose from {', '.join(CASES)}")
         for silos in counts:
-            n = silos * ROWS_PER_SILO
+            n = silos * ROWS.get(name, ROWS_PER_SILO)
             data = np.column_stack([rng.beta(2, 5, n), (rng.random(n) < 0.4).astype(float)])
             row = deployment(certs, name, silos, data)
             print(f"{name:>14} | {silos:>5} | {row['wall']:>7.2f} | {row['wire'] / 1024:>9.1f} | "

@@ -357,7 +357,21 @@ def test_measured_bits_equal_lemma_c3(name: str, method: str, threat_model: str,
     # carries round 1: a check-in (or the public label) up, and n, the 128-bit coin (and
     # the public labels) broadcast down.
     public = 2 if name == "vus" else 1
-    broadcast = 64 + 128 + (n * public if name in ("auc", "vus") else 0)
+    # Round 1 down: n and the coin; with public labels also the active-edge count and a
+    # row of labels per party, as long as the longest list a party needs (co-members of
+    # its edges and members of the edges it deals), counted here by hand from the design.
+    broadcast = 64 + 128
+    if name in ("auc", "vus"):
+        coin = np.array(d["public_coin"], dtype=np.uint64)
+        facts = protocol._coin_facts(n, coin)
+        needs: list[set[int]] = [set() for _ in range(n)]
+        for edge, dealer in zip(facts.design.tuples.tolist(), facts.dealers.tolist(),
+                                strict=True):
+            for member in edge:
+                needs[member] |= set(edge) - {member}
+            needs[dealer] |= set(edge)
+        broadcast += 64 + max(len(x) for x in needs) * public
+        assert d["expected_download_bits"] == n * broadcast
     # The dealt material travels in a relay round from each edge's dealing party, so it
     # is peer traffic (Lemma C.3's offline count, to the bit) and nothing is offline.
     c = est.cost
@@ -376,6 +390,37 @@ def test_measured_bits_equal_lemma_c3(name: str, method: str, threat_model: str,
     assert c.offline_bits == 0 and c.offline_bits_per_party == 0
     if name in ("auc", "vus"):
         assert d["active_edges"] < d["edges"]  # same-class edges are neither shared nor computed
+
+
+@pytest.mark.parametrize("name", ["auc", "vus"])
+def test_label_download_grows_with_edges_per_party_not_n_squared(name: str) -> None:
+    """Each party receives only the labels of its edges' co-members and of the members of
+    the edges it deals (issue 14, point 4): the round-1 download is n (192 + 64 + w b)
+    bits with w bounded by the design's degrees, not n (192 + n b) as with a broadcast.
+    Measured from the run's costs (total minus every other counted bit)."""
+    per_party = {}
+    for n in (200, 400):
+        kernel, data = _data(name, n, np.random.default_rng(n))
+        protocol = UMPC(kernel, math.inf, comparison="circuit", fixed_point=DEFAULT_FIXED_POINT)
+        est = simulate(protocol, data, rng=3)
+        d, c = est.diagnostics, est.cost
+        public = protocol.circuit.public_bits()
+        download = c.total_bits - d["lemma_c3_bits"] - d["expected_offline_bits"] - n * public
+        assert download == d["expected_download_bits"]
+        labels = download - n * (64 + 128 + 64)
+        width = labels // (n * public)
+        assert labels == n * width * public
+        # The bound of label_row_width: k (k - 1) deg_max co-members and k members per
+        # dealt edge, with the design's largest degree and the busiest dealer.
+        facts = protocol._coin_facts(n, np.array(d["public_coin"], dtype=np.uint64))
+        k = kernel.degree
+        dealt = int(np.bincount(facts.dealers, minlength=n).max())
+        assert width <= k * (k - 1) * facts.design.max_degree + k * dealt
+        per_party[n] = labels / n
+        assert labels < n * n * public / 5   # a broadcast would cost n^2 b
+    # Per party the labels stay about constant (the busiest dealer grows like log n), while
+    # a broadcast's would double.
+    assert per_party[400] < 1.5 * per_party[200]
 
 
 def test_lemma_c3_hand_count_on_a_tiny_run() -> None:

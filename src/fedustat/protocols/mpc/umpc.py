@@ -68,7 +68,9 @@ benchmarks) still runs all edges side by side with an offline dealer and a
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import math
 import time
 import warnings
@@ -435,8 +437,12 @@ class _Replay:
         raise _OpeningNeededError(items)
 
 
+@functools.lru_cache(maxsize=256)
 def _positions(mask: int) -> np.ndarray:
-    return np.array([i for i in range(64) if mask >> i & 1], dtype=np.uint64)
+    # Few distinct masks (one per AND-triple width) and many calls: computed once each.
+    out = np.array([i for i in range(64) if mask >> i & 1], dtype=np.uint64)
+    out.flags.writeable = False
+    return out
 
 
 def _compress(words: np.ndarray, mask: int) -> np.ndarray:
@@ -597,6 +603,39 @@ class _Plan:
     dealers: np.ndarray          # (m,) the party dealing each edge's material
     contributors: np.ndarray     # noise contributors (sorted), empty without noise
     sensitivity: int
+    active: int = 0              # active edges in the whole design (edges above: the batch's)
+
+
+@dataclass
+class _CoinFacts:
+    """What follows from the public coin alone (no label): the design, every design
+    edge's dealing party, the noise contributors and, with public labels, whose labels
+    each party receives (CSR: ``label_of[label_ptr[i]:label_ptr[i + 1]]``, sorted)."""
+
+    design: Design
+    dealers: np.ndarray
+    contributors: np.ndarray
+    label_ptr: np.ndarray | None = None
+    label_of: np.ndarray | None = None
+
+
+def _label_sets(tuples: np.ndarray, dealers: np.ndarray, n: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Whose public label each party needs: the co-members of its edges (to know which of
+    them are active and who holds which class) and the members of the edges it deals (to
+    know whether to deal them). CSR over the receiving party, sorted, without itself."""
+    m, k = tuples.shape
+    recv = [tuples[:, a] for a in range(k) for b in range(k) if a != b]
+    about = [tuples[:, b] for a in range(k) for b in range(k) if a != b]
+    recv += [dealers] * k
+    about += [tuples[:, b] for b in range(k)]
+    pair = np.unique(np.concatenate(recv).astype(np.int64) * n
+                     + np.concatenate(about).astype(np.int64)) if m else np.zeros(0, np.int64)
+    receiver, of = np.divmod(pair, n)
+    keep = receiver != of
+    receiver, of = receiver[keep], of[keep]
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(receiver, minlength=n))])
+    return ptr.astype(np.int64), of.astype(np.int64)
 
 
 @dataclass
@@ -730,6 +769,7 @@ class UMPC(Protocol):
     # labels, the edges with both classes) and every party's traffic follow from them.
     public_coin_fields = ("diagnostics.public_coin", "diagnostics.active_edges",
                           "diagnostics.expected_offline_bits", "diagnostics.lemma_c3_bits",
+                          "diagnostics.expected_download_bits",
                           "diagnostics.design_variance_bound", "cost.*")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, design: str | Design = "balanced",
@@ -842,10 +882,26 @@ class UMPC(Protocol):
         ``c`` in the smallest ring that holds the codes, ``|E|`` kernel outputs and the
         noise (:func:`~fedustat.protocols.mpc.encoding.ring_bits_for`; public values
         only, so every party and the aggregator derive the same ring)."""
+        return self._ring_format(n_parties, design, self.active_edges(design, public))
+
+    def _ring_format(self, n_parties: int, design: Design, active: int) -> FixedPoint:
+        """:meth:`run_fixed_point` from the number of active edges (a party knows the
+        count, not every label). Memoized per process: the noise tail bound behind the ring
+        size is a numerical search, and every batch of a simulation asks the same."""
         if self.encoding is None:
             return self.fixed_point
+        key = (n_parties, design.size, design.max_degree, active)
+        cache = self.__dict__.setdefault("_ring_cache", {})
+        if key not in cache:
+            if len(cache) > 16:
+                cache.clear()
+            cache[key] = self._size_ring(n_parties, design, active)
+        return cache[key]
+
+    def _size_ring(self, n_parties: int, design: Design, active: int) -> FixedPoint:
+        assert self.encoding is not None
         lo, hi = self.kernel.output_range
-        most = Fraction(max(abs(lo), abs(hi))) * self.scale() * self.active_edges(design, public)
+        most = Fraction(max(abs(lo), abs(hi))) * self.scale() * active
         noise = None
         if not math.isinf(self.epsilon):
             c = self.contributors(n_parties)
@@ -883,10 +939,13 @@ class UMPC(Protocol):
         return design.size if mask is None else int(np.count_nonzero(mask))
 
     def expected_communication(self, n_parties: int, design: Design,
-                               public: np.ndarray | None = None) -> dict[str, int]:
+                               public: np.ndarray | None = None,
+                               coin: np.ndarray | None = None) -> dict[str, int]:
         """Lemma C.3's online count (:func:`lemma_c3`), the dealt material's bits (002's
-        offline phase, here relayed from the dealing parties) and the relay rounds of one
-        run."""
+        offline phase, here relayed from the dealing parties), the relay rounds of one run
+        and, given the public ``coin``, ``download_bits``: what the aggregator sends in
+        round 1 (n and the 128-bit coin to every party; with public labels also the number
+        of active edges and each party's row of labels, :meth:`label_row_width` of them)."""
         ring_bits = self.run_fixed_point(n_parties, design, public).bits
         cost = self.circuit.cost(ring_bits=ring_bits, method=self.method,  # type: ignore[arg-type]
                                  full_range=self.full_range)
@@ -902,8 +961,25 @@ class UMPC(Protocol):
         # As run: dealing, sharing and the circuit's rounds, then the noise shares, each a
         # relay round (one kind of row per round), between the broadcast and the upload.
         relay = (2 + cost.rounds if m and k > 1 else 0) + (1 if noisy else 0)
-        return {"online_bits": count.bits, "rounds": count.rounds,
-                "offline_bits": m * k * cost.offline_bits, "relay_rounds": relay}
+        out = {"online_bits": count.bits, "rounds": count.rounds,
+               "offline_bits": m * k * cost.offline_bits, "relay_rounds": relay}
+        if coin is not None:
+            per_party = 64 + 128                 # n and the coin
+            if self.circuit.public_column is not None:
+                per_party += 64 + self.label_row_width(n_parties, coin) * \
+                    self.circuit.public_bits()
+            out["download_bits"] = n_parties * per_party
+        return out
+
+    def label_row_width(self, n_parties: int, coin: np.ndarray) -> int:
+        """Labels in each party's round-1 row (kernels with public labels): the longest
+        list of :func:`_label_sets` — co-members of a party's edges and members of the
+        edges it deals — at most ``k (k - 1) deg_max + k (edges dealt)_max``, so the
+        download is O(n k (edges per party)) bits, not n^2 (every label to everybody)."""
+        facts = self._coin_facts(n_parties, coin)
+        if facts.label_ptr is None:
+            return 0
+        return int(np.diff(facts.label_ptr).max()) if n_parties else 0
 
     def draw_design(self, n_parties: int, coin: np.ndarray | None) -> Design:
         """The public design: the fixed one, or drawn from the public coin."""
@@ -985,30 +1061,24 @@ class UMPC(Protocol):
         return state, msg
 
     # -- the secure phases, one party's side (module docstring, "Transport") ------------
-    def _plan(self, n: int, public: np.ndarray | None, coin: np.ndarray) -> _Plan:
-        """The run's public facts: design, active edges, their dealers, the noise
-        contributors and the ring, all from the aggregator's broadcast."""
+    def _coin_facts(self, n: int, coin: np.ndarray) -> _CoinFacts:
+        """The public facts of the coin (:class:`_CoinFacts`), memoized per process: every
+        batch of a simulation (and a silo's parties) derives the same from the same coin."""
+        key = (n, tuple(int(w) for w in np.asarray(coin).ravel()))
+        cached = self.__dict__.get("_coin_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
         design = self.draw_design(n, coin)
-        if design.size == 0:
-            raise ValueError("the design has no edges (a Bernoulli design can be empty); "
-                             "raise edges")
         k = self.kernel.degree
-        mask = None if public is None else self.circuit.active(public[design.tuples])
-        edges = design.tuples if mask is None else design.tuples[mask]
-        m = int(edges.shape[0])
-        fp = self.run_fixed_point(n, design, public)
-        self._check_sum_fits(m, fp)
-        # A second stream of the public coin: each edge's dealer, uniform among the n - k
-        # parties outside it, and the M_HF subgroup Z (002 Sec. 4: a public random choice).
+        # A second stream of the public coin: each design edge's dealer, uniform among the
+        # n - k parties outside it, and the M_HF subgroup Z (002 Sec. 4: a public random
+        # choice). Dealers are drawn for every design edge (not only the active ones) so a
+        # party knows the edges it deals from the coin, without every label.
         gen = np.random.default_rng(np.random.SeedSequence([*(int(w) for w in coin), 1]))
-        if m and n <= k:
-            raise ValueError(f"U-MPC: a party outside each group of {k} deals its material; "
-                             f"with n={n} parties there is none (need n > {k})")
-        dealers = gen.integers(0, max(n - k, 1), size=m)
-        for col in np.sort(edges, axis=1).T:   # skip the members: the u-th non-member
+        dealers = gen.integers(0, max(n - k, 1), size=design.size)
+        for col in np.sort(design.tuples, axis=1).T:   # skip the members: the u-th non-member
             dealers = dealers + (dealers >= col)
         contributors = np.zeros(0, dtype=np.int64)
-        sensitivity = self.integer_sensitivity(design)
         if not math.isinf(self.epsilon):
             if self.threat_model == "dis" and n > MAX_DIS_PARTIES:
                 raise ValueError(f"threat_model='dis' runs Protocol B.1 among all n={n} "
@@ -1016,16 +1086,78 @@ class UMPC(Protocol):
                                  f"{MAX_DIS_PARTIES} parties: use threat_model='hf'")
             c = self.contributors(n)
             contributors = np.arange(n) if c == n else np.sort(gen.choice(n, c, replace=False))
-        order = None if public is None else self.circuit.order(public[edges])
+        facts = _CoinFacts(design, dealers.astype(np.int64), contributors.astype(np.int64))
+        if self.circuit.public_column is not None:
+            facts.label_ptr, facts.label_of = _label_sets(design.tuples, facts.dealers, n)
+        self.__dict__["_coin_cache"] = (key, facts)
+        return facts
+
+    def _plan(self, n: int, labels: np.ndarray | None, coin: np.ndarray, active: int | None,
+              parties: np.ndarray) -> _Plan:
+        """The run's public facts for a batch: its active edges (those it is a member of or
+        deals), their dealers, the noise contributors and the ring. ``labels`` holds the
+        public labels the batch knows (-1 elsewhere: only those of its edges reach it) and
+        ``active`` the design's number of active edges (from the aggregator)."""
+        facts = self._coin_facts(n, coin)
+        design = facts.design
+        if design.size == 0:
+            raise ValueError("the design has no edges (a Bernoulli design can be empty); "
+                             "raise edges")
+        k = self.kernel.degree
+        mine = np.isin(design.tuples, parties).any(axis=1) | np.isin(facts.dealers, parties)
+        edges, dealers = design.tuples[mine], facts.dealers[mine]
+        order = None
+        if labels is not None:
+            public_of = labels[edges]
+            if np.any(public_of < 0):
+                raise ValueError("U-MPC: the aggregator did not send the public label of "
+                                 "every member of this party's groups")
+            keep = self.circuit.active(public_of)
+            assert keep is not None
+            edges, dealers = edges[keep], dealers[keep]
+            order = self.circuit.order(public_of[keep])
+        m = design.size if active is None else active
+        fp = self._ring_format(n, design, m)
+        self._check_sum_fits(m, fp)
+        if m and n <= k:
+            raise ValueError(f"U-MPC: a party outside each group of {k} deals its material; "
+                             f"with n={n} parties there is none (need n > {k})")
         return _Plan(n, fp, edges.astype(np.int64), order, dealers.astype(np.int64),
-                     contributors.astype(np.int64), sensitivity)
+                     facts.contributors, self.integer_sensitivity(design), m)
+
+    def _labels_received(self, state: _PartyState, inbox: Message, n: int,
+                         coin: np.ndarray) -> np.ndarray:
+        """The public labels this batch knows: its own and those the aggregator addressed
+        to its parties (one row per party: the labels of :func:`_label_sets`, in order)."""
+        assert state.public is not None
+        facts = self._coin_facts(n, coin)
+        assert facts.label_ptr is not None and facts.label_of is not None
+        labels = np.full(n, -1, dtype=np.int64)
+        labels[state.parties] = state.public
+        rows = np.asarray(inbox.fields["public"], dtype=np.int64)
+        got = np.asarray(inbox.parties, dtype=np.int64)
+        if not np.array_equal(np.sort(got), np.sort(state.parties)):
+            raise ValueError("U-MPC: the aggregator must address one row of public labels to "
+                             "each party of this batch")
+        for party, row in zip(got, rows, strict=True):
+            of = facts.label_of[facts.label_ptr[party]:facts.label_ptr[party + 1]]
+            known = labels[of]
+            if np.any((known >= 0) & (known != row[:of.size])):
+                raise ValueError("U-MPC: the aggregator sent conflicting public labels")
+            labels[of] = row[:of.size]
+        return labels
 
     def _start(self, state: _PartyState, inbox: Message, rng: np.random.Generator) -> _Run:
         n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0])
-        public = None if state.public is None else np.asarray(inbox.fields["public"])
+        coin = np.asarray(inbox.fields["coin"])
+        coin = coin[0] if coin.ndim == 2 else coin
         if state.parties.size == n:
             self.kernel.check_data(state.records)  # global rules, e.g. both classes present
-        plan = self._plan(n, public, np.asarray(inbox.fields["coin"]))
+        labels, active = None, None
+        if state.public is not None:
+            labels = self._labels_received(state, inbox, n, coin)
+            active = int(np.asarray(inbox.fields["active"]).ravel()[0])
+        plan = self._plan(n, labels, coin, active, state.parties)
         mine = np.isin(plan.edges, state.parties)
         slot_edge, slot_member = np.nonzero(mine)
         slot_owner = plan.edges[slot_edge, slot_member]
@@ -1049,15 +1181,21 @@ class UMPC(Protocol):
         resizes it to its edges, fills in its own parts from what its dealer sent and
         zeroes the rest (:func:`_unpack`)."""
         # Every value is overwritten or zeroed; the OS source keeps the simulation's
-        # streams out of it.
-        dealer = Dealer(self.kernel.degree, ring=plan.fp.ring, rng="os")
-        return self.circuit.deal(dealer, 1, method=self.method, full_range=self.full_range)
+        # streams out of it. Dealt once per ring and copied (:func:`_unpack` fills a copy
+        # in place): dealing is the costly part and only the structure matters.
+        cache = self.__dict__.setdefault("_template_cache", {})
+        if plan.fp.bits not in cache:
+            dealer = Dealer(self.kernel.degree, ring=plan.fp.ring, rng="os")
+            cache[plan.fp.bits] = self.circuit.deal(dealer, 1, method=self.method,
+                                                    full_range=self.full_range)
+        return copy.deepcopy(cache[plan.fp.bits])
 
     def _next(self, state: _PartyState, run: _Run) -> Message:
         """The batch's next message: dealing, sharing, noise sharing, openings (relay
         rounds), then the upload."""
         plan = run.plan
-        computes = plan.edges.shape[0] > 0
+        # Every batch takes the same rounds: whether any edge is computed is global.
+        computes = plan.active > 0
         if run.stage == "deal":
             run.stage = "share"
             if computes:
@@ -1325,15 +1463,37 @@ class UMPC(Protocol):
             # The public coin fixes the design for everybody (002 Sec. 3: a jointly
             # generated PRG seed; here the aggregator's randomness in the simulation).
             state.coin = rng.integers(0, 2**64, size=2, dtype=np.uint64)
-            state.design = self.draw_design(state.n_parties, state.coin)
+            state.design = self._coin_facts(state.n_parties, state.coin).design
             fields: dict[str, np.ndarray] = {
                 "coin": state.coin, "n_parties": np.array([state.n_parties], dtype=np.int64)}
             bits = {"coin": 64, "n_parties": 64}
-            if state.public is not None:
-                fields["public"] = state.public
-                bits["public"] = self.circuit.public_bits()
-            return state, Message(Role.SERVER, Role.PARTY, fields, bits)
+            if state.public is None:
+                return state, Message(Role.SERVER, Role.PARTY, fields, bits)
+            return state, self._address_labels(state, bits)
         return state, self._release(state, inbox, order)
+
+    def _address_labels(self, state: _ServerState, bits: dict[str, int]) -> Message:
+        """Round 1 with public labels: one row per party with n, the coin, the number of
+        active edges and only the labels it needs (:func:`_label_sets`: its edges'
+        co-members and the members of the edges it deals), padded to the longest list
+        (public: every party derives the lists from the coin), instead of all n labels to
+        everybody: O(n k (edges per party)) bits in total instead of n^2."""
+        n = state.n_parties
+        assert state.coin is not None and state.public is not None
+        facts = self._coin_facts(n, state.coin)
+        assert facts.label_ptr is not None and facts.label_of is not None
+        counts = np.diff(facts.label_ptr)
+        width = int(counts.max()) if n else 0
+        rows = np.zeros((n, width), dtype=np.int64)
+        party = np.repeat(np.arange(n), counts)
+        slot = np.arange(facts.label_of.size) - facts.label_ptr[party]
+        rows[party, slot] = state.public[facts.label_of]
+        assert state.design is not None
+        out = {"coin": np.tile(state.coin, (n, 1)), "n_parties": np.full(n, n, np.int64)}
+        out["active"] = np.full(n, self.active_edges(state.design, state.public), np.int64)
+        out["public"] = rows
+        bits = {**bits, "active": 64, "public": self.circuit.public_bits()}
+        return Message(Role.SERVER, Role.PARTY, out, bits, np.arange(n))
 
     def _release(self, state: _ServerState, inbox: Message, order: np.ndarray) -> Estimate:
         n = state.n_parties
@@ -1371,13 +1531,14 @@ class UMPC(Protocol):
                                ).scaled(slope)
         # Lemma C.3's count of the secure part (phases 1-4); the measured costs are in
         # Estimate.cost, filled by the runtime from the messages and the relayed rows.
-        expected = self.expected_communication(n, design, state.public)
+        expected = self.expected_communication(n, design, state.public, state.coin)
         diagnostics = self._diagnostics(n, design, state.public, noise_var, fp)
         diagnostics.update({
             "design_variance_bound": design_var,
             "lemma_c3_bits": expected["online_bits"],
             "lemma_c3_rounds": expected["rounds"],
             "expected_offline_bits": expected["offline_bits"],
+            "expected_download_bits": expected.get("download_bits"),
             "u_statistic": u,
             "lemma_c1_u": total / (self.scale() * design.size),
             "public_coin": None if state.coin is None else [int(w) for w in state.coin],

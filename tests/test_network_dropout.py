@@ -10,6 +10,12 @@ TLS; every wait is bounded (the deployment helper fails a server that hangs).
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -309,3 +315,92 @@ def test_central_laplace_with_a_fixed_design_refuses():
     rule = protocol.dropout_rule(protocol.init_server(60), 0)
     assert not rule.proceed
     assert rule.reason == "its tuple design was fixed for 60 parties before the round"
+
+
+# ------------------------------------------------------------------ a killed process
+
+FEDUSTAT = [sys.executable, "-m", "fedustat.cli"]
+
+
+def connected(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds an established TCP connection to ``port`` (Linux)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in list(lines)[1:]:
+                cols = line.split()
+                remote_port = int(cols[2].rsplit(":", 1)[1], 16)
+                if cols[3] == "01" and remote_port == port and cols[9] in inodes:
+                    return True
+    return False
+
+
+def test_a_killed_party_process_is_left_out_without_waiting(tmp_path):
+    # Server and parties as processes started from the command line. party-2 joins and is
+    # killed while it waits for the others: its connection closes, so the report round
+    # goes on without it at once (not after the 60 s timeout), and the release is the
+    # simulator's over the other two silos.
+    subprocess.run([*FEDUSTAT, "certs", "--out", str(tmp_path / "certs"), "--parties", "3"],
+                   check=True, capture_output=True, timeout=60)
+    data = labelled(60, seed=3)
+    files = []
+    for i, rows in enumerate(np.array_split(data, 3)):
+        files.append(tmp_path / f"party-{i}.csv")
+        np.savetxt(files[-1], rows, delimiter=",", header="score,label", comments="")
+    common = ["--statistic", "auc", "--epsilon", "1", "--seed", "3", "--protocol",
+              "ldp-quantized", "--param", "k=8", "--column-bounds", "score=0,1",
+              "--certs", str(tmp_path / "certs")]
+    running: list[subprocess.Popen] = []
+
+    def start(*args: str) -> subprocess.Popen:
+        proc = subprocess.Popen([*FEDUSTAT, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        running.append(proc)
+        return proc
+
+    def party(i: int, address: str) -> subprocess.Popen:
+        return start("party", *common, "--server", address, "--identity", f"party-{i}",
+                     "--file", str(files[i]), "--columns", "score,label", "--timeout", "60")
+
+    try:
+        server = start("serve", *common, "--parties", "3", "--min-parties", "2",
+                       "--listen", "127.0.0.1:0", "--timeout", "60")
+        match = re.search(r"listening on port (\d+)", server.stdout.readline())
+        assert match, server.stderr.read()
+        address = f"127.0.0.1:{match.group(1)}"
+        killed = party(2, address)
+        waiting = party(1, address)
+        # party-2 has connected (its Join follows at once) and waits for party-0.
+        deadline = time.monotonic() + 40.0
+        while not connected(killed.pid, int(match.group(1))):
+            assert time.monotonic() < deadline, "party-2 did not connect"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        os.killpg(killed.pid, signal.SIGKILL)
+        started = time.monotonic()
+        party(0, address)
+        out, err = server.communicate(timeout=50)
+        elapsed = time.monotonic() - started
+        assert server.returncode == 0, err
+        release = json.loads(out[out.index("{"):])
+        assert (release["dropped"], release["parties"], release["n_parties"]) == (
+            ["party-2"], ["party-0", "party-1"], 40)
+        assert elapsed < 30.0  # well under the 60 s timeout
+        expected = simulate(registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
+                                          bounds={"score": (0.0, 1.0)}),
+                            np.concatenate(np.array_split(data, 3)[:2]), rng=3,
+                            batch_size=[20, 20, 0])
+        assert release["value"] == expected.value
+        assert waiting.wait(timeout=30) == 0
+    finally:
+        for proc in running:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)

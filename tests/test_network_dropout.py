@@ -153,6 +153,46 @@ def test_a_silo_silent_in_the_check_in_round_is_out_for_good(certs):
     assert server.estimate.diagnostics["k"] == expected.diagnostics["k"]
 
 
+def deploy(certs: Any, make: Any, plan: list[tuple[int, np.ndarray, Protocol, float, float]],
+           *, timeout: float, min_silos: int | None = None, n_silos: int = 3
+           ) -> tuple[Any, list[Any]]:
+    """Server and parties in threads; ``plan`` holds per party (identity, rows, protocol,
+    its own deadline per answer, seconds before it starts). Every thread is bounded."""
+    ready, port, outcome = threading.Event(), {}, {}
+
+    def server() -> None:
+        try:
+            outcome["server"] = serve(make(), n_silos, load_credentials(certs, "server"),
+                                      rng=SEED, timeout=timeout, min_silos=min_silos,
+                                      on_ready=lambda p: (port.update(p=p), ready.set()))
+        except Exception as exc:  # inspected by the test
+            outcome["server"] = exc
+            ready.set()
+
+    results: list[Any] = [None] * len(plan)
+
+    def party(i: int) -> None:
+        identity, rows, protocol, deadline, delay = plan[i]
+        time.sleep(delay)
+        try:
+            results[i] = run_party(protocol, rows, load_credentials(certs, f"party-{identity}"),
+                                   f"127.0.0.1:{port['p']}", rng=SEED, timeout=deadline)
+        except Exception as exc:
+            results[i] = exc
+
+    thread = threading.Thread(target=server)
+    thread.start()
+    assert ready.wait(30)
+    threads = [threading.Thread(target=party, args=(i,)) for i in range(len(plan))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(2 * timeout)
+    thread.join(2 * timeout)
+    assert not thread.is_alive(), "the server must never hang"
+    return outcome["server"], results
+
+
 def test_a_closed_connection_does_not_wait_for_the_timeout(certs):
     # party-2 sends its check-in and gives up waiting for the reply (its own 1 s
     # deadline) while party-0 is slow: its call ends, the server marks it gone, and the
@@ -163,39 +203,10 @@ def test_a_closed_connection_does_not_wait_for_the_timeout(certs):
         return registry.make("ldp-quantized", GINI, epsilon=1.0)
 
     timeout = 30.0
-    ready, port, outcome = threading.Event(), {}, {}
-
-    def server() -> None:
-        try:
-            outcome["server"] = serve(make(), 3, load_credentials(certs, "server"), rng=SEED,
-                                      timeout=timeout, min_silos=2,
-                                      on_ready=lambda p: (port.update(p=p), ready.set()))
-        except Exception as exc:  # inspected below
-            outcome["server"] = exc
-            ready.set()
-
-    results: list[Any] = [None] * 3
-
-    def party(i: int, protocol: Protocol, deadline: float) -> None:
-        try:
-            results[i] = run_party(protocol, silos[i],
-                                   load_credentials(certs, f"party-{i}"),
-                                   f"127.0.0.1:{port['p']}", rng=SEED, timeout=deadline)
-        except Exception as exc:
-            results[i] = exc
-
-    thread = threading.Thread(target=server)
-    thread.start()
-    assert ready.wait(30)
-    plan = [(silent_in(make(), 0, 4.0), timeout), (make(), timeout), (make(), 1.0)]
-    threads = [threading.Thread(target=party, args=(i, *plan[i])) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(2 * timeout)
-    thread.join(2 * timeout)
-    assert not thread.is_alive(), "the server must never hang"
-    run = outcome["server"]
+    run, results = deploy(certs, make, [(0, silos[0], silent_in(make(), 0, 4.0), timeout, 0),
+                                        (1, silos[1], make(), timeout, 0),
+                                        (2, silos[2], make(), 1.0, 0)],
+                          timeout=timeout, min_silos=2)
     assert not isinstance(run, Exception), run
     assert run.seconds < timeout / 2
     assert run.dropped == ["party-2"] and run.n_parties == 40
@@ -208,6 +219,50 @@ def test_a_closed_connection_does_not_wait_for_the_timeout(certs):
     assert run.estimate.value == expected.value
     assert run.estimate.diagnostics["k"] == expected.diagnostics["k"]
     assert [r.release["n_parties"] for r in results[:2]] == [40, 40]
+
+
+def test_a_party_restarted_before_the_start_takes_its_place(certs):
+    # party-1's first process gives up while waiting for party-2 (its 1 s deadline): it
+    # had contributed nothing, so its restarted process joins in its place and the
+    # release is the full run's, for a secure protocol too.
+    data = labelled(45)
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2)
+
+    run, results = deploy(certs, make, [(0, silos[0], make(), 20.0, 0),
+                                        (1, silos[1], make(), 1.0, 0),
+                                        (1, silos[1], make(), 20.0, 2.0),
+                                        (2, silos[2], make(), 20.0, 3.0)], timeout=20.0)
+    assert not isinstance(run, Exception), run
+    assert "party-1 could not join" in str(results[1])
+    assert (run.parties, run.absent, run.dropped) == (["party-0", "party-1", "party-2"],
+                                                      [], [])
+    expected = simulate(make(), data, rng=SEED, batch_size=[15, 15, 15])
+    assert run.estimate.value == expected.value
+    assert run.seconds < 15.0
+
+
+def test_a_party_that_left_before_the_start_is_absent_at_once(certs):
+    # With min_silos, a silo that joined and left before the start is treated as never
+    # joined as soon as everyone else is in: no 30 s wait, and it is named absent.
+    data = labelled(45)
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2)
+
+    run, _ = deploy(certs, make, [(0, silos[0], make(), 30.0, 0),
+                                  (1, silos[1], make(), 1.0, 0),
+                                  (2, silos[2], make(), 30.0, 2.0)],
+                    timeout=30.0, min_silos=2)
+    assert not isinstance(run, Exception), run
+    assert (run.absent, run.dropped, run.n_parties) == (["party-1"], [], 30)
+    expected = simulate(make(), np.concatenate([silos[0], silos[2]]), rng=SEED,
+                        batch_size=[15, 0, 15])
+    assert run.estimate.value == expected.value
+    assert run.seconds < 15.0
 
 
 # ------------------------------------------------------------------ stop
@@ -344,9 +399,9 @@ def connected(pid: int, port: int) -> bool:
 
 def test_a_killed_party_process_is_left_out_without_waiting(tmp_path):
     # Server and parties as processes started from the command line. party-2 joins and is
-    # killed while it waits for the others: its connection closes, so the report round
-    # goes on without it at once (not after the 60 s timeout), and the release is the
-    # simulator's over the other two silos.
+    # killed while it waits for the others: its connection closes, so once party-0 and
+    # party-1 are in, the run starts without it at once (not after the 60 s timeout),
+    # and the release is the simulator's over the other two silos.
     subprocess.run([*FEDUSTAT, "certs", "--out", str(tmp_path / "certs"), "--parties", "3"],
                    check=True, capture_output=True, timeout=60)
     data = labelled(60, seed=3)
@@ -390,8 +445,8 @@ def test_a_killed_party_process_is_left_out_without_waiting(tmp_path):
         elapsed = time.monotonic() - started
         assert server.returncode == 0, err
         release = json.loads(out[out.index("{"):])
-        assert (release["dropped"], release["parties"], release["n_parties"]) == (
-            ["party-2"], ["party-0", "party-1"], 40)
+        assert (release["absent"], release["dropped"], release["parties"],
+                release["n_parties"]) == (["party-2"], [], ["party-0", "party-1"], 40)
         assert elapsed < 30.0  # well under the 60 s timeout
         expected = simulate(registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
                                           bounds={"score": (0.0, 1.0)}),

@@ -169,7 +169,11 @@ class _Coordinator:
             if not ready() and not context.is_active():
                 # The party's call ended (its process died, or it gave up waiting): it
                 # can receive no reply, so the watchdog need not wait out the timeout.
+                # Before the start nothing of it has been used: it is as if it had never
+                # joined (a restarted process may join in its place).
                 self.gone.add(index)
+                if not self.assigned:
+                    self.joined.pop(index, None)
                 self.lock.notify_all()
                 context.abort(_grpc().StatusCode.CANCELLED,
                               f"{party_identity(index)}'s call ended")
@@ -198,13 +202,16 @@ class _Coordinator:
                 if stalled or closed:
                     self._round_without(silent, stalled)
                 return
-            if not stalled:
-                return
             stage, waiting = self.missing()
-            if len(self.joined) >= self.min_silos:
-                # Silos that never joined contributed nothing: the run goes on with
-                # the others, and the release names who took part.
+            # Every missing silo had joined and left: no need to wait out the timeout.
+            left = all(party_index(name) in self.gone for name in waiting)
+            if len(self.joined) >= self.min_silos and (stalled or left):
+                # Silos that never joined (or left before the start) contributed
+                # nothing: the run goes on with the others, and the release names who
+                # took part.
                 self._assign()
+                return
+            if not stalled:
                 return
             named = [f"{name} (refused: {self.refused[name]})" if name in self.refused
                      else name for name in waiting]
@@ -272,6 +279,7 @@ class _Coordinator:
                               f"{identity} joined too late: the run started without it")
             pem = context.auth_context().get("x509_pem_cert") or [b""]
             self.joined[index] = _Party(identity, rows, pem[0].decode())
+            self.gone.discard(index)
             self.progress = time.monotonic()
             if len(self.joined) == self.n_silos:
                 self._assign()

@@ -310,6 +310,17 @@ class Estimate:
                 f"{grade}; {self.cost.bits_per_party:g} bits/party]")
 
 
+class DropoutRule(NamedTuple):
+    """Whether a round's server step may run on the rows of the parties that answered.
+
+    ``proceed``: the step may run without the silent parties; ``reason``: why (or why
+    not), stated in the release's diagnostics or in the error that stops the run.
+    """
+
+    proceed: bool
+    reason: str
+
+
 class Protocol(ABC):
     """A protocol as pure steps. Subclasses name their paper, section and equations.
 
@@ -415,6 +426,22 @@ class Protocol(ABC):
     def server_step(self, state: Any, inbox: Message,
                     rng: np.random.Generator) -> tuple[Any, Message | Estimate]:
         """One round of the aggregator: a reply to the parties, or the final estimate."""
+
+    def dropout_rule(self, state: Any, round_index: int) -> DropoutRule:
+        """May round ``round_index``'s server step run without parties that fell silent?
+
+        A networked server asks this when a round's deadline passes (or a waiting
+        party's connection closes) before every silo has answered; ``state`` is the
+        server state the step would receive. A protocol answers ``proceed`` only where
+        the step's estimator takes its n from the rows it receives, each received row's
+        guarantee holds without the others, and the state keeps nothing from earlier
+        rounds that the step would combine with the missing parties' rows; the release
+        is then the protocol's release over the parties that answered. Default: never
+        (a step may rely on a public n fixed before the round, or on shares that need
+        every member).
+        """
+        return DropoutRule(False, f"protocol {self.name!r} has no round that may go on "
+                                  "without a party")
 
 
 def normal_std_error(variance: float) -> float:

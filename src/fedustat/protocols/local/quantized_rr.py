@@ -96,7 +96,7 @@ from fedustat.privacy.errors import NormalError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, local_only
 from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
 from fedustat.privacy.randomizers import KaryRandomizedResponse
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import Cost, DropoutRule, Estimate, Message, Protocol, Role
 from fedustat.protocols.local.quantization import (
     DEFAULT_AVG_TOL,
     DEFAULT_MAX_EVALUATIONS,
@@ -546,6 +546,19 @@ class QuantizedLocalProtocol(Protocol):
             raise RuntimeError("reports arrived before the number of bins was fixed")
         fields = {name: np.asarray(v) for name, v in inbox.fields.items()}
         return state, self._estimate(fields, self.plan.grid(state.bins), state.k_rule)
+
+    def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:
+        # Each report is epsilon-LDP on its own (000 Thm 1; Ghazi et al.'s projection
+        # likewise), and both estimators take n from the reports they receive
+        # (estimate_from_counts: n = histogram total; estimate_from_projections: n =
+        # rows), so the release over the reports that arrived is this protocol's release
+        # over those parties. The check-in round only counts parties to pick k
+        # (Corollary 1), a public choice that the reports do not depend on otherwise.
+        if state.bins is None:
+            return DropoutRule(True, "check-in round: k is chosen from the parties that "
+                                     "checked in")
+        return DropoutRule(True, "one-shot epsilon-LDP reports; the estimator's n is the "
+                                 "number of reports received")
 
 
 @dataclass(frozen=True)

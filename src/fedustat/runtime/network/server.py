@@ -13,10 +13,16 @@ cannot read them: they are sealed end to end with keys derived from the parties'
 certificates, which it hands out in the ``Join`` reply and which every party checks
 against the deployment CA (:mod:`fedustat.runtime.network.e2e`).
 
-Failures never yield a number: a party that does not send its frame of a round within
-``timeout`` seconds, or sends a frame that fails validation, stops the run with a
-:class:`~fedustat.runtime.network.service.NetworkRunError` naming the party, and every
-waiting party is told why.
+Failures never yield a wrong number: a party that sends a frame that fails validation
+stops the run with a :class:`~fedustat.runtime.network.service.NetworkRunError` naming
+the party, and every waiting party is told why. A party that does not send its frame of a
+round within ``timeout`` seconds (or whose connection closes while it waits) stops the run
+the same way, unless ``min_silos`` allows going on and the protocol declares that this
+round's server step may run on the rows that arrived
+(:meth:`~fedustat.protocols.base.Protocol.dropout_rule`): then the step runs on the
+silos that answered, the silent ones are out of the run for good (a late frame of theirs
+is refused), and the release states the n it used and who dropped (docs/network.md,
+"Faults").
 """
 
 from __future__ import annotations
@@ -73,7 +79,9 @@ class ServerRun:
     """What the server's caller gets: the release and who took part.
 
     ``parties``: the silos whose parties the release covers; ``absent``: expected silos
-    that never joined (only with ``min_silos``); ``n_parties``: the n the release used.
+    that never joined (only with ``min_silos``); ``dropped``: silos that joined but fell
+    silent during the run, in a round whose server step could go on without them;
+    ``n_parties``: the n the release used.
     ``wire_bytes``: bytes of all round frames and replies as they crossed the network
     (framing, headers and sealing included; TLS records not), to set beside the payload
     the release's cost counts (``estimate.cost.total_bits``).
@@ -86,6 +94,7 @@ class ServerRun:
     absent: list[str] = field(default_factory=list)
     n_parties: int = 0
     wire_bytes: int = 0
+    dropped: list[str] = field(default_factory=list)
 
     @property
     def framing_overhead(self) -> float:
@@ -130,6 +139,11 @@ class _Coordinator:
         # Why a party was turned away at Join (configuration, duplicate): named on timeout.
         self.refused: dict[str, str] = {}
         self.directory: bytes | None = None
+        # Silos whose waiting call ended (connection closed): they will not send again.
+        self.gone: set[int] = set()
+        # Silos that fell silent in a round that went on without them: silo -> round.
+        self.dropped: dict[int, int] = {}
+        self.dropout_reason = ""
 
     # ---------------------------------------------------------------- helpers
     def _identity(self, context: Any) -> tuple[str, int]:
@@ -148,10 +162,21 @@ class _Coordinator:
         self.lock.notify_all()
         self.done.set()
 
-    def _wait(self, ready: Any, context: Any) -> None:
+    def _wait(self, ready: Any, context: Any, index: int) -> None:
         """Block a handler until ``ready()`` or a failure (the watchdog bounds the wait)."""
         while not ready() and self.failure is None:
             self.lock.wait(0.5)
+            if not ready() and not context.is_active():
+                # The party's call ended (its process died, or it gave up waiting): it
+                # can receive no reply, so the watchdog need not wait out the timeout.
+                # Before the start nothing of it has been used: it is as if it had never
+                # joined (a restarted process may join in its place).
+                self.gone.add(index)
+                if not self.assigned:
+                    self.joined.pop(index, None)
+                self.lock.notify_all()
+                context.abort(_grpc().StatusCode.CANCELLED,
+                              f"{party_identity(index)}'s call ended")
         if self.failure is not None:
             context.abort(_grpc().StatusCode.ABORTED, self.failure)
 
@@ -164,20 +189,69 @@ class _Coordinator:
                                        if i not in self.inbox]
 
     def watch(self) -> None:
-        """Fail the run when no party has made progress for ``timeout`` seconds."""
+        """Fail the run when no party has made progress for ``timeout`` seconds, or go
+        on without the silent silos where ``min_silos`` and the protocol allow it."""
         with self.lock:
-            if self.failure is None and self.estimate is None \
-                    and time.monotonic() - self.progress > self.timeout:
-                stage, waiting = self.missing()
-                if not self.assigned and len(self.joined) >= self.min_silos:
-                    # Silos that never joined contributed nothing: the run goes on with
-                    # the others, and the release names who took part.
-                    self._assign()
+            if self.failure is not None or self.estimate is not None:
+                return
+            stalled = time.monotonic() - self.progress > self.timeout
+            if self.assigned:
+                silent = [i for i in self.active if i not in self.inbox]
+                # Every silent silo's connection closed: no need to wait out the timeout.
+                closed = bool(silent) and all(i in self.gone for i in silent)
+                if stalled or closed:
+                    self._round_without(silent, stalled)
+                return
+            stage, waiting = self.missing()
+            # Every missing silo had joined and left: no need to wait out the timeout.
+            left = all(party_index(name) in self.gone for name in waiting)
+            if len(self.joined) >= self.min_silos and (stalled or left):
+                # Silos that never joined (or left before the start) contributed
+                # nothing: the run goes on with the others, and the release names who
+                # took part.
+                self._assign()
+                return
+            if not stalled:
+                return
+            named = [f"{name} (refused: {self.refused[name]})" if name in self.refused
+                     else name for name in waiting]
+            self._fail(f"{stage}: no answer within {self.timeout:g} s from "
+                       f"{', '.join(named)}; no release")
+
+    def _round_without(self, silent: list[int], stalled: bool) -> None:
+        """Run this round's server step without the silent silos, or stop the run.
+
+        It goes on only with ``min_silos`` below ``n_silos``, at least ``min_silos`` silos
+        answered, no relay round (its rows are shares every member needs) and the
+        protocol's :meth:`~fedustat.protocols.base.Protocol.dropout_rule` allowing it.
+        A stop waits out the timeout (a closed connection alone does not stop the run).
+        """
+        current = self.round
+        why = ""
+        if self.min_silos < self.n_silos:
+            answered = len(self.inbox)
+            if any(kind == "relay" for kind, _ in self.inbox.values()):
+                why = "a relay round needs every member's rows"
+            elif answered < self.min_silos:
+                why = (f"{answered} of {len(self.active)} silos answered, fewer than "
+                       f"min_silos = {self.min_silos}")
+            else:
+                rule = self.protocol.dropout_rule(self.server_state, current)
+                if rule.proceed:
+                    # The silent silos are out of the run for good: their later frames
+                    # are refused, so none of their rows is mixed into a later round.
+                    for i in silent:
+                        self.dropped[i] = current
+                    self.active = [i for i in self.active if i in self.inbox]
+                    self.dropout_reason = rule.reason
+                    self.progress = time.monotonic()
+                    self._server_step(current)
                     return
-                named = [f"{name} (refused: {self.refused[name]})" if name in self.refused
-                         else name for name in waiting]
-                self._fail(f"{stage}: no answer within {self.timeout:g} s from "
-                           f"{', '.join(named)}; no release")
+                why = f"{self.protocol.name} cannot go on without it: {rule.reason}"
+        if stalled:
+            names = ", ".join(party_identity(i) for i in silent)
+            self._fail(f"round {current}: no answer within {self.timeout:g} s from {names}"
+                       f"{'; ' + why if why else ''}; no release")
 
     # ---------------------------------------------------------------- Join
     def join(self, request: bytes, context: Any) -> bytes:
@@ -205,10 +279,11 @@ class _Coordinator:
                               f"{identity} joined too late: the run started without it")
             pem = context.auth_context().get("x509_pem_cert") or [b""]
             self.joined[index] = _Party(identity, rows, pem[0].decode())
+            self.gone.discard(index)
             self.progress = time.monotonic()
             if len(self.joined) == self.n_silos:
                 self._assign()
-            self._wait(lambda: self.assigned, context)
+            self._wait(lambda: self.assigned, context, index)
             party = self.joined[index]
             return json.dumps({"run": self.run, "n_rows": self.n_rows,
                                "n_parties": self.n_parties, "silo": index,
@@ -262,6 +337,12 @@ class _Coordinator:
             if not self.assigned or index not in self.joined:
                 context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
                               f"{identity} sent a round before joining")
+            if index in self.dropped:
+                # Checked before decoding: a late frame is no fault of the run's.
+                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
+                              f"{identity} dropped out of this run in round "
+                              f"{self.dropped[index]} (no answer in time); its rows are "
+                              "not used")
             if self.failure is not None:
                 context.abort(_grpc().StatusCode.ABORTED, self.failure)
             current = self.round
@@ -293,7 +374,7 @@ class _Coordinator:
                     self._route(current)
                 else:
                     self._server_step(current)
-            self._wait(lambda: self.reply_round >= current, context)
+            self._wait(lambda: self.reply_round >= current, context, index)
             reply = self.replies[index]
             self.wire_bytes += len(reply)
             return reply
@@ -358,13 +439,21 @@ class _Coordinator:
             ops = int(out.cost.server_operations)
             if out.noise != "none":
                 out = replace(out, noise=self.grade)
+            used = self.n_used()
+            if self.dropped:
+                # Who fell silent and why the step could go on: public facts of the run.
+                out = replace(out, diagnostics={**out.diagnostics, "dropout": {
+                    "n_parties": used, "silos": len(self.active),
+                    "dropped": {party_identity(i): r for i, r in sorted(self.dropped.items())},
+                    "rule": self.dropout_reason}})
             self.estimate = out.with_cost(self.log.cost(server_operations=ops,
                                                         offline_bits=out.cost.offline_bits))
             # Who took part, compactly: the count, and the names of those who did not.
             summary = release_summary(self.estimate) | {
-                "n_parties": self.n_parties, "silos": len(self.active),
+                "n_parties": used, "silos": len(self.active),
                 "absent": [party_identity(i) for i in range(self.n_silos)
-                           if i not in self.active]}
+                           if i not in self.active and i not in self.dropped],
+                "dropped": [party_identity(i) for i in sorted(self.dropped)]}
             reply = REPLY_RELEASE + json.dumps(summary).encode()
             self.replies = dict.fromkeys(self.active, reply)
             self.done.set()
@@ -375,6 +464,10 @@ class _Coordinator:
                 _part_for(out, self.joined[i].ids)))
                 for i in self.active}
         self._next_round(current)
+
+    def n_used(self) -> int:
+        """Parties of the silos still in the run: the n of a release."""
+        return sum(self.joined[i].ids.size for i in self.active)
 
     def _next_round(self, current: int) -> None:
         self.round = current + 1
@@ -431,9 +524,12 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         go on without the others provided at least this many joined (default: all must
         join). Parties that never joined contributed nothing, so the release is the
         protocol's release over those who did; :attr:`ServerRun.parties` names them and
-        the release summary states their number of parties. A party that drops out
-        after joining always stops the run (its step's inputs, such as the public n,
-        were fixed for everyone; docs/network.md, "Faults").
+        the release summary states their number of parties. During the run, a round in
+        which some silos fall silent (no frame within ``timeout``, or their connection
+        closed) goes on with at least this many silos only where the protocol's
+        :meth:`~fedustat.protocols.base.Protocol.dropout_rule` allows it for that round
+        (one-shot LDP reports, the central curator's complete design); otherwise the run
+        stops naming them and saying why (docs/network.md, "Faults").
     on_ready:
         Called with the bound port once the server listens.
     """
@@ -477,5 +573,6 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     return ServerRun(coordinator.estimate, [party_identity(i) for i in coordinator.active],
                      coordinator.round, time.monotonic() - started,
                      [party_identity(i) for i in range(n_silos)
-                      if i not in coordinator.active], coordinator.n_parties,
-                     coordinator.wire_bytes)
+                      if i not in coordinator.active and i not in coordinator.dropped],
+                     coordinator.n_used(), coordinator.wire_bytes,
+                     [party_identity(i) for i in sorted(coordinator.dropped)])

@@ -1,0 +1,214 @@
+"""Record-less service roles (Protocol.service_roles): the contract, the simulator's
+treatment (ids, seed streams, cost), and ghazi-shuffle's shuffler service."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedustat.privacy.guarantee import PrivacyGuarantee, Trust
+from fedustat.protocols.base import (
+    PEER_TO,
+    Cost,
+    Estimate,
+    Message,
+    Protocol,
+    Role,
+    service_id,
+)
+from fedustat.protocols.local import ghazi_shuffle as gs
+from fedustat.runtime.simulate import MessageLog, service_seed, simulate, simulate_run
+from fedustat.stats import gini_kernel
+
+GINI = gini_kernel((0, 1))
+
+
+class _Beacon(Protocol):
+    """Toy protocol: each party relays its value to a 'beacon' service, which adds one
+    uniform coin of its own and sends the total to the server (the release)."""
+
+    name = "beacon"
+
+    def __init__(self, forge: int | None = None) -> None:
+        self.forge = forge
+
+    def service_roles(self) -> tuple[str, ...]:
+        return ("beacon",)
+
+    def encode_parties(self, records: np.ndarray, parties: np.ndarray) -> Any:
+        return {"x": records[:, 0], "ids": parties, "n": None, "sent": False}
+
+    def init_server(self, n_parties: int) -> Any:
+        return n_parties
+
+    def init_service(self, role: str, n_parties: int) -> Any:
+        return service_id(n_parties, self.service_roles(), role)
+
+    def party_step(self, state: Any, inbox: Message | None,
+                   rng: np.random.Generator) -> tuple[Any, Message]:
+        if state["sent"]:
+            return state, Message(Role.PARTY, Role.SERVER, {"total": np.zeros(0)},
+                                  {"total": 64}, np.zeros(0, dtype=np.int64))
+        n_total = state["n_total"]
+        to = np.full(state["ids"].size, n_total, dtype=np.int64)
+        state = {**state, "sent": True}
+        return state, Message(Role.PARTY, Role.PARTY, {"x": state["x"], PEER_TO: to},
+                              {"x": 64, PEER_TO: 64}, state["ids"])
+
+    def service_step(self, role: str, state: Any, inbox: Message | None,
+                     rng: np.random.Generator) -> tuple[Any, Message | None]:
+        if inbox is None or not inbox.is_peer:
+            return state, None
+        total = float(np.sum(inbox.fields["x"])) + rng.random()
+        own = state if self.forge is None else self.forge
+        return state, Message(Role.PARTY, Role.SERVER, {"total": np.array([total])},
+                              {"total": 64}, np.array([own], dtype=np.int64))
+
+    def server_step(self, state: Any, inbox: Message,
+                    rng: np.random.Generator) -> tuple[Any, Estimate]:
+        value = float(np.asarray(inbox.fields["total"])[0])
+        return state, Estimate(value, "sum", self.name, PrivacyGuarantee.none(),
+                               cost=Cost())
+
+
+def _beacon(n: int, forge: int | None = None) -> _Beacon:
+    proto = _Beacon(forge)
+    original = proto.encode_parties
+
+    def encode(records: np.ndarray, parties: np.ndarray) -> Any:
+        return {**original(records, parties), "n_total": n}
+
+    proto.encode_parties = encode  # type: ignore[method-assign]
+    return proto
+
+
+def test_service_ids_follow_the_parties_and_unknown_roles_are_named() -> None:
+    assert service_id(10, ("dealer", "shuffler"), "dealer") == 10
+    assert service_id(10, ("dealer", "shuffler"), "shuffler") == 11
+    with pytest.raises(ValueError, match=r"unknown service role 'mixer'.*'dealer'"):
+        service_id(10, ("dealer",), "mixer")
+    with pytest.raises(ValueError, match=r"unknown service role 'dealer'.*are none"):
+        gs.GhaziShuffle(GINI, 1.0, k=4).init_service("dealer", 10)
+
+
+@pytest.mark.parametrize("batch_size", [None, 3, [2, 5]])
+def test_service_draws_from_its_own_stream(batch_size: Any) -> None:
+    data = np.arange(7, dtype=float)
+    est = simulate(_beacon(7), data, rng=11, batch_size=batch_size)
+    coin = np.random.default_rng(service_seed(np.random.SeedSequence(11), 0)).random()
+    assert est.value == 21.0 + coin
+    # Every bit counted: 7 x 64 relayed to the service, 64 from the service to the server.
+    assert est.cost.total_bits == 8 * 64
+    assert est.cost.peer_bits_per_party == 64.0
+    assert est.cost.bits_per_party == 64.0
+    assert est.cost.peer_rounds == 1 and est.cost.rounds == 2
+
+
+def test_service_seed_streams_are_apart_from_the_runs_streams() -> None:
+    root = np.random.SeedSequence(3)
+    ours = service_seed(root, 0).generate_state(4).tolist()
+    theirs = [s.generate_state(4).tolist() for s in root.spawn(4)]
+    assert ours not in theirs
+    assert service_seed(root, 1).generate_state(4).tolist() != ours
+
+
+def test_a_service_cannot_speak_for_another_id() -> None:
+    with pytest.raises(ValueError, match="service 'beacon' \\(id 5\\) may send only rows"):
+        simulate(_beacon(5, forge=2), np.arange(5, dtype=float), rng=1)
+
+
+def test_message_log_counts_service_rows_apart() -> None:
+    log = MessageLog(3, 1)
+    log.record_peer_rows(np.array([0, 1, 2]), np.array([3, 3, 3]), np.array([8, 8, 8]))
+    log.record(Message(Role.PARTY, Role.SERVER, {"m": np.zeros((1, 4))}, {"m": 16},
+                       np.array([3])))
+    assert log.service_received.tolist() == [24]
+    assert log.service_sent.tolist() == [64]
+    cost = log.cost()
+    assert cost.total_bits == 24 + 64 and cost.bits_per_party == 8.0
+    with pytest.raises(ValueError, match=r"names receiver party 4, but the run has parties "
+                                         r"0\.\.2 and services 3\.\.3"):
+        log.record_peer_rows(np.array([0]), np.array([4]), np.array([8]))
+
+
+# ------------------------------------------------------------------ ghazi-shuffle shuffler
+@pytest.mark.parametrize("n_parties", [None, 60])
+@pytest.mark.parametrize("batch_size", [None, [20, 40]])
+def test_shuffler_service_releases_the_in_server_value(n_parties: Any, batch_size: Any
+                                                       ) -> None:
+    data = np.random.default_rng(0).uniform(0, 1, 60)
+    kw = {"k": 6, "n_parties": n_parties}
+    inside = simulate(gs.GhaziShuffle(GINI, 1.0, **kw), data, rng=3, batch_size=batch_size)
+    apart = simulate(gs.GhaziShuffle(GINI, 1.0, shuffler="service", **kw), data, rng=3,
+                     batch_size=batch_size)
+    # The analyzer's sums do not depend on the order of the messages.
+    assert apart.value == inside.value and apart.std_error == inside.std_error
+    r, m = apart.diagnostics["n_messages"], apart.diagnostics["n_coordinates"]
+    upload = r * m * 64
+    # The parties' messages now go to the shuffler (peer bits), which sends them on.
+    assert apart.cost.peer_bits_per_party == upload == inside.cost.bits_per_party - (
+        0 if n_parties else 1)
+    assert apart.cost.total_bits == inside.cost.total_bits + 60 * upload \
+        + (64 if n_parties is None else 0)
+    assert apart.cost.rounds == inside.cost.rounds + 1
+    assert apart.diagnostics["shuffler"] == "service"
+
+
+def test_shuffler_service_trust_assumption_names_it() -> None:
+    data = np.random.default_rng(1).uniform(0, 1, 30)
+    apart = simulate(gs.GhaziShuffle(GINI, 1.0, k=4, shuffler="service"), data, rng=1)
+    inside = simulate(gs.GhaziShuffle(GINI, 1.0, k=4), data, rng=1)
+    (a,) = [x for x in apart.privacy.assumptions if x.kind is Trust.SHUFFLER]
+    (b,) = [x for x in inside.privacy.assumptions if x.kind is Trust.SHUFFLER]
+    assert "shuffler service" in a.detail and "does not collude with the aggregator" in a.detail
+    assert "the aggregator runs the shuffler" in b.detail
+
+
+def test_the_analyzer_sees_only_a_permuted_multiset() -> None:
+    data = np.random.default_rng(2).uniform(0, 1, 40)
+    proto = gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=40, shuffler="service")
+    run = simulate_run(proto, data, rng=4)
+    assert run.estimate.value == simulate(gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=40),
+                                          data, rng=4).value
+    # The shuffler's step, called directly: each column permuted within itself.
+    shares = np.arange(40 * 3 * 5, dtype=np.int64).reshape(40, 3, 5)
+    inbox = Message(Role.PARTY, Role.PARTY, {"shares": shares, "from": np.arange(40)},
+                    {"shares": 64, "from": 64}, np.full(40, 40))
+    sid = proto.init_service("shuffler", 40)
+    _, out = proto.service_step("shuffler", sid, inbox, np.random.default_rng(0))
+    assert out is not None and out.parties.tolist() == [40]
+    mixed = out.fields["messages"][0]
+    flat = shares.reshape(-1, 5)
+    for col in range(5):
+        assert sorted(mixed[:, col]) == sorted(flat[:, col])
+    # 120 distinct messages per column: staying in order has probability 1/120!.
+    assert not np.array_equal(mixed, flat)
+    _, nothing = proto.service_step("shuffler", sid, None, np.random.default_rng(0))
+    assert nothing is None
+
+
+def test_bad_shuffler_choice_is_named() -> None:
+    with pytest.raises(ValueError, match="shuffler must be one of \\('server', 'service'\\), "
+                                         "got 'cloud'"):
+        gs.GhaziShuffle(GINI, 1.0, k=4, shuffler="cloud")
+
+
+def test_server_refuses_a_malformed_shuffled_multiset() -> None:
+    proto = gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=10, shuffler="service")
+    state = proto.init_server(10)
+    bad = Message(Role.PARTY, Role.SERVER, {"messages": np.zeros((1, 3, 2), np.int64)},
+                  {"messages": 64}, np.array([10]))
+    with pytest.raises(ValueError, match="the shuffler's message must be one integer row of "
+                                         "shape"):
+        proto.server_step(state, bad, np.random.default_rng(0))
+
+
+def test_registry_passes_the_shuffler_option() -> None:
+    from fedustat.protocols import registry
+    proto = registry.make("ghazi-shuffle", GINI, epsilon=1.0, k=4, shuffler="service")
+    assert proto.service_roles() == ("shuffler",)
+    assert registry.make("ghazi-shuffle", GINI, epsilon=1.0, k=4).service_roles() == ()
+    assert math.isfinite(simulate(proto, np.linspace(0, 1, 12), rng=0).value)

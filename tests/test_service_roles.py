@@ -212,3 +212,139 @@ def test_registry_passes_the_shuffler_option() -> None:
     assert proto.service_roles() == ("shuffler",)
     assert registry.make("ghazi-shuffle", GINI, epsilon=1.0, k=4).service_roles() == ()
     assert math.isfinite(simulate(proto, np.linspace(0, 1, 12), rng=0).value)
+
+
+# ------------------------------------------------------------------ networked (threads)
+grpc = pytest.importorskip("grpc")
+
+from fedustat.runtime.network import (  # noqa: E402
+    NetworkRunError,
+    create_deployment,
+    load_credentials,
+    run_party,
+    run_service,
+    serve,
+)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: Any) -> Any:
+    return create_deployment(tmp_path_factory.mktemp("certs"), 3,
+                             extra_roles=("shuffler", "dealer"))
+
+
+def _deployment(certs: Any, make: Any, silos: list[np.ndarray], *, rng: Any = 5,
+                services: tuple[str, ...] = (), timeout: float = 10.0,
+                service_identity: dict[str, str] | None = None) -> tuple[Any, list, list]:
+    """Server, silos and services in threads; (server outcome, parties', services')."""
+    import threading
+    ready, port, outcome = threading.Event(), {}, {}
+
+    def server() -> None:
+        try:
+            outcome["server"] = serve(make(), len(silos), load_credentials(certs, "server"),
+                                      rng=rng, timeout=timeout,
+                                      on_ready=lambda p: (port.update(p=p), ready.set()))
+        except Exception as exc:  # the test inspects it
+            outcome["server"] = exc
+            ready.set()
+
+    results: list[Any] = [None] * (len(silos) + len(services))
+
+    def party(i: int) -> None:
+        try:
+            results[i] = run_party(make(), silos[i], load_credentials(certs, f"party-{i}"),
+                                   f"127.0.0.1:{port['p']}", rng=rng, timeout=3 * timeout)
+        except Exception as exc:
+            results[i] = exc
+
+    def service(j: int, role: str) -> None:
+        name = (service_identity or {}).get(role, role)
+        try:
+            results[len(silos) + j] = run_service(make(), role, load_credentials(certs, name),
+                                                  f"127.0.0.1:{port['p']}", rng=rng,
+                                                  timeout=3 * timeout)
+        except Exception as exc:
+            results[len(silos) + j] = exc
+
+    main = threading.Thread(target=server)
+    main.start()
+    assert ready.wait(30)
+    threads = [threading.Thread(target=party, args=(i,)) for i in range(len(silos))]
+    threads += [threading.Thread(target=service, args=(j, r)) for j, r in enumerate(services)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(6 * timeout)
+    main.join(4 * timeout)
+    assert not main.is_alive(), "the server must never hang"
+    return outcome["server"], results[:len(silos)], results[len(silos):]
+
+
+@pytest.mark.parametrize("n_parties", [None, 24])
+def test_networked_shuffler_equals_the_simulator(certs: Any, n_parties: Any) -> None:
+    data = np.random.default_rng(7).uniform(0, 1, 24)
+    silos = [data[:5], data[5:14], data[14:]]
+
+    def make() -> gs.GhaziShuffle:
+        return gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=n_parties, shuffler="service")
+
+    run, parties, services = _deployment(certs, make, silos, services=("shuffler",))
+    assert not isinstance(run, Exception), run
+    sim = simulate(make(), data, rng=5, batch_size=[5, 9, 10])
+    assert run.estimate.value == sim.value
+    assert run.estimate.cost == sim.cost
+    assert all(p.release["value"] == sim.value for p in parties)
+    (shuffler,) = services
+    assert shuffler.role == "shuffler" and shuffler.service_id == 24
+    assert shuffler.release["value"] == sim.value
+
+
+def test_missing_shuffler_stops_the_run_naming_it(certs: Any) -> None:
+    data = np.random.default_rng(8).uniform(0, 1, 12)
+
+    def make() -> gs.GhaziShuffle:
+        return gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=12, shuffler="service")
+
+    run, parties, _ = _deployment(certs, make, [data[:4], data[4:8], data[8:]], timeout=1.5)
+    assert isinstance(run, NetworkRunError)
+    assert "joining: no answer within 1.5 s from shuffler; no release" in str(run)
+    assert all(isinstance(p, NetworkRunError) for p in parties)
+
+
+def test_a_service_with_another_roles_certificate_is_refused(certs: Any) -> None:
+    proto = gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=12, shuffler="service")
+    with pytest.raises(ValueError, match="the shuffler service needs the certificate named "
+                                         "'shuffler', got 'dealer'"):
+        run_service(proto, "shuffler", load_credentials(certs, "dealer"), "127.0.0.1:1",
+                    rng=1)
+    with pytest.raises(ValueError, match="has no service role 'dealer'; its service roles "
+                                         "are \\['shuffler'\\]"):
+        run_service(proto, "dealer", load_credentials(certs, "dealer"), "127.0.0.1:1", rng=1)
+
+
+def test_server_refuses_a_service_the_protocol_does_not_have(certs: Any) -> None:
+    # The in-server shuffler has no service role: a 'shuffler' certificate is a stranger.
+    data = np.random.default_rng(9).uniform(0, 1, 12)
+    with_service = gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=12, shuffler="service")
+    without = gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=12)
+    import threading
+    ready, port, outcome = threading.Event(), {}, {}
+
+    def server() -> None:
+        try:
+            outcome["server"] = serve(without, 1, load_credentials(certs, "server"), rng=1,
+                                      timeout=1.5,
+                                      on_ready=lambda p: (port.update(p=p), ready.set()))
+        except Exception as exc:
+            outcome["server"] = exc
+
+    thread = threading.Thread(target=server)
+    thread.start()
+    assert ready.wait(30)
+    with pytest.raises(NetworkRunError, match="shuffler is not one of this run's parties"):
+        run_service(with_service, "shuffler", load_credentials(certs, "shuffler"),
+                    f"127.0.0.1:{port['p']}", rng=1, timeout=5)
+    thread.join(20)
+    assert isinstance(outcome["server"], NetworkRunError)
+    del data

@@ -260,6 +260,15 @@ def check_round_kind(messages: list[Message], describe: Callable[[int], str]) ->
     return False
 
 
+def service_inbox(message: Message | None, own: int) -> Message | None:
+    """What service ``own`` receives of a round's message: a broadcast whole, the rows
+    addressed to it, or ``None`` when none are (every transport hands it the same)."""
+    part = _message_for_batch(message, slice(own, own + 1))
+    if part is not None and part.parties is not None and len(part.parties) == 0:
+        return None
+    return part
+
+
 def check_service_message(message: Message, role: str, own: int) -> None:
     """A service's message must come from the service (every row names its id ``own``)."""
     if not isinstance(message, Message):
@@ -413,8 +422,7 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
         for j, role in enumerate(roles):
             own = n + j
             service_states[j], msg = protocol.service_step(
-                role, service_states[j], _message_for_batch(to_parties, slice(own, own + 1)),
-                service_rngs[j])
+                role, service_states[j], service_inbox(to_parties, own), service_rngs[j])
             if msg is not None:
                 check_service_message(msg, role, own)
                 from_services.append(msg)

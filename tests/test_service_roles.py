@@ -348,3 +348,77 @@ def test_server_refuses_a_service_the_protocol_does_not_have(certs: Any) -> None
     thread.join(20)
     assert isinstance(outcome["server"], NetworkRunError)
     del data
+
+
+# ------------------------------------------------------------------ pairs-2pc dealer service
+from fedustat.protocols import registry  # noqa: E402
+from fedustat.stats import auc_kernel  # noqa: E402
+
+
+def _auc_data(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.column_stack([rng.random(n), (np.arange(n) % 3 == 0).astype(float)])
+
+
+@pytest.mark.parametrize("options", [{"P": 2}, {"P": 2, "comparison": "circuit"},
+                                     {"all_pairs": True, "delta": 1e-5}],
+                         ids=["fss", "circuit", "all-pairs"])
+def test_pairs_dealer_service_computes_the_same_pairs(options: dict) -> None:
+    data = _auc_data(30, 1)
+    by_party = simulate(registry.make("pairs-2pc", auc_kernel(), epsilon=math.inf, **options),
+                        data, rng=3, batch_size=[10, 20])
+    by_service = simulate(registry.make("pairs-2pc", auc_kernel(), epsilon=math.inf,
+                                        dealer="service", **options),
+                          data, rng=3, batch_size=[10, 20])
+    # Noise-free, both compute every pair's exact kernel value (other masks, same result).
+    assert by_service.value == by_party.value
+    # The dealing moves from parties to the service: the parties send less, the members
+    # receive the same packages; the whole run sends the same bits (all pairs: plus the
+    # assignment broadcast the dealer downloads too).
+    assert by_service.cost.bits_per_party < by_party.cost.bits_per_party
+    if options.get("all_pairs"):
+        assert by_service.cost.bits_received_per_party == \
+            by_party.cost.bits_received_per_party
+    else:
+        # The assignment rows naming a pair's members now go to the dealer service.
+        assert by_service.cost.bits_received_per_party < \
+            by_party.cost.bits_received_per_party
+    extra = 0 if not options.get("all_pairs") else by_service.cost.total_bits \
+        - by_party.cost.total_bits
+    assert extra == 0 or 0 < extra <= 32 + 30  # n (32 bits) and 30 one-bit labels
+    assert by_service.cost.total_bits == by_party.cost.total_bits + extra
+
+
+def test_pairs_dealer_service_keeps_the_seeded_release_and_names_itself() -> None:
+    data = _auc_data(24, 2)
+    make = lambda: registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2,  # noqa: E731
+                                 dealer="service")
+    first = simulate(make(), data, rng=5, batch_size=[7, 17])
+    # The members' coins and noise keep their streams, and the dealt masks cancel: the
+    # seeded release equals the one with dealing parties.
+    by_party = simulate(registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2), data,
+                        rng=5, batch_size=[7, 17])
+    assert first.value == by_party.value
+    (dealer,) = [a for a in first.privacy.assumptions if a.kind is Trust.DEALER]
+    assert "as the dealer service" in dealer.detail
+    assert "dealer service" in first.diagnostics["dealer"]
+    assert "the dealer service knows every pair's masks" in first.diagnostics["threat_model"]
+    with pytest.raises(ValueError, match="dealer must be one of 'party', 'service', got 'me'"):
+        registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, dealer="me")
+
+
+def test_networked_pairs_dealer_service_equals_the_simulator(certs: Any) -> None:
+    data = _auc_data(24, 3)
+    silos = [data[:6], data[6:15], data[15:]]
+
+    def make() -> Any:
+        return registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2, dealer="service")
+
+    run, parties, services = _deployment(certs, make, silos, services=("dealer",), rng=8)
+    assert not isinstance(run, Exception), run
+    sim = simulate(make(), data, rng=8, batch_size=[6, 9, 9])
+    assert run.estimate.value == sim.value
+    assert run.estimate.cost == sim.cost
+    assert all(not isinstance(p, Exception) for p in parties), parties
+    (dealer,) = services
+    assert dealer.role == "dealer" and dealer.service_id == 24

@@ -422,3 +422,57 @@ def test_networked_pairs_dealer_service_equals_the_simulator(certs: Any) -> None
     assert all(not isinstance(p, Exception) for p in parties), parties
     (dealer,) = services
     assert dealer.role == "dealer" and dealer.service_id == 24
+
+
+# ------------------------------------------------------------------ umpc dealer service
+def _umpc(dealer: str, epsilon: float = 1.0, **options: Any) -> Any:
+    return registry.make("umpc", auc_kernel(), epsilon=epsilon,
+                         bounds={"score": (0.0, 1.0)}, dealer=dealer, **options)
+
+
+@pytest.mark.parametrize("options", [{}, {"comparison": "circuit"}], ids=["fss", "circuit"])
+def test_umpc_dealer_service_keeps_the_seeded_release(options: dict) -> None:
+    data = _auc_data(30, 4)
+    by_party = simulate(_umpc("party", **options), data, rng=3, batch_size=[10, 20])
+    by_service = simulate(_umpc("service", **options), data, rng=3, batch_size=[10, 20])
+    # The coin's dealer stream is drawn alike (Z unchanged), the parties' streams are
+    # untouched and the dealt masks cancel: the same release for the seed.
+    assert by_service.value == by_party.value
+    assert by_service.std_error == by_party.std_error
+    # Same traffic, plus the public broadcast the dealer downloads too; the dealing
+    # moves from the parties' sent bits to the service's.
+    assert by_service.cost.bits_received_per_party == by_party.cost.bits_received_per_party
+    # The broadcast is part of what every party receives.
+    extra = by_service.cost.total_bits - by_party.cost.total_bits
+    assert 0 < extra < by_party.cost.bits_received_per_party
+    assert by_service.cost.bits_per_party < by_party.cost.bits_per_party
+    (dealer,) = [a for a in by_service.privacy.assumptions if a.kind is Trust.DEALER]
+    assert "as the dealer service" in dealer.detail
+    assert "dealer service" in by_service.diagnostics["secrecy"]
+
+
+def test_umpc_dealer_service_runs_with_few_parties_and_checks_its_choice() -> None:
+    data = _auc_data(3, 5)
+    with pytest.raises(ValueError, match=r"with n=2 parties there is none .* or use "
+                                         "dealer='service'"):
+        simulate(_umpc("party", math.inf, edges=1), data[:2], rng=1)
+    assert math.isfinite(simulate(_umpc("service", math.inf, edges=1), data[:2],
+                                  rng=1).value)
+    with pytest.raises(ValueError, match=r"dealer must be one of \('party', 'service'\), "
+                                         "got 'server'"):
+        _umpc("server")
+
+
+def test_networked_umpc_dealer_service_equals_the_simulator(certs: Any) -> None:
+    data = _auc_data(18, 6)
+    silos = [data[:5], data[5:11], data[11:]]
+    run, parties, services = _deployment(certs, lambda: _umpc("service"), silos,
+                                         services=("dealer",), rng=2)
+    assert not isinstance(run, Exception), run
+    sim = simulate(_umpc("service"), data, rng=2, batch_size=[5, 6, 7])
+    assert run.estimate.value == sim.value
+    assert run.estimate.cost == sim.cost
+    assert all(not isinstance(p, Exception) for p in parties), parties
+    (dealer,) = services
+    assert not isinstance(dealer, Exception), dealer
+    assert dealer.service_id == 18 and dealer.release["value"] == sim.value

@@ -40,7 +40,9 @@ encrypted by the networked server, ``docs/network.md``):
    M_HF, the subgroup Z;
 2. *relay*: each dealing party deals, from its own coins, the material of its edges
    (Beaver triples; FSS keys or edaBits, AND triples and daBits) and sends each member
-   its part (002 App. A.3's offline phase, here a party);
+   its part (002 App. A.3's offline phase, here a party). With ``dealer="service"`` the
+   ``dealer`` service role (its own process in a networked run, public id n) deals every
+   edge instead, from its own coins, on the same broadcast;
 3. *relay*: sharing phase: member ``j`` of each edge sends member ``q`` its share ``q``;
 4. *relay* (with noise): each noise contributor sends every other party a share of its
    Pólya difference (Protocol B.1);
@@ -104,6 +106,7 @@ from fedustat.protocols.base import (
     Protocol,
     Role,
     normal_std_error,
+    service_id,
 )
 from fedustat.protocols.mpc.encoding import (
     ColumnEncoding,
@@ -161,6 +164,8 @@ MAX_DIS_PARTIES = 10_000
 DESIGNS = ("balanced", "uniform", "bernoulli")
 THREAT_MODELS = ("hf", "dis")
 COMPARISONS = ("auto", "fss", "circuit")
+DEALERS = ("party", "service")
+DEALER_ROLE = "dealer"
 SERVER_OPS_NOTE = "n ring additions (002 App. D.2.3)"
 
 
@@ -721,6 +726,13 @@ class UMPC(Protocol):
         ``None`` draws shares, the dealer's material and the Pólya noise from the
         simulation's seeded generators; a :class:`~fedustat.privacy.noise.DeploymentNoise`
         draws all of them from the operating system's CSPRNG (fixed-work samplers for the noise).
+    dealer:
+        Who deals each edge's material. ``"party"`` (default): a party outside the edge,
+        drawn from the public coin. ``"service"``: the ``dealer`` service role
+        (:meth:`service_roles`; its own process in a networked run) deals every edge from
+        its own coins, so no data party holds another group's masks. A seed gives the same
+        release either way (the coin's stream is drawn alike, the parties' streams do not
+        change and masks cancel); its rows count as peer traffic the members receive.
     """
 
     name = "umpc"
@@ -737,7 +749,10 @@ class UMPC(Protocol):
                  fail_prob: float = 2.0**-40, min_honest: int | None = 1,
                  comparison: str = "auto", fixed_point: FixedPoint | None = None,
                  noise: NoiseSource | None = None, bounds: Any = None,
-                 precision: float | None = None) -> None:
+                 precision: float | None = None, dealer: str = "party") -> None:
+        if dealer not in DEALERS:
+            raise ValueError(f"dealer must be one of {DEALERS}, got {dealer!r}")
+        self.dealer = dealer
         self.circuit = circuit_for(kernel)
         self.kernel = kernel
         self.epsilon = check_epsilon(epsilon, allow_inf=True)
@@ -812,6 +827,11 @@ class UMPC(Protocol):
         """What the guarantee rests on (002 Sec. 3 and 4): semi-honest parties, the
         offline dealer, honest noise contributors, and AES for FSS comparisons."""
         out = [semi_honest("parties and the aggregator"),
+               trusted_dealer("every group's (edge's) Beaver triples and comparison material "
+                              "(FSS keys, or edaBits, AND triples and daBits) as the dealer "
+                              "service (a role of its own, apart from the parties and the "
+                              "aggregator); it must collude with no party nor the aggregator")
+               if self.dealer == "service" else
                trusted_dealer("for each group (edge) a party outside it, drawn from the "
                               "public coin, that deals the group's Beaver triples and "
                               "comparison material (FSS keys, or edaBits, AND triples and "
@@ -1001,12 +1021,16 @@ class UMPC(Protocol):
         # A second stream of the public coin: each edge's dealer, uniform among the n - k
         # parties outside it, and the M_HF subgroup Z (002 Sec. 4: a public random choice).
         gen = np.random.default_rng(np.random.SeedSequence([*(int(w) for w in coin), 1]))
-        if m and n <= k:
+        if m and n <= k and self.dealer == "party":
             raise ValueError(f"U-MPC: a party outside each group of {k} deals its material; "
-                             f"with n={n} parties there is none (need n > {k})")
+                             f"with n={n} parties there is none (need n > {k}); or use "
+                             "dealer='service'")
         dealers = gen.integers(0, max(n - k, 1), size=m)
         for col in np.sort(edges, axis=1).T:   # skip the members: the u-th non-member
             dealers = dealers + (dealers >= col)
+        if self.dealer == "service":
+            # Drawn above all the same, so Z keeps its stream: the service deals every edge.
+            dealers = np.full(m, service_id(n, self.service_roles(), DEALER_ROLE))
         contributors = np.zeros(0, dtype=np.int64)
         sensitivity = self.integer_sensitivity(design)
         if not math.isinf(self.epsilon):
@@ -1085,13 +1109,43 @@ class UMPC(Protocol):
         z = np.bitwise_and(z, ring.mask)
         return Message(Role.PARTY, Role.SERVER, {"z": z}, {"z": plan.fp.bits}, parties)
 
+    # -- the dealer service -----------------------------------------------------------
+    def service_roles(self) -> tuple[str, ...]:
+        return (DEALER_ROLE,) if self.dealer == "service" else ()
+
+    def init_service(self, role: str, n_parties: int) -> dict[str, Any]:
+        """The dealer's state: its public id and whether it has dealt."""
+        return {"id": service_id(n_parties, self.service_roles(), role), "dealt": False}
+
+    def service_step(self, role: str, state: dict[str, Any], inbox: Message | None,
+                     rng: np.random.Generator) -> tuple[dict[str, Any], Message | None]:
+        """The dealer service: from the aggregator's broadcast (the public coin) it derives
+        the plan as every party does, deals every edge from its own coins and sends each
+        member its part; then idles."""
+        service_id(0, self.service_roles(), role)  # refuses another role, naming it
+        if state["dealt"] or inbox is None or inbox.is_peer or "coin" not in inbox.fields:
+            return state, None
+        n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0])
+        public = np.asarray(inbox.fields["public"]) if "public" in inbox.fields else None
+        plan = self._plan(n, public, np.asarray(inbox.fields["coin"]))
+        if not plan.edges.shape[0]:
+            return {**state, "dealt": True}, None
+        source = "os" if self.noise is not None and self.noise.kind == "deployment" else rng
+        dealt = np.arange(plan.edges.shape[0])
+        return {**state, "dealt": True}, self._deal_edges(plan, dealt, source)
+
     def _deal(self, run: _Run) -> Message:
         """Each party deals, from its own coins, the material of the edges it deals for
         and sends each member its part (002 App. A.3's dealer, here a party outside the
         edge)."""
-        plan, k = run.plan, self.kernel.degree
+        plan = run.plan
         dealt = np.flatnonzero(np.isin(plan.dealers, run.parties))
-        dealer = Dealer(k, ring=plan.fp.ring, rng=run.coins[1])
+        return self._deal_edges(plan, dealt, run.coins[1])
+
+    def _deal_edges(self, plan: _Plan, dealt: np.ndarray, source: Any) -> Message:
+        """The rows dealing edges ``dealt`` from ``source``: each member its part."""
+        k = self.kernel.degree
+        dealer = Dealer(k, ring=plan.fp.ring, rng=source)
         material = self.circuit.deal(dealer, dealt.size, method=self.method,
                                      full_range=self.full_range)
         parts = [_package(material, r, dealt.size) for r in range(k)]
@@ -1459,9 +1513,12 @@ class UMPC(Protocol):
                  else "information-theoretic given the dealer")
         return ("records and intermediate values are additively shared within each edge; a "
                 "coalition without every member of an edge learns nothing from that edge, "
-                f"only the release ({basis}). Each edge's material comes from a dealing "
-                "party outside the edge (drawn from the public coin) that must not collude "
-                "with a member of that edge or the aggregator; parties are semi-honest "
+                f"only the release ({basis}). " + (
+                    "Every edge's material comes from the dealer service, which must not "
+                    "collude with any party or the aggregator" if self.dealer == "service"
+                    else "Each edge's material comes from a dealing party outside the edge "
+                         "(drawn from the public coin) that must not collude with a member "
+                         "of that edge or the aggregator") + "; parties are semi-honest "
                 "(002 Sec. 3). Peer messages travel relayed by the aggregator, end-to-end "
                 "encrypted and authenticated in networked runs.")
 
@@ -1471,12 +1528,12 @@ def _umpc(kernel: Kernel, *, epsilon: float, delta: float = 0.0,
           threat_model: str = "hf", f_honest: float = 0.5, fail_prob: float = 2.0**-40,
           min_honest: int | None = 1, comparison: str = "auto",
           fixed_point: FixedPoint | None = None, noise: NoiseSource | None = None,
-          bounds: Any = None, precision: float | None = None) -> UMPC:
+          bounds: Any = None, precision: float | None = None, dealer: str = "party") -> UMPC:
     # The discrete Laplace release is pure epsilon-DP; a delta the caller allows is unused.
     return UMPC(kernel, epsilon, design=design, edges=edges, threat_model=threat_model,
                 f_honest=f_honest, fail_prob=fail_prob, min_honest=min_honest,
                 comparison=comparison, fixed_point=fixed_point, noise=noise, bounds=bounds,
-                precision=precision)
+                precision=precision, dealer=dealer)
 
 
 register("umpc", _umpc, model=PrivacyModel.CENTRAL,

@@ -19,9 +19,10 @@ import pytest
 
 pytest.importorskip("grpc")
 
+from fedustat.protocols import registry
 from fedustat.protocols.local.ghazi_shuffle import GhaziShuffle
 from fedustat.runtime.simulate import simulate
-from fedustat.stats import gini_kernel
+from fedustat.stats import auc_kernel, gini_kernel
 
 FEDUSTAT = [sys.executable, "-m", "fedustat.cli"]
 SILOS = 3
@@ -148,3 +149,57 @@ def test_service_command_refuses_a_protocol_without_that_role(processes, deploym
     assert proc.returncode != 0
     assert "has no shuffler role (its service roles: none)" in err
     assert "--param shuffler=service" in err
+
+
+# ------------------------------------------------------------------ a dealer process
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory, deployment) -> tuple[Path, list[Path], np.ndarray]:
+    """One CSV file (score,label) per silo, with the deployment's certificates."""
+    certs = deployment[0]
+    base = tmp_path_factory.mktemp("labelled")
+    rng = np.random.default_rng(22)
+    data = np.column_stack([rng.random(36), (np.arange(36) % 3 == 0).astype(float)])
+    files = []
+    for i, rows in enumerate(np.array_split(data, SILOS)):
+        path = base / f"party-{i}.csv"
+        np.savetxt(path, rows, delimiter=",", header="score,label", comments="")
+        files.append(path)
+    return certs, files, data
+
+
+@pytest.mark.parametrize(("options", "make"), [
+    (["--protocol", "pairs-2pc", "--param", "P=2", "--param", "dealer=service"],
+     lambda: registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2, dealer="service")),
+    (["--protocol", "umpc", "--column-bounds", "score=0,1", "--param", "dealer=service"],
+     lambda: registry.make("umpc", auc_kernel(), epsilon=1.0, bounds={"score": (0.0, 1.0)},
+                           dealer="service")),
+], ids=["pairs-2pc", "umpc"])
+def test_dealer_process_releases_the_simulators_number(processes, labelled, options, make):
+    certs, files, data = labelled
+    common = ["--statistic", "auc", "--epsilon", "1", *options, "--seed", "4"]
+    server = processes.start("serve", *common, "--certs", str(certs), "--parties",
+                             str(SILOS), "--listen", "127.0.0.1:0", "--timeout", "30")
+    line = server.stdout.readline()
+    match = re.search(r"listening on port (\d+)", line)
+    assert match, f"the server did not start: {line!r} {server.stderr.read()!r}"
+    address = f"127.0.0.1:{match.group(1)}"
+    dealer = processes.start("service", *common, "--role", "dealer", "--certs", str(certs),
+                             "--server", address, "--timeout", "60")
+    parties = [processes.start("party", *common, "--certs", str(certs), "--server", address,
+                               "--identity", f"party-{i}", "--file", str(path), "--columns",
+                               "score,label", "--timeout", "60")
+               for i, path in enumerate(files)]
+    out, err = server.communicate(timeout=180)
+    assert server.returncode == 0, err
+    sizes = [len(part) for part in np.array_split(data, SILOS)]
+    expected = simulate(make(), data, rng=4, batch_size=sizes)
+    released = _release(out)
+    assert released["value"] == expected.value
+    assert released["total_bits"] == expected.cost.total_bits
+    assert "as the dealer service" in released["privacy"]
+    d_out, d_err = dealer.communicate(timeout=60)
+    assert dealer.returncode == 0, d_err
+    assert _release(d_out)["service_id"] == len(data)
+    for party in parties:
+        party.communicate(timeout=60)
+        assert party.returncode == 0

@@ -476,3 +476,54 @@ def test_networked_umpc_dealer_service_equals_the_simulator(certs: Any) -> None:
     (dealer,) = services
     assert not isinstance(dealer, Exception), dealer
     assert dealer.service_id == 18 and dealer.release["value"] == sim.value
+
+
+def test_missing_dealer_stops_the_run_naming_it(certs: Any) -> None:
+    data = _auc_data(12, 7)
+    run, parties, _ = _deployment(certs, lambda: _umpc("service"),
+                                  [data[:4], data[4:8], data[8:]], timeout=1.5)
+    assert isinstance(run, NetworkRunError)
+    assert "joining: no answer within 1.5 s from dealer; no release" in str(run)
+    assert all(isinstance(p, NetworkRunError) for p in parties)
+
+
+def test_a_service_with_another_configuration_is_refused_and_named(certs: Any) -> None:
+    data = _auc_data(12, 8)
+    silos = [data[:4], data[4:8], data[8:]]
+    import threading
+    ready, port, outcome = threading.Event(), {}, {}
+
+    def server() -> None:
+        try:
+            outcome["server"] = serve(_umpc("service"), 3, load_credentials(certs, "server"),
+                                      rng=1, timeout=2.0,
+                                      on_ready=lambda p: (port.update(p=p), ready.set()))
+        except Exception as exc:
+            outcome["server"] = exc
+
+    thread = threading.Thread(target=server)
+    thread.start()
+    assert ready.wait(30)
+    address = f"127.0.0.1:{port['p']}"
+    errors: list[Any] = []
+    workers = [threading.Thread(target=lambda i=i: errors.append(_try(lambda: run_party(
+        _umpc("service"), silos[i], load_credentials(certs, f"party-{i}"), address, rng=1,
+        timeout=10)))) for i in range(3)]
+    for w in workers:
+        w.start()
+    # The dealer runs another epsilon: refused at Join, with both fingerprints.
+    with pytest.raises(NetworkRunError, match="dealer runs protocol configuration umpc:"):
+        run_service(_umpc("service", epsilon=2.0), "dealer",
+                    load_credentials(certs, "dealer"), address, rng=1, timeout=10)
+    for w in workers:
+        w.join(30)
+    thread.join(30)
+    assert isinstance(outcome["server"], NetworkRunError)
+    assert "dealer (refused: dealer runs protocol configuration" in str(outcome["server"])
+
+
+def _try(call: Any) -> Any:
+    try:
+        return call()
+    except Exception as exc:
+        return exc

@@ -772,9 +772,16 @@ def _network_protocol(args: argparse.Namespace) -> tuple[StatisticSpec, Kernel, 
 def cmd_certs(args: argparse.Namespace) -> int:
     hosts = tuple(h for h in args.host.split(",") if h) if args.host else ("localhost",
                                                                             "127.0.0.1")
-    out = network.create_deployment(args.out, args.parties, server_hosts=hosts)
-    print(f"wrote a CA and certificates for server (hosts {', '.join(hosts)}) and "
-          f"party-0 .. party-{args.parties - 1} to {out}")
+    services = tuple(r for r in (args.services or "").split(",") if r)
+    bad = [r for r in services if r not in SERVICE_ROLES]
+    if bad:
+        raise SystemExit(f"error: unknown service role {bad[0]!r} in --services; service "
+                         f"roles are {', '.join(SERVICE_ROLES)}")
+    out = network.create_deployment(args.out, args.parties, server_hosts=hosts,
+                                    extra_roles=services)
+    extra = f" and services {', '.join(services)}" if services else ""
+    print(f"wrote a CA and certificates for server (hosts {', '.join(hosts)}), "
+          f"party-0 .. party-{args.parties - 1}{extra} to {out}")
     print("give each role only its own .key file (and ca.pem); keys are owner-readable only")
     return 0
 
@@ -839,6 +846,29 @@ def cmd_party(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Service roles a protocol may need (``Protocol.service_roles``); each has a certificate.
+SERVICE_ROLES = ("shuffler", "dealer")
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    _, _, protocol = _network_protocol(args)
+    roles = protocol.service_roles()
+    if args.role not in roles:
+        raise SystemExit(f"error: protocol {args.protocol!r} as configured has no "
+                         f"{args.role} role (its service roles: "
+                         f"{', '.join(roles) or 'none'}); e.g. ghazi-shuffle needs "
+                         "--param shuffler=service")
+    credentials = network.load_credentials(args.certs, args.role)
+    try:
+        result = network.run_service(protocol, args.role, credentials, args.server,
+                                     rng=args.seed, timeout=args.timeout)
+    except network.NetworkRunError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print(json.dumps(result.release | {"identity": args.role, "service_id": result.service_id,
+                                       "rounds": result.rounds}, indent=2))
+    return 0
+
+
 def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     """Options that fix the protocol; server and parties must give the same ones."""
     cmd.add_argument("--statistic", choices=list(STATISTICS), required=True,
@@ -873,6 +903,9 @@ def _add_network_commands(sub: Any) -> None:
     certs.add_argument("--host", default=None,
                        help="comma-separated host names or addresses of the server "
                             "(default: localhost,127.0.0.1)")
+    certs.add_argument("--services", default=None,
+                       help="comma-separated service roles to certify too "
+                            f"({', '.join(SERVICE_ROLES)})")
     certs.set_defaults(func=cmd_certs)
 
     srv = sub.add_parser("serve", help="run the aggregator of a networked run",
@@ -897,6 +930,15 @@ def _add_network_commands(sub: Any) -> None:
     party.add_argument("--columns", required=True,
                        help="comma-separated column names in the kernel's order")
     party.set_defaults(func=cmd_party)
+
+    svc = sub.add_parser("service", help="run a record-less service role of a networked run "
+                                         "(e.g. the shuffler of ghazi-shuffle)",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _add_protocol_options(svc)
+    svc.add_argument("--role", choices=SERVICE_ROLES, required=True,
+                     help="which service (its certificate carries this name)")
+    svc.add_argument("--server", required=True, help="HOST:PORT of the server")
+    svc.set_defaults(func=cmd_service)
 
 
 def _positive_int(text: str) -> int:

@@ -224,6 +224,15 @@ class Message:
         return per_row
 
 
+def service_id(n_parties: int, roles: tuple[str, ...], role: str) -> int:
+    """The public id of service ``role``: reserved ids follow the data parties' ids
+    ``0..n_parties-1`` in the order of ``roles`` (the protocol's :meth:`service_roles`)."""
+    if role not in roles:
+        raise ValueError(f"unknown service role {role!r}; this protocol's service roles are "
+                         f"{list(roles) or 'none'}")
+    return int(n_parties) + roles.index(role)
+
+
 class ConfidenceInterval(NamedTuple):
     low: float
     high: float
@@ -407,6 +416,19 @@ class Protocol(ABC):
             return kernel.check_records(data)
         arr = as_float_array(data, "data", ndim=(1, 2))
         return arr[:, None] if arr.ndim == 1 else arr
+
+    def service_roles(self) -> tuple[str, ...]:
+        """The record-less service roles this protocol needs (default: none)."""
+        return ()
+
+    def init_service(self, role: str, n_parties: int) -> Any:
+        """The initial state of service ``role`` in a run of ``n_parties`` data parties."""
+        raise ValueError(f"protocol {self.name!r} has no service role {role!r}")
+
+    def service_step(self, role: str, state: Any, inbox: Message | None,
+                     rng: np.random.Generator) -> tuple[Any, Message | None]:
+        """One round of service ``role``: its new state and its message, or ``None``."""
+        raise ValueError(f"protocol {self.name!r} has no service role {role!r}")
 
     @abstractmethod
     def encode_parties(self, records: np.ndarray, parties: np.ndarray) -> Any:

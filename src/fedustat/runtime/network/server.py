@@ -13,6 +13,15 @@ cannot read them: they are sealed end to end with keys derived from the parties'
 certificates, which it hands out in the ``Join`` reply and which every party checks
 against the deployment CA (:mod:`fedustat.runtime.network.e2e`).
 
+A protocol's record-less service roles (a shuffler, a dealer:
+``Protocol.service_roles``) join like parties, each by its certificate name (the role's
+name, e.g. ``shuffler``); the run waits for every one of them (``min_silos`` never lets it
+go on without a service) and a missing one is named. A service occupies a slot after the
+silos: its public id follows the data parties' (``service_id``), relayed rows reach it and
+leave it sealed end to end exactly as between silos, and in an upload round its rows are
+merged after the parties' (``merge_round``). A service with nothing to send calls
+``Pass`` and gets what was addressed to it.
+
 Failures never yield a wrong number: a party that sends a frame that fails validation
 stops the run with a :class:`~fedustat.runtime.network.service.NetworkRunError` naming
 the party, and every waiting party is told why. A party that does not send its frame of a
@@ -37,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from fedustat._validation import RandomLike, as_seed_sequence, check_positive_int
-from fedustat.protocols.base import Estimate, Message, Protocol, Role
+from fedustat.protocols.base import Estimate, Message, Protocol, Role, service_id
 from fedustat.runtime.network.certs import Credentials, party_identity, party_index
 from fedustat.runtime.network.relay import RelayedPayload, parse_request, reply_for
 from fedustat.runtime.network.service import (
@@ -52,7 +61,7 @@ from fedustat.runtime.network.service import (
     fingerprint,
     release_summary,
 )
-from fedustat.runtime.simulate import MAX_ROUNDS, MessageLog, merge_party_messages
+from fedustat.runtime.simulate import MAX_ROUNDS, MessageLog, merge_round
 from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
 
 __all__ = ["ServerRun", "serve"]
@@ -111,6 +120,9 @@ class _Coordinator:
         self.protocol = protocol
         self.grade = grade
         self.n_silos = n_silos
+        # Service roles take the slots after the silos (slot n_silos + j for role j).
+        self.roles = tuple(protocol.service_roles())
+        self.services: dict[int, _Party] = {}
         self.min_silos = min_silos
         # The silos taking part: every one, or those that joined in time (min_silos).
         self.active: list[int] = list(range(n_silos))
@@ -149,12 +161,27 @@ class _Coordinator:
     def _identity(self, context: Any) -> tuple[str, int]:
         names = context.auth_context().get("x509_common_name") or []
         identity = names[0].decode() if names else ""
+        if identity in self.roles:
+            return identity, self.n_silos + self.roles.index(identity)
         index = party_index(identity)
         if index is None or index >= self.n_silos:
+            services = f" or its services {', '.join(self.roles)}" if self.roles else ""
             context.abort(_grpc().StatusCode.PERMISSION_DENIED,
                           f"{identity or 'an unnamed peer'} is not one of this run's parties "
-                          f"(party-0 .. party-{self.n_silos - 1})")
+                          f"(party-0 .. party-{self.n_silos - 1}){services}")
         return identity, index
+
+    def _name(self, slot: int) -> str:
+        """The identity in a slot: a silo's party name, or a service role."""
+        return party_identity(slot) if slot < self.n_silos else self.roles[slot - self.n_silos]
+
+    def _member(self, slot: int) -> _Party | None:
+        return self.joined.get(slot) if slot < self.n_silos else self.services.get(slot)
+
+    @property
+    def slots(self) -> list[int]:
+        """Who sends each round: the active silos, then every service."""
+        return [*self.active, *range(self.n_silos, self.n_silos + len(self.roles))]
 
     def _fail(self, reason: str) -> None:
         if self.failure is None:
@@ -173,7 +200,10 @@ class _Coordinator:
                 # joined (a restarted process may join in its place).
                 self.gone.add(index)
                 if not self.assigned:
-                    self.joined.pop(index, None)
+                    if index >= self.n_silos:
+                        self.services.pop(index, None)
+                    else:
+                        self.joined.pop(index, None)
                 self.lock.notify_all()
                 context.abort(_grpc().StatusCode.CANCELLED,
                               f"{party_identity(index)}'s call ended")
@@ -183,9 +213,9 @@ class _Coordinator:
     def missing(self) -> tuple[str, list[str]]:
         """The stage the run waits in and the parties it waits for."""
         if not self.assigned:
-            return "joining", [party_identity(i) for i in range(self.n_silos)
-                               if i not in self.joined]
-        return f"round {self.round}", [party_identity(i) for i in self.active
+            return "joining", [self._name(i) for i in range(self.n_silos + len(self.roles))
+                               if self._member(i) is None]
+        return f"round {self.round}", [self._name(i) for i in self.slots
                                        if i not in self.inbox]
 
     def watch(self) -> None:
@@ -197,6 +227,15 @@ class _Coordinator:
             stalled = time.monotonic() - self.progress > self.timeout
             if self.assigned:
                 silent = [i for i in self.active if i not in self.inbox]
+                services = [i for i in self.slots if i >= self.n_silos and i not in self.inbox]
+                if services:
+                    # Every round needs every service (its rows, or its pass): no round
+                    # goes on without one.
+                    if stalled:
+                        names = ", ".join(self._name(i) for i in [*services, *silent])
+                        self._fail(f"round {self.round}: no answer within "
+                                   f"{self.timeout:g} s from {names}; no release")
+                    return
                 # Every silent silo's connection closed: no need to wait out the timeout.
                 closed = bool(silent) and all(i in self.gone for i in silent)
                 if stalled or closed:
@@ -205,7 +244,8 @@ class _Coordinator:
             stage, waiting = self.missing()
             # Every missing silo had joined and left: no need to wait out the timeout.
             left = all(party_index(name) in self.gone for name in waiting)
-            if len(self.joined) >= self.min_silos and (stalled or left):
+            if len(self.joined) >= self.min_silos and len(self.services) == len(self.roles) \
+                    and (stalled or left):
                 # Silos that never joined (or left before the start) contributed
                 # nothing: the run goes on with the others, and the release names who
                 # took part.
@@ -229,7 +269,7 @@ class _Coordinator:
         current = self.round
         why = ""
         if self.min_silos < self.n_silos:
-            answered = len(self.inbox)
+            answered = sum(1 for i in self.inbox if i < self.n_silos)
             if any(kind == "relay" for kind, _ in self.inbox.values()):
                 why = "a relay round needs every member's rows"
             elif answered < self.min_silos:
@@ -258,7 +298,8 @@ class _Coordinator:
         identity, index = self._identity(context)
         try:
             hello = json.loads(request.decode())
-            rows = check_positive_int(hello["rows"], "rows")
+            # A service holds no records (its hello names its role instead).
+            rows = 0 if index >= self.n_silos else check_positive_int(hello["rows"], "rows")
             party_fingerprint = str(hello["fingerprint"])
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
                 ValueError) as exc:
@@ -271,27 +312,34 @@ class _Coordinator:
                 self.refused[identity] = reason
             context.abort(_grpc().StatusCode.FAILED_PRECONDITION, reason)
         with self.lock:
-            if index in self.joined:
+            if self._member(index) is not None:
                 context.abort(_grpc().StatusCode.ALREADY_EXISTS,
                               f"{identity} has already joined this run")
             if self.assigned:
                 context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
                               f"{identity} joined too late: the run started without it")
             pem = context.auth_context().get("x509_pem_cert") or [b""]
-            self.joined[index] = _Party(identity, rows, pem[0].decode())
+            member = _Party(identity, rows, pem[0].decode())
+            if index >= self.n_silos:
+                self.services[index] = member
+            else:
+                self.joined[index] = member
             self.gone.discard(index)
             self.progress = time.monotonic()
-            if len(self.joined) == self.n_silos:
+            if len(self.joined) == self.n_silos and len(self.services) == len(self.roles):
                 self._assign()
             self._wait(lambda: self.assigned, context, index)
-            party = self.joined[index]
+            party = self._member(index)
+            assert party is not None
             return json.dumps({"run": self.run, "n_rows": self.n_rows,
                                "n_parties": self.n_parties, "silo": index,
                                "n_silos": self.n_silos,
                                "ids": [int(party.ids[0]), int(party.ids[-1]) + 1],
-                               # For relay rounds: every silo's ids and certificate (each
-                               # party checks them against the CA before deriving keys).
-                               "bounds": [int(b) for b in self.bounds]}).encode()
+                               # For relay rounds: every slot's ids (silos, then services)
+                               # and, from Peers, certificates (each checked against the CA
+                               # before deriving keys).
+                               "bounds": [int(b) for b in self.bounds],
+                               "services": list(self.roles)}).encode()
 
     def _assign(self) -> None:
         """Party ids per silo: its own id when a silo is one party, else one id per row."""
@@ -308,9 +356,14 @@ class _Coordinator:
                 party.ids = np.arange(start, start + width, dtype=np.int64)
                 start += width
         self.n_parties = start
-        self.bounds = np.array([*firsts, start], dtype=np.int64)
+        # Each service's one id follows the data parties' (service_id).
+        for j, role in enumerate(self.roles):
+            sid = service_id(self.n_parties, self.roles, role)
+            self.services[self.n_silos + j].ids = np.array([sid], dtype=np.int64)
+        self.bounds = np.array([*firsts, start, *(start + 1 + np.arange(len(self.roles)))],
+                               dtype=np.int64)
         self.server_state = self.protocol.init_server(self.n_parties)
-        self.log = MessageLog(self.n_parties)
+        self.log = MessageLog(self.n_parties, len(self.roles))
         if self.seeded:
             # The simulator's streams for batches of these sizes: same seed, same numbers.
             self.server_rng = np.random.default_rng(self.root.spawn(self.n_silos + 1)[0])
@@ -321,9 +374,11 @@ class _Coordinator:
 
     # ---------------------------------------------------------------- Round / Relay
     def _expectation(self, identity: str, party: _Party, current: int) -> Expectation:
+        # A service speaks for the whole run (e.g. the shuffled multiset of every message).
+        rows = party.rows if party.rows else self.n_rows
         return Expectation(self.fingerprint, self.run, current, "party", identity,
                            Role.SERVER, party_ids=party.ids,
-                           max_elements=max(1 << 20, 64 * party.rows * 1024))
+                           max_elements=max(1 << 20, 64 * rows * 1024))
 
     def round_trip(self, request: bytes, context: Any) -> bytes:
         return self._arrive("round", request, context)
@@ -331,10 +386,15 @@ class _Coordinator:
     def relay_trip(self, request: bytes, context: Any) -> bytes:
         return self._arrive("relay", request, context)
 
+    def pass_trip(self, request: bytes, context: Any) -> bytes:
+        """A service with nothing to send this round; the reply is what it was sent."""
+        return self._arrive("pass", request, context)
+
     def _arrive(self, kind: str, request: bytes, context: Any) -> bytes:
         identity, index = self._identity(context)
         with self.lock:
-            if not self.assigned or index not in self.joined:
+            party = self._member(index)
+            if not self.assigned or party is None or index not in self.slots:
                 context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
                               f"{identity} sent a round before joining")
             if index in self.dropped:
@@ -345,11 +405,16 @@ class _Coordinator:
                               "not used")
             if self.failure is not None:
                 context.abort(_grpc().StatusCode.ABORTED, self.failure)
+            if kind == "pass" and index < self.n_silos:
+                context.abort(_grpc().StatusCode.INVALID_ARGUMENT,
+                              f"{identity} is a party: only a service may pass a round")
             current = self.round
-            party = self.joined[index]
+            assert party is not None
             expect = self._expectation(identity, party, current)
             try:
-                if kind == "round":
+                if kind == "pass":
+                    entry = None
+                elif kind == "round":
                     entry: Any = decode(request, expect).message
                 else:
                     entry = parse_request(request, expect, index, self.bounds)
@@ -362,15 +427,15 @@ class _Coordinator:
             self.inbox[index] = (kind, entry)
             self.wire_bytes += len(request)
             self.progress = time.monotonic()
-            if len(self.inbox) == len(self.active):
-                kinds = {i: k for i, (k, _) in self.inbox.items()}
+            if len(self.inbox) == len(self.slots):
+                kinds = {i: k for i, (k, _) in self.inbox.items() if k != "pass"}
                 if len(set(kinds.values())) > 1:
                     relayed = min(i for i, k in kinds.items() if k == "relay")
                     uploaded = min(i for i, k in kinds.items() if k == "round")
-                    self._fail(f"round {current}: {party_identity(relayed)} sent rows to "
-                               f"parties and {party_identity(uploaded)} a message to the "
+                    self._fail(f"round {current}: {self._name(relayed)} sent rows to "
+                               f"parties and {self._name(uploaded)} a message to the "
                                "server; every party of a round must do the same; no release")
-                elif kind == "relay":
+                elif "relay" in kinds.values():
                     self._route(current)
                 else:
                     self._server_step(current)
@@ -384,14 +449,15 @@ class _Coordinator:
         each party checks them against the CA before deriving keys."""
         identity, index = self._identity(context)
         with self.lock:
-            if not self.assigned or index not in self.joined:
+            if not self.assigned or self._member(index) is None:
                 context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
                               f"{identity} asked for the parties' certificates before "
                               "joining")
             if self.directory is None:
+                # Silos, then services (their slots follow, as their ids do).
                 self.directory = json.dumps({"certificates": [
-                    self.joined[i].certificate if i in self.joined else ""
-                    for i in range(self.n_silos)]}).encode()
+                    member.certificate if (member := self._member(i)) is not None else ""
+                    for i in range(self.n_silos + len(self.roles))]}).encode()
             return self.directory
 
     def abort(self, request: bytes, context: Any) -> bytes:
@@ -406,7 +472,7 @@ class _Coordinator:
 
     def _route(self, current: int) -> None:
         """A relay round: count the declared peer rows, forward each sealed payload."""
-        entries = [self.inbox[i][1] for i in self.active]
+        entries = [self.inbox[i][1] for i in self.slots if self.inbox[i][0] == "relay"]
         self.inbox = {}
         try:
             self.log.record_peer_rows(np.concatenate([e[0] for e in entries]),
@@ -415,17 +481,19 @@ class _Coordinator:
         except ValueError as exc:
             self._fail(f"round {current}: {exc}; no release")
             return
-        inbound: dict[int, list[RelayedPayload]] = {i: [] for i in range(self.n_silos)}
+        inbound: dict[int, list[RelayedPayload]] = {i: [] for i in self.slots}
         for entry in entries:
             for payload in entry[3]:
                 inbound[payload.receiver].append(_forward(payload))
         self.replies = {i: REPLY_RELAYED + reply_for(inbound[i], protocol=self.fingerprint,
                                                       run=self.run, round_=current)
-                        for i in self.active}
+                        for i in self.slots}
         self._next_round(current)
 
     def _server_step(self, current: int) -> None:
-        merged = merge_party_messages([self.inbox[i][1] for i in self.active])
+        merged = merge_round([self.inbox[i][1] for i in self.active],
+                             [self.inbox[i][1] for i in self.slots
+                              if i >= self.n_silos and self.inbox[i][0] == "round"])
         self.inbox = {}
         try:
             self.log.record(merged)
@@ -455,14 +523,14 @@ class _Coordinator:
                            if i not in self.active and i not in self.dropped],
                 "dropped": [party_identity(i) for i in sorted(self.dropped)]}
             reply = REPLY_RELEASE + json.dumps(summary).encode()
-            self.replies = dict.fromkeys(self.active, reply)
+            self.replies = dict.fromkeys(self.slots, reply)
             self.done.set()
         else:
             self.log.record(out)
             self.replies = {i: REPLY_MESSAGE + encode(Envelope(
                 self.fingerprint, self.run, current, "server", "server",
-                _part_for(out, self.joined[i].ids)))
-                for i in self.active}
+                _part_for(out, self._member(i).ids)))
+                for i in self.slots}
         self._next_round(current)
 
     def n_used(self) -> int:
@@ -546,9 +614,11 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         "Relay": grpc.unary_unary_rpc_method_handler(coordinator.relay_trip),
         "Abort": grpc.unary_unary_rpc_method_handler(coordinator.abort),
         "Peers": grpc.unary_unary_rpc_method_handler(coordinator.peers),
+        "Pass": grpc.unary_unary_rpc_method_handler(coordinator.pass_trip),
     })
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=n_silos + 4),
-                         options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=4 * n_silos + 8)
+    members = n_silos + len(coordinator.roles)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=members + 4),
+                         options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=4 * members + 8)
     server.add_generic_rpc_handlers((handler,))
     server_credentials = grpc.ssl_server_credentials(
         [(credentials.key, credentials.certificate)], root_certificates=credentials.ca,

@@ -167,7 +167,11 @@ def test_relay_rounds_give_the_simulators_release(tmp_path, party_certs, case):
     expected = expected_release(run, data, [20, 20, 20])
     np.testing.assert_equal(result.estimate.value, expected.value)
     assert result.estimate.cost == expected.cost
-    assert expected.cost.peer_rounds >= 2
+    peer = expected.cost.peer_rounds
+    assert peer >= 2
+    # Join, then one exchange per relay round and per message to the server.
+    assert result.rounds == (expected.cost.rounds - peer + 1) // 2 + peer
+    assert len(result.exchange_seconds) == 1 + result.rounds
 
 
 def test_unseeded_relay_rounds_replay_the_nodes_deployment_draws(tmp_path, party_certs):
@@ -548,7 +552,9 @@ class Deployment:
                     "PYTHONPATH": str(source), "FLWR_HOME": str(root / "flwr-home"),
                     # SuperExec's poll for new ClientApp/ServerApp tasks (default 1 s).
                     "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1"}
-        self.certs = create_deployment(root / "certs", 1)
+        # The SuperLink's TLS certificate, and one party certificate per silo for the
+        # end-to-end sealing of relay rounds.
+        self.certs = create_deployment(root / "certs", 3)
         self.port = _free_port()
         home = root / "flwr-home"
         home.mkdir()
@@ -585,7 +591,8 @@ class Deployment:
                 "flower-supernode", "--root-certificates", str(self.certs / "ca.pem"),
                 "--superlink", f"127.0.0.1:{self.port}", "--port", str(_free_port()),
                 "--auth-supernode-private-key", str(key),
-                "--node-config", f'data="{path}" silo={i} release="{release}"'])
+                "--node-config",
+                f'data="{path}" silo={i} release="{release}" certs="{self.certs}"'])
 
     def _wait_for_port(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -687,7 +694,8 @@ def _command(pid: int) -> bytes:
 
 
 DEPLOYMENT_DATA = labelled(60, seed=3)
-DEPLOYED = CASES[:2]  # ldp-quantized (one party round) and fedauc-rr (two)
+# ldp-quantized (one party round), fedauc-rr (two) and pairs-2pc (relay rounds).
+DEPLOYED = [*CASES[:2], RELAYED[0]]
 
 
 @pytest.fixture(scope="module")
@@ -722,7 +730,10 @@ def test_a_flower_deployment_releases_the_simulators_numbers(deployed, index):
     assert release["cost"] == dataclasses.asdict(expected.cost)
     assert release["epsilon"] == 1.0 and release["noise"] == expected.noise
     assert [s["rows"] for s in release["silos"]] == [20, 20, 20]
-    assert len(release["exchange_seconds"]) == 1 + (expected.cost.rounds + 1) // 2
+    # Join, then one exchange per party round: relay rounds, and one per server message.
+    peer = expected.cost.peer_rounds
+    assert release["rounds"] == (expected.cost.rounds - peer + 1) // 2 + peer
+    assert len(release["exchange_seconds"]) == 1 + release["rounds"]
     # Every node received this run's summary.
     for log in node_logs:
         assert [entry["value"] for entry in log if entry["run"] == release["run"]] \

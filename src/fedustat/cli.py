@@ -458,6 +458,13 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 def cmd_protocols(args: argparse.Namespace) -> int:
     for entry in registry.available():
         print(f"{entry.name:<22} {entry.model.value:<8} {entry.summary}  [{entry.source}]")
+    curves = registry.available_curves()
+    if curves:
+        # They release a curve over a public grid of one column, not a statistic's value.
+        print("\ncurve releases (`fedustat serve/party --protocol NAME`, no --statistic):")
+        for entry in curves:
+            print(f"{entry.name:<22} {entry.model.value:<8} {entry.summary}  "
+                  f"[{entry.source}]")
     return 0
 
 
@@ -746,14 +753,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _network_protocol(args: argparse.Namespace) -> tuple[StatisticSpec, Kernel, Any]:
-    """The protocol a networked role runs, built from the same options on every side."""
+def _network_protocol(args: argparse.Namespace
+                      ) -> tuple[StatisticSpec | None, Kernel | None, Any]:
+    """The protocol a networked role runs, built from the same options on every side.
+
+    A curve release (``registry.is_curve``) has no statistic nor kernel: (None, None, it).
+    """
     if args.epsilon <= 0 or math.isnan(args.epsilon):
         raise SystemExit(f"error: --epsilon must be > 0, got {args.epsilon}")
+    if registry.is_curve(args.protocol):
+        return None, None, _network_curve(args)
     known = [entry.name for entry in registry.available()]
     if args.protocol not in known:
+        curves = [entry.name for entry in registry.available_curves()]
         raise SystemExit(f"error: unknown protocol {args.protocol!r}; available protocols: "
-                         f"{', '.join(known)}")
+                         f"{', '.join(known)}; curve releases: {', '.join(curves)}")
+    if args.statistic is None:
+        raise SystemExit(f"error: protocol {args.protocol} needs --statistic (one of "
+                         f"{', '.join(STATISTICS)})")
     spec = STATISTICS[args.statistic]
     if spec.needs_bounds and not args.bounds:
         raise SystemExit(f"error: {spec.name} needs --bounds LO,HI (public bounds, the same "
@@ -767,6 +784,80 @@ def _network_protocol(args: argparse.Namespace) -> tuple[StatisticSpec, Kernel, 
     protocol = registry.make(args.protocol, kernel, epsilon=args.epsilon, delta=args.delta,
                              **params)
     return spec, kernel, protocol
+
+
+#: Curve parameters given as comma-separated lists, and the type of their entries.
+_CURVE_LISTS: dict[str, type] = {"thresholds": float, "query": int}
+
+
+def _network_curve(args: argparse.Namespace) -> Any:
+    """A curve release (``ecdf-secagg``, ``ecdf-fss``) from the networked roles' options.
+
+    The grid is ``--bounds LO,HI`` (with ``--precision``, its spacing) or
+    ``--param thresholds=t1,t2,...``; ``--param query=i,j,...`` picks grid positions. No
+    seed means deployment randomness (``randomness="os"``: shares, masks and noise).
+    """
+    name = args.protocol
+    if args.statistic is not None:
+        raise SystemExit(f"error: {name} releases a curve of one column; it takes no "
+                         f"--statistic (give the grid with --bounds or --param thresholds=...)")
+    if args.column_bounds or args.column_values:
+        raise SystemExit(f"error: {name} takes the public bounds of its one column with "
+                         "--bounds LO,HI, not --column-bounds/--column-values")
+    if args.delta:
+        raise SystemExit(f"error: {name} is pure epsilon-DP; it takes no --delta")
+    params = _parse_params(args.param)
+    for key, kind in _CURVE_LISTS.items():
+        if key in params and params[key] is not None:
+            text = str(params[key])
+            try:
+                params[key] = [kind(v) for v in text.split(",")]
+            except ValueError:
+                raise SystemExit(f"error: --param {key} must be comma-separated "
+                                 f"{'numbers' if kind is float else 'grid positions'}, "
+                                 f"got {text!r}") from None
+    if args.bounds:
+        params["bounds"] = _parse_pair(args.bounds, "--bounds")
+    if args.precision is not None:
+        params["precision"] = _parse_value(args.precision)
+    if args.seed is None:
+        params.setdefault("randomness", "os")
+    try:
+        return registry.make_curve(name, epsilon=args.epsilon, **params)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"error: {name}: {exc}") from None
+
+
+def _curve_records(args: argparse.Namespace) -> np.ndarray:
+    """A curve party's own values: one column of its file, as ``(rows, 1)``."""
+    columns = [c for c in args.columns.split(",") if c]
+    if len(columns) != 1:
+        raise SystemExit(f"error: {args.protocol} needs one column (--columns NAME), got "
+                         f"{len(columns)}")
+    _check_file(args.file)
+    try:
+        table = datasets.read_table(args.file, columns=columns)
+    except (OSError, ValueError, ImportError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    return np.asarray(table[columns[0]], dtype=np.float64)[:, None]
+
+
+def _curve_summary(est: Any) -> dict[str, Any]:
+    """The released curve (public fields only): grid points, values, guarantee, cost."""
+    curve = est.diagnostics["curve"]
+    guarantee = curve.privacy
+    return {"thresholds": [float(t) for t in curve.thresholds],
+            "values": [float(v) for v in curve.values],
+            "indices": [int(i) for i in curve.indices],
+            "guarantee": {"text": str(guarantee),
+                          "epsilon": "inf" if math.isinf(guarantee.epsilon)
+                          else float(guarantee.epsilon),
+                          "delta": float(guarantee.delta),
+                          "assumptions": [str(a) for a in guarantee.assumptions]},
+            "cost": {name: getattr(est.cost, name) for name in (
+                "bits_per_party", "max_bits_per_party", "bits_received_per_party",
+                "total_bits", "rounds", "server_operations", "offline_bits",
+                "peer_bits_per_party", "peer_rounds")}}
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
@@ -800,7 +891,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except network.NetworkRunError as exc:
         raise SystemExit(f"error: {exc}") from None
     est = run.estimate
-    summary = network.release_summary(est) | {
+    curve = _curve_summary(est) if registry.is_curve(args.protocol) else {}
+    summary = network.release_summary(est) | curve | {
         "protocol": est.protocol, "quantity": est.quantity, "privacy": str(est.privacy),
         "parties": run.parties, "absent": run.absent, "dropped": run.dropped,
         "n_parties": run.n_parties,
@@ -834,7 +926,10 @@ def cmd_party(args: argparse.Namespace) -> int:
     spec, kernel, protocol = _network_protocol(args)
     if not args.file:
         raise SystemExit("error: a party needs its own data: --file FILE --columns ...")
-    _, records = _records(spec, kernel, args)
+    if spec is None or kernel is None:
+        records = _curve_records(args)
+    else:
+        _, records = _records(spec, kernel, args)
     credentials = network.load_credentials(args.certs, args.identity)
     try:
         result = network.run_party(protocol, records, credentials, args.server,
@@ -871,8 +966,8 @@ def cmd_service(args: argparse.Namespace) -> int:
 
 def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     """Options that fix the protocol; server and parties must give the same ones."""
-    cmd.add_argument("--statistic", choices=list(STATISTICS), required=True,
-                     help="which statistic")
+    cmd.add_argument("--statistic", choices=list(STATISTICS), default=None,
+                     help="which statistic (none for a curve release such as ecdf-fss)")
     cmd.add_argument("--protocol", required=True, help="protocol name (`fedustat protocols`)")
     cmd.add_argument("--epsilon", type=float, required=True, help="privacy budget epsilon > 0")
     cmd.add_argument("--delta", type=float, default=0.0, help="privacy parameter delta")

@@ -295,6 +295,7 @@ def test_networked_shuffler_equals_the_simulator(certs: Any, n_parties: Any) -> 
     assert run.estimate.value == sim.value
     assert run.estimate.cost == sim.cost
     assert all(p.release["value"] == sim.value for p in parties)
+    assert run.services == ["shuffler"]
     (shuffler,) = services
     assert shuffler.role == "shuffler" and shuffler.service_id == 24
     assert shuffler.release["value"] == sim.value

@@ -116,6 +116,7 @@ def test_shuffler_process_releases_the_simulators_number(processes, deployment):
     assert released["value"] == expected.value
     assert released["total_bits"] == expected.cost.total_bits
     assert "shuffler service" in released["privacy"]
+    assert released["services"] == ["shuffler"]
     s_out, s_err = shuffler.communicate(timeout=60)
     assert shuffler.returncode == 0, s_err
     said = _release(s_out)

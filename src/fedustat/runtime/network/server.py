@@ -85,7 +85,8 @@ class ServerRun:
     that never joined (only with ``min_silos``); ``n_parties``: the n the release used.
     ``wire_bytes``: bytes of all round frames and replies as they crossed the network
     (framing, headers and sealing included; TLS records not), to set beside the payload
-    the release's cost counts (``estimate.cost.total_bits``).
+    the release's cost counts (``estimate.cost.total_bits``). ``services``: the service
+    roles that took part (a shuffler, a dealer), in the order of their ids.
     """
 
     estimate: Estimate
@@ -95,6 +96,7 @@ class ServerRun:
     absent: list[str] = field(default_factory=list)
     n_parties: int = 0
     wire_bytes: int = 0
+    services: list[str] = field(default_factory=list)
 
     @property
     def framing_overhead(self) -> float:
@@ -536,4 +538,4 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
                      coordinator.round, time.monotonic() - started,
                      [party_identity(i) for i in range(n_silos)
                       if i not in coordinator.active], coordinator.n_parties,
-                     coordinator.wire_bytes)
+                     coordinator.wire_bytes, list(coordinator.roles))

@@ -120,6 +120,19 @@ def test_a_service_cannot_speak_for_another_id() -> None:
         simulate(_beacon(5, forge=2), np.arange(5, dtype=float), rng=1)
 
 
+def test_rows_of_one_round_must_share_their_fields() -> None:
+    from fedustat.runtime.simulate import merge_round
+    party = Message(Role.PARTY, Role.SERVER, {"a": np.zeros(2)}, {"a": 8}, np.array([0, 1]))
+    service = Message(Role.PARTY, Role.SERVER, {"b": np.zeros(1)}, {"b": 8}, np.array([2]))
+    with pytest.raises(ValueError, match=r"must carry the same fields; got \[\('a',\), "
+                                         r"\('b',\)\]"):
+        merge_round([party], [service])
+    waiting = Message(Role.PARTY, Role.SERVER, {"a": np.zeros(0)}, {"a": 8},
+                      np.zeros(0, dtype=np.int64))
+    merged = merge_round([waiting], [service])
+    assert merged.parties.tolist() == [2] and set(merged.fields) == {"b"}
+
+
 def test_message_log_counts_service_rows_apart() -> None:
     log = MessageLog(3, 1)
     log.record_peer_rows(np.array([0, 1, 2]), np.array([3, 3, 3]), np.array([8, 8, 8]))

@@ -541,3 +541,27 @@ def _try(call: Any) -> Any:
         return call()
     except Exception as exc:
         return exc
+
+
+def test_deployment_shuffler_permutes_with_the_os_csprng() -> None:
+    from fedustat.privacy.noise import DeploymentNoise
+    proto = gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=40, shuffler="service",
+                            noise=DeploymentNoise())
+    shares = np.arange(40 * 3 * 5, dtype=np.int64).reshape(40, 3, 5)
+    inbox = Message(Role.PARTY, Role.PARTY, {"shares": shares, "from": np.arange(40)},
+                    {"shares": 64, "from": 64}, np.full(40, 40))
+    sid = proto.init_service("shuffler", 40)
+    # The same seeded generator each time: were it used, both orders would be equal.
+    outs = [proto.service_step("shuffler", sid, inbox, np.random.default_rng(0))[1]
+            for _ in range(2)]
+    flat = shares.reshape(-1, 5)
+    mixed = [o.fields["messages"][0] for o in outs]
+    for m in mixed:
+        for col in range(5):
+            assert sorted(m[:, col]) == sorted(flat[:, col])
+    # Two independent orders of 120 messages agree with probability 1/120! per column.
+    assert not np.array_equal(mixed[0], mixed[1])
+    # Columns are permuted independently: the same order in all five columns would have
+    # probability (1/120!)^4.
+    ranks = np.argsort(mixed[0], axis=0)
+    assert not all(np.array_equal(ranks[:, 0], ranks[:, c]) for c in range(1, 5))

@@ -565,3 +565,26 @@ def test_deployment_shuffler_permutes_with_the_os_csprng() -> None:
     # probability (1/120!)^4.
     ranks = np.argsort(mixed[0], axis=0)
     assert not all(np.array_equal(ranks[:, 0], ranks[:, c]) for c in range(1, 5))
+
+
+@pytest.mark.parametrize("which", ["shuffler", "dealer"])
+def test_unseeded_networked_services_use_deployment_randomness(certs: Any, which: str
+                                                                ) -> None:
+    from fedustat.privacy.noise import DeploymentNoise
+    if which == "shuffler":
+        data = np.random.default_rng(10).uniform(0, 1, 15)
+        make = lambda: gs.GhaziShuffle(GINI, math.inf, k=4, n_parties=15,  # noqa: E731
+                                       shuffler="service", noise=DeploymentNoise())
+        exact = simulate(make(), data, rng=0).value
+    else:
+        data = _auc_data(15, 10)
+        make = lambda: registry.make("pairs-2pc", auc_kernel(), epsilon=math.inf,  # noqa: E731
+                                     all_pairs=True, dealer="service",
+                                     noise=DeploymentNoise())
+        exact = simulate(make(), data, rng=0).value
+    run, parties, services = _deployment(certs, make, [data[:5], data[5:9], data[9:]],
+                                         services=(which,), rng=None)
+    assert not isinstance(run, Exception), run
+    assert all(not isinstance(r, Exception) for r in [*parties, *services])
+    # Noise-free: the OS-drawn shares, masks and shuffles change no number.
+    assert run.estimate.value == exact

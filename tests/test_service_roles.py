@@ -588,3 +588,25 @@ def test_unseeded_networked_services_use_deployment_randomness(certs: Any, which
     assert all(not isinstance(r, Exception) for r in [*parties, *services])
     # Noise-free: the OS-drawn shares, masks and shuffles change no number.
     assert run.estimate.value == exact
+
+
+class _Crashing(gs.GhaziShuffle):
+    """A shuffler that dies when the parties' messages reach it."""
+
+    def service_step(self, role: str, state: Any, inbox: Message | None,
+                     rng: np.random.Generator) -> tuple[Any, Message | None]:
+        if inbox is not None and inbox.is_peer:
+            raise RuntimeError("the shuffler's machine went down")
+        return super().service_step(role, state, inbox, rng)
+
+
+def test_a_service_that_stops_mid_run_is_named(certs: Any) -> None:
+    data = np.random.default_rng(11).uniform(0, 1, 12)
+    make = lambda: _Crashing(GINI, 1.0, k=4, n_parties=12, shuffler="service")  # noqa: E731
+    run, parties, services = _deployment(certs, make, [data[:4], data[4:8], data[8:]],
+                                         services=("shuffler",), timeout=4.0)
+    assert isinstance(run, NetworkRunError)
+    # Round 0 relayed the messages; the shuffler never answered round 1.
+    assert "round 1: no answer within 4 s from shuffler; no release" in str(run)
+    assert isinstance(services[0], RuntimeError)
+    assert all(isinstance(p, NetworkRunError) for p in parties)

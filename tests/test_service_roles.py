@@ -510,7 +510,7 @@ def test_a_service_with_another_configuration_is_refused_and_named(certs: Any) -
     def server() -> None:
         try:
             outcome["server"] = serve(_umpc("service"), 3, load_credentials(certs, "server"),
-                                      rng=1, timeout=2.0,
+                                      rng=1, timeout=5.0,
                                       on_ready=lambda p: (port.update(p=p), ready.set()))
         except Exception as exc:
             outcome["server"] = exc

@@ -120,6 +120,19 @@ def test_a_service_cannot_speak_for_another_id() -> None:
         simulate(_beacon(5, forge=2), np.arange(5, dtype=float), rng=1)
 
 
+def test_rows_of_one_round_must_share_their_fields() -> None:
+    from fedustat.runtime.simulate import merge_round
+    party = Message(Role.PARTY, Role.SERVER, {"a": np.zeros(2)}, {"a": 8}, np.array([0, 1]))
+    service = Message(Role.PARTY, Role.SERVER, {"b": np.zeros(1)}, {"b": 8}, np.array([2]))
+    with pytest.raises(ValueError, match=r"must carry the same fields; got \[\('a',\), "
+                                         r"\('b',\)\]"):
+        merge_round([party], [service])
+    waiting = Message(Role.PARTY, Role.SERVER, {"a": np.zeros(0)}, {"a": 8},
+                      np.zeros(0, dtype=np.int64))
+    merged = merge_round([waiting], [service])
+    assert merged.parties.tolist() == [2] and set(merged.fields) == {"b"}
+
+
 def test_message_log_counts_service_rows_apart() -> None:
     log = MessageLog(3, 1)
     log.record_peer_rows(np.array([0, 1, 2]), np.array([3, 3, 3]), np.array([8, 8, 8]))
@@ -295,6 +308,7 @@ def test_networked_shuffler_equals_the_simulator(certs: Any, n_parties: Any) -> 
     assert run.estimate.value == sim.value
     assert run.estimate.cost == sim.cost
     assert all(p.release["value"] == sim.value for p in parties)
+    assert run.services == ["shuffler"]
     (shuffler,) = services
     assert shuffler.role == "shuffler" and shuffler.service_id == 24
     assert shuffler.release["value"] == sim.value
@@ -306,9 +320,9 @@ def test_missing_shuffler_stops_the_run_naming_it(certs: Any) -> None:
     def make() -> gs.GhaziShuffle:
         return gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=12, shuffler="service")
 
-    run, parties, _ = _deployment(certs, make, [data[:4], data[4:8], data[8:]], timeout=1.5)
+    run, parties, _ = _deployment(certs, make, [data[:4], data[4:8], data[8:]], timeout=4.0)
     assert isinstance(run, NetworkRunError)
-    assert "joining: no answer within 1.5 s from shuffler; no release" in str(run)
+    assert "joining: no answer within 4 s from shuffler; no release" in str(run)
     assert all(isinstance(p, NetworkRunError) for p in parties)
 
 
@@ -485,9 +499,9 @@ def test_networked_umpc_dealer_service_equals_the_simulator(certs: Any) -> None:
 def test_missing_dealer_stops_the_run_naming_it(certs: Any) -> None:
     data = _auc_data(12, 7)
     run, parties, _ = _deployment(certs, lambda: _umpc("service"),
-                                  [data[:4], data[4:8], data[8:]], timeout=1.5)
+                                  [data[:4], data[4:8], data[8:]], timeout=4.0)
     assert isinstance(run, NetworkRunError)
-    assert "joining: no answer within 1.5 s from dealer; no release" in str(run)
+    assert "joining: no answer within 4 s from dealer; no release" in str(run)
     assert all(isinstance(p, NetworkRunError) for p in parties)
 
 
@@ -500,7 +514,7 @@ def test_a_service_with_another_configuration_is_refused_and_named(certs: Any) -
     def server() -> None:
         try:
             outcome["server"] = serve(_umpc("service"), 3, load_credentials(certs, "server"),
-                                      rng=1, timeout=2.0,
+                                      rng=1, timeout=5.0,
                                       on_ready=lambda p: (port.update(p=p), ready.set()))
         except Exception as exc:
             outcome["server"] = exc
@@ -531,3 +545,72 @@ def _try(call: Any) -> Any:
         return call()
     except Exception as exc:
         return exc
+
+
+def test_deployment_shuffler_permutes_with_the_os_csprng() -> None:
+    from fedustat.privacy.noise import DeploymentNoise
+    proto = gs.GhaziShuffle(GINI, 1.0, k=4, n_parties=40, shuffler="service",
+                            noise=DeploymentNoise())
+    shares = np.arange(40 * 3 * 5, dtype=np.int64).reshape(40, 3, 5)
+    inbox = Message(Role.PARTY, Role.PARTY, {"shares": shares, "from": np.arange(40)},
+                    {"shares": 64, "from": 64}, np.full(40, 40))
+    sid = proto.init_service("shuffler", 40)
+    # The same seeded generator each time: were it used, both orders would be equal.
+    outs = [proto.service_step("shuffler", sid, inbox, np.random.default_rng(0))[1]
+            for _ in range(2)]
+    flat = shares.reshape(-1, 5)
+    mixed = [o.fields["messages"][0] for o in outs]
+    for m in mixed:
+        for col in range(5):
+            assert sorted(m[:, col]) == sorted(flat[:, col])
+    # Two independent orders of 120 messages agree with probability 1/120! per column.
+    assert not np.array_equal(mixed[0], mixed[1])
+    # Columns are permuted independently: the same order in all five columns would have
+    # probability (1/120!)^4.
+    ranks = np.argsort(mixed[0], axis=0)
+    assert not all(np.array_equal(ranks[:, 0], ranks[:, c]) for c in range(1, 5))
+
+
+@pytest.mark.parametrize("which", ["shuffler", "dealer"])
+def test_unseeded_networked_services_use_deployment_randomness(certs: Any, which: str
+                                                                ) -> None:
+    from fedustat.privacy.noise import DeploymentNoise
+    if which == "shuffler":
+        data = np.random.default_rng(10).uniform(0, 1, 15)
+        make = lambda: gs.GhaziShuffle(GINI, math.inf, k=4, n_parties=15,  # noqa: E731
+                                       shuffler="service", noise=DeploymentNoise())
+        exact = simulate(make(), data, rng=0).value
+    else:
+        data = _auc_data(15, 10)
+        make = lambda: registry.make("pairs-2pc", auc_kernel(), epsilon=math.inf,  # noqa: E731
+                                     all_pairs=True, dealer="service",
+                                     noise=DeploymentNoise())
+        exact = simulate(make(), data, rng=0).value
+    run, parties, services = _deployment(certs, make, [data[:5], data[5:9], data[9:]],
+                                         services=(which,), rng=None)
+    assert not isinstance(run, Exception), run
+    assert all(not isinstance(r, Exception) for r in [*parties, *services])
+    # Noise-free: the OS-drawn shares, masks and shuffles change no number.
+    assert run.estimate.value == exact
+
+
+class _Crashing(gs.GhaziShuffle):
+    """A shuffler that dies when the parties' messages reach it."""
+
+    def service_step(self, role: str, state: Any, inbox: Message | None,
+                     rng: np.random.Generator) -> tuple[Any, Message | None]:
+        if inbox is not None and inbox.is_peer:
+            raise RuntimeError("the shuffler's machine went down")
+        return super().service_step(role, state, inbox, rng)
+
+
+def test_a_service_that_stops_mid_run_is_named(certs: Any) -> None:
+    data = np.random.default_rng(11).uniform(0, 1, 12)
+    make = lambda: _Crashing(GINI, 1.0, k=4, n_parties=12, shuffler="service")  # noqa: E731
+    run, parties, services = _deployment(certs, make, [data[:4], data[4:8], data[8:]],
+                                         services=("shuffler",), timeout=4.0)
+    assert isinstance(run, NetworkRunError)
+    # Round 0 relayed the messages; the shuffler never answered round 1.
+    assert "round 1: no answer within 4 s from shuffler; no release" in str(run)
+    assert isinstance(services[0], RuntimeError)
+    assert all(isinstance(p, NetworkRunError) for p in parties)

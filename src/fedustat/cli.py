@@ -895,7 +895,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     summary = network.release_summary(est) | curve | {
         "protocol": est.protocol, "quantity": est.quantity, "privacy": str(est.privacy),
         "parties": run.parties, "absent": run.absent, "dropped": run.dropped,
-        "n_parties": run.n_parties,
+        "n_parties": run.n_parties, "services": run.services,
         "rounds": run.rounds, "seconds": run.seconds,
         "bits_per_party": est.cost.bits_per_party, "total_bits": est.cost.total_bits,
         "wire_bytes": run.wire_bytes, "server_peak_rss_mib": _peak_rss_mib()}

@@ -209,8 +209,13 @@ def merge_round(party_messages: list[Message], service_messages: list[Message]) 
     if not service_messages:
         return merge_party_messages(party_messages)
     every = [*party_messages, *service_messages]
-    kept = [m for m in every if len(np.asarray(m.parties)) or m.peer is not None]
-    return merge_party_messages(kept or every[:1])
+    kept = [m for m in every if len(np.asarray(m.parties)) or m.peer is not None] \
+        or every[:1]
+    layouts = {tuple(sorted(m.fields)) for m in kept}
+    if len(layouts) > 1:
+        raise ValueError(f"the rows of one round must carry the same fields; got "
+                         f"{sorted(layouts)} from the parties and services")
+    return merge_party_messages(kept)
 
 
 def deliver_peer_rows(message: Message) -> Message:

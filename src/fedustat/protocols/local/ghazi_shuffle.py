@@ -152,7 +152,7 @@ from fedustat.protocols.local.quantization import (
     quantize_kernel,
 )
 from fedustat.protocols.registry import register
-from fedustat.secure.ring import MAX_RING_BITS, Ring
+from fedustat.secure.ring import MAX_RING_BITS, Ring, random_words
 from fedustat.secure.sharing import share
 from fedustat.stats.kernels import Kernel
 
@@ -265,6 +265,18 @@ def shuffle_messages(shares: Any, rng: RandomLike = None) -> np.ndarray:
                          f"got {arr.shape}")
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     return gen.permuted(arr.reshape(-1, arr.shape[2]), axis=0)
+
+
+def _os_permuted(messages: np.ndarray) -> np.ndarray:
+    """Each column in an independent uniform order drawn from the OS CSPRNG (deployment).
+
+    Sorting by two independent 64-bit random keys per message: the order is uniform unless
+    two keys coincide, which has probability below ``N^2 / 2^129`` for N messages (a
+    birthday bound), far beneath the protocol's delta.
+    """
+    keys = random_words((2, *messages.shape), "os")
+    order = np.lexsort((keys[1], keys[0]), axis=0)
+    return np.take_along_axis(messages, order, axis=0)
 
 
 def analyze_messages(messages: Any, ring: Ring | None = None) -> np.ndarray:
@@ -825,7 +837,10 @@ class GhaziShuffle(Protocol):
         if shares.ndim != 3 or shares.dtype.kind not in "iu":
             raise ValueError(f"the shuffler expects integer shares (n, r, m), got dtype "
                              f"{shares.dtype} and shape {shares.shape}")
-        mixed = shuffle_messages(shares, rng)
+        if self.noise is not None and self.noise.kind == "deployment":
+            mixed = _os_permuted(shares.reshape(-1, shares.shape[2]))
+        else:
+            mixed = shuffle_messages(shares, rng)
         # One row: the shuffled multiset, which no longer belongs to any party.
         return state, Message(Role.PARTY, Role.SERVER, {"messages": mixed[None]},
                               {"messages": self.ring.bits},

@@ -93,7 +93,8 @@ class ServerRun:
     ``n_parties``: the n the release used.
     ``wire_bytes``: bytes of all round frames and replies as they crossed the network
     (framing, headers and sealing included; TLS records not), to set beside the payload
-    the release's cost counts (``estimate.cost.total_bits``).
+    the release's cost counts (``estimate.cost.total_bits``). ``services``: the service
+    roles that took part (a shuffler, a dealer), in the order of their ids.
     """
 
     estimate: Estimate
@@ -104,6 +105,7 @@ class ServerRun:
     n_parties: int = 0
     wire_bytes: int = 0
     dropped: list[str] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)
 
     @property
     def framing_overhead(self) -> float:
@@ -645,4 +647,5 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
                      [party_identity(i) for i in range(n_silos)
                       if i not in coordinator.active and i not in coordinator.dropped],
                      coordinator.n_used(), coordinator.wire_bytes,
-                     [party_identity(i) for i in sorted(coordinator.dropped)])
+                     [party_identity(i) for i in sorted(coordinator.dropped)],
+                     list(coordinator.roles))

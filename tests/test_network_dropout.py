@@ -10,7 +10,9 @@ TLS; every wait is bounded (the deployment helper fails a server that hangs).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import re
 import signal
@@ -26,7 +28,7 @@ import pytest
 pytest.importorskip("grpc")
 
 from fedustat.protocols import registry
-from fedustat.protocols.base import Protocol
+from fedustat.protocols.base import Message, Protocol, Role
 from fedustat.runtime.network.certs import create_deployment, load_credentials
 from fedustat.runtime.network.party import run_party
 from fedustat.runtime.network.server import serve
@@ -341,7 +343,8 @@ def test_without_min_silos_a_silent_silo_stops_the_run_as_before(certs):
 
 
 def _first_state(name: str, kernel: Any, **params: Any) -> tuple[Protocol, Any]:
-    protocol = registry.make(name, kernel, epsilon=1.0, **params)
+    epsilon = math.inf if name == "exact" else 1.0
+    protocol = registry.make(name, kernel, epsilon=epsilon, **params)
     return protocol, protocol.init_server(60)
 
 
@@ -351,6 +354,7 @@ def _first_state(name: str, kernel: Any, **params: Any) -> tuple[Protocol, Any]:
     ("ldp-tree", auc_kernel(), {"d": 16}, True),
     ("ldp-ghazi", GINI, {"k": 8}, True),
     ("central-laplace", auc_kernel(), {}, True),
+    ("exact", auc_kernel(), {}, True),
     ("ghazi-shuffle", GINI, {"k": 8}, False),
     ("fedauc-rr", auc_kernel(), {}, False),
     ("fedauc-laplace-local", auc_kernel(), {}, False),
@@ -362,6 +366,26 @@ def test_each_protocol_declares_its_first_round(name, kernel, params, proceed):
     rule = protocol.dropout_rule(state, 0)
     assert rule.proceed is proceed, rule
     assert rule.reason
+
+
+def test_later_rounds_declare_from_the_server_state():
+    # ldp-quantized after the check-in (k fixed): the reports round may go on; FedAUC
+    # after the ranking may not (the ranks include the silent client's scores).
+    protocol = registry.make("ldp-quantized", GINI, epsilon=1.0)
+    state = protocol.init_server(60)
+    reply = protocol.server_step(state, Message(Role.PARTY, Role.SERVER,
+                                                {"join": np.ones(60, dtype=np.uint8)},
+                                                {"join": 1}, np.arange(60)),
+                                 np.random.default_rng(0))
+    after, _ = reply
+    assert protocol.dropout_rule(state, 0).reason.startswith("check-in round")
+    assert protocol.dropout_rule(after, 1) == (True, "one-shot epsilon-LDP reports; the "
+                                                     "estimator's n is the number of "
+                                                     "reports received")
+    fedauc = registry.make("fedauc-rr", auc_kernel(), epsilon=1.0)
+    ranked = dataclasses.replace(fedauc.init_server(3), phase=1)
+    rule = fedauc.dropout_rule(ranked, 1)
+    assert not rule.proceed and "biased AUC" in rule.reason
 
 
 def test_central_laplace_with_a_fixed_design_refuses():

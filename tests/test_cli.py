@@ -30,7 +30,8 @@ JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_l
              "ci95_high", "error", "protocol", "privacy", "bits_per_party", "noise", "trust"}
 OPTIONS = ["--statistic", "--data", "--file", "--columns", "--epsilon", "--delta",
            "--column-bounds", "--column-values", "--precision", "--noise",
-           "--protocol", "--param", "--bounds", "--seed", "--format"]
+           "--protocol", "--param", "--bounds", "--seed", "--format",
+           "--engine", "--workers", "--partitions"]
 
 
 CsvFile = tuple[Path, np.ndarray, np.ndarray, np.ndarray]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -38,6 +39,7 @@ from fedustat.runtime.network.certs import create_deployment
 from fedustat.runtime.network.service import NetworkRunError
 from fedustat.runtime.simulate import simulate
 from fedustat.runtime.wire import Envelope, Expectation, decode, encode
+from fedustat.stats import auc_kernel
 
 SEED = 5
 NODES = [101, 202, 303]
@@ -135,6 +137,150 @@ def test_driven_rounds_give_the_simulators_release(tmp_path, case):
     assert result.rows == [20, 20, 20]
     # Join, then one exchange per party round (the release summary comes after).
     assert len(result.exchange_seconds) == 1 + (expected.cost.rounds + 1) // 2
+
+
+# ------------------------------------------------------------------ relay rounds
+
+RELAYED = [
+    {"protocol": "pairs-2pc", "params": json.dumps({"P": 2})},
+    {"protocol": "umpc", "params": json.dumps({"bounds": {"score": [0, 1]}})},
+]
+
+
+@pytest.fixture(scope="module")
+def party_certs(tmp_path_factory) -> Path:
+    """A deployment CA and the certificates of party-0 .. party-2 (one per silo)."""
+    return create_deployment(tmp_path_factory.mktemp("certs"), 3)
+
+
+def relaying(tmp_path: Path, run: dict[str, Any], data: np.ndarray, certs: Path
+             ) -> InProcess:
+    return in_process(tmp_path, run, data, certs=str(certs))
+
+
+@pytest.mark.parametrize("case", RELAYED, ids=[c["protocol"] for c in RELAYED])
+def test_relay_rounds_give_the_simulators_release(tmp_path, party_certs, case):
+    # The parties' rows to each other travel sealed through the ServerApp's routing.
+    data = labelled(60, seed=3)
+    run = {**case, "seed": str(SEED)}
+    result = relaying(tmp_path, run, data, party_certs).drive()
+    expected = expected_release(run, data, [20, 20, 20])
+    np.testing.assert_equal(result.estimate.value, expected.value)
+    assert result.estimate.cost == expected.cost
+    peer = expected.cost.peer_rounds
+    assert peer >= 2
+    # Join, then one exchange per relay round and per message to the server.
+    assert result.rounds == (expected.cost.rounds - peer + 1) // 2 + peer
+    assert len(result.exchange_seconds) == 1 + result.rounds
+
+
+def test_unseeded_relay_rounds_replay_the_nodes_deployment_draws(tmp_path, party_certs):
+    # Every message starts a new ClientApp process that replays the party's steps: its
+    # shares and noise must be the very ones it sent before, or the release is garbage.
+    # All pairs at epsilon 1000: the release is the exact AUC up to its own noise.
+    data = labelled(60, seed=3)
+    run = {"protocol": "pairs-2pc", "params": json.dumps({"all_pairs": True}),
+           "epsilon": 1000.0}
+    released = relaying(tmp_path, run, data, party_certs).drive().estimate
+    exact = fedustat.estimate(auc_kernel(), data, epsilon=math.inf, protocol="exact").value
+    assert released.noise == "deployment"
+    assert abs(released.value - exact) <= 6 * released.std_error
+
+
+def test_a_tampered_relayed_payload_is_refused_naming_its_sender(tmp_path, party_certs):
+    nodes = relaying(tmp_path, {**RELAYED[0], "seed": str(SEED)}, labelled(60),
+                     party_certs)
+
+    relayed: list[int] = []
+
+    def flip(action: str, node: int, request: dict[str, Any]) -> dict[str, Any]:
+        # The first frame that is not the server's (b"FDST..."): the rows relayed to
+        # silo 0. Its last bytes are the last sender's payload, sealed for silo 0.
+        frame = request.get("frame", b"")
+        if action == "fedustat_round" and node == 101 and frame[:4] not in (b"", b"FDST") \
+                and not relayed:
+            relayed.append(request["round"])
+            request["frame"] = frame[:-1] + bytes([frame[-1] ^ 1])
+        return request
+
+    nodes.tamper_request = flip
+    with pytest.raises(NetworkRunError, match=r"node-101 refused: message from party "
+                                              r"'party-2': relayed payload: fails "
+                                              r"authentication in round \d") as refused:
+        nodes.drive()
+    assert str(refused.value).startswith(f"round {relayed[0]}: ")
+    assert f"authentication in round {relayed[0] - 1}:" in str(refused.value)
+
+
+def test_a_certificate_substituted_by_the_server_is_refused(tmp_path, party_certs):
+    # A ServerApp that hands out a key of its own for silo 2 (a certificate from another
+    # CA) is refused by the node, which checks every certificate against its own CA.
+    other = create_deployment(tmp_path / "other", 3)
+    forged = (other / "party-2.pem").read_text()
+    nodes = relaying(tmp_path, {**RELAYED[0], "seed": str(SEED)}, labelled(60),
+                     party_certs)
+
+    def substitute(action: str, node: int, request: dict[str, Any]) -> dict[str, Any]:
+        if action == "fedustat_round" and node == 101:
+            assignment = json.loads(request["assignment"])
+            assignment["certificates"][2] = forged
+            request["assignment"] = json.dumps(assignment)
+        return request
+
+    nodes.tamper_request = substitute
+    with pytest.raises(NetworkRunError, match=r"round \d: node-101 refused: the ServerApp's "
+                                              r"list of parties is refused: the certificate "
+                                              r"given for party-2 is not issued by this "
+                                              r"deployment's CA"):
+        nodes.drive()
+
+
+def test_a_node_without_credentials_refuses_a_relay_protocol(tmp_path):
+    nodes = in_process(tmp_path, {**RELAYED[0], "seed": str(SEED)}, labelled(60))
+    with pytest.raises(NetworkRunError, match=r"round \d: node-101 refused: protocol "
+                                              r"'pairs-2pc' sends rows between parties, "
+                                              r"relayed sealed end to end: the node config "
+                                              r"needs certs=DIR"):
+        nodes.drive()
+
+
+def test_a_replay_that_would_send_another_message_is_refused(tmp_path):
+    # The node's kept digest of its round-0 frame no longer matches what the replay
+    # sends (as when a step draws from outside the node's streams): it refuses.
+    nodes = in_process(tmp_path, {**CASES[1], "seed": str(SEED)}, labelled(60))
+
+    def forget(action: str, node: int, request: dict[str, Any]) -> dict[str, Any]:
+        if action == "fedustat_round" and request["round"] == 1 and node == 202:
+            nodes.memory[202]["sent"] = ["0" * 64]
+        return request
+
+    nodes.tamper_request = forget
+    with pytest.raises(NetworkRunError, match=r"round 1: node-202 refused: replaying round 0 "
+                                              r"gives another message than the one this "
+                                              r"node sent"):
+        nodes.drive()
+
+
+def test_the_replayable_source_repeats_itself_and_only_inside_its_block():
+    from fedustat.privacy import samplers
+    from fedustat.secure.ring import SystemRandomness
+
+    key, other = bytes(range(32)), bytes(range(1, 33))
+
+    def draws(k: bytes) -> tuple[np.ndarray, np.ndarray]:
+        with samplers.replayable_source(k):
+            return samplers.random_words(4), SystemRandomness().integers(
+                0, 1 << 64, size=3, dtype=np.uint64)
+
+    first, again = draws(key), draws(key)
+    np.testing.assert_array_equal(first[0], again[0])
+    np.testing.assert_array_equal(first[1], again[1])
+    # Another key, or the OS outside the block: other words (2^-256 chance of a clash).
+    assert not np.array_equal(draws(other)[0], first[0])
+    assert not np.array_equal(samplers.random_words(4), first[0])
+    with pytest.raises(ValueError, match="needs a 32-byte key"), \
+            samplers.replayable_source(b"short"):
+        pass
 
 
 def test_silo_order_follows_the_declared_silo_index_not_the_node_id(tmp_path):
@@ -279,7 +425,8 @@ def test_a_reply_with_unexpected_keys_is_refused(tmp_path):
     nodes = in_process(tmp_path, CASES[0], labelled(30))
     nodes.tamper = lambda action, node, reply: {**reply, "extra": 1}
     with pytest.raises(NetworkRunError, match=r"joining: message from node-101: record keys "
-                                              r"must be \['fingerprint', 'rows', 'silo'\]"):
+                                              r"must be \['certificate', 'fingerprint', 'rows', "
+                                              r"'silo'\]"):
         nodes.drive()
 
 
@@ -405,7 +552,9 @@ class Deployment:
                     "PYTHONPATH": str(source), "FLWR_HOME": str(root / "flwr-home"),
                     # SuperExec's poll for new ClientApp/ServerApp tasks (default 1 s).
                     "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1"}
-        self.certs = create_deployment(root / "certs", 1)
+        # The SuperLink's TLS certificate, and one party certificate per silo for the
+        # end-to-end sealing of relay rounds.
+        self.certs = create_deployment(root / "certs", 3)
         self.port = _free_port()
         home = root / "flwr-home"
         home.mkdir()
@@ -442,7 +591,8 @@ class Deployment:
                 "flower-supernode", "--root-certificates", str(self.certs / "ca.pem"),
                 "--superlink", f"127.0.0.1:{self.port}", "--port", str(_free_port()),
                 "--auth-supernode-private-key", str(key),
-                "--node-config", f'data="{path}" silo={i} release="{release}"'])
+                "--node-config",
+                f'data="{path}" silo={i} release="{release}" certs="{self.certs}"'])
 
     def _wait_for_port(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -544,7 +694,8 @@ def _command(pid: int) -> bytes:
 
 
 DEPLOYMENT_DATA = labelled(60, seed=3)
-DEPLOYED = CASES[:2]  # ldp-quantized (one party round) and fedauc-rr (two)
+# ldp-quantized (one party round), fedauc-rr (two) and pairs-2pc (relay rounds).
+DEPLOYED = [*CASES[:2], RELAYED[0]]
 
 
 @pytest.fixture(scope="module")
@@ -579,7 +730,10 @@ def test_a_flower_deployment_releases_the_simulators_numbers(deployed, index):
     assert release["cost"] == dataclasses.asdict(expected.cost)
     assert release["epsilon"] == 1.0 and release["noise"] == expected.noise
     assert [s["rows"] for s in release["silos"]] == [20, 20, 20]
-    assert len(release["exchange_seconds"]) == 1 + (expected.cost.rounds + 1) // 2
+    # Join, then one exchange per party round: relay rounds, and one per server message.
+    peer = expected.cost.peer_rounds
+    assert release["rounds"] == (expected.cost.rounds - peer + 1) // 2 + peer
+    assert len(release["exchange_seconds"]) == 1 + release["rounds"]
     # Every node received this run's summary.
     for log in node_logs:
         assert [entry["value"] for entry in log if entry["run"] == release["run"]] \

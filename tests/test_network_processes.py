@@ -24,6 +24,7 @@ pytest.importorskip("grpc")
 from fedustat.protocols import registry
 from fedustat.runtime.simulate import simulate
 from fedustat.stats import auc_kernel
+from fedustat.stats.ecdf import ecdf_counts
 
 FEDUSTAT = [sys.executable, "-m", "fedustat.cli"]
 SILOS = 3
@@ -91,10 +92,10 @@ def start_server(processes: Processes, certs: Path, protocol_options: list[str],
 
 
 def start_party(processes: Processes, certs: Path, address: str, index: int, path: Path,
-                protocol_options: list[str]) -> subprocess.Popen:
+                protocol_options: list[str], columns: str = "score,label") -> subprocess.Popen:
     return processes.start("party", *protocol_options, "--certs", str(certs), "--server",
                            address, "--identity", f"party-{index}", "--file", str(path),
-                           "--columns", "score,label", "--timeout", "60")
+                           "--columns", columns, "--timeout", "60")
 
 
 def finish(proc: subprocess.Popen, seconds: float = 90.0) -> tuple[int, str, str]:
@@ -107,10 +108,11 @@ def release_of(stdout: str) -> dict:
 
 
 def run_every_silo(processes: Processes, certs: Path, files: list[Path],
-                   common: list[str]) -> tuple[str, list[subprocess.Popen]]:
+                   common: list[str], columns: str = "score,label"
+                   ) -> tuple[str, list[subprocess.Popen]]:
     """A server and one party process per file; the server's output once it succeeded."""
-    server, address = start_server(processes, certs, common)
-    parties = [start_party(processes, certs, address, i, path, common)
+    server, address = start_server(processes, certs, common, parties=len(files))
+    parties = [start_party(processes, certs, address, i, path, common, columns)
                for i, path in enumerate(files)]
     code, out, err = finish(server)
     assert code == 0, err
@@ -275,3 +277,101 @@ def test_umpc_between_processes(processes, deployment):
     assert released["total_bits"] == expected.cost.total_bits
     for party in parties:
         assert finish(party)[0] == 0
+
+
+# ------------------------------------------------ the federated ECDF releases by name
+
+ECDF_SILOS = 4
+ECDF_GRID = np.arange(0.0, 13.0)  # --bounds 0,12 --precision 1: 13 thresholds
+
+
+@pytest.fixture(scope="module")
+def ecdf_deployment(tmp_path_factory) -> tuple[Path, list[Path], np.ndarray]:
+    """Four silos of one column (x): silos 0 and 1 hold one party each, parties 0 and 1,
+    the computing parties; silos 2 and 3 hold the other 28."""
+    base = tmp_path_factory.mktemp("ecdf-deployment")
+    subprocess.run([*FEDUSTAT, "certs", "--out", str(base / "certs"), "--parties",
+                    str(ECDF_SILOS)], check=True, capture_output=True, timeout=60)
+    x = np.minimum(np.random.default_rng(2).poisson(3.0, 30), 12).astype(np.float64)
+    files = []
+    for i, rows in enumerate(np.split(x, [1, 2, 10])):
+        path = base / f"silo-{i}.csv"
+        np.savetxt(path, rows, delimiter=",", header="x", comments="")
+        files.append(path)
+    return base / "certs", files, x
+
+
+@pytest.mark.parametrize(("options", "params"), [
+    (["--protocol", "ecdf-secagg", "--param", "contributors=3"], {"contributors": 3}),
+    (["--protocol", "ecdf-fss", "--param", "query=0,3,5,12", "--param", "contributors=3"],
+     {"query": [0, 3, 5, 12], "contributors": 3}),
+], ids=["ecdf-secagg", "ecdf-fss"])
+def test_federated_ecdf_between_processes_by_name(processes, ecdf_deployment, options,
+                                                  params):
+    # Server and four silos from the command line; parties 0 and 1 (silos 0 and 1) are
+    # the computing parties, parties 0..2 contribute noise, every row crosses silos
+    # through relay rounds sealed end to end.
+    certs, files, x = ecdf_deployment
+    common = [*options, "--epsilon", "1", "--bounds", "0,12", "--precision", "1",
+              "--seed", "8"]
+    out, parties = run_every_silo(processes, certs, files, common, columns="x")
+    released = release_of(out)
+    name = options[1]
+    expected = simulate(registry.make_curve(name, epsilon=1.0, bounds=(0.0, 12.0),
+                                            precision=1.0, **params),
+                        x[:, None], rng=8, batch_size=[1, 1, 8, 20])
+    curve = expected.diagnostics["curve"]
+    assert released["protocol"] == expected.protocol
+    assert released["thresholds"] == curve.thresholds.tolist()
+    assert released["values"] == curve.values.tolist()
+    assert released["value"] == expected.value
+    for field in ("bits_per_party", "total_bits", "rounds", "peer_rounds"):
+        assert released["cost"][field] == getattr(expected.cost, field), field
+    assert released["wire_bytes"] * 8 >= expected.cost.total_bits
+    assert released["guarantee"]["epsilon"] == 1.0
+    # The noise is not zero: the released curve is not the exact one.
+    exact = ecdf_counts(x, ECDF_GRID)[curve.indices] / x.size
+    assert not np.array_equal(curve.values, exact)
+    for party in parties:
+        code, party_out, err = finish(party)
+        assert code == 0, err
+        assert release_of(party_out)["value"] == expected.value
+
+
+def test_protocols_lists_the_curve_releases():
+    listed = subprocess.run([*FEDUSTAT, "protocols"], capture_output=True, text=True,
+                            check=True, timeout=60).stdout
+    curves = listed[listed.index("curve releases"):]
+    assert re.search(r"^ecdf-fss\s+computational .*003 Sec\. 4\.2", curves, re.M)
+    assert re.search(r"^ecdf-secagg\s+central .*003 Sec\. 4\.1", curves, re.M)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--statistic", "auc", "--bounds", "0,12"],
+     "error: ecdf-fss releases a curve of one column; it takes no --statistic"),
+    ([], "error: ecdf-fss: give the public grid: thresholds, or bounds=(lo, hi)"),
+    (["--param", "thresholds=0,1,x"],
+     "error: --param thresholds must be comma-separated numbers, got '0,1,x'"),
+    (["--bounds", "0,12", "--param", "n_servers=3"],
+     "error: ecdf-fss: n_servers"),
+    (["--bounds", "0,12", "--param", "grid=3"],
+     "error: ecdf-fss: protocol 'ecdf-fss' has no parameter 'grid'"),
+    (["--bounds", "0,12", "--delta", "0.1"], "error: ecdf-fss is pure epsilon-DP"),
+], ids=["statistic", "no-grid", "bad-thresholds", "servers", "unknown", "delta"])
+def test_a_curve_release_with_bad_options_is_refused_by_name(ecdf_deployment, extra,
+                                                             message, capsys):
+    from fedustat.cli import main
+
+    certs = ecdf_deployment[0]
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", "--protocol", "ecdf-fss", "--epsilon", "1", "--certs", str(certs),
+              "--parties", "4", *extra])
+    assert str(stop.value).startswith(message), stop.value
+
+
+def test_a_statistic_protocol_without_statistic_is_refused(ecdf_deployment):
+    from fedustat.cli import main
+
+    with pytest.raises(SystemExit, match=r"error: protocol fedauc-rr needs --statistic"):
+        main(["serve", "--protocol", "fedauc-rr", "--epsilon", "1", "--certs",
+              str(ecdf_deployment[0]), "--parties", "4"])

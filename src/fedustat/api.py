@@ -6,16 +6,19 @@
 :class:`~fedustat.protocols.base.Estimate`; ``epsilon=math.inf`` (with the default
 protocol) gives the exact, non-private value. ``noise="deployment"`` draws every private
 value from the operating system's CSPRNG through fixed-work samplers instead of a seeded
-simulation; the release records which (``Estimate.noise``).
+simulation; the release records which (``Estimate.noise``). ``engine=`` runs the same
+protocol with its batches of parties as tasks on a Dask cluster (docs/engine.md).
 """
 
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from fedustat._validation import RandomLike, check_delta, check_epsilon
+from fedustat._validation import RandomLike, check_delta, check_epsilon, check_positive_int
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource
 from fedustat.protocols import registry
 from fedustat.protocols.base import Estimate
@@ -24,6 +27,9 @@ from fedustat.stats import kernels
 from fedustat.stats.kernels import Kernel
 
 DEFAULT_PROTOCOL = "central-laplace"
+#: Rows per partition when in-memory data are split for the engine (16 MiB of one
+#: float64 column): enough tasks to spread, few enough to keep the scheduler idle.
+PARTITION_ROWS = 2**21
 #: Values of the ``noise`` argument: seeded NumPy draws for studies, or the OS CSPRNG and
 #: fixed-work samplers of fedustat.privacy.samplers, for releases that protect people.
 NOISE_CHOICES = ("simulation", "deployment")
@@ -49,9 +55,57 @@ def _noise_source(noise: Any, rng: RandomLike) -> NoiseSource | None:
                      f"got {noise!r}")
 
 
+def _partition_sizes(n: int, batch_size: Any) -> list[int]:
+    """Rows of each partition when in-memory data go to the engine: ``batch_size`` (an
+    int: equal slices; a sequence: these sizes), else ceil(n / PARTITION_ROWS) near-equal
+    slices, at least two (a fixed rule, so the split never depends on the cluster)."""
+    if batch_size is None:
+        parts = min(n, max(2, math.ceil(n / PARTITION_ROWS)))
+        q, r = divmod(n, parts)  # np.array_split's rule
+        return [q + 1] * r + [q] * (parts - r)
+    if isinstance(batch_size, Sequence) and not isinstance(batch_size, str):
+        return [int(b) for b in batch_size]
+    size = check_positive_int(batch_size, "batch_size")
+    return [min(size, n - start) for start in range(0, n, size)]
+
+
+def _distributed(proto: Any, kernel: Kernel, data: Any, partitions: Any, *, engine: Any,
+                 workers: int | None, rng: RandomLike, batch_size: Any) -> Estimate:
+    """Run ``proto`` on the engine: partitions as given, or ``data`` split in slices."""
+    from fedustat.runtime import engine as eng  # imports Dask only when asked for
+
+    eng.check_supported(proto)  # before any cluster work: a refusal is immediate
+    if partitions is not None:
+        if data is not None:
+            raise ValueError("give the data either as data= (in memory) or as partitions= "
+                             "(stored), not both")
+        if isinstance(partitions, (str, os.PathLike)):
+            parts = eng.parquet_directory(partitions, kernel.columns)
+        else:
+            parts = list(partitions)
+            if not parts or not all(isinstance(p, eng.Partition) for p in parts):
+                raise TypeError("partitions must be a Parquet file or directory, or a "
+                                "non-empty list of fedustat.runtime.engine.Partition objects")
+    else:
+        records = kernel.check_data(data)
+        parts = eng.array_partitions(records, _partition_sizes(records.shape[0], batch_size))
+    runner, own = eng.resolve_engine(engine, workers=workers)
+    try:
+        release = runner.run(proto, parts, rng=rng)
+        where = ("local cluster" if isinstance(engine, str) and engine == "local"
+                 else str(runner.client.scheduler.address))
+        info = {"kind": "dask", "scheduler": where, "workers": runner.n_workers,
+                "partitions": len(parts)}
+    finally:
+        if own:
+            runner.close()
+    return replace(release, diagnostics={**release.diagnostics, "engine": info})
+
+
 def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protocol: str,
-             rng: RandomLike, noise: Any, batch_size: int | None, caller: str,
-             params: dict[str, Any]) -> Estimate:
+             rng: RandomLike, noise: Any, batch_size: Any, caller: str,
+             params: dict[str, Any], engine: Any = None, workers: int | None = None,
+             partitions: Any = None) -> Estimate:
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a fedustat Kernel, got {type(kernel).__name__}")
     if not isinstance(protocol, str):
@@ -65,13 +119,22 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
                         f"not an argument of {caller} nor a parameter of protocol "
                         f"{protocol!r} (its parameters: {', '.join(accepted) or 'none'})")
     source = _noise_source(noise, rng)
-    records = kernel.check_data(data)
+    if engine is None and (partitions is not None or workers is not None):
+        raise ValueError(f"{caller}(): partitions= and workers= are for the distributed "
+                         "engine; give engine='local' or a scheduler address too")
     if source is not None:
         if not registry.takes(protocol, "noise"):
             raise ValueError(f"protocol {protocol!r} takes no noise source, so it cannot run "
                              f"with {source.kind} noise")
         params = {**params, "noise": source}
     proto = registry.make(protocol, kernel, epsilon=eps, delta=dlt, **params)
+    if engine is not None:
+        release = _distributed(proto, kernel, data, partitions, engine=engine,
+                               workers=workers, rng=rng, batch_size=batch_size)
+        if source is not None and release.noise != "none":
+            release = replace(release, noise=source.kind)
+        return release
+    records = kernel.check_data(data)
     # With deployment noise the protocol draws every private value (noise, shares, masks,
     # keys) from ``source``; the simulator's own streams, seeded from OS entropy here,
     # only carry public coins (designs, client splits).
@@ -81,10 +144,12 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
     return release
 
 
-def estimate(kernel: Kernel, data: Any, *, epsilon: float, delta: float = 0.0,
+def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float = 0.0,
              protocol: str = DEFAULT_PROTOCOL, rng: RandomLike = None,
              noise: str | NoiseSource | None = None,
-             batch_size: int | None = None, **params: Any) -> Estimate:
+             batch_size: int | Sequence[int] | None = None, engine: Any = None,
+             workers: int | None = None, partitions: Any = None,
+             **params: Any) -> Estimate:
     """Estimate the U-statistic of ``kernel`` over ``data`` with a private protocol.
 
     Parameters
@@ -107,14 +172,36 @@ def estimate(kernel: Kernel, data: Any, *, epsilon: float, delta: float = 0.0,
         A :class:`~fedustat.privacy.noise.NoiseSource` is used as given. The release's
         ``noise`` attribute, and its printed form, say which one was used.
     batch_size:
-        Parties per simulated batch (the result does not depend on it).
+        Parties per simulated batch, or the sizes of the batches. In process the result
+        does not depend on it; on the engine, in-memory data are split in these slices
+        (one task each).
+    engine:
+        ``None`` (default): in this process. ``"local"``: a Dask ``LocalCluster`` started
+        for this call (``workers`` processes, default 2) and closed after it; a scheduler
+        address ``"tcp://host:port"``: that cluster; or a
+        :class:`~fedustat.runtime.engine.DaskEngine` / ``distributed.Client`` you already
+        have (left open). Needs ``pip install 'fedustat[engine]'``. Protocols whose server
+        step the engine cannot split (see docs/engine.md) are refused with the reason.
+        With the same seed and the same split, the release equals the in-process one with
+        ``batch_size=[partition sizes]``; ``diagnostics["engine"]`` says where it ran and
+        on how many partitions. In-memory ``data`` are sliced and shipped to the workers,
+        so the whole array then sits on the driver too: for data that should not, use
+        ``partitions``.
+    workers:
+        Worker processes of ``engine="local"``.
+    partitions:
+        Instead of ``data``, with an engine: a Parquet file or a directory of ``*.parquet``
+        files (one partition per file, in name order; columns named as
+        ``kernel.columns``), or a list of :class:`~fedustat.runtime.engine.Partition`.
+        Workers read them; the driver never holds the rows. Each record is checked by its
+        own party's step (bounds, labels) as in process.
     **params:
         Protocol-specific parameters (see the protocol's page in docs/protocols/); a name
         the protocol does not take is refused with the list of those it does.
     """
     return _release(kernel, data, epsilon=epsilon, delta=delta, protocol=protocol, rng=rng,
                     noise=noise, batch_size=batch_size, caller="fedustat.estimate",
-                    params=params)
+                    params=params, engine=engine, workers=workers, partitions=partitions)
 
 
 def _protocol_for(epsilon: float, protocol: str | None) -> str:
@@ -126,8 +213,12 @@ def _protocol_for(epsilon: float, protocol: str | None) -> str:
 def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0.0,
                   protocol: str | None = None, rng: RandomLike = None,
                   noise: str | NoiseSource | None = None,
+                  engine: Any = None, workers: int | None = None,
                   **params: Any) -> Estimate:
     """Private area under the ROC curve; mirrors ``sklearn.metrics.roc_auc_score``.
+
+    ``engine``/``workers`` run it on the distributed engine, as in :func:`estimate`
+    (this holds for every one-call function below).
 
     Ties in ``y_score`` count one half, as in scikit-learn. The class sizes are treated
     as public, as in the papers (000 Sec. 4; 004 Sec. 3).
@@ -135,12 +226,14 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
     kernel = kernels.auc_kernel()
     return _release(kernel, kernel.pack(y_score, y_true), epsilon=epsilon, delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller="fedustat.roc_auc_score", params=params)
+                    batch_size=None, caller="fedustat.roc_auc_score",
+                    params=params, engine=engine, workers=workers)
 
 
 def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: str = "a",
                protocol: str | None = None, rng: RandomLike = None,
-               noise: str | NoiseSource | None = None, **params: Any) -> Estimate:
+               noise: str | NoiseSource | None = None, engine: Any = None,
+               workers: int | None = None, **params: Any) -> Estimate:
     """Private Kendall rank correlation; mirrors ``scipy.stats.kendalltau``.
 
     ``variant="a"`` (the U-statistic, 000 eq. 6) is the default because tau-b's
@@ -150,39 +243,46 @@ def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: s
     kernel = kernels.kendall_tau_kernel(variant)
     return _release(kernel, kernel.pack(x, y), epsilon=epsilon, delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller="fedustat.kendalltau", params=params)
+                    batch_size=None, caller="fedustat.kendalltau",
+                    params=params, engine=engine, workers=workers)
 
 
 def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
                          delta: float = 0.0, protocol: str | None = None,
                          rng: RandomLike = None,
-                         noise: str | NoiseSource | None = None, **params: Any) -> Estimate:
+                         noise: str | NoiseSource | None = None, engine: Any = None,
+                         workers: int | None = None, **params: Any) -> Estimate:
     """Private Gini mean difference (000 eq. 4) of values within the public ``bounds``."""
     kernel = kernels.gini_kernel(bounds)
     return _release(kernel, kernel.pack(x), epsilon=epsilon, delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller="fedustat.gini_mean_difference", params=params)
+                    batch_size=None, caller="fedustat.gini_mean_difference",
+                    params=params, engine=engine, workers=workers)
 
 
 def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
                          protocol: str | None = None, rng: RandomLike = None,
-                         noise: str | NoiseSource | None = None, **params: Any) -> Estimate:
+                         noise: str | NoiseSource | None = None, engine: Any = None,
+                         workers: int | None = None, **params: Any) -> Estimate:
     """Private fraction of pairs with equal values (000 eq. 5, inside the logarithm)."""
     kernel = kernels.duplicate_pair_kernel()
     return _release(kernel, kernel.pack(x), epsilon=epsilon, delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller="fedustat.duplicate_pair_ratio", params=params)
+                    batch_size=None, caller="fedustat.duplicate_pair_ratio",
+                    params=params, engine=engine, workers=workers)
 
 
 def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: float = 0.0,
                protocol: str | None = None, rng: RandomLike = None,
-               noise: str | NoiseSource | None = None, **params: Any) -> Estimate:
+               noise: str | NoiseSource | None = None, engine: Any = None,
+               workers: int | None = None, **params: Any) -> Estimate:
     """Private Rand index; mirrors ``sklearn.metrics.rand_score``."""
     kernel = kernels.rand_index_kernel()
     return _release(kernel, kernel.pack(labels_true, labels_pred), epsilon=epsilon,
                     delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller="fedustat.rand_score", params=params)
+                    batch_size=None, caller="fedustat.rand_score",
+                    params=params, engine=engine, workers=workers)
 
 
 __all__ = ["duplicate_pair_ratio", "estimate", "gini_mean_difference", "kendalltau",

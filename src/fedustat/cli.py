@@ -283,34 +283,67 @@ def _protocol_params(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespa
             | _parse_params(args.param))
 
 
+def _engine_options(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespace
+                    ) -> dict[str, Any]:
+    """``--engine``, ``--workers`` and ``--partitions`` as estimate() arguments."""
+    if args.engine is None:
+        return {}
+    options: dict[str, Any] = {"engine": args.engine}
+    if args.workers is not None:
+        options["workers"] = args.workers
+    if args.partitions is not None:
+        from fedustat.runtime.engine import parquet_directory  # no Dask import here
+
+        columns = ([c.strip() for c in args.columns.split(",")] if args.columns
+                   else list(kernel.columns))
+        if len(columns) != kernel.n_columns:
+            raise SystemExit(f"error: {spec.name} needs {kernel.n_columns} column(s) "
+                             f"({', '.join(kernel.columns)}), --columns names {len(columns)}")
+        options["partitions"] = parquet_directory(args.partitions, columns)
+    return options
+
+
 def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     kernel = _kernel(spec, args)
-    source, data = _records(spec, kernel, args)
-    exact = estimate(kernel, data, epsilon=math.inf, protocol="exact")
+    engine_options = _engine_options(spec, kernel, args)
+    stored = engine_options.get("partitions")
+    if stored is None:
+        source, data = _records(spec, kernel, args)
+        n = int(data.shape[0])
+        exact: float | None = estimate(kernel, data, epsilon=math.inf, protocol="exact").value
+    else:
+        # The rows stay in the partitions, read by the workers: no exact value here.
+        source, data, exact = str(args.partitions), None, None
+        n = sum(part.n_rows_stored() for part in stored)
     params = _protocol_params(spec, kernel, args)
     deployment = args.noise == "deployment"
     try:
         registry.check_parameters(args.protocol, params)
         private = estimate(kernel, data, epsilon=args.epsilon, delta=args.delta,
                            protocol=args.protocol, noise=args.noise,
-                           rng=None if deployment else _seed(args), **params)
+                           rng=None if deployment else _seed(args), **engine_options, **params)
     except (TypeError, ValueError, OverflowError, MemoryError) as exc:
         raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
-    except ImportError as exc:
+    except (ImportError, RuntimeError) as exc:  # the engine's EngineError is a RuntimeError
         raise SystemExit(f"error: {exc}") from None
     try:
         low, high = private.confidence_interval(0.95)
     except ValueError:
         low = high = math.nan
-    return {
+    row = {
         "statistic": spec.name, "data": source,
-        "n": int(data.shape[0]), "exact": exact.value, "estimate": private.value,
+        "n": n, "exact": exact, "estimate": private.value,
         "std_error": private.std_error, "ci95_low": low, "ci95_high": high,
-        "error": private.value - exact.value, "protocol": private.protocol,
+        "error": None if exact is None else private.value - exact,
+        "protocol": private.protocol,
         "privacy": str(private.privacy), "bits_per_party": private.cost.bits_per_party,
         "noise": private.noise,
         "trust": [str(a) for a in private.privacy.assumptions],
     }
+    if args.engine is not None:
+        row["engine"] = dict(private.diagnostics["engine"])
+        row["partitions"] = row["engine"]["partitions"]
+    return row
 
 
 def _seed(args: argparse.Namespace) -> int:
@@ -324,9 +357,11 @@ def _format_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         se = "-" if r["std_error"] is None else f"{r['std_error']:.4f}"
         ci = "-" if math.isnan(r["ci95_low"]) else f"[{r['ci95_low']:.4f}, {r['ci95_high']:.4f}]"
+        exact = "-" if r["exact"] is None else f"{r['exact']:.4f}"
+        error = "-" if r["error"] is None else f"{r['error']:+.4f}"
         lines.append([r["statistic"], r["data"], str(r["n"]),
-                      f"{r['exact']:.4f}", f"{r['estimate']:.4f}", se, ci,
-                      f"{r['error']:+.4f}", r["protocol"], f"{r['bits_per_party']:g}"])
+                      exact, f"{r['estimate']:.4f}", se, ci,
+                      error, r["protocol"], f"{r['bits_per_party']:g}"])
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
     out.append("  ".join("-" * w for w in widths))
@@ -359,6 +394,17 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     names = list(STATISTICS) if args.statistic == "all" else [args.statistic]
     if args.file and len(names) > 1:
         raise SystemExit("error: with --file choose one --statistic")
+    if args.engine is None and (args.workers is not None or args.partitions is not None):
+        raise SystemExit("error: --workers and --partitions are for the distributed engine: "
+                         "add --engine local (or --engine tcp://HOST:PORT)")
+    if args.workers is not None and args.engine != "local":
+        raise SystemExit("error: --workers sets the size of a local cluster (--engine "
+                         "local); a scheduler at an address has the workers it has")
+    if args.workers is not None and args.workers < 1:
+        raise SystemExit(f"error: --workers must be at least 1, got {args.workers}")
+    if args.partitions is not None and (len(names) > 1 or args.file or args.data):
+        raise SystemExit("error: with --partitions choose one --statistic, and give no "
+                         "--file or --data (the partitions are the data)")
     rows, refused = [], []
     for name in names:
         try:
@@ -388,6 +434,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             print("trust assumptions: " + "; ".join(trust))
         elif any(r["noise"] != "none" for r in rows):
             print("trust assumptions: none stated by the protocol beyond its privacy model")
+        for info in dict.fromkeys(json.dumps(r["engine"]) for r in rows if "engine" in r):
+            e = json.loads(info)
+            print(f"engine: {e['kind']} at {e['scheduler']}, {e['workers']} worker(s), "
+                  f"{e['partitions']} partition(s)")
+        if any(r["exact"] is None for r in rows):
+            print("exact: not computed (the rows stay in the partitions, read by the "
+                  "workers only)")
         for reason in refused:
             print(f"not computed: {reason}")
     return 0
@@ -405,6 +458,13 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 def cmd_protocols(args: argparse.Namespace) -> int:
     for entry in registry.available():
         print(f"{entry.name:<22} {entry.model.value:<8} {entry.summary}  [{entry.source}]")
+    curves = registry.available_curves()
+    if curves:
+        # They release a curve over a public grid of one column, not a statistic's value.
+        print("\ncurve releases (`fedustat serve/party --protocol NAME`, no --statistic):")
+        for entry in curves:
+            print(f"{entry.name:<22} {entry.model.value:<8} {entry.summary}  "
+                  f"[{entry.source}]")
     return 0
 
 
@@ -573,6 +633,17 @@ def build_parser() -> argparse.ArgumentParser:
                           "--noise deployment)")
     est.add_argument("--format", choices=["table", "json"], default="table",
                      help="output format")
+    est.add_argument("--engine", default=None, metavar="local|tcp://HOST:PORT",
+                     help="run the protocol's batches of parties on a Dask cluster: 'local' "
+                          "starts one for this run, an address uses a running scheduler "
+                          "(needs pip install 'fedustat[engine]'; see docs/engine.md)")
+    est.add_argument("--workers", type=int, default=None,
+                     help="worker processes of --engine local (default 2)")
+    est.add_argument("--partitions", default=None, metavar="DIR",
+                     help="with --engine: a directory of Parquet files, one partition of "
+                          "parties each (columns named as the statistic's, or --columns); "
+                          "the rows are read by the workers only, so no exact value is "
+                          "computed")
     est.set_defaults(func=cmd_estimate)
 
     adv = sub.add_parser(
@@ -682,14 +753,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _network_protocol(args: argparse.Namespace) -> tuple[StatisticSpec, Kernel, Any]:
-    """The protocol a networked role runs, built from the same options on every side."""
+def _network_protocol(args: argparse.Namespace
+                      ) -> tuple[StatisticSpec | None, Kernel | None, Any]:
+    """The protocol a networked role runs, built from the same options on every side.
+
+    A curve release (``registry.is_curve``) has no statistic nor kernel: (None, None, it).
+    """
     if args.epsilon <= 0 or math.isnan(args.epsilon):
         raise SystemExit(f"error: --epsilon must be > 0, got {args.epsilon}")
+    if registry.is_curve(args.protocol):
+        return None, None, _network_curve(args)
     known = [entry.name for entry in registry.available()]
     if args.protocol not in known:
+        curves = [entry.name for entry in registry.available_curves()]
         raise SystemExit(f"error: unknown protocol {args.protocol!r}; available protocols: "
-                         f"{', '.join(known)}")
+                         f"{', '.join(known)}; curve releases: {', '.join(curves)}")
+    if args.statistic is None:
+        raise SystemExit(f"error: protocol {args.protocol} needs --statistic (one of "
+                         f"{', '.join(STATISTICS)})")
     spec = STATISTICS[args.statistic]
     if spec.needs_bounds and not args.bounds:
         raise SystemExit(f"error: {spec.name} needs --bounds LO,HI (public bounds, the same "
@@ -705,12 +786,93 @@ def _network_protocol(args: argparse.Namespace) -> tuple[StatisticSpec, Kernel, 
     return spec, kernel, protocol
 
 
+#: Curve parameters given as comma-separated lists, and the type of their entries.
+_CURVE_LISTS: dict[str, type] = {"thresholds": float, "query": int}
+
+
+def _network_curve(args: argparse.Namespace) -> Any:
+    """A curve release (``ecdf-secagg``, ``ecdf-fss``) from the networked roles' options.
+
+    The grid is ``--bounds LO,HI`` (with ``--precision``, its spacing) or
+    ``--param thresholds=t1,t2,...``; ``--param query=i,j,...`` picks grid positions. No
+    seed means deployment randomness (``randomness="os"``: shares, masks and noise).
+    """
+    name = args.protocol
+    if args.statistic is not None:
+        raise SystemExit(f"error: {name} releases a curve of one column; it takes no "
+                         f"--statistic (give the grid with --bounds or --param thresholds=...)")
+    if args.column_bounds or args.column_values:
+        raise SystemExit(f"error: {name} takes the public bounds of its one column with "
+                         "--bounds LO,HI, not --column-bounds/--column-values")
+    if args.delta:
+        raise SystemExit(f"error: {name} is pure epsilon-DP; it takes no --delta")
+    params = _parse_params(args.param)
+    for key, kind in _CURVE_LISTS.items():
+        if key in params and params[key] is not None:
+            text = str(params[key])
+            try:
+                params[key] = [kind(v) for v in text.split(",")]
+            except ValueError:
+                raise SystemExit(f"error: --param {key} must be comma-separated "
+                                 f"{'numbers' if kind is float else 'grid positions'}, "
+                                 f"got {text!r}") from None
+    if args.bounds:
+        params["bounds"] = _parse_pair(args.bounds, "--bounds")
+    if args.precision is not None:
+        params["precision"] = _parse_value(args.precision)
+    if args.seed is None:
+        params.setdefault("randomness", "os")
+    try:
+        return registry.make_curve(name, epsilon=args.epsilon, **params)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"error: {name}: {exc}") from None
+
+
+def _curve_records(args: argparse.Namespace) -> np.ndarray:
+    """A curve party's own values: one column of its file, as ``(rows, 1)``."""
+    columns = [c for c in args.columns.split(",") if c]
+    if len(columns) != 1:
+        raise SystemExit(f"error: {args.protocol} needs one column (--columns NAME), got "
+                         f"{len(columns)}")
+    _check_file(args.file)
+    try:
+        table = datasets.read_table(args.file, columns=columns)
+    except (OSError, ValueError, ImportError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    return np.asarray(table[columns[0]], dtype=np.float64)[:, None]
+
+
+def _curve_summary(est: Any) -> dict[str, Any]:
+    """The released curve (public fields only): grid points, values, guarantee, cost."""
+    curve = est.diagnostics["curve"]
+    guarantee = curve.privacy
+    return {"thresholds": [float(t) for t in curve.thresholds],
+            "values": [float(v) for v in curve.values],
+            "indices": [int(i) for i in curve.indices],
+            "guarantee": {"text": str(guarantee),
+                          "epsilon": "inf" if math.isinf(guarantee.epsilon)
+                          else float(guarantee.epsilon),
+                          "delta": float(guarantee.delta),
+                          "assumptions": [str(a) for a in guarantee.assumptions]},
+            "cost": {name: getattr(est.cost, name) for name in (
+                "bits_per_party", "max_bits_per_party", "bits_received_per_party",
+                "total_bits", "rounds", "server_operations", "offline_bits",
+                "peer_bits_per_party", "peer_rounds")}}
+
+
 def cmd_certs(args: argparse.Namespace) -> int:
     hosts = tuple(h for h in args.host.split(",") if h) if args.host else ("localhost",
                                                                             "127.0.0.1")
-    out = network.create_deployment(args.out, args.parties, server_hosts=hosts)
-    print(f"wrote a CA and certificates for server (hosts {', '.join(hosts)}) and "
-          f"party-0 .. party-{args.parties - 1} to {out}")
+    services = tuple(r for r in (args.services or "").split(",") if r)
+    bad = [r for r in services if r not in SERVICE_ROLES]
+    if bad:
+        raise SystemExit(f"error: unknown service role {bad[0]!r} in --services; service "
+                         f"roles are {', '.join(SERVICE_ROLES)}")
+    out = network.create_deployment(args.out, args.parties, server_hosts=hosts,
+                                    extra_roles=services)
+    extra = f" and services {', '.join(services)}" if services else ""
+    print(f"wrote a CA and certificates for server (hosts {', '.join(hosts)}), "
+          f"party-0 .. party-{args.parties - 1}{extra} to {out}")
     print("give each role only its own .key file (and ca.pem); keys are owner-readable only")
     return 0
 
@@ -729,9 +891,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except network.NetworkRunError as exc:
         raise SystemExit(f"error: {exc}") from None
     est = run.estimate
-    summary = network.release_summary(est) | {
+    curve = _curve_summary(est) if registry.is_curve(args.protocol) else {}
+    summary = network.release_summary(est) | curve | {
         "protocol": est.protocol, "quantity": est.quantity, "privacy": str(est.privacy),
-        "parties": run.parties, "absent": run.absent, "n_parties": run.n_parties,
+        "parties": run.parties, "absent": run.absent, "dropped": run.dropped,
+        "n_parties": run.n_parties,
         "rounds": run.rounds, "seconds": run.seconds,
         "bits_per_party": est.cost.bits_per_party, "total_bits": est.cost.total_bits,
         "wire_bytes": run.wire_bytes, "server_peak_rss_mib": _peak_rss_mib()}
@@ -762,7 +926,10 @@ def cmd_party(args: argparse.Namespace) -> int:
     spec, kernel, protocol = _network_protocol(args)
     if not args.file:
         raise SystemExit("error: a party needs its own data: --file FILE --columns ...")
-    _, records = _records(spec, kernel, args)
+    if spec is None or kernel is None:
+        records = _curve_records(args)
+    else:
+        _, records = _records(spec, kernel, args)
     credentials = network.load_credentials(args.certs, args.identity)
     try:
         result = network.run_party(protocol, records, credentials, args.server,
@@ -774,10 +941,33 @@ def cmd_party(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Service roles a protocol may need (``Protocol.service_roles``); each has a certificate.
+SERVICE_ROLES = ("shuffler", "dealer")
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    _, _, protocol = _network_protocol(args)
+    roles = protocol.service_roles()
+    if args.role not in roles:
+        raise SystemExit(f"error: protocol {args.protocol!r} as configured has no "
+                         f"{args.role} role (its service roles: "
+                         f"{', '.join(roles) or 'none'}); e.g. ghazi-shuffle needs "
+                         "--param shuffler=service")
+    credentials = network.load_credentials(args.certs, args.role)
+    try:
+        result = network.run_service(protocol, args.role, credentials, args.server,
+                                     rng=args.seed, timeout=args.timeout)
+    except network.NetworkRunError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print(json.dumps(result.release | {"identity": args.role, "service_id": result.service_id,
+                                       "rounds": result.rounds}, indent=2))
+    return 0
+
+
 def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     """Options that fix the protocol; server and parties must give the same ones."""
-    cmd.add_argument("--statistic", choices=list(STATISTICS), required=True,
-                     help="which statistic")
+    cmd.add_argument("--statistic", choices=list(STATISTICS), default=None,
+                     help="which statistic (none for a curve release such as ecdf-fss)")
     cmd.add_argument("--protocol", required=True, help="protocol name (`fedustat protocols`)")
     cmd.add_argument("--epsilon", type=float, required=True, help="privacy budget epsilon > 0")
     cmd.add_argument("--delta", type=float, default=0.0, help="privacy parameter delta")
@@ -808,6 +998,9 @@ def _add_network_commands(sub: Any) -> None:
     certs.add_argument("--host", default=None,
                        help="comma-separated host names or addresses of the server "
                             "(default: localhost,127.0.0.1)")
+    certs.add_argument("--services", default=None,
+                       help="comma-separated service roles to certify too "
+                            f"({', '.join(SERVICE_ROLES)})")
     certs.set_defaults(func=cmd_certs)
 
     srv = sub.add_parser("serve", help="run the aggregator of a networked run",
@@ -832,6 +1025,15 @@ def _add_network_commands(sub: Any) -> None:
     party.add_argument("--columns", required=True,
                        help="comma-separated column names in the kernel's order")
     party.set_defaults(func=cmd_party)
+
+    svc = sub.add_parser("service", help="run a record-less service role of a networked run "
+                                         "(e.g. the shuffler of ghazi-shuffle)",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _add_protocol_options(svc)
+    svc.add_argument("--role", choices=SERVICE_ROLES, required=True,
+                     help="which service (its certificate carries this name)")
+    svc.add_argument("--server", required=True, help="HOST:PORT of the server")
+    svc.set_defaults(func=cmd_service)
 
 
 def _positive_int(text: str) -> int:

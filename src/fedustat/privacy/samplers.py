@@ -35,8 +35,12 @@ and the rounding of each threshold to an integer out of ``2^64`` (tables: ``2^12
 
 from __future__ import annotations
 
+import hashlib
 import math
 import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction
@@ -46,10 +50,10 @@ from itertools import pairwise
 import numpy as np
 
 __all__ = ["GAUSSIAN_GRID_BITS", "LAPLACE_GRID_BITS", "MAX_TABLE_SIZE", "TAIL_BITS",
-           "InversionTable", "bernoulli", "discrete_laplace", "gaussian", "gaussian_grid",
-           "gaussian_table", "geometric", "geometric_bits", "geometric_thresholds", "integers",
-           "laplace", "laplace_grid", "poisson_table", "polya", "polya_table", "random_words",
-           "uniform"]
+           "InversionTable", "bernoulli", "csprng_bytes", "discrete_laplace", "gaussian",
+           "gaussian_grid", "gaussian_table", "geometric", "geometric_bits",
+           "geometric_thresholds", "integers", "laplace", "laplace_grid", "poisson_table",
+           "polya", "polya_table", "random_words", "replayable_source", "uniform"]
 
 #: Every truncated tail has probability at most ``2^-TAIL_BITS``.
 TAIL_BITS = 64
@@ -67,12 +71,54 @@ _TWO_64 = 1 << 64
 _TWO_128 = 1 << 128
 
 
+# Where deployment randomness comes from: the OS CSPRNG, or inside `replayable_source`
+# a stream a process can draw again (a Flower node replaying its steps).
+_SOURCE: ContextVar[Callable[[int], bytes]] = ContextVar("fedustat_csprng",
+                                                         default=secrets.token_bytes)
+
+
+def csprng_bytes(count: int) -> bytes:
+    """``count`` bytes of deployment randomness: the OS CSPRNG (:mod:`secrets`), unless
+    :func:`replayable_source` is active in this context."""
+    return _SOURCE.get()(count)
+
+
+@contextmanager
+def replayable_source(key: bytes) -> Iterator[None]:
+    """Deployment randomness drawn from a CSPRNG keyed by ``key`` (32 secret bytes from
+    the OS) while the block runs: the same key gives the same bytes in the same order.
+
+    For a process that must repeat its steps exactly (a Flower ClientApp is a new
+    process per message and replays its party's steps), with the key kept as secret as
+    the party's state. Request ``i`` of ``n`` bytes is SHAKE256(domain | key | i) cut to
+    ``n`` bytes (FIPS 202; SHAKE256 keyed by 256 secret bits as a PRF, each request
+    domain-separated by its counter), so the stream is indistinguishable from the OS's
+    to anyone without the key.
+    """
+    if not isinstance(key, bytes) or len(key) != 32:
+        raise ValueError("a replayable source needs a 32-byte key from the OS CSPRNG")
+    counter = 0
+
+    def draw(count: int) -> bytes:
+        nonlocal counter
+        block = hashlib.shake_256(b"fedustat replayable csprng v1|" + key
+                                  + counter.to_bytes(8, "big")).digest(count)
+        counter += 1
+        return block
+
+    token = _SOURCE.set(draw)
+    try:
+        yield
+    finally:
+        _SOURCE.reset(token)
+
+
 def random_words(count: int) -> np.ndarray:
     """``count`` independent uniform 64-bit words from the OS CSPRNG (:mod:`secrets`).
 
     The only source of randomness of this module: tests count the words asked for.
     """
-    return np.frombuffer(secrets.token_bytes(8 * count), dtype="<u8").astype(np.uint64)
+    return np.frombuffer(csprng_bytes(8 * count), dtype="<u8").astype(np.uint64)
 
 
 def _threshold(probability: Fraction | Decimal) -> int:

@@ -5,12 +5,14 @@ family of the papers is a subpackage: ``local`` (000/001 and the Ghazi baselines
 ``mpc`` (000 Sec. 5 and 002's U-MPC), ``fedauc`` (004) and ``ecdf`` (003). ``central`` is
 the trusted-curator baseline every family is compared with.
 
-Importing this package registers every protocol with :mod:`fedustat.protocols.registry`.
+Importing this package registers every protocol with :mod:`fedustat.protocols.registry`
+(the federated ECDF releases in its curve registry).
 """
 
 from fedustat.protocols import central
 from fedustat.protocols.base import ConfidenceInterval, Cost, Estimate, Message, Protocol, Role
 from fedustat.protocols.central import CentralLaplace
+from fedustat.protocols.ecdf import registration as _ecdf_registration  # noqa: F401
 from fedustat.protocols.fedauc import protocol as fedauc
 from fedustat.protocols.local import auc_tree, ghazi, ghazi_shuffle, quantized_rr
 from fedustat.protocols.mpc import pairs_2pc, umpc

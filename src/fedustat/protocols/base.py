@@ -224,6 +224,15 @@ class Message:
         return per_row
 
 
+def service_id(n_parties: int, roles: tuple[str, ...], role: str) -> int:
+    """The public id of service ``role``: reserved ids follow the data parties' ids
+    ``0..n_parties-1`` in the order of ``roles`` (the protocol's :meth:`service_roles`)."""
+    if role not in roles:
+        raise ValueError(f"unknown service role {role!r}; this protocol's service roles are "
+                         f"{list(roles) or 'none'}")
+    return int(n_parties) + roles.index(role)
+
+
 class ConfidenceInterval(NamedTuple):
     low: float
     high: float
@@ -308,6 +317,17 @@ class Estimate:
                  "deployment": "deployment noise", "none": "no noise"}[self.noise]
         return (f"{self.quantity} = {self.value:.6g}{se} [{self.protocol}; {self.privacy}; "
                 f"{grade}; {self.cost.bits_per_party:g} bits/party]")
+
+
+class DropoutRule(NamedTuple):
+    """Whether a round's server step may run on the rows of the parties that answered.
+
+    ``proceed``: the step may run without the silent parties; ``reason``: why (or why
+    not), stated in the release's diagnostics or in the error that stops the run.
+    """
+
+    proceed: bool
+    reason: str
 
 
 class Protocol(ABC):
@@ -397,6 +417,19 @@ class Protocol(ABC):
         arr = as_float_array(data, "data", ndim=(1, 2))
         return arr[:, None] if arr.ndim == 1 else arr
 
+    def service_roles(self) -> tuple[str, ...]:
+        """The record-less service roles this protocol needs (default: none)."""
+        return ()
+
+    def init_service(self, role: str, n_parties: int) -> Any:
+        """The initial state of service ``role`` in a run of ``n_parties`` data parties."""
+        raise ValueError(f"protocol {self.name!r} has no service role {role!r}")
+
+    def service_step(self, role: str, state: Any, inbox: Message | None,
+                     rng: np.random.Generator) -> tuple[Any, Message | None]:
+        """One round of service ``role``: its new state and its message, or ``None``."""
+        raise ValueError(f"protocol {self.name!r} has no service role {role!r}")
+
     @abstractmethod
     def encode_parties(self, records: np.ndarray, parties: np.ndarray) -> Any:
         """State of a batch of parties holding the checked ``records`` (see
@@ -415,6 +448,22 @@ class Protocol(ABC):
     def server_step(self, state: Any, inbox: Message,
                     rng: np.random.Generator) -> tuple[Any, Message | Estimate]:
         """One round of the aggregator: a reply to the parties, or the final estimate."""
+
+    def dropout_rule(self, state: Any, round_index: int) -> DropoutRule:
+        """May round ``round_index``'s server step run without parties that fell silent?
+
+        A networked server asks this when a round's deadline passes (or a waiting
+        party's connection closes) before every silo has answered; ``state`` is the
+        server state the step would receive. A protocol answers ``proceed`` only where
+        the step's estimator takes its n from the rows it receives, each received row's
+        guarantee holds without the others, and the state keeps nothing from earlier
+        rounds that the step would combine with the missing parties' rows; the release
+        is then the protocol's release over the parties that answered. Default: never
+        (a step may rely on a public n fixed before the round, or on shares that need
+        every member).
+        """
+        return DropoutRule(False, f"protocol {self.name!r} has no round that may go on "
+                                  "without a party")
 
 
 def normal_std_error(variance: float) -> float:

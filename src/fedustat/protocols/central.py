@@ -30,7 +30,7 @@ from fedustat.privacy.errors import ErrorDistribution, LaplaceError, NormalError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.mechanisms import LaplaceMechanism
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import Cost, DropoutRule, Estimate, Message, Protocol, Role
 from fedustat.protocols.registry import register
 from fedustat.stats.designs import Design
 from fedustat.stats.kernels import Kernel
@@ -164,6 +164,18 @@ class CentralLaplace(Protocol):
             privacy=self.guarantee, std_error=std_error, error=error,
             cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
         return state, estimate
+
+
+    def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:
+        # The complete design's sensitivity k/n (002 App. C.2.3) is computed from the
+        # records the curator holds (u_sensitivity), not from a public n fixed before the
+        # round, so the release over the records that arrived is this mechanism applied
+        # to them. A given design was drawn for n parties: its tuples name the silent
+        # ones and its delta_max/|E| no longer holds.
+        if self.design is not None:
+            return DropoutRule(False, f"its tuple design was fixed for "
+                                      f"{self.design.n_parties} parties before the round")
+        return DropoutRule(True, "the sensitivity k/n uses the number of records received")
 
 
 def _central_laplace(kernel: Kernel, *, epsilon: float, delta: float = 0.0,

@@ -3,6 +3,12 @@
 A factory takes the kernel, the budget and protocol-specific keyword parameters and
 returns a :class:`~fedustat.protocols.base.Protocol`. Each protocol module registers its
 own factories when it is imported; ``fedustat.protocols`` imports them all.
+
+Curve releases (the federated ECDF of 003 Sec. 4) are protocols too, but they release a
+curve over a public grid of one column, not a U-statistic of a kernel: they live in a
+separate *curve registry* (:func:`register_curve`, :func:`available_curves`,
+:func:`make_curve`) whose factories take the budget and the curve's parameters and no
+kernel. One name space covers both registries, so a name picks one protocol.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ _REGISTRY: dict[str, ProtocolEntry] = {}
 def register(name: str, factory: Factory, *, model: PrivacyModel, summary: str,
              source: str) -> None:
     """Make ``factory`` available as ``protocol=name``."""
-    if name in _REGISTRY and _REGISTRY[name].factory is not factory:
+    if (name in _REGISTRY and _REGISTRY[name].factory is not factory) or name in _CURVES:
         raise ValueError(f"a protocol named {name!r} is already registered")
     _REGISTRY[name] = ProtocolEntry(name, factory, model, summary, source)
 
@@ -62,6 +68,57 @@ def _entry(name: str) -> ProtocolEntry:
         raise ValueError(f"unknown protocol {name!r}; available protocols: {names}") from None
 
 
+# ------------------------------------------------------------------ curve releases
+
+_CURVES: dict[str, ProtocolEntry] = {}
+
+
+def register_curve(name: str, factory: Factory, *, model: PrivacyModel, summary: str,
+                   source: str) -> None:
+    """Make the curve release ``factory(epsilon=..., **params)`` available as ``name``."""
+    if (name in _CURVES and _CURVES[name].factory is not factory) or name in _REGISTRY:
+        raise ValueError(f"a protocol named {name!r} is already registered")
+    _CURVES[name] = ProtocolEntry(name, factory, model, summary, source)
+
+
+def available_curves() -> list[ProtocolEntry]:
+    """Registered curve releases, sorted by name."""
+    return [_CURVES[k] for k in sorted(_CURVES)]
+
+
+def is_curve(name: str) -> bool:
+    """Whether ``name`` is a registered curve release (not a U-statistic protocol)."""
+    return name in _CURVES
+
+
+def _curve_entry(name: str) -> ProtocolEntry:
+    try:
+        return _CURVES[name]
+    except KeyError:
+        names = ", ".join(sorted(_CURVES)) or "(none)"
+        raise ValueError(f"unknown curve release {name!r}; available curve releases: "
+                         f"{names}") from None
+
+
+def curve_parameters(name: str) -> dict[str, inspect.Parameter]:
+    """The parameters the curve release ``name`` takes (besides its budget)."""
+    sig = inspect.signature(_curve_entry(name).factory)
+    return {p: v for p, v in sig.parameters.items()
+            if p not in _CURVE_BUDGET and v.kind is not inspect.Parameter.VAR_KEYWORD}
+
+
+def check_curve_parameters(name: str, params: Mapping[str, Any]) -> None:
+    """:func:`check_parameters` for a curve release: unknown keys, wrong types and
+    absurd sizes are refused naming the release and the parameter."""
+    _check_entry(_curve_entry(name), curve_parameters(name), params, _CURVE_BUDGET)
+
+
+def make_curve(name: str, *, epsilon: float, **params: Any) -> Protocol:
+    """Build the curve release registered as ``name`` (parameters checked first)."""
+    check_curve_parameters(name, params)
+    return _curve_entry(name).factory(epsilon=epsilon, **params)
+
+
 #: Largest value accepted for a size parameter (grid cells, tree leaves, permutations,
 #: messages, clients...). A protocol allocates arrays of about this many entries per
 #: party or on the server, so a larger value is refused before any allocation rather
@@ -70,10 +127,12 @@ SIZE_LIMITS: dict[str, int] = {
     "k": 2**20, "d": 2**24, "P": 2**16, "n_messages": 2**16, "edges": 2**31,
     "n_clients": 2**24, "n_samples": 2**31, "n_parties": 2**31, "dim": 2**16,
     "rank": 2**16, "max_pairs": 2**31, "max_evaluations": 2**31, "security_bits": 1024,
-    "frac_bits": 62, "ring_bits": 128,
+    "frac_bits": 62, "ring_bits": 128, "n_servers": 2**10, "contributors": 2**31,
 }
 #: Arguments every factory takes from the caller's budget, never as protocol parameters.
 _BUDGET = ("kernel", "epsilon", "delta")
+#: A curve release's budget: epsilon only (003's releases are pure eps-DP, no kernel).
+_CURVE_BUDGET = ("epsilon",)
 
 
 def parameters(name: str) -> dict[str, inspect.Parameter]:
@@ -154,12 +213,16 @@ def check_parameters(name: str, params: Mapping[str, Any]) -> None:
 
     Runs before the protocol is built, so nothing is allocated for a refused value.
     """
-    entry = _entry(name)
-    accepted = parameters(name)
+    _check_entry(_entry(name), parameters(name), params, _BUDGET)
+
+
+def _check_entry(entry: ProtocolEntry, accepted: Mapping[str, inspect.Parameter],
+                 params: Mapping[str, Any], budget: tuple[str, ...]) -> None:
+    name = entry.name
     open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD
                      for p in inspect.signature(entry.factory).parameters.values())
     for key in params:
-        if key in _BUDGET:
+        if key in budget:
             raise TypeError(f"{key} is an argument of its own, not a parameter of protocol "
                             f"{name!r}")
         if key not in accepted and not open_ended:

@@ -12,6 +12,11 @@ A party step may address its rows to other parties (a relay round,
 to the batch holding its destination party, as the next step's inbox, counts the rows'
 bits as peer traffic and does not call the server step (:func:`deliver_peer_rows`).
 
+A protocol's record-less service roles (a shuffler, a dealer:
+:meth:`~fedustat.protocols.base.Protocol.service_roles`) step after the parties each round,
+with what was addressed to their reserved ids; each draws from its own seed stream
+(:func:`service_seed`), so runs without services keep the numbers they always had.
+
 Parties can be split into several batches (``batch_size``) to show — and test — that a
 protocol's steps give the same result whichever way the parties are grouped: each
 batch draws from its own random stream spawned from the seed.
@@ -44,6 +49,15 @@ from fedustat.protocols.base import (
 )
 
 MAX_ROUNDS = 10_000
+# Spawn-key offset of the services' seed streams: past the public client split's 2**31,
+# so neither the batches' nor the server's streams move when a protocol has services.
+_SERVICE_STREAMS = 2**31 + 1
+
+
+def service_seed(root: np.random.SeedSequence, index: int) -> np.random.SeedSequence:
+    """The seed stream of the ``index``-th service role of a run seeded with ``root``."""
+    return np.random.SeedSequence(root.entropy,
+                                  spawn_key=(*root.spawn_key, _SERVICE_STREAMS + int(index)))
 
 
 @dataclass
@@ -54,9 +68,14 @@ class MessageLog:
     :class:`~fedustat.protocols.base.PeerTraffic` a party message carries (exchanges
     among parties and dealer material, measured by the party step) is added to the same
     per-party counters, and its rounds to the round count.
+
+    Rows naming a service's id (``n_parties`` .. ``n_parties + n_services - 1``) are
+    counted for that service (``service_sent``, ``service_received``): they enter
+    ``total_bits``, not the per-party means.
     """
 
     n_parties: int
+    n_services: int = 0
     sent_by_party: np.ndarray = field(init=False)
     received_by_party: np.ndarray = field(init=False)
     peer_sent_by_party: np.ndarray = field(init=False)
@@ -70,6 +89,18 @@ class MessageLog:
         for name in ("sent_by_party", "received_by_party", "peer_sent_by_party",
                      "peer_received_by_party", "offline_by_party"):
             setattr(self, name, np.zeros(self.n_parties, dtype=np.int64))
+        self.service_sent = np.zeros(self.n_services, dtype=np.int64)
+        self.service_received = np.zeros(self.n_services, dtype=np.int64)
+
+    def _add(self, party_counts: np.ndarray, service_counts: np.ndarray, ids: np.ndarray,
+             bits: Any) -> None:
+        """Add ``bits`` per row to the party or service each row's id names."""
+        ids = np.asarray(ids, dtype=np.int64)
+        bits = np.broadcast_to(np.asarray(bits, dtype=np.int64), ids.shape)
+        party = ids < self.n_parties
+        np.add.at(party_counts, ids[party], bits[party])
+        if not np.all(party):
+            np.add.at(service_counts, ids[~party] - self.n_parties, bits[~party])
 
     def record(self, message: Message) -> None:
         self.rounds += 1
@@ -77,16 +108,28 @@ class MessageLog:
         if message.sender is Role.PARTY:
             if message.parties is None:
                 raise ValueError("a message from parties must say which party sent each row")
-            np.add.at(self.sent_by_party, message.parties, bits)
+            self._check_ids(np.asarray(message.parties), "sender", "a message row")
+            self._add(self.sent_by_party, self.service_sent, message.parties, bits)
             if message.peer is not None:
                 self._record_peer(message.peer)
         elif message.parties is None:
-            # A broadcast reaches every party; each one downloads it.
-            self.server_sent += int(bits) * self.n_parties
+            # A broadcast reaches every party (and service); each one downloads it.
+            self.server_sent += int(bits) * (self.n_parties + self.n_services)
             self.received_by_party += int(bits)
+            self.service_received += int(bits)
         else:
+            self._check_ids(np.asarray(message.parties), "receiver", "a message row")
             self.server_sent += int(np.sum(bits))
-            np.add.at(self.received_by_party, message.parties, bits)
+            self._add(self.received_by_party, self.service_received, message.parties, bits)
+
+    def _check_ids(self, ids: np.ndarray, name: str, what: str = "a relayed row") -> None:
+        ids = ids.astype(np.int64, copy=False)
+        bad = ids[(ids < 0) | (ids >= self.n_parties + self.n_services)]
+        if bad.size:
+            services = (f" and services {self.n_parties}.."
+                        f"{self.n_parties + self.n_services - 1}" if self.n_services else "")
+            raise ValueError(f"{what} names {name} party {int(bad[0])}, but the "
+                             f"run has parties 0..{self.n_parties - 1}{services}")
 
     def record_peer_rows(self, senders: np.ndarray, receivers: np.ndarray,
                          bits: np.ndarray) -> None:
@@ -94,12 +137,9 @@ class MessageLog:
         party ``receivers[r]`` (counted by both ends, and as one peer round)."""
         senders, receivers = np.asarray(senders, np.int64), np.asarray(receivers, np.int64)
         for name, ids in (("sender", senders), ("receiver", receivers)):
-            bad = ids[(ids < 0) | (ids >= self.n_parties)]
-            if bad.size:
-                raise ValueError(f"a relayed row names {name} party {int(bad[0])}, but the "
-                                 f"run has parties 0..{self.n_parties - 1}")
-        np.add.at(self.peer_sent_by_party, senders, bits)
-        np.add.at(self.peer_received_by_party, receivers, bits)
+            self._check_ids(ids, name)
+        self._add(self.peer_sent_by_party, self.service_sent, senders, bits)
+        self._add(self.peer_received_by_party, self.service_received, receivers, bits)
         self.peer_rounds += 1
 
     def record_relay(self, message: Message) -> None:
@@ -135,7 +175,7 @@ class MessageLog:
             max_bits_per_party=int(sent.max()),
             bits_received_per_party=float(received.mean()),
             # A peer bit crosses the network once: count it by its sender.
-            total_bits=int(sent.sum()) + self.server_sent,
+            total_bits=int(sent.sum()) + self.server_sent + int(self.service_sent.sum()),
             rounds=self.rounds + self.peer_rounds,
             server_operations=server_operations,
             offline_bits=measured_offline if measured_offline else offline_bits,
@@ -157,6 +197,20 @@ def merge_party_messages(messages: list[Message]) -> Message:
     reports = [m.peer for m in messages if m.peer is not None]
     peer = PeerTraffic.side_by_side(reports) if reports else None
     return Message(first.sender, first.receiver, fields, first.bits_per_value, parties, peer)
+
+
+def merge_round(party_messages: list[Message], service_messages: list[Message]) -> Message:
+    """The parties' and the services' messages of one round as one message.
+
+    Without service messages this is :func:`merge_party_messages` (unchanged numbers).
+    With them, messages that carry no rows (and no measured peer traffic) are left out:
+    parties that only wait for a service may send an empty message of any layout.
+    """
+    if not service_messages:
+        return merge_party_messages(party_messages)
+    every = [*party_messages, *service_messages]
+    kept = [m for m in every if len(np.asarray(m.parties)) or m.peer is not None]
+    return merge_party_messages(kept or every[:1])
 
 
 def deliver_peer_rows(message: Message) -> Message:
@@ -204,6 +258,26 @@ def check_round_kind(messages: list[Message], describe: Callable[[int], str]) ->
                          f"and {describe(to_server)} to the server; every batch of a round "
                          "must do the same")
     return False
+
+
+def service_inbox(message: Message | None, own: int) -> Message | None:
+    """What service ``own`` receives of a round's message: a broadcast whole, the rows
+    addressed to it, or ``None`` when none are (every transport hands it the same)."""
+    part = _message_for_batch(message, slice(own, own + 1))
+    if part is not None and part.parties is not None and len(part.parties) == 0:
+        return None
+    return part
+
+
+def check_service_message(message: Message, role: str, own: int) -> None:
+    """A service's message must come from the service (every row names its id ``own``)."""
+    if not isinstance(message, Message):
+        raise TypeError(f"service {role!r} must return a Message or None, got "
+                        f"{type(message).__name__}")
+    ids = np.asarray(message.parties) if message.parties is not None else None
+    if message.sender is not Role.PARTY or ids is None or np.any(ids != own):
+        raise ValueError(f"service {role!r} (id {own}) may send only rows that name its own "
+                         "id, as a party does")
 
 
 def _party_of_rows(parties: Any, n_rows: int) -> tuple[np.ndarray, int]:
@@ -332,7 +406,11 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
                                           owner[row_start[b.start]:row_start[b.stop]])
                     for b in batches]
     server_state = protocol.init_server(n)
-    log = MessageLog(n)
+    roles = tuple(protocol.service_roles())
+    # Services: reserved ids n, n+1, ... and their own seed streams (service_seed).
+    service_states = [protocol.init_service(role, n) for role in roles]
+    service_rngs = [np.random.default_rng(service_seed(root, j)) for j in range(len(roles))]
+    log = MessageLog(n, len(roles))
     to_parties: Message | None = None
     for _ in range(MAX_ROUNDS):
         outgoing = []
@@ -340,18 +418,28 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
             party_states[i], msg = protocol.party_step(
                 party_states[i], _message_for_batch(to_parties, group), batch_rngs[i])
             outgoing.append(msg)
+        from_services = []
+        for j, role in enumerate(roles):
+            own = n + j
+            service_states[j], msg = protocol.service_step(
+                role, service_states[j], service_inbox(to_parties, own), service_rngs[j])
+            if msg is not None:
+                check_service_message(msg, role, own)
+                from_services.append(msg)
         if relay is not None:
             outgoing = [relay(msg) for msg in outgoing]
-        if check_round_kind(outgoing, lambda i: f"the batch of parties {batches[i].start}.."
-                                                f"{batches[i].stop - 1}"):
+            from_services = [relay(msg) for msg in from_services]
+        names = [f"the batch of parties {b.start}..{b.stop - 1}" for b in batches] \
+            + [f"service {msg.parties[0]}" for msg in from_services]
+        if check_round_kind([*outgoing, *from_services], names.__getitem__):
             # A relay round: the transport routes the rows; no server step runs.
-            relayed = merge_party_messages(outgoing)
+            relayed = merge_round(outgoing, from_services)
             log.record_relay(relayed)
             to_parties = deliver_peer_rows(relayed)
             if relay is not None:
                 to_parties = relay(to_parties)
             continue
-        to_server = merge_party_messages(outgoing)
+        to_server = merge_round(outgoing, from_services)
         log.record(to_server)
         server_state, out = protocol.server_step(server_state, to_server, server_rng)
         if isinstance(out, Estimate):

@@ -23,7 +23,6 @@ Every random function of :mod:`fedustat.secure` takes ``rng``:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,7 @@ import numpy as np
 
 from fedustat._validation import RandomLike, as_rng, check_positive_int
 from fedustat.privacy.noise import DeploymentNoise, SimulationNoise
+from fedustat.privacy.samplers import csprng_bytes
 
 __all__ = [
     "DEFAULT_RING",
@@ -47,7 +47,8 @@ _ALL_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 
 
 class SystemRandomness:
-    """Uniform 64-bit words from the operating system's CSPRNG (``os.urandom``).
+    """Uniform 64-bit words from the operating system's CSPRNG (``os.urandom`` through
+    :func:`fedustat.privacy.samplers.csprng_bytes`).
 
     Mirrors the one ``numpy.random.Generator`` method the secure layer uses, so it can be
     passed wherever ``rng`` is accepted. Not reproducible by design.
@@ -61,7 +62,8 @@ class SystemRandomness:
         shape = () if size is None else (size,) if isinstance(size, int | np.integer) \
             else tuple(size)
         count = int(np.prod(shape, dtype=np.int64))
-        words = np.frombuffer(os.urandom(8 * count), dtype=np.uint64).copy()
+        # The OS CSPRNG, or the replayable stream a Flower node sets (samplers).
+        words = np.frombuffer(csprng_bytes(8 * count), dtype=np.uint64).copy()
         return words.reshape(shape)
 
     def __repr__(self) -> str:

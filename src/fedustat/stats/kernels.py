@@ -92,23 +92,45 @@ class PublicData:
     the kernel's public columns only (the labels of a labelled kernel, public as in 000
     Sec. 4). Private protocols hand this, never the records, to ``statistic_fn`` and
     ``active_share``, so what they compute from a noised U stays post-processing.
+
+    A server that knows only how many records carry each public value (a histogram, as
+    in a distributed run) gives the columns in ``grouped`` form instead: row i of
+    ``grouped`` stands for ``weights[i]`` records. :meth:`class_sizes` and
+    :meth:`count_nonzero` read the weights (O(groups)); :meth:`column` expands them (n
+    entries) only for a map that asks for a whole column.
     """
 
     n: int
     columns: Mapping[str, np.ndarray] = field(default_factory=dict)
+    grouped: Mapping[str, np.ndarray] = field(default_factory=dict)
+    weights: np.ndarray | None = None
 
     def column(self, name: str) -> np.ndarray:
         """The public column ``name``; a private column is refused."""
-        try:
+        if name in self.columns:
             return self.columns[name]
-        except KeyError:
-            public = ", ".join(self.columns) or "none"
-            raise ValueError(f"column {name!r} is not public (public columns: {public}); a "
-                             "release may not read private values") from None
+        if name in self.grouped and self.weights is not None:
+            return np.repeat(self.grouped[name], self.weights)
+        public = ", ".join([*self.columns, *self.grouped]) or "none"
+        raise ValueError(f"column {name!r} is not public (public columns: {public}); a "
+                         "release may not read private values")
 
     def class_sizes(self, name: str, n_classes: int) -> np.ndarray:
         """Number of records in each class 0..n_classes-1 of the public column ``name``."""
+        if name not in self.columns and name in self.grouped and self.weights is not None:
+            # Float weights add exactly below 2^53 records.
+            sizes = np.bincount(self.grouped[name].astype(np.int64),
+                                weights=np.asarray(self.weights, dtype=np.float64),
+                                minlength=n_classes)
+            return np.rint(sizes).astype(np.int64)
         return np.bincount(self.column(name).astype(np.int64), minlength=n_classes)
+
+    def count_nonzero(self, name: str) -> int:
+        """Number of records whose public column ``name`` is not zero."""
+        if name not in self.columns and name in self.grouped and self.weights is not None:
+            weights = np.asarray(self.weights, dtype=np.int64)
+            return int(weights[np.asarray(self.grouped[name]) != 0].sum())
+        return int(np.count_nonzero(self.column(name)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -472,7 +494,7 @@ def _auc_rows(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _class_sizes(public: PublicData) -> tuple[int, int]:
-    n_pos = int(np.count_nonzero(public.column("label")))
+    n_pos = public.count_nonzero("label")
     return n_pos, public.n - n_pos
 
 

@@ -17,8 +17,10 @@ shared_noise     tree noise as server shares: distributed (002 Protocol B.1) or 
 federated        the released curve both evaluations return
 secagg           pointwise evaluation through secure aggregation (Sec. 4.1)
 fss              evaluation by two servers holding DCF keys (Sec. 4.2)
+registration     both by name in the curve registry (ecdf-secagg, ecdf-fss)
 """
 
+from fedustat.protocols.ecdf import registration as _registration  # noqa: F401
 from fedustat.protocols.ecdf.continual import PrivatePrefixSums, dp_prefix_sums
 from fedustat.protocols.ecdf.federated import FederatedECDF, index_bits
 from fedustat.protocols.ecdf.fss import FssECDF, FssECDFServers, fss_ecdf, fss_ecdf_setup

@@ -72,7 +72,7 @@ from fedustat.privacy.guarantee import (
 from fedustat.privacy.mechanisms import GaussianMechanism
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
 from fedustat.privacy.randomizers import BinaryRandomizedResponse
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import Cost, DropoutRule, Estimate, Message, Protocol, Role
 from fedustat.protocols.fedauc.variance import (
     auc_gradient,
     laplace_linearized_std,
@@ -451,6 +451,19 @@ class FedAUC(Protocol):
         if state.phase == 1:
             return state, self._estimate(state, self._collect(state, inbox))
         raise RuntimeError(f"{self.name}: the server has already released its estimate")
+
+    def dropout_rule(self, state: ServerState, round_index: int) -> DropoutRule:
+        if state.phase == 0:
+            # Ranking the scores that arrived would be a run over the other clients, but
+            # the server state counts the K clients fixed at the start (ids 0..K-1, every
+            # one must send scores, and the noise scales follow each client's size).
+            return DropoutRule(False, "the ranking round expects scores from each of the "
+                                      f"{state.n_clients} clients fixed at the start")
+        # The ranks were taken over every client's scores, the silent client's included:
+        # the others' rank sums without its labels are not the Mann-Whitney U of any set
+        # of samples (004 eq. 1), so the release would be biased.
+        return DropoutRule(False, "the ranks include the silent client's scores, so the "
+                                  "other clients' rank sums would give a biased AUC")
 
     # ------------------------------------------------------------- round 1: scores
     def _upload_scores(self, state: ClientBatch,

@@ -84,7 +84,15 @@ from fedustat.privacy.errors import BoundedBias, ErrorDistribution, NormalError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, local_only
 from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
 from fedustat.privacy.randomizers import HadamardResponse, LocalRandomizer
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role, normal_std_error
+from fedustat.protocols.base import (
+    Cost,
+    DropoutRule,
+    Estimate,
+    Message,
+    Protocol,
+    Role,
+    normal_std_error,
+)
 from fedustat.protocols.local.hierarchical import check_domain, check_scores, pruned_uauc
 from fedustat.protocols.local.quantization import ColumnGrid
 from fedustat.protocols.registry import register
@@ -523,6 +531,14 @@ class LdpAucTree(Protocol):
     # ------------------------------------------------------------------ server
     def init_server(self, n_parties: int) -> _ServerState:
         return _ServerState(n_parties)
+
+    def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:
+        # One round of epsilon-LDP reports (001 App. B.2); n+ and n- are counted from
+        # the labels of the reports received (server_step), and the users split draws
+        # each party's level independently, so the reports that arrived are a run of
+        # this protocol over their parties.
+        return DropoutRule(True, "one-shot epsilon-LDP reports; n+ and n- are counted "
+                                 "from the reports received")
 
     def _decode(self, inbox: Message) -> tuple[np.ndarray, list[list[tuple[np.ndarray,
                                                                             np.ndarray]]]]:

@@ -26,7 +26,11 @@ coordinates per cell) plus the diagonal code ``g_x = round(<z^L_x, z^R_x> / 2^c)
    uniform, :func:`fedustat.secure.sharing.share`) and sends each share of each
    coordinate as one anonymous message to the shuffler: r x (D + 1) ring elements.
 3. The shuffler forwards, for each coordinate, the n r messages in a uniformly random
-   order (:func:`shuffle_messages`). The analyzer adds them modulo q
+   order (:func:`shuffle_messages`). With ``shuffler="service"`` it is a role of its own
+   (its own process in a networked run): each party's messages are relayed to it sealed
+   end to end, and it sends the server only the permuted multiset; with
+   ``shuffler="server"`` (the default) the aggregator's step permutes them, so the
+   aggregator must be trusted not to look at who sent what. The analyzer adds them modulo q
    (:func:`analyze_messages`) and obtains ``S = sum_i w_i + N`` exactly, N the noise.
 4. It releases (002 App. D.1.3, pairs i != j only)
 
@@ -132,7 +136,7 @@ from fedustat.privacy.guarantee import (
 )
 from fedustat.privacy.mechanisms import polya
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import PEER_TO, Cost, Estimate, Message, Protocol, Role, service_id
 from fedustat.protocols.local.ghazi import (
     Factorization,
     balanced_factorization,
@@ -176,6 +180,8 @@ MIN_RING_BITS = 16
 JOIN_BITS = 1
 BINS_BITS = 16
 SETUP_BITS = 32
+SHUFFLERS = ("server", "service")
+SHUFFLER_ROLE = "shuffler"
 _TAIL_LOG2 = 40  # the decoded sums may wrap with probability at most 2^-40
 _LOG2_E = math.log2(math.e)
 
@@ -416,6 +422,8 @@ class _PartyState:
     parties: np.ndarray
     encoding: ShuffleEncoding | None
     params: ShuffleParameters | None
+    # With a shuffler service: whether the messages went to it (the party then waits).
+    sent: bool = False
 
 
 @dataclass
@@ -424,6 +432,7 @@ class _ServerState:
     encoding: ShuffleEncoding | None
     params: ShuffleParameters | None
     k_rule: str
+    run_parties: int = 0
 
 
 class GhaziShuffle(Protocol):
@@ -462,6 +471,15 @@ class GhaziShuffle(Protocol):
     noise:
         The parties' randomness (None: each batch's seeded generator; a
         :class:`~fedustat.privacy.noise.DeploymentNoise` for real people).
+    shuffler:
+        Who shuffles. ``"server"`` (default): the aggregator's step permutes the messages
+        with its generator, so the aggregator is the shuffler and must be trusted not to
+        look at senders (fine for studies). ``"service"``: a separate ``shuffler`` role
+        (:meth:`service_roles`; its own process in a networked run) receives every
+        party's messages sealed end to end and sends the aggregator only the shuffled
+        multiset, the shuffle model's trust split. The release is the same for a seed
+        (the analyzer's sums do not depend on the order); the cost moves the parties'
+        messages to peer bits and adds the shuffler's upload and one round.
     """
 
     name = "ghazi-shuffle"
@@ -479,7 +497,10 @@ class GhaziShuffle(Protocol):
                  dim: int | None = None, projection_seed: int = 0,
                  noise: NoiseSource | None = None,
                  max_evaluations: int = DEFAULT_MAX_EVALUATIONS,
-                 avg_tol: float = DEFAULT_AVG_TOL) -> None:
+                 avg_tol: float = DEFAULT_AVG_TOL, shuffler: str = "server") -> None:
+        if shuffler not in SHUFFLERS:
+            raise ValueError(f"shuffler must be one of {SHUFFLERS}, got {shuffler!r}")
+        self.shuffler = shuffler
         self.kernel = kernel
         self.epsilon = check_epsilon(epsilon, allow_inf=True)
         self.delta = check_delta(delta)
@@ -680,8 +701,17 @@ class GhaziShuffle(Protocol):
             return PrivacyGuarantee.none()
         return PrivacyGuarantee(self.epsilon, params.delta, PrivacyModel.CENTRAL,
                                 self.kernel.adjacency,
-                                assumptions=(trusted_shuffler(),
+                                assumptions=(self._shuffler_assumption(),
                                              honest_noise(params.n_parties, params.n_honest)))
+
+    def _shuffler_assumption(self) -> Any:
+        if self.shuffler == "service":
+            return replace(trusted_shuffler(), detail=(
+                "the shuffler service (its own role, apart from the aggregator) mixes the "
+                "messages, hides who sent them and does not collude with the aggregator"))
+        return replace(trusted_shuffler(), detail=(
+            "the aggregator runs the shuffler: it mixes the messages and must not look at "
+            "who sent them"))
 
     def _setup(self, n: int) -> tuple[ShuffleEncoding, ShuffleParameters]:
         if self._fixed is not None:
@@ -774,7 +804,32 @@ class GhaziShuffle(Protocol):
 
     def init_server(self, n_parties: int) -> _ServerState:
         enc, params = self._fixed if self._fixed is not None else (None, None)
-        return _ServerState(None, enc, params, self.k_rule)
+        return _ServerState(None, enc, params, self.k_rule, int(n_parties))
+
+    # ---------------------------------------------------------------- shuffler service
+    def service_roles(self) -> tuple[str, ...]:
+        return (SHUFFLER_ROLE,) if self.shuffler == "service" else ()
+
+    def init_service(self, role: str, n_parties: int) -> int:
+        """The shuffler's state: its public id (it holds nothing else between rounds)."""
+        return service_id(n_parties, self.service_roles(), role)
+
+    def service_step(self, role: str, state: int, inbox: Message | None,
+                     rng: np.random.Generator) -> tuple[int, Message | None]:
+        """The shuffler: once the parties' messages arrive, permute each coordinate's
+        messages (:func:`shuffle_messages`, its own coins) and send the multiset on."""
+        service_id(0, self.service_roles(), role)  # refuses another role, naming it
+        if inbox is None or "shares" not in inbox.fields or not inbox.is_peer:
+            return state, None
+        shares = np.asarray(inbox.fields["shares"])
+        if shares.ndim != 3 or shares.dtype.kind not in "iu":
+            raise ValueError(f"the shuffler expects integer shares (n, r, m), got dtype "
+                             f"{shares.dtype} and shape {shares.shape}")
+        mixed = shuffle_messages(shares, rng)
+        # One row: the shuffled multiset, which no longer belongs to any party.
+        return state, Message(Role.PARTY, Role.SERVER, {"messages": mixed[None]},
+                              {"messages": self.ring.bits},
+                              np.array([state], dtype=np.int64))
 
     def party_step(self, state: _PartyState, inbox: Message | None,
                    rng: np.random.Generator) -> tuple[_PartyState, Message]:
@@ -792,12 +847,26 @@ class GhaziShuffle(Protocol):
             state = replace(state, encoding=enc, params=params)
         enc, params = state.encoding, state.params
         assert enc is not None and params is not None
+        if state.sent:
+            # The shuffler speaks for everyone this round; a waiting party sends no row.
+            return state, Message(Role.PARTY, Role.SERVER,
+                                  {"messages": np.zeros((0, 0, enc.n_coordinates), np.int64)},
+                                  {"messages": self.ring.bits},
+                                  np.zeros(0, dtype=np.int64))
         source = self.noise if self.noise is not None else SimulationNoise(rng)
         cells = enc.grid.encode(state.records, source)
         ring = self.ring
         values = ring.add(ring.reduce(enc.table[:, cells].T),
                           ring.reduce(self.party_noise(params, enc, cells.size, source)))
         shares = split_and_mix(values, params.n_messages, source, ring=ring)
+        if self.shuffler == "service":
+            # Relayed to the shuffler sealed end to end: the aggregator routes, never reads.
+            to = np.full(state.parties.size,
+                         service_id(params.n_parties, self.service_roles(), SHUFFLER_ROLE),
+                         dtype=np.int64)
+            return replace(state, sent=True), Message(
+                Role.PARTY, Role.PARTY, {"shares": shares, PEER_TO: to},
+                {"shares": ring.bits, PEER_TO: 64}, state.parties)
         # One row per party: its r messages per coordinate, each a ring element.
         return state, Message(Role.PARTY, Role.SERVER, {"shares": shares},
                               {"shares": ring.bits}, state.parties)
@@ -818,6 +887,8 @@ class GhaziShuffle(Protocol):
                                           dtype=np.int64)
                 bits["bins"] = BINS_BITS
             return state, Message(Role.SERVER, Role.PARTY, fields, bits)
+        if "messages" in inbox.fields:
+            return state, self._analyze_shuffled(state, inbox)
         shares = np.asarray(inbox.fields["shares"])
         n = shares.shape[0]
         if state.params is None:
@@ -832,6 +903,19 @@ class GhaziShuffle(Protocol):
         messages = shuffle_messages(shares, rng)
         sums = analyze_messages(messages, self.ring)
         return state, self.estimate_from_sums(sums, n, k_rule=state.k_rule)
+
+    def _analyze_shuffled(self, state: _ServerState, inbox: Message) -> Estimate:
+        """The analyzer's step behind a shuffler service: only the shuffled multiset."""
+        rows = np.asarray(inbox.fields["messages"])
+        n = state.n_parties if state.n_parties is not None else state.run_parties
+        enc, params = self._setup(n)
+        expected = (1, n * params.n_messages, enc.n_coordinates)
+        if rows.shape != expected or rows.dtype.kind not in "iu":
+            raise ValueError(f"the shuffler's message must be one integer row of shape "
+                             f"{expected[1:]}, got dtype {rows.dtype} and shape "
+                             f"{rows.shape[1:]} in {rows.shape[0]} rows")
+        sums = analyze_messages(rows[0], self.ring)
+        return self.estimate_from_sums(sums, n, k_rule=state.k_rule)
 
     def estimate_from_sums(self, sums: Any, n_parties: int, *,
                            k_rule: str | None = None) -> Estimate:
@@ -879,6 +963,7 @@ class GhaziShuffle(Protocol):
                                 "without bias from the sums (ghazi_shuffle docstring)",
             "trust": "a shuffler that hides each message's sender and does not collude with "
                      "the analyzer; at least min_honest parties follow the protocol",
+            "shuffler": self.shuffler,
             "party_noise": self.noise.kind if self.noise is not None else "simulation",
         }
         operations = n * params.n_messages * enc.n_coordinates + d
@@ -898,7 +983,7 @@ def _ghazi_shuffle(kernel: Kernel, *, epsilon: float, delta: float = 0.0, k: Any
                    dim: int | None = None, projection_seed: int = 0,
                    noise: NoiseSource | None = None,
                    max_evaluations: int = DEFAULT_MAX_EVALUATIONS,
-                   avg_tol: float = DEFAULT_AVG_TOL) -> GhaziShuffle:
+                   avg_tol: float = DEFAULT_AVG_TOL, shuffler: str = "server") -> GhaziShuffle:
     return GhaziShuffle(kernel, epsilon, delta=delta, k=k, bounds=bounds, domain=domain,
                         quantizer=quantizer, quantized_kernel=quantized_kernel,
                         n_parties=n_parties, n_messages=n_messages, min_honest=min_honest,
@@ -906,7 +991,8 @@ def _ghazi_shuffle(kernel: Kernel, *, epsilon: float, delta: float = 0.0, k: Any
                         ring_bits=ring_bits, diagonal_share=diagonal_share,
                         lipschitz=lipschitz, rank=rank, dim=dim,
                         projection_seed=projection_seed, noise=noise,
-                        max_evaluations=max_evaluations, avg_tol=avg_tol)
+                        max_evaluations=max_evaluations, avg_tol=avg_tol,
+                        shuffler=shuffler)
 
 
 register("ghazi-shuffle", _ghazi_shuffle, model=PrivacyModel.CENTRAL,

@@ -96,7 +96,7 @@ from fedustat.privacy.errors import NormalError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, local_only
 from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
 from fedustat.privacy.randomizers import KaryRandomizedResponse
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import Cost, DropoutRule, Estimate, Message, Protocol, Role
 from fedustat.protocols.local.quantization import (
     DEFAULT_AVG_TOL,
     DEFAULT_MAX_EVALUATIONS,
@@ -108,7 +108,7 @@ from fedustat.protocols.local.quantization import (
     quantize_kernel,
 )
 from fedustat.protocols.registry import register
-from fedustat.stats.kernels import LABELS_PUBLIC, Kernel
+from fedustat.stats.kernels import LABELS_PUBLIC, Kernel, PublicData
 from fedustat.stats.ustat import ustatistic
 
 __all__ = [
@@ -547,6 +547,19 @@ class QuantizedLocalProtocol(Protocol):
         fields = {name: np.asarray(v) for name, v in inbox.fields.items()}
         return state, self._estimate(fields, self.plan.grid(state.bins), state.k_rule)
 
+    def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:
+        # Each report is epsilon-LDP on its own (000 Thm 1; Ghazi et al.'s projection
+        # likewise), and both estimators take n from the reports they receive
+        # (estimate_from_counts: n = histogram total; estimate_from_projections: n =
+        # rows), so the release over the reports that arrived is this protocol's release
+        # over those parties. The check-in round only counts parties to pick k
+        # (Corollary 1), a public choice that the reports do not depend on otherwise.
+        if state.bins is None:
+            return DropoutRule(True, "check-in round: k is chosen from the parties that "
+                                     "checked in")
+        return DropoutRule(True, "one-shot epsilon-LDP reports; the estimator's n is the "
+                                 "number of reports received")
+
 
 @dataclass(frozen=True)
 class _KrrSetup:
@@ -681,7 +694,8 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         u_se = math.sqrt(max(var_u, 0.0))
 
         group_counts = counts.sum(axis=1)
-        value, se = self.kernel.statistic_with_error(u, u_se, grid.public_data(group_counts))
+        value, se = self.kernel.statistic_with_error(u, u_se,
+                                                     _grouped_public(grid, group_counts))
 
         diagnostics: dict[str, Any] = {
             "k": k, "bins": grid.bins, "k_rule": k_rule or self.k_rule,
@@ -774,6 +788,18 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
             raise RuntimeError("reports arrived before the number of bins was fixed")
         return state, self.estimate_from_counts(summary["counts"], self.plan.grid(state.bins),
                                                 k_rule=state.k_rule)
+
+
+def _grouped_public(grid: ProductGrid, group_counts: np.ndarray) -> PublicData:
+    """n and the public columns as (value of each group, number of its parties): the
+    server's histogram already holds them, so a server of 10^9 parties needs no n-entry
+    label column (``grid.public_data`` repeats each group's values by its count)."""
+    counts = np.asarray(group_counts, dtype=np.int64)
+    if not grid.has_public:
+        return PublicData(int(counts.sum()))
+    values = grid.group_values()
+    grouped = {col.name: values[:, j] for j, col in enumerate(grid.public)}
+    return PublicData(int(counts.sum()), grouped=grouped, weights=counts)
 
 
 def evaluate_quantization(protocol: QuantizedRandomizedResponse, data: Any, *,

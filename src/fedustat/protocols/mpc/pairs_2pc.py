@@ -104,7 +104,10 @@ batches by the simulator, forwarded end-to-end encrypted by the networked server
 0. each party joins (AUC: its public label);
 1. the aggregator draws the design and, per pair, a **dealer**: a third party, uniform
    among the others (all pairs: a public rule); each party learns its pairs (partner,
-   member slot, dealer) and the pairs it deals for;
+   member slot, dealer) and the pairs it deals for. With ``dealer="service"`` every pair's
+   dealer is instead the ``dealer`` service role (its own process in a networked run,
+   public id n, :func:`fedustat.protocols.base.service_id`), which gets the rows naming
+   both members of each pair (all pairs: the broadcast);
 2. *relay*: each dealer sends each member its package, drawn from the dealer's own
    coins: FSS keys and mask shares (``comparison="fss"``) or edaBits, the AND triples of
    every tree level (only the active bits travel) and daBits (``"circuit"``), plus the
@@ -166,6 +169,7 @@ from fedustat.protocols.base import (
     Message,
     Protocol,
     Role,
+    service_id,
 )
 from fedustat.protocols.mpc.encoding import ColumnEncoding, bounds_by_column, declared_bounds
 from fedustat.protocols.registry import register
@@ -233,6 +237,17 @@ _TAIL_LOG2 = -40.0
 _SPLITS = ("independent", "split")
 _METHODS = ("fss", "circuit")
 _MECHANISMS = ("laplace", "discrete_laplace", "randomized_response")
+
+_DEALERS = ("party", "service")
+DEALER_ROLE = "dealer"
+
+SERVICE_DEALER_ASSUMPTION = (
+    "every pair's correlated randomness (FSS keys, or edaBits, daBits and AND triples; "
+    "Beaver triples) is dealt by the dealer service, a role of its own apart from the "
+    "parties and the aggregator, from its own coins, sealed end to end to the two members; "
+    "it sees none of the pairs' online messages, but it knows every mask, so it must "
+    "collude with no party nor the aggregator; 000 assumes garbled circuits between the "
+    "two parties instead (001 App. C.2)")
 
 DEALER_ASSUMPTION = (
     "each pair's correlated randomness (FSS keys, or edaBits, daBits and AND triples; "
@@ -1365,6 +1380,14 @@ class PairsTwoParty(Protocol):
         draws shares, masks and keys from the OS CSPRNG.
     max_pairs:
         Refuse designs with more pairs (two-party computations) than this.
+    dealer:
+        Who deals each pair's correlated randomness. ``"party"`` (default): a third party
+        per pair, drawn by the aggregator. ``"service"``: the ``dealer`` service role
+        (:meth:`service_roles`; its own process in a networked run) deals every pair from
+        its own coins (its own seed stream in a simulation), so no data party holds
+        another pair's masks. A seed gives the same release either way (the members'
+        coins and noise keep their streams; masks cancel). Its rows count as peer traffic
+        the members receive (sent by the service, in ``total_bits``).
     """
 
     name = "pairs-2pc"
@@ -1380,7 +1403,8 @@ class PairsTwoParty(Protocol):
                  all_pairs: bool = False, fixed_point: FixedPoint | None = None,
                  noise: NoiseSource | None = None,
                  max_pairs: int = DEFAULT_MAX_PAIRS, bounds: Any = None,
-                 precision: float | None = None) -> None:
+                 precision: float | None = None, dealer: str = "party") -> None:
+        self.dealer = _check_choice(dealer, "dealer", _DEALERS)
         self.kernel = kernel
         self.encoding = self._declare_encoding(kernel, fixed_point, bounds, precision)
         if self.encoding is not None:
@@ -1482,6 +1506,10 @@ class PairsTwoParty(Protocol):
         """What the guarantee rests on (000 Sec. 5; the dealer replaces 001 App. C.2's
         garbled circuits)."""
         out = [semi_honest("parties and the aggregator"),
+               trusted_dealer("every pair's FSS keys or edaBits, daBits and AND triples, "
+                              "and its Beaver triples, as the dealer service (a role of its "
+                              "own, apart from the parties and the aggregator)")
+               if self.dealer == "service" else
                trusted_dealer("for each pair a party outside it, drawn by the aggregator, "
                               "that deals the pair's FSS keys or edaBits, daBits and AND "
                               "triples, and its Beaver triples")]
@@ -1500,9 +1528,12 @@ class PairsTwoParty(Protocol):
         """The collusion statement of this configuration, in words."""
         if math.isinf(self.epsilon):
             return "no noise: the aggregator learns every pair's exact kernel value"
+        dealer = ("the dealer service knows every pair's masks and must collude with no "
+                  "party nor the aggregator" if self.dealer == "service" else
+                  "each pair's dealer, a third party, knows its masks and must collude with "
+                  "neither member nor the aggregator")
         base = ("semi-honest parties and aggregator; a party sees only uniform shares and "
-                "masked openings of its partner's data; each pair's dealer, a third party, "
-                "knows its masks and must collude with neither member nor the aggregator "
+                f"masked openings of its partner's data; {dealer} "
                 "(the collusions below exclude it); ")
         if self.spec.mechanism == "randomized_response":
             if self.noise_split == "independent":
@@ -1594,7 +1625,7 @@ class PairsTwoParty(Protocol):
             chosen, active = _orient(self.spec, np.column_stack([np.zeros(n), labels]),
                                      _all_pairs(n))
             pair_ids = np.flatnonzero(active)
-            dealers = _all_pairs_dealers(chosen, n)
+            dealers = self._dealers(chosen, n, None)
             mine = np.isin(chosen, state.parties)
             slot_pair = np.concatenate([pair_ids[mine[:, 0]], pair_ids[mine[:, 1]]])
             slot_member = np.repeat([0, 1], [int(mine[:, 0].sum()), int(mine[:, 1].sum())])
@@ -1633,13 +1664,69 @@ class PairsTwoParty(Protocol):
                           slot_pair[order], slot_member[order], slot_partner[order],
                           slot_dealer[order], own.reshape(order.size, len(columns)), deals)
 
+    def _dealers(self, chosen: np.ndarray, n: int, rng: np.random.Generator | None
+                 ) -> np.ndarray:
+        """Each pair's dealer: the dealer service's id, or a party outside the pair (all
+        pairs: the public rule; else drawn from the aggregator's ``rng``)."""
+        if self.dealer == "service":
+            return np.full(chosen.shape[0], service_id(n, self.service_roles(), DEALER_ROLE),
+                           dtype=np.int64)
+        if rng is None:
+            return _all_pairs_dealers(chosen, n)
+        return _third_party(chosen, n, rng)
+
+    # -- the dealer service -------------------------------------------------------------
+    def service_roles(self) -> tuple[str, ...]:
+        return (DEALER_ROLE,) if self.dealer == "service" else ()
+
+    def init_service(self, role: str, n_parties: int) -> dict[str, Any]:
+        """The dealer's state: its public id, and whether it has dealt."""
+        return {"id": service_id(n_parties, self.service_roles(), role), "dealt": False}
+
+    def service_step(self, role: str, state: dict[str, Any], inbox: Message | None,
+                     rng: np.random.Generator) -> tuple[dict[str, Any], Message | None]:
+        """The dealer service: on the assignment (its rows naming both members of each
+        pair; all pairs: the broadcast), deal every pair from its own coins; then idle."""
+        service_id(0, self.service_roles(), role)  # refuses another role, naming it
+        if state["dealt"] or inbox is None or inbox.is_peer:
+            return state, None
+        own = state["id"]
+        if self.all_pairs:
+            n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0])
+            labels = np.asarray(inbox.fields["labels"], dtype=np.float64) \
+                if self.spec.labelled else np.zeros(n)
+            chosen, active = _orient(self.spec, np.column_stack([np.zeros(n), labels]),
+                                     _all_pairs(n))
+            pair_ids = np.flatnonzero(active)
+            deals = np.column_stack([pair_ids, np.full(pair_ids.size, own),
+                                     chosen[:, 0], chosen[:, 1]])
+        else:
+            n = 2
+            who = np.asarray(inbox.parties, dtype=np.int64)
+            member = np.asarray(inbox.fields["member"], dtype=np.int64)
+            if np.any(who != own) or np.any(member != 2):
+                raise ValueError("pairs-2pc: the dealer service expects only the rows of the "
+                                 "pairs it deals for")
+            deals = np.column_stack([np.asarray(inbox.fields[k], dtype=np.int64)
+                                     for k in ("pair", "partner", "helper")])
+            deals = np.column_stack([deals[:, 0], who, deals[:, 1], deals[:, 2]])
+        deals = deals[np.argsort(deals[:, 0], kind="stable")]
+        fp = self.run_fixed_point(self.pair_budget(n)[0])
+        # Deployment: masks and keys from the OS CSPRNG; simulation: the service's stream.
+        source = "os" if isinstance(self.noise, DeploymentNoise) else rng
+        return {**state, "dealt": True}, self._deal_rows(deals, fp, source)
+
     def _deal(self, run: _MemberRun) -> Message:
         """Phase 1: each party deals the packages of the pairs it deals for (both members'
         shares of the gates' material and of the triples, from its own coins)."""
+        return self._deal_rows(run.deals, run.fp, run.coins.dealer)
+
+    def _deal_rows(self, deals: np.ndarray, fp: FixedPoint, source: Any) -> Message:
+        """The rows dealing ``deals`` (pair id, dealer, member 0, member 1) from ``source``:
+        one package per member, addressed to it."""
         lay = _layout(self.spec, self.comparison)
-        shapes = _package_fields(lay, run.fp)
-        first, second = _deal_packages(lay, run.fp, run.deals.shape[0], run.coins.dealer)
-        deals = run.deals
+        shapes = _package_fields(lay, fp)
+        first, second = _deal_packages(lay, fp, deals.shape[0], source)
         senders = np.concatenate([deals[:, 1], deals[:, 1]])
         targets = np.concatenate([deals[:, 2], deals[:, 3]])
         pairs = np.concatenate([deals[:, 0], deals[:, 0]])
@@ -1763,7 +1850,7 @@ class PairsTwoParty(Protocol):
     def _assign(self, state: _ServerState, inbox: Message,
                 rng: np.random.Generator) -> tuple[_ServerState, Message]:
         n = state.n_parties
-        if n < 3:
+        if n < 3 and self.dealer == "party":
             raise ValueError(f"pairs-2pc: a third party deals each pair's correlated "
                              f"randomness, so the run needs at least 3 parties, got {n}")
         who = np.asarray(inbox.parties, dtype=np.int64)
@@ -1803,14 +1890,16 @@ class PairsTwoParty(Protocol):
         # A dealer per pair, uniform among the other parties (public, drawn after the
         # design so the design keeps its stream). Each member learns its pair, partner,
         # slot and dealer; the dealer gets a row (slot 2) naming both members.
-        dealers = _third_party(chosen, n, rng)
+        dealers = self._dealers(chosen, n, rng)
         parties = np.concatenate([chosen[:, 0], chosen[:, 1], dealers])
         fields = {"pair": np.concatenate([pair_ids, pair_ids, pair_ids]),
                   "partner": np.concatenate([chosen[:, 1], chosen[:, 0], chosen[:, 0]]),
                   "member": np.repeat(np.array([0, 1, 2], dtype=np.int64), pair_ids.size),
                   "helper": np.concatenate([dealers, dealers, chosen[:, 1]])}
-        bits = {"pair": _id_bits(n_pairs), "partner": _id_bits(n), "member": 2,
-                "helper": _id_bits(n)}
+        # Ids up to n: the dealer service's id follows the parties'.
+        ids = n + len(self.service_roles())
+        bits = {"pair": _id_bits(n_pairs), "partner": _id_bits(ids), "member": 2,
+                "helper": _id_bits(ids)}
         return state, Message(Role.SERVER, Role.PARTY, fields, bits, parties)
 
     def _aggregate(self, state: _ServerState, inbox: Message) -> Estimate:
@@ -1876,7 +1965,8 @@ class PairsTwoParty(Protocol):
             "pair_noise_variance": noise_var,
             "noise_std_error": math.sqrt(noise_part) * slope,
             "threat_model": self.threat_model(),
-            "dealer": DEALER_ASSUMPTION,
+            "dealer": SERVICE_DEALER_ASSUMPTION if self.dealer == "service"
+            else DEALER_ASSUMPTION,
             "comparison": self.comparison, "fixed_point": fp,
             "output_unit": self.spec.unit, "design_variance": design_var,
             "encoding": (self.encoding.describe(fp) if self.encoding is not None else
@@ -1932,10 +2022,11 @@ def _pairs_2pc(kernel: Kernel, *, epsilon: float, delta: float = 0.0, P: int = 1
                all_pairs: bool = False, fixed_point: FixedPoint | None = None,
                noise: NoiseSource | None = None,
                max_pairs: int = DEFAULT_MAX_PAIRS, bounds: Any = None,
-               precision: float | None = None) -> PairsTwoParty:
+               precision: float | None = None, dealer: str = "party") -> PairsTwoParty:
     return PairsTwoParty(kernel, epsilon, delta=delta, P=P, noise_split=noise_split,
                          comparison=comparison, all_pairs=all_pairs, fixed_point=fixed_point,
-                         noise=noise, max_pairs=max_pairs, bounds=bounds, precision=precision)
+                         noise=noise, max_pairs=max_pairs, bounds=bounds, precision=precision,
+                         dealer=dealer)
 
 
 register("pairs-2pc", _pairs_2pc, model=PrivacyModel.COMPUTATIONAL,

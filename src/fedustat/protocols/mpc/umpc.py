@@ -42,7 +42,9 @@ encrypted by the networked server, ``docs/network.md``):
    (not all n: O(n k deg) bits in total instead of n^2), hence its active edges;
 2. *relay*: each dealing party deals, from its own coins, the material of its edges
    (Beaver triples; FSS keys or edaBits, AND triples and daBits) and sends each member
-   its part (002 App. A.3's offline phase, here a party);
+   its part (002 App. A.3's offline phase, here a party). With ``dealer="service"`` the
+   ``dealer`` service role (its own process in a networked run, public id n) deals every
+   edge instead, from its own coins, on the same broadcast;
 3. *relay*: sharing phase: member ``j`` of each edge sends member ``q`` its share ``q``;
 4. *relay* (with noise): each noise contributor sends every other party a share of its
    Pólya difference (Protocol B.1);
@@ -111,6 +113,7 @@ from fedustat.protocols.base import (
     Protocol,
     Role,
     normal_std_error,
+    service_id,
 )
 from fedustat.protocols.mpc.encoding import (
     ColumnEncoding,
@@ -168,6 +171,8 @@ MAX_DIS_PARTIES = 10_000
 DESIGNS = ("balanced", "uniform", "bernoulli")
 THREAT_MODELS = ("hf", "dis")
 COMPARISONS = ("auto", "fss", "circuit")
+DEALERS = ("party", "service")
+DEALER_ROLE = "dealer"
 SERVER_OPS_NOTE = "n ring additions (002 App. D.2.3)"
 
 
@@ -811,6 +816,13 @@ class UMPC(Protocol):
         ``None`` draws shares, the dealer's material and the Pólya noise from the
         simulation's seeded generators; a :class:`~fedustat.privacy.noise.DeploymentNoise`
         draws all of them from the operating system's CSPRNG (fixed-work samplers for the noise).
+    dealer:
+        Who deals each edge's material. ``"party"`` (default): a party outside the edge,
+        drawn from the public coin. ``"service"``: the ``dealer`` service role
+        (:meth:`service_roles`; its own process in a networked run) deals every edge from
+        its own coins, so no data party holds another group's masks. A seed gives the same
+        release either way (the coin's stream is drawn alike, the parties' streams do not
+        change and masks cancel); its rows count as peer traffic the members receive.
     """
 
     name = "umpc"
@@ -828,7 +840,10 @@ class UMPC(Protocol):
                  fail_prob: float = 2.0**-40, min_honest: int | None = 1,
                  comparison: str = "auto", fixed_point: FixedPoint | None = None,
                  noise: NoiseSource | None = None, bounds: Any = None,
-                 precision: float | None = None) -> None:
+                 precision: float | None = None, dealer: str = "party") -> None:
+        if dealer not in DEALERS:
+            raise ValueError(f"dealer must be one of {DEALERS}, got {dealer!r}")
+        self.dealer = dealer
         self.circuit = circuit_for(kernel)
         self.kernel = kernel
         self.epsilon = check_epsilon(epsilon, allow_inf=True)
@@ -903,6 +918,11 @@ class UMPC(Protocol):
         """What the guarantee rests on (002 Sec. 3 and 4): semi-honest parties, the
         offline dealer, honest noise contributors, and AES for FSS comparisons."""
         out = [semi_honest("parties and the aggregator"),
+               trusted_dealer("every group's (edge's) Beaver triples and comparison material "
+                              "(FSS keys, or edaBits, AND triples and daBits) as the dealer "
+                              "service (a role of its own, apart from the parties and the "
+                              "aggregator); it must collude with no party nor the aggregator")
+               if self.dealer == "service" else
                trusted_dealer("for each group (edge) a party outside it, drawn from the "
                               "public coin, that deals the group's Beaver triples and "
                               "comparison material (FSS keys, or edaBits, AND triples and "
@@ -1017,8 +1037,9 @@ class UMPC(Protocol):
         if coin is not None:
             per_party = 64 + 128                 # n and the coin
             if self.circuit.public_column is not None:
-                per_party += 64 + self.label_row_width(n_parties, coin) * \
-                    self.circuit.public_bits()
+                width = n_parties if self.dealer == "service" \
+                    else self.label_row_width(n_parties, coin)
+                per_party += 64 + width * self.circuit.public_bits()
             out["download_bits"] = n_parties * per_party
         return out
 
@@ -1126,9 +1147,17 @@ class UMPC(Protocol):
         # choice). Dealers are drawn for every design edge (not only the active ones) so a
         # party knows the edges it deals from the coin, without every label.
         gen = np.random.default_rng(np.random.SeedSequence([*(int(w) for w in coin), 1]))
-        dealers = gen.integers(0, max(n - k, 1), size=design.size)
+        m = design.size
+        if m and n <= k and self.dealer == "party":
+            raise ValueError(f"U-MPC: a party outside each group of {k} deals its material; "
+                             f"with n={n} parties there is none (need n > {k}); or use "
+                             "dealer='service'")
+        dealers = gen.integers(0, max(n - k, 1), size=m)
         for col in np.sort(design.tuples, axis=1).T:   # skip the members: the u-th non-member
             dealers = dealers + (dealers >= col)
+        if self.dealer == "service":
+            # Drawn above all the same, so Z keeps its stream: the service deals every edge.
+            dealers = np.full(m, service_id(n, self.service_roles(), DEALER_ROLE))
         contributors = np.zeros(0, dtype=np.int64)
         if not math.isinf(self.epsilon):
             if self.threat_model == "dis" and n > MAX_DIS_PARTIES:
@@ -1138,7 +1167,9 @@ class UMPC(Protocol):
             c = self.contributors(n)
             contributors = np.arange(n) if c == n else np.sort(gen.choice(n, c, replace=False))
         facts = _CoinFacts(design, dealers.astype(np.int64), contributors.astype(np.int64))
-        if self.circuit.public_column is not None:
+        if self.circuit.public_column is not None and self.dealer == "party":
+            # With a dealer service every label goes out in the broadcast (the service must
+            # know which edges are active): see server_step.
             facts.label_ptr, facts.label_of = _label_sets(design.tuples, facts.dealers, n)
         self.__dict__["_coin_cache"] = (key, facts)
         return facts
@@ -1154,7 +1185,6 @@ class UMPC(Protocol):
         if design.size == 0:
             raise ValueError("the design has no edges (a Bernoulli design can be empty); "
                              "raise edges")
-        k = self.kernel.degree
         mine = np.isin(design.tuples, parties).any(axis=1) | np.isin(facts.dealers, parties)
         edges, dealers = design.tuples[mine], facts.dealers[mine]
         order = None
@@ -1170,9 +1200,6 @@ class UMPC(Protocol):
         m = design.size if active is None else active
         fp = self._ring_format(n, design, m)
         self._check_sum_fits(m, fp)
-        if m and n <= k:
-            raise ValueError(f"U-MPC: a party outside each group of {k} deals its material; "
-                             f"with n={n} parties there is none (need n > {k})")
         return _Plan(n, fp, edges.astype(np.int64), order, dealers.astype(np.int64),
                      facts.contributors, self.integer_sensitivity(design), m)
 
@@ -1181,6 +1208,13 @@ class UMPC(Protocol):
         """The public labels this batch knows: its own and those the aggregator addressed
         to its parties (one row per party: the labels of :func:`_label_sets`, in order)."""
         assert state.public is not None
+        if inbox.parties is None:
+            # A broadcast of every label (dealer service): ours must be among them.
+            labels = np.asarray(inbox.fields["public"], dtype=np.int64).ravel()
+            if labels.size != n or not np.array_equal(labels[state.parties], state.public):
+                raise ValueError("U-MPC: the aggregator's broadcast of public labels does not "
+                                 "match this batch's own labels")
+            return labels
         facts = self._coin_facts(n, coin)
         assert facts.label_ptr is not None and facts.label_of is not None
         labels = np.full(n, -1, dtype=np.int64)
@@ -1278,13 +1312,47 @@ class UMPC(Protocol):
         z = np.bitwise_and(z, ring.mask)
         return Message(Role.PARTY, Role.SERVER, {"z": z}, {"z": plan.fp.bits}, parties)
 
+    # -- the dealer service -----------------------------------------------------------
+    def service_roles(self) -> tuple[str, ...]:
+        return (DEALER_ROLE,) if self.dealer == "service" else ()
+
+    def init_service(self, role: str, n_parties: int) -> dict[str, Any]:
+        """The dealer's state: its public id and whether it has dealt."""
+        return {"id": service_id(n_parties, self.service_roles(), role), "dealt": False}
+
+    def service_step(self, role: str, state: dict[str, Any], inbox: Message | None,
+                     rng: np.random.Generator) -> tuple[dict[str, Any], Message | None]:
+        """The dealer service: from the aggregator's broadcast (the public coin) it derives
+        the plan as every party does, deals every edge from its own coins and sends each
+        member its part; then idles."""
+        service_id(0, self.service_roles(), role)  # refuses another role, naming it
+        if state["dealt"] or inbox is None or inbox.is_peer or "coin" not in inbox.fields:
+            return state, None
+        n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0])
+        public, active = None, None
+        if "public" in inbox.fields:
+            public = np.asarray(inbox.fields["public"], dtype=np.int64).ravel()
+            active = int(np.asarray(inbox.fields["active"]).ravel()[0])
+        plan = self._plan(n, public, np.asarray(inbox.fields["coin"]), active,
+                          np.array([state["id"]], dtype=np.int64))
+        if not plan.edges.shape[0]:
+            return {**state, "dealt": True}, None
+        source = "os" if self.noise is not None and self.noise.kind == "deployment" else rng
+        dealt = np.arange(plan.edges.shape[0])
+        return {**state, "dealt": True}, self._deal_edges(plan, dealt, source)
+
     def _deal(self, run: _Run) -> Message:
         """Each party deals, from its own coins, the material of the edges it deals for
         and sends each member its part (002 App. A.3's dealer, here a party outside the
         edge)."""
-        plan, k = run.plan, self.kernel.degree
+        plan = run.plan
         dealt = np.flatnonzero(np.isin(plan.dealers, run.parties))
-        dealer = Dealer(k, ring=plan.fp.ring, rng=run.coins[1])
+        return self._deal_edges(plan, dealt, run.coins[1])
+
+    def _deal_edges(self, plan: _Plan, dealt: np.ndarray, source: Any) -> Message:
+        """The rows dealing edges ``dealt`` from ``source``: each member its part."""
+        k = self.kernel.degree
+        dealer = Dealer(k, ring=plan.fp.ring, rng=source)
         material = self.circuit.deal(dealer, dealt.size, method=self.method,
                                      full_range=self.full_range)
         parts = [_package(material, r, dealt.size) for r in range(k)]
@@ -1544,6 +1612,15 @@ class UMPC(Protocol):
             bits = {"coin": 64, "n_parties": 64}
             if state.public is None:
                 return state, Message(Role.SERVER, Role.PARTY, fields, bits)
+            if self.dealer == "service":
+                # The dealer service deals only the active edges, so it needs every label;
+                # one broadcast serves it and the parties alike (n labels to each: the
+                # O(n^2) download that dealer="party" avoids; docs/protocols/umpc.md).
+                fields |= {"active": np.array([self.active_edges(state.design, state.public)],
+                                              dtype=np.int64),
+                           "public": state.public}
+                bits |= {"active": 64, "public": self.circuit.public_bits()}
+                return state, Message(Role.SERVER, Role.PARTY, fields, bits)
             return state, self._address_labels(state, bits)
         return state, self._release(state, inbox, order)
 
@@ -1695,9 +1772,12 @@ class UMPC(Protocol):
                  else "information-theoretic given the dealer")
         return ("records and intermediate values are additively shared within each edge; a "
                 "coalition without every member of an edge learns nothing from that edge, "
-                f"only the release ({basis}). Each edge's material comes from a dealing "
-                "party outside the edge (drawn from the public coin) that must not collude "
-                "with a member of that edge or the aggregator; parties are semi-honest "
+                f"only the release ({basis}). " + (
+                    "Every edge's material comes from the dealer service, which must not "
+                    "collude with any party or the aggregator" if self.dealer == "service"
+                    else "Each edge's material comes from a dealing party outside the edge "
+                         "(drawn from the public coin) that must not collude with a member "
+                         "of that edge or the aggregator") + "; parties are semi-honest "
                 "(002 Sec. 3). Peer messages travel relayed by the aggregator, end-to-end "
                 "encrypted and authenticated in networked runs.")
 
@@ -1707,12 +1787,12 @@ def _umpc(kernel: Kernel, *, epsilon: float, delta: float = 0.0,
           threat_model: str = "hf", f_honest: float = 0.5, fail_prob: float = 2.0**-40,
           min_honest: int | None = 1, comparison: str = "auto",
           fixed_point: FixedPoint | None = None, noise: NoiseSource | None = None,
-          bounds: Any = None, precision: float | None = None) -> UMPC:
+          bounds: Any = None, precision: float | None = None, dealer: str = "party") -> UMPC:
     # The discrete Laplace release is pure epsilon-DP; a delta the caller allows is unused.
     return UMPC(kernel, epsilon, design=design, edges=edges, threat_model=threat_model,
                 f_honest=f_honest, fail_prob=fail_prob, min_honest=min_honest,
                 comparison=comparison, fixed_point=fixed_point, noise=noise, bounds=bounds,
-                precision=precision)
+                precision=precision, dealer=dealer)
 
 
 register("umpc", _umpc, model=PrivacyModel.CENTRAL,

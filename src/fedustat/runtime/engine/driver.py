@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import reduce
@@ -127,6 +128,30 @@ def _party_round(protocol: Protocol, batch: _Batch) -> _Batch:
                    outbox=message, inbox=None)
 
 
+def _replay(protocol: Protocol, partition: Partition, offset: int,
+            seed: np.random.SeedSequence, replies: tuple[Message, ...]) -> _Batch:
+    """The batch after this round's party step, rebuilt from its partition, its seed and
+    the server's broadcast replies so far: the party steps draw from the batch's own
+    stream in the same order, so the state is the one a kept batch would have."""
+    batch = _init_batch(protocol, partition, offset, seed)
+    for reply in replies:
+        batch = _receive(_party_round(protocol, batch), reply)
+    return _party_round(protocol, batch)
+
+
+def _replay_summary(protocol: Any, partition: Partition, offset: int,
+                    seed: np.random.SeedSequence, replies: tuple[Message, ...],
+                    context: Any) -> tuple[Any, dict[str, int]]:
+    """A replayed batch's summary for this round and its bit counts so far; the batch
+    itself is dropped when the task ends, so a worker holds one batch at a time."""
+    batch = _replay(protocol, partition, offset, seed, replies)
+    return _summarize(protocol, batch, context), _batch_costs(batch)
+
+
+def _item(pair: tuple[Any, Any], i: int) -> Any:
+    return pair[i]
+
+
 def _summarize(protocol: Any, batch: _Batch, context: Any) -> Any:
     return protocol.summarize_batch(batch.outbox, context, batch.memory)
 
@@ -223,19 +248,42 @@ class DaskEngine:
     retries:
         Times a task that raised is tried again (a lost worker's results are recomputed
         by Dask whatever this is).
+    keep_states:
+        False (default): while every round so far is a reduction answered by a broadcast
+        (ldp-quantized), no batch state is kept between rounds: each round's task rebuilds
+        its batch from the partition, its seed and the replies so far, summarizes it and
+        drops it, so a worker's memory is one batch's working set whatever the number of
+        parties (the cost: earlier party steps run again, and the partition is read once
+        per round). True keeps every batch's state on the workers (one party step per
+        round; memory O(n / workers)). A ranking round (FedAUC) keeps the states from
+        then on either way: its replies are addressed to each party.
+    timeout:
+        Seconds to wait for the scheduler at ``address``.
     """
 
     def __init__(self, client: Any = None, *, address: str | None = None, n_workers: int = 2,
-                 fan_in: int = 8, retries: int = 1) -> None:
-        from distributed import Client, LocalCluster  # the engine extra
+                 fan_in: int = 8, retries: int = 1, keep_states: bool = False,
+                 timeout: float = 10.0) -> None:
+        try:
+            from distributed import Client, LocalCluster  # the engine extra
+        except ImportError as exc:
+            raise ImportError("the distributed engine needs Dask: pip install "
+                              "'fedustat[engine]'") from exc
 
+        self.keep_states = bool(keep_states)
         self.fan_in = check_positive_int(fan_in, "fan_in", minimum=2)
         self.retries = check_positive_int(retries, "retries", minimum=0)
         self._own: list[Any] = []
         if client is not None:
             self.client = client
         elif address is not None:
-            self.client = Client(address)
+            check_address(address)
+            try:
+                self.client = Client(address, timeout=timeout)
+            except (OSError, TimeoutError) as exc:
+                raise EngineError(f"could not reach a Dask scheduler at {address} within "
+                                  f"{timeout:g} s ({exc}); is one running there "
+                                  "(`dask scheduler`)?") from None
             self._own = [self.client]
         else:
             cluster = LocalCluster(n_workers=check_positive_int(n_workers, "n_workers"),
@@ -294,17 +342,7 @@ class DaskEngine:
         ``n_buckets``: buckets of a distributed sort (default: about 2^21 values each,
         at least one per worker).
         """
-        if not isinstance(protocol, Protocol):
-            raise TypeError(f"protocol must be a fedustat Protocol, got "
-                            f"{type(protocol).__name__}")
-        if not hasattr(protocol, "distributed_round"):
-            raise EngineError(f"protocol {protocol.name!r} has no distributed server step; "
-                              "run it with fedustat.runtime.simulate")
-        if hasattr(protocol, "check_distributed"):
-            try:
-                protocol.check_distributed()
-            except NotImplementedError as exc:
-                raise EngineError(str(exc)) from None
+        check_supported(protocol)
         parts = list(partitions)
         if not parts or not all(isinstance(p, Partition) for p in parts):
             raise TypeError("partitions must be a non-empty sequence of Partition objects "
@@ -318,38 +356,54 @@ class DaskEngine:
         root = as_seed_sequence(rng)
         seeds = root.spawn(len(parts) + 1)
         server_rng = np.random.default_rng(seeds[0])
-        offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).tolist()
+        offsets = [int(o) for o in np.concatenate(([0], np.cumsum(sizes)[:-1]))]
         # The protocol (public kernel matrices: megabytes at k = 256) travels once, as a
         # task result that every batch task reads and Dask can recompute if it is lost.
         shared = self._submit(_same, protocol)
-        batches = [self._submit(_init_batch, shared, p, int(o), s)
-                   for p, o, s in zip(parts, offsets, seeds[1:], strict=True)]
         server_state = protocol.init_server(n)
+        replies: list[Message] = []  # broadcasts so far, while no batch state is kept
+        batches: list[Any] | None = None  # futures of the kept batch states, once kept
         rounds = 0
         for _ in range(MAX_ROUNDS):
-            batches = [self._submit(_party_round, shared, b) for b in batches]
-            rounds += 1
             try:
                 kind, context = protocol.distributed_round(server_state)
             except NotImplementedError as exc:
                 raise EngineError(str(exc)) from None
+            rounds += 1
+            if kind not in ("reduce", "rank"):
+                raise EngineError(f"{protocol.name}: unknown distributed round {kind!r}")
+            if batches is None and kind == "reduce" and not self.keep_states:
+                pairs = [self._submit(_replay_summary, shared, p, o, s, tuple(replies),
+                                      context)
+                         for p, o, s in zip(parts, offsets, seeds[1:], strict=True)]
+                summary = self._tree(shared, [self._submit(_item, r, 0) for r in pairs])
+                server_state, out = protocol.server_step_reduced(server_state, summary,
+                                                                 server_rng)
+                if isinstance(out, Estimate):
+                    costs = self._gather([self._submit(_item, r, 1) for r in pairs])
+                    return out.with_cost(_cost_of(costs, rounds, out))
+                replies.append(_broadcast(protocol, out))
+                rounds += 1
+                continue
+            if batches is None:
+                batches = [self._submit(_replay, shared, p, o, s, tuple(replies))
+                           for p, o, s in zip(parts, offsets, seeds[1:], strict=True)]
+            else:
+                batches = [self._submit(_party_round, shared, b) for b in batches]
             if kind == "rank":
                 batches, server_state = self._rank_round(protocol, shared, batches, server_state,
                                                          context, server_rng, n_buckets)
                 rounds += 1
                 continue
-            if kind != "reduce":
-                raise EngineError(f"{protocol.name}: unknown distributed round {kind!r}")
             summary = self._tree(shared, [self._submit(_summarize, shared, b, context)
                                             for b in batches])
             server_state, out = protocol.server_step_reduced(server_state, summary,
                                                              server_rng)
             if isinstance(out, Estimate):
-                return out.with_cost(self._cost(batches, rounds, out))
-            if out.parties is not None:
-                raise EngineError(f"{protocol.name}: a reduced server step must reply with a "
-                                  "broadcast")
-            batches = [self._submit(_receive, b, out) for b in batches]
+                costs = self._gather([self._submit(_batch_costs, b) for b in batches])
+                return out.with_cost(_cost_of(costs, rounds, out))
+            reply = _broadcast(protocol, out)
+            batches = [self._submit(_receive, b, reply) for b in batches]
             rounds += 1
         raise EngineError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} "
                           "rounds")
@@ -388,17 +442,78 @@ class DaskEngine:
                    for b, d in zip(batches, doubled_f, strict=True)]
         return replies, server_state
 
-    def _cost(self, batches: list[Any], rounds: int, out: Estimate) -> Cost:
-        parts = self._gather([self._submit(_batch_costs, b) for b in batches])
-        t = _add_costs(*parts)
-        n = t["n"]
-        # As MessageLog.cost, from per-batch totals (every party lives in one batch; no
-        # peer traffic or dealer material: the engine refuses steps that report any).
-        return Cost(bits_per_party=t["sent"] / n, max_bits_per_party=t["max_sent"],
-                    bits_received_per_party=t["received"] / n,
-                    total_bits=t["sent"] + t["server_sent"], rounds=rounds,
-                    server_operations=int(out.cost.server_operations),
-                    offline_bits=out.cost.offline_bits)
+
+def _broadcast(protocol: Protocol, out: Message) -> Message:
+    if out.parties is not None:
+        raise EngineError(f"{protocol.name}: a reduced server step must reply with a "
+                          "broadcast")
+    return out
+
+
+def _cost_of(parts: list[dict[str, int]], rounds: int, out: Estimate) -> Cost:
+    t = _add_costs(*parts)
+    n = t["n"]
+    # As MessageLog.cost, from per-batch totals (every party lives in one batch; no peer
+    # traffic or dealer material: the engine refuses steps that report any).
+    return Cost(bits_per_party=t["sent"] / n, max_bits_per_party=t["max_sent"],
+                bits_received_per_party=t["received"] / n,
+                total_bits=t["sent"] + t["server_sent"], rounds=rounds,
+                server_operations=int(out.cost.server_operations),
+                offline_bits=out.cost.offline_bits)
+
+
+def check_supported(protocol: Any) -> None:
+    """Raise :class:`EngineError` naming ``protocol`` and why, if the engine cannot run
+    it (checked before any cluster work, so a refusal is immediate)."""
+    if not isinstance(protocol, Protocol):
+        raise TypeError(f"protocol must be a fedustat Protocol, got "
+                        f"{type(protocol).__name__}")
+    if not hasattr(protocol, "distributed_round"):
+        raise EngineError(f"protocol {protocol.name!r} has no distributed server step: it "
+                          "does not declare its server step as a reduction or a sort the "
+                          "engine can split (distributed_round), so it cannot run on the "
+                          "distributed engine; run it in process (engine=None)")
+    if hasattr(protocol, "check_distributed"):
+        try:
+            protocol.check_distributed()
+        except NotImplementedError as exc:
+            raise EngineError(f"protocol {protocol.name!r} cannot run on the distributed "
+                              f"engine: {exc}") from None
+
+
+_ADDRESS = re.compile(r"^(tcp|tls|inproc|ucx|ws|wss)://\[?[\w.:-]+\]?:\d{1,5}$")
+
+
+def check_address(address: Any) -> str:
+    """A scheduler address ``scheme://host:port``, or a ValueError saying what is wrong."""
+    if not isinstance(address, str) or not _ADDRESS.match(address):
+        raise ValueError(f"a Dask scheduler address looks like 'tcp://host:8786' (scheme "
+                         f"tcp, tls, inproc, ucx, ws or wss, then host:port), got {address!r}")
+    if not 0 < int(address.rsplit(":", 1)[1]) < 65536:
+        raise ValueError(f"port of scheduler address {address!r} must be in 1..65535")
+    return address
+
+
+def resolve_engine(engine: Any, *, workers: int | None = None) -> tuple[DaskEngine, bool]:
+    """The :class:`DaskEngine` that ``engine`` names and whether the caller owns (must
+    close) it: ``"local"`` (a LocalCluster of ``workers`` processes, default 2), a
+    scheduler address ``"tcp://host:port"``, a DaskEngine, or a ``distributed.Client``."""
+    if workers is not None and not (isinstance(engine, str) and engine == "local"):
+        raise ValueError("workers= sets the size of a local cluster: use it with "
+                         "engine='local' (a remote cluster has the workers it has)")
+    if isinstance(engine, DaskEngine):
+        return engine, False
+    if isinstance(engine, str):
+        if engine == "local":
+            return DaskEngine(n_workers=2 if workers is None else workers), True
+        if "://" in engine:
+            return DaskEngine(address=engine), True
+    elif type(engine).__module__.split(".")[0] == "distributed" and \
+            type(engine).__name__ == "Client":
+        return DaskEngine(engine), False
+    raise ValueError(f"engine must be None (in process), 'local', a scheduler address "
+                     f"'tcp://host:port', a DaskEngine or a distributed.Client; got "
+                     f"{engine!r}")
 
 
 def _add_rank_totals(parts: list[dict[str, int]]) -> dict[str, Any]:

@@ -74,6 +74,48 @@ class GeneratedPartition(Partition):
         return arr[:, None] if arr.ndim == 1 else arr
 
 
+@dataclass(frozen=True, eq=False)
+class ArrayPartition(Partition):
+    """Rows already in memory, shipped to the worker that runs the batch (convenient for
+    data that fit on the driver; for data that do not, use Parquet or a generator)."""
+
+    rows: np.ndarray
+
+    def load(self) -> np.ndarray:
+        return self.rows
+
+    def n_rows_stored(self) -> int:
+        return int(self.rows.shape[0])
+
+
+def array_partitions(data: Any, sizes: Sequence[int]) -> list[ArrayPartition]:
+    """Consecutive slices of ``data`` (rows), ``sizes[i]`` rows each (summing to all)."""
+    arr = np.asarray(data)
+    sizes = [check_positive_int(s, "partition sizes") for s in sizes]
+    if sum(sizes) != arr.shape[0]:
+        raise ValueError(f"partition sizes add up to {sum(sizes)}, but the data hold "
+                         f"{arr.shape[0]} rows")
+    cuts = np.cumsum(sizes)[:-1]
+    return [ArrayPartition(np.ascontiguousarray(part)) for part in np.split(arr, cuts)]
+
+
+def parquet_directory(path: str | Path, columns: Sequence[str] | None = None
+                      ) -> list[ParquetPartition]:
+    """One partition per ``*.parquet`` file of directory ``path`` in name order (parties
+    are numbered in it), or the single file ``path``."""
+    where = Path(path)
+    if where.is_file():
+        return parquet_partitions([where], columns)
+    if not where.is_dir():
+        raise FileNotFoundError(f"partitions: {str(where)!r} is neither a Parquet file nor a "
+                                "directory of Parquet files")
+    files = sorted(where.glob("*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"partitions: directory {str(where)!r} holds no *.parquet "
+                                "file (one file per partition)")
+    return parquet_partitions(files, columns)
+
+
 def generated_partitions(generator: Callable[[int, np.random.Generator], Any],
                          sizes: Sequence[int], *, seed: int) -> list[GeneratedPartition]:
     """Partitions of ``sizes[i]`` rows each, drawn by ``generator`` (see

@@ -8,8 +8,10 @@ Nothing here imports Flower, so the configuration can be checked (and tested) wi
   release. Server and nodes read the same run config; each node still checks the
   server's configuration mark against its own (:meth:`RunConfig.mark`).
 * **Node config** (``flower-supernode --node-config``): the silo's data file, its silo
-  index and, optionally, its columns, the largest epsilon its owner accepts and a file
-  for the release summaries it receives.
+  index and, optionally, its columns, the largest epsilon its owner accepts, a file
+  for the release summaries it receives and, for protocols with relay rounds, the
+  directory of its deployment credentials (``certs``: ``ca.pem`` and its own
+  ``party-<silo>.pem``/``.key``, as ``fedustat certs`` writes them).
 """
 
 from __future__ import annotations
@@ -199,7 +201,10 @@ class NodeConfig:
     """A SuperNode's own settings: its data, its silo index, its owner's budget limit.
 
     ``release`` (optional) is a file to which the node appends, as one JSON line per run,
-    the release summary it receives at the end of the run.
+    the release summary it receives at the end of the run. ``certs`` (optional; needed
+    for protocols whose parties send each other rows) is a directory holding the
+    deployment CA ``ca.pem`` and this silo's ``party-<silo>.pem`` and ``party-<silo>.key``:
+    the key pair that seals its relayed rows end to end.
     """
 
     data: Path
@@ -207,6 +212,7 @@ class NodeConfig:
     max_epsilon: float | None
     columns: tuple[int, ...] | None
     release: Path | None = None
+    certs: Path | None = None
 
     @classmethod
     def parse(cls, config: Mapping[str, Any]) -> NodeConfig:
@@ -228,8 +234,12 @@ class NodeConfig:
                 raise ValueError(f"node config columns must be column indices such as "
                                  f"\"0,1\", got {config['columns']!r}") from None
         release = str(config.get("release", "")).strip()
+        certs = str(config.get("certs", "")).strip()
+        if certs and silo is None:
+            raise ValueError("node config certs=... needs silo=<index>: the silo's "
+                             "certificate is party-<silo>")
         return cls(Path(str(config["data"])), silo, max_epsilon, columns,
-                   Path(release) if release else None)
+                   Path(release) if release else None, Path(certs) if certs else None)
 
 
 def load_silo(node: NodeConfig) -> np.ndarray:

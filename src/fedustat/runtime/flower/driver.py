@@ -13,6 +13,15 @@ against what the node may say (its own party ids, this run, this round), and the
 are merged in silo order for the server step. At the end every node gets the release
 summary.
 
+Relay rounds (a party step addresses rows to other parties: ``pairs-2pc``, ``umpc``) run
+as in the standalone runtime (:mod:`fedustat.runtime.network.relay`): each node answers
+with a relay frame whose payloads it sealed end to end for their destination silos; the
+ServerApp checks the routing facts (origins its own, destinations in the run), counts
+the declared rows as peer traffic, and sends every node, as the next round's frame, the
+payloads addressed to it, unopened. The keys come from the nodes' party certificates,
+collected at joining and handed to every node, which checks them against its own copy
+of the deployment CA (:mod:`fedustat.runtime.flower.node`).
+
 Failures never yield a number: a node that does not answer, answers with an error or a
 refusal, or sends a frame that fails validation stops the run with a
 :class:`~fedustat.runtime.network.service.NetworkRunError` naming the node.
@@ -29,9 +38,16 @@ from typing import Any
 import numpy as np
 
 from fedustat._validation import as_seed_sequence
-from fedustat.protocols.base import Estimate, Message, Role
+from fedustat.protocols.base import Estimate, Role
 from fedustat.runtime.flower import records
 from fedustat.runtime.flower.config import RunConfig
+from fedustat.runtime.network.certs import party_identity
+from fedustat.runtime.network.relay import (
+    RELAY_MAGIC,
+    RelayedPayload,
+    parse_request,
+    reply_for,
+)
 from fedustat.runtime.network.server import _part_for
 from fedustat.runtime.network.service import NetworkRunError, release_summary
 from fedustat.runtime.simulate import MAX_ROUNDS, MessageLog, merge_party_messages
@@ -146,9 +162,12 @@ def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str,
     starts = np.cumsum([0, *widths])
     ids = [np.arange(starts[i], starts[i + 1], dtype=np.int64) for i in range(len(order))]
     n_parties = int(starts[-1])
+    bounds = [int(b) for b in starts]
+    certificates = [joined[node]["certificate"] for node in order]
     assignments = {node: json.dumps({
         "run": run, "fingerprint": mark, "n_rows": n_rows, "n_parties": n_parties,
-        "silo": i, "n_silos": len(order), "ids": [int(ids[i][0]), int(ids[i][-1]) + 1]})
+        "silo": i, "n_silos": len(order), "ids": [int(ids[i][0]), int(ids[i][-1]) + 1],
+        "bounds": bounds, "certificates": certificates})
         for i, node in enumerate(order)}
     if config.seed is not None:
         # The simulator's streams for batches of these sizes: same seed, same numbers.
@@ -158,14 +177,17 @@ def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str,
 
     state = protocol.init_server(n_parties)
     log = MessageLog(n_parties)
-    to_parties: Message | None = None
+    # What each node gets with the next round: the server's frame, or the relayed rows.
+    to_nodes = dict.fromkeys(order, b"")
     for current in range(MAX_ROUNDS):
         contents = {node: {"assignment": assignments[node], "round": current,
-                           "frame": b"" if to_parties is None else encode(Envelope(
-                               mark, run, current - 1, "server", "server",
-                               _part_for(to_parties, ids[i])))}
-                    for i, node in enumerate(order)}
+                           "frame": to_nodes[node]} for node in order}
         frames = exchange(records.ROUND, contents, records.ROUND_REPLY, f"round {current}")
+        relayed = [node for node in order if frames[node]["frame"][:4] == RELAY_MAGIC]
+        if relayed:
+            to_nodes = _route(frames, order, ids, rows, relayed, log, mark, run, current,
+                              np.asarray(bounds, dtype=np.int64))
+            continue
         inbox = []
         for i, node in enumerate(order):
             expect = Expectation(mark, run, current, "party", node_name(node), Role.SERVER,
@@ -197,9 +219,46 @@ def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str,
                      records.RELEASE_REPLY, "release")
             return result
         log.record(out)
-        to_parties = out
+        to_nodes = {node: encode(Envelope(mark, run, current, "server", "server",
+                                          _part_for(out, ids[i])))
+                    for i, node in enumerate(order)}
     raise NetworkRunError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} "
                           "rounds")
+
+
+def _route(frames: dict[int, dict[str, Any]], order: list[int], ids: list[np.ndarray],
+           rows: list[int], relayed: list[int], log: MessageLog, mark: str, run: str,
+           current: int, bounds: np.ndarray) -> dict[int, bytes]:
+    """A relay round: check each node's routing facts, count the declared rows as peer
+    traffic, and give every node the sealed payloads addressed to it (never opened)."""
+    if len(relayed) != len(order):
+        uploaded = next(node for node in order if node not in relayed)
+        raise NetworkRunError(f"round {current}: {node_name(relayed[0])} sent rows to "
+                              f"parties and {node_name(uploaded)} a message to the server; "
+                              "every node of a round must do the same; no release")
+    entries = []
+    for i, node in enumerate(order):
+        # The frame speaks for silo i (its party certificate's name): the node Flower
+        # reports for the reply is the node at silo i.
+        expect = Expectation(mark, run, current, "party", party_identity(i), Role.SERVER,
+                             party_ids=ids[i], max_elements=max(1 << 20, 64 * rows[i] * 1024))
+        try:
+            entries.append(parse_request(frames[node]["frame"], expect, i, bounds))
+        except WireError as exc:
+            raise NetworkRunError(f"round {current}: {node_name(node)}: {exc}; no release"
+                                  ) from None
+    try:
+        log.record_peer_rows(np.concatenate([e[0] for e in entries]),
+                             np.concatenate([e[1] for e in entries]),
+                             np.concatenate([e[2] for e in entries]))
+    except ValueError as exc:
+        raise NetworkRunError(f"round {current}: {exc}; no release") from None
+    inbound: dict[int, list[RelayedPayload]] = {i: [] for i in range(len(order))}
+    for entry in entries:
+        for payload in entry[3]:
+            inbound[payload.receiver].append(payload)
+    return {node: reply_for(inbound[i], protocol=mark, run=run, round_=current)
+            for i, node in enumerate(order)}
 
 
 def release_document(config: RunConfig, result: FlowerRun) -> dict[str, Any]:

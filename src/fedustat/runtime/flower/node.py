@@ -7,34 +7,56 @@ ClientApp; tests drive it directly.
 Flower starts a new ClientApp process for every message, so the party's state between
 rounds is not kept in memory. What the node keeps instead, in its Flower context state
 (held by the SuperNode, never sent to the SuperLink), is the run's assignment, the
-server's validated frames so far and, without a seed, the 128 bits of OS entropy its
-random stream starts from. Each round replays the party steps from the start on the
-same stream and the same inbound frames: steps are pure (``Protocol``'s contract), so the
-replayed state is the state the party would have kept, at the price of repeating earlier
-steps (protocols have few rounds).
+server's validated frames so far and, without a seed, 256 bits of OS entropy its
+random streams start from: its NumPy stream and, for deployment randomness (shares,
+masks, noise), a CSPRNG keyed by them
+(:func:`~fedustat.privacy.samplers.replayable_source`). Each round replays the party
+steps from the start on the same streams and the same inbound frames: steps are pure
+(``Protocol``'s contract), so the replayed state is the state the party would have kept,
+at the price of repeating earlier steps (protocols have few rounds). The node also keeps
+a digest of every frame it sent, and a replay that would have sent another frame (a
+step that drew from the operating system behind its streams' back) stops with a refusal
+instead of going on from a state the other parties never saw.
+
+Relay rounds: when a step addresses rows to other parties, the node seals them per
+destination silo (:func:`~fedustat.runtime.network.relay.seal_rows`) with pairwise keys
+derived from its party key and the other silos' party certificates
+(:class:`~fedustat.runtime.network.e2e.PeerKeys`). The certificates come from the
+ServerApp (in the assignment) and are each checked against the deployment CA of the
+node's own ``certs`` directory, with the name ``party-<silo>`` at its silo index, so the
+ServerApp can route the rows but neither read, alter nor redirect them, nor put a key of
+its own in place of a silo's — unless it holds the CA's key (docs/flower.md, "Relay
+rounds"). The relayed rows of a round arrive as the next round's frame and are opened
+during the replay.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from fedustat._validation import as_seed_sequence
+from fedustat.privacy.samplers import replayable_source
 from fedustat.protocols.base import Protocol, Role
 from fedustat.runtime.flower import records
 from fedustat.runtime.flower.config import NodeConfig, RunConfig, load_silo
-from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
+from fedustat.runtime.network.certs import Credentials, load_credentials, party_identity
+from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
+from fedustat.runtime.network.relay import open_reply, seal_rows
+from fedustat.runtime.wire import MAGIC, Envelope, Expectation, WireError, decode, encode
 
 __all__ = ["MEMORY", "RefusalError", "answer"]
 
 _LOG = logging.getLogger(__name__)
 
 #: What a node keeps of a run between messages (keys and types).
-MEMORY = {"run": str, "assignment": str, "entropy": str, "inbox": list}
+MEMORY = {"run": str, "assignment": str, "entropy": str, "inbox": list, "sent": list}
 
 _RELEASE_SUMMARY = {"value": float, "std_error": (float, type(None)), "interval": list,
                     "level": float, "epsilon": (float, str, type(None)),
@@ -86,8 +108,37 @@ def _join(content: Mapping[str, Any], run_config: Mapping[str, Any],
         raise RefusalError(f"the server runs protocol configuration "
                            f"{request['fingerprint']}, this node runs {mark}")
     rows = load_silo(node)
+    certificate = "" if node.certs is None else _credentials(node).certificate.decode()
     return {"rows": int(rows.shape[0]), "silo": -1 if node.silo is None else node.silo,
-            "fingerprint": mark}, memory
+            "fingerprint": mark, "certificate": certificate}, memory
+
+
+def _credentials(node: NodeConfig) -> Credentials:
+    """This silo's party credentials (``certs`` directory, ``party-<silo>``)."""
+    assert node.certs is not None and node.silo is not None
+    return load_credentials(node.certs, party_identity(node.silo))
+
+
+def _peer_keys(node: NodeConfig, assignment: dict[str, Any], mark: str,
+               protocol: Protocol) -> PeerKeys:
+    """Pairwise keys with every silo, from the certificates the ServerApp handed over,
+    each checked against this node's own copy of the deployment CA."""
+    if node.certs is None:
+        raise RefusalError(f"protocol {protocol.name!r} sends rows between parties, "
+                           "relayed sealed end to end: the node config needs certs=DIR "
+                           "(ca.pem and party-<silo>.pem/.key, from `fedustat certs`)")
+    if assignment["silo"] != node.silo:
+        raise RefusalError(f"the assignment puts this node at silo {assignment['silo']}, "
+                           f"but its certificate is {party_identity(node.silo or 0)}")
+    credentials = _credentials(node)
+    try:
+        public = verify_party_certificates(credentials.ca, assignment["certificates"])
+    except ValueError as exc:
+        raise RefusalError(f"the ServerApp's list of parties is refused: {exc}") from None
+    if len(public) != assignment["n_silos"]:
+        raise RefusalError(f"the assignment lists {len(public)} certificates for "
+                           f"{assignment['n_silos']} silos")
+    return PeerKeys(node.silo, credentials.key, public, mark, assignment["run"])
 
 
 def _check_assignment(assignment: dict[str, Any], rows: int, protocol: Protocol,
@@ -129,9 +180,9 @@ def _round(content: Mapping[str, Any], run_config: Mapping[str, Any],
     if current == 0:
         if request["frame"]:
             raise RefusalError("round 0 carries a server frame")
-        entropy = "" if config.seed is not None else str(np.random.SeedSequence().entropy)
+        entropy = "" if config.seed is not None else str(secrets.randbits(256))
         kept = {"run": run, "assignment": request["assignment"], "entropy": entropy,
-                "inbox": []}
+                "inbox": [], "sent": []}
     else:
         if memory is None or memory["assignment"] != request["assignment"]:
             raise RefusalError(f"round {current} of a run this node has not started "
@@ -140,8 +191,10 @@ def _round(content: Mapping[str, Any], run_config: Mapping[str, Any],
         if len(inbox) not in (current - 1, current) or \
                 (len(inbox) == current and inbox[-1] != request["frame"]):
             raise RefusalError(f"round {current} arrives after {len(inbox)} server frames")
-        # Checked now, before it is kept; the replay decodes the kept frames again.
-        decode(request["frame"], _server_expectation(mark, run, current - 1))
+        # A server frame is checked now, before it is kept; relayed rows are opened (and
+        # checked) by the replay, which decodes the kept frames again.
+        if request["frame"][:len(MAGIC)] == MAGIC:
+            decode(request["frame"], _server_expectation(mark, run, current - 1))
         kept = {**memory, "inbox": [*inbox[:current - 1], request["frame"]]}
     configured = protocol.configure(assignment["n_rows"])
     owner = ids if ids.size == rows.shape[0] else np.full(rows.shape[0], ids[0],
@@ -152,13 +205,54 @@ def _round(content: Mapping[str, Any], run_config: Mapping[str, Any],
         party_rng = np.random.default_rng(streams[1 + assignment["silo"]])
     else:
         party_rng = np.random.default_rng(np.random.SeedSequence(int(kept["entropy"])))
+    if config.seed is None:
+        # Deployment draws come from a CSPRNG keyed by the kept entropy, so the replay
+        # draws the very values the earlier rounds sent (a fresh OS draw would not).
+        key = hashlib.sha256(b"fedustat flower node csprng|"
+                             + int(kept["entropy"]).to_bytes(32, "big")).digest()
+        with replayable_source(key):
+            return _replay(configured, rows, owner, current, kept, assignment, node,
+                           node_id, protocol, mark, run, party_rng)
+    return _replay(configured, rows, owner, current, kept, assignment, node, node_id,
+                   protocol, mark, run, party_rng)
+
+
+def _replay(configured: Protocol, rows: np.ndarray, owner: np.ndarray, current: int,
+            kept: dict[str, Any], assignment: dict[str, Any], node: NodeConfig,
+            node_id: int, protocol: Protocol, mark: str, run: str,
+            party_rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The party steps of rounds 0..current on the kept frames; this round's frame."""
     state = configured.init_parties(rows, owner)
+    bounds = np.asarray(assignment["bounds"], dtype=np.int64)
+    keys: PeerKeys | None = None
     inbound = None
+    sent = list(kept["sent"])
     for step in range(current + 1):
         state, outbound = configured.party_step(state, inbound, party_rng)
+        if outbound.is_peer and keys is None:
+            keys = _peer_keys(node, assignment, mark, protocol)
+        if outbound.is_peer:
+            assert keys is not None
+            frame = seal_rows(outbound, keys, bounds, protocol=mark, run=run, round_=step,
+                              identity=party_identity(assignment["silo"]))
+        else:
+            frame = encode(Envelope(mark, run, step, "party", f"node-{node_id}", outbound))
+        digest = hashlib.sha256(frame).hexdigest()
+        if step < len(sent) and step < current and sent[step] != digest:
+            raise RefusalError(f"replaying round {step} gives another message than the one "
+                               "this node sent: the protocol's party step draws randomness from "
+                               "outside the node's streams, which a replay cannot repeat (Flower "
+                               "starts a new process per message); run it with a seed, or "
+                               "in the standalone runtime")
         if step < current:
-            inbound = decode(kept["inbox"][step], _server_expectation(mark, run, step)).message
-    frame = encode(Envelope(mark, run, current, "party", f"node-{node_id}", outbound))
+            if outbound.is_peer:
+                assert keys is not None
+                inbound = open_reply(kept["inbox"][step], keys, bounds, assignment["silo"],
+                                     outbound, protocol=mark, run=run, round_=step)
+            else:
+                inbound = decode(kept["inbox"][step],
+                                 _server_expectation(mark, run, step)).message
+    kept["sent"] = [*sent[:current], digest]
     return {"frame": frame}, kept
 
 

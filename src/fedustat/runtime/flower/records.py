@@ -22,7 +22,8 @@ RELEASE = "fedustat_release"
 
 # What each record holds: key -> the Python type of its value.
 JOIN_REQUEST = {"run": str, "fingerprint": str}
-JOIN_REPLY = {"rows": int, "silo": int, "fingerprint": str}
+# ``certificate``: the node's party certificate (PEM) for relay rounds, "" without one.
+JOIN_REPLY = {"rows": int, "silo": int, "fingerprint": str, "certificate": str}
 ROUND_REQUEST = {"assignment": str, "round": int, "frame": bytes}
 ROUND_REPLY = {"frame": bytes}
 RELEASE_REQUEST = {"run": str, "release": str}
@@ -74,5 +75,8 @@ def read_json(text: str, keys: Mapping[str, Any], what: str) -> dict[str, Any]:
 
 
 #: The assignment the server sends a node with every round (JSON).
+#: ``bounds`` are the silos' first party ids and the end (where relayed rows go);
+#: ``certificates`` every silo's party certificate, in silo order ("" for none): each
+#: node checks them against its own copy of the deployment CA before deriving keys.
 ASSIGNMENT = {"run": str, "fingerprint": str, "n_rows": int, "n_parties": int, "silo": int,
-              "n_silos": int, "ids": list}
+              "n_silos": int, "ids": list, "bounds": list, "certificates": list}

@@ -5,9 +5,10 @@ it is imported when a server or party starts.
 """
 
 from fedustat.runtime.network.certs import Credentials, create_deployment, load_credentials
-from fedustat.runtime.network.party import PartyResult, run_party
+from fedustat.runtime.network.party import PartyResult, ServiceResult, run_party, run_service
 from fedustat.runtime.network.server import ServerRun, serve
 from fedustat.runtime.network.service import NetworkRunError, release_summary
 
-__all__ = ["Credentials", "NetworkRunError", "PartyResult", "ServerRun", "create_deployment",
-           "load_credentials", "release_summary", "run_party", "serve"]
+__all__ = ["Credentials", "NetworkRunError", "PartyResult", "ServerRun", "ServiceResult",
+           "create_deployment", "load_credentials", "release_summary", "run_party",
+           "run_service", "serve"]

@@ -52,19 +52,21 @@ def _common_name(cert: x509.Certificate) -> str:
 
 
 def verify_party_certificates(ca_pem: bytes, certificates: Sequence[str | bytes],
-                              now: dt.datetime | None = None
+                              now: dt.datetime | None = None,
+                              names: Sequence[str] | None = None
                               ) -> list[ec.EllipticCurvePublicKey | None]:
     """The P-256 public keys of parties ``0 .. len(certificates) - 1``, each certificate
     checked against the deployment CA; a ``ValueError`` names the first one that fails.
 
     An empty entry is a silo that did not join (the run went on without it): no key, and
-    no payload can be sealed for it or opened from it.
+    no payload can be sealed for it or opened from it. ``names`` gives the expected name at
+    each index when the run has service roles after its silos (default ``party-i``).
     """
     ca = x509.load_pem_x509_certificate(ca_pem)
     moment = now or dt.datetime.now(dt.UTC)
     keys: list[ec.EllipticCurvePublicKey | None] = []
     for index, pem in enumerate(certificates):
-        expected = party_identity(index)
+        expected = party_identity(index) if names is None else names[index]
         if not pem:
             keys.append(None)
             continue
@@ -87,14 +89,14 @@ def verify_party_certificates(ca_pem: bytes, certificates: Sequence[str | bytes]
     return keys
 
 
-def _facts(protocol: str, run: str, round_: int, sender: int, receiver: int,
+def _facts(protocol: str, run: str, round_: int, sender: str, receiver: str,
            origins: np.ndarray, targets: np.ndarray, bits: np.ndarray) -> bytes:
     """Associated data: the header facts and a digest of the declared rows."""
     rows = hashlib.sha256()
     for array in (origins, targets, bits):
         rows.update(np.ascontiguousarray(array, dtype="<i8").tobytes())
     return json.dumps({"protocol": protocol, "run": run, "round": int(round_),
-                       "sender": party_identity(sender), "receiver": party_identity(receiver),
+                       "sender": sender, "receiver": receiver,
                        "rows": int(np.size(origins)), "digest": rows.hexdigest()},
                       sort_keys=True).encode()
 
@@ -112,11 +114,14 @@ class PeerKeys:
         Every party's verified public key (:func:`verify_party_certificates`).
     protocol, run:
         The protocol fingerprint and the run id, bound into every key and payload.
+    names:
+        The identity at each index, when the run has service roles after its silos
+        (default ``party-i``).
     """
 
     def __init__(self, own_index: int, own_key_pem: bytes,
                  peer_keys: Sequence[ec.EllipticCurvePublicKey | None], protocol: str,
-                 run: str) -> None:
+                 run: str, names: Sequence[str] | None = None) -> None:
         key = serialization.load_pem_private_key(own_key_pem, password=None)
         if not isinstance(key, ec.EllipticCurvePrivateKey):
             raise ValueError("a party's key must be an elliptic-curve (P-256) key")
@@ -125,6 +130,8 @@ class PeerKeys:
         self.peers = list(peer_keys)
         self.protocol = protocol
         self.run = run
+        self.names = [party_identity(i) for i in range(len(self.peers))] if names is None \
+            else list(names)
         self._cache: dict[int, AESGCM] = {}
 
     def _aead(self, other: int) -> AESGCM:
@@ -134,8 +141,8 @@ class PeerKeys:
         if other not in self._cache:
             shared = self._private.exchange(ec.ECDH(), self.peers[other])
             low, high = sorted((self.own, other))
-            info = b"|".join([_INFO, self.run.encode(), party_identity(low).encode(),
-                              party_identity(high).encode()])
+            info = b"|".join([_INFO, self.run.encode(), self.names[low].encode(),
+                              self.names[high].encode()])
             key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                        info=info).derive(shared)
             self._cache[other] = AESGCM(key)
@@ -149,20 +156,21 @@ class PeerKeys:
     def seal(self, round_: int, receiver: int, counter: int, payload: bytes,
              origins: np.ndarray, targets: np.ndarray, bits: np.ndarray) -> bytes:
         """``payload`` sealed for party ``receiver``, bound to the declared rows."""
-        aad = _facts(self.protocol, self.run, round_, self.own, receiver, origins, targets,
-                     bits)
+        aad = _facts(self.protocol, self.run, round_, self.names[self.own],
+                     self.names[receiver], origins, targets, bits)
         return self._aead(receiver).encrypt(self._nonce(round_, self.own, receiver, counter),
                                             payload, aad)
 
     def open(self, round_: int, sender: int, counter: int, sealed: bytes,
              origins: np.ndarray, targets: np.ndarray, bits: np.ndarray) -> bytes:
         """The payload party ``sender`` sealed for this party, or a WireError naming it."""
-        aad = _facts(self.protocol, self.run, round_, sender, self.own, origins, targets, bits)
+        aad = _facts(self.protocol, self.run, round_, self.names[sender],
+                     self.names[self.own], origins, targets, bits)
         try:
             return self._aead(sender).decrypt(self._nonce(round_, sender, self.own, counter),
                                               bytes(sealed), aad)
         except InvalidTag:
-            raise WireError(f"party {party_identity(sender)!r}", "relayed payload",
+            raise WireError(f"party {self.names[sender]!r}", "relayed payload",
                             f"fails authentication in round {round_}: altered, replayed, "
                             "redirected or not sealed by its sender") from None
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedustat.protocols.base import PEER_FROM, PEER_TO, Message, Role
-from fedustat.runtime.network.certs import party_identity
 from fedustat.runtime.network.e2e import PeerKeys
 from fedustat.runtime.simulate import deliver_peer_rows
 from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
@@ -198,13 +197,16 @@ def _empty_like(message: Message) -> Message:
 
 
 def open_reply(reply: bytes, keys: PeerKeys, bounds: np.ndarray, own: int,
-               outgoing: Message, *, protocol: str, run: str, round_: int) -> Message:
+               outgoing: Message | None, *, protocol: str, run: str,
+               round_: int) -> Message | None:
     """A party's side: open the payloads the server forwarded, check each one carries
     exactly its declared rows, and deliver them (:func:`deliver_peer_rows`).
 
     ``outgoing`` is this silo's own message of the round: rows from others must carry the
-    same fields (the same step produced them), and it gives their layout when no row
-    arrives.
+    same fields (the same step produced them) unless it has no rows (a party that only
+    waits, in a round with service roles), and it gives their layout when no row arrives.
+    A service that sent nothing this round passes ``None`` and gets ``None`` when no row
+    arrives. Senders are named by ``keys.names`` (silos, then service roles).
     """
     meta_raw, directory, body = _split(bytes(reply), "server 'server'", b"")
     meta = decode(meta_raw, Expectation(protocol, run, round_, "server", "server",
@@ -223,12 +225,14 @@ def open_reply(reply: bytes, keys: PeerKeys, bounds: np.ndarray, own: int,
         part = slice(row, row + rows)
         plain = keys.open(round_, silo, 0, bytes(body[offset:offset + size]),
                           origins[part], targets[part], bits[part])
-        sender = party_identity(silo)
+        sender = keys.names[silo]
         inner = decode(plain, Expectation(protocol, run, round_, "party", sender, Role.PARTY,
                                           party_ids=np.arange(bounds[silo],
                                                               bounds[silo + 1]))).message
-        if set(inner.fields) != set(outgoing.fields):
-            raise WireError(f"party {sender!r}", "fields", f"expected {sorted(outgoing.fields)}"
+        layout = outgoing if outgoing is not None and len(outgoing.parties) else (
+            parts[0] if parts else inner)
+        if set(inner.fields) != set(layout.fields):
+            raise WireError(f"party {sender!r}", "fields", f"expected {sorted(layout.fields)}"
                                                            f", got {sorted(inner.fields)}")
         if not (np.array_equal(inner.parties, origins[part])
                 and np.array_equal(inner.fields[PEER_TO], targets[part])
@@ -238,9 +242,9 @@ def open_reply(reply: bytes, keys: PeerKeys, bounds: np.ndarray, own: int,
         parts.append(inner)
         offset, row = offset + size, row + rows
     if not parts:
-        return deliver_peer_rows(_empty_like(outgoing))
+        return None if outgoing is None else deliver_peer_rows(_empty_like(outgoing))
     fields = {name: np.concatenate([np.asarray(p.fields[name]) for p in parts])
-              for name in outgoing.fields}
+              for name in parts[0].fields}
     merged = Message(Role.PARTY, Role.PARTY, fields, parts[0].bits_per_value,
                      np.concatenate([np.asarray(p.parties) for p in parts]))
     return deliver_peer_rows(merged)

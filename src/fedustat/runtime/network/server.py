@@ -13,10 +13,25 @@ cannot read them: they are sealed end to end with keys derived from the parties'
 certificates, which it hands out in the ``Join`` reply and which every party checks
 against the deployment CA (:mod:`fedustat.runtime.network.e2e`).
 
-Failures never yield a number: a party that does not send its frame of a round within
-``timeout`` seconds, or sends a frame that fails validation, stops the run with a
-:class:`~fedustat.runtime.network.service.NetworkRunError` naming the party, and every
-waiting party is told why.
+A protocol's record-less service roles (a shuffler, a dealer:
+``Protocol.service_roles``) join like parties, each by its certificate name (the role's
+name, e.g. ``shuffler``); the run waits for every one of them (``min_silos`` never lets it
+go on without a service) and a missing one is named. A service occupies a slot after the
+silos: its public id follows the data parties' (``service_id``), relayed rows reach it and
+leave it sealed end to end exactly as between silos, and in an upload round its rows are
+merged after the parties' (``merge_round``). A service with nothing to send calls
+``Pass`` and gets what was addressed to it.
+
+Failures never yield a wrong number: a party that sends a frame that fails validation
+stops the run with a :class:`~fedustat.runtime.network.service.NetworkRunError` naming
+the party, and every waiting party is told why. A party that does not send its frame of a
+round within ``timeout`` seconds (or whose connection closes while it waits) stops the run
+the same way, unless ``min_silos`` allows going on and the protocol declares that this
+round's server step may run on the rows that arrived
+(:meth:`~fedustat.protocols.base.Protocol.dropout_rule`): then the step runs on the
+silos that answered, the silent ones are out of the run for good (a late frame of theirs
+is refused), and the release states the n it used and who dropped (docs/network.md,
+"Faults").
 """
 
 from __future__ import annotations
@@ -31,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from fedustat._validation import RandomLike, as_seed_sequence, check_positive_int
-from fedustat.protocols.base import Estimate, Message, Protocol, Role
+from fedustat.protocols.base import Estimate, Message, Protocol, Role, service_id
 from fedustat.runtime.network.certs import Credentials, party_identity, party_index
 from fedustat.runtime.network.relay import RelayedPayload, parse_request, reply_for
 from fedustat.runtime.network.service import (
@@ -46,7 +61,7 @@ from fedustat.runtime.network.service import (
     fingerprint,
     release_summary,
 )
-from fedustat.runtime.simulate import MAX_ROUNDS, MessageLog, merge_party_messages
+from fedustat.runtime.simulate import MAX_ROUNDS, MessageLog, merge_round
 from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
 
 __all__ = ["ServerRun", "serve"]
@@ -73,7 +88,9 @@ class ServerRun:
     """What the server's caller gets: the release and who took part.
 
     ``parties``: the silos whose parties the release covers; ``absent``: expected silos
-    that never joined (only with ``min_silos``); ``n_parties``: the n the release used.
+    that never joined (only with ``min_silos``); ``dropped``: silos that joined but fell
+    silent during the run, in a round whose server step could go on without them;
+    ``n_parties``: the n the release used.
     ``wire_bytes``: bytes of all round frames and replies as they crossed the network
     (framing, headers and sealing included; TLS records not), to set beside the payload
     the release's cost counts (``estimate.cost.total_bits``).
@@ -86,6 +103,7 @@ class ServerRun:
     absent: list[str] = field(default_factory=list)
     n_parties: int = 0
     wire_bytes: int = 0
+    dropped: list[str] = field(default_factory=list)
 
     @property
     def framing_overhead(self) -> float:
@@ -102,6 +120,9 @@ class _Coordinator:
         self.protocol = protocol
         self.grade = grade
         self.n_silos = n_silos
+        # Service roles take the slots after the silos (slot n_silos + j for role j).
+        self.roles = tuple(protocol.service_roles())
+        self.services: dict[int, _Party] = {}
         self.min_silos = min_silos
         # The silos taking part: every one, or those that joined in time (min_silos).
         self.active: list[int] = list(range(n_silos))
@@ -130,17 +151,37 @@ class _Coordinator:
         # Why a party was turned away at Join (configuration, duplicate): named on timeout.
         self.refused: dict[str, str] = {}
         self.directory: bytes | None = None
+        # Silos whose waiting call ended (connection closed): they will not send again.
+        self.gone: set[int] = set()
+        # Silos that fell silent in a round that went on without them: silo -> round.
+        self.dropped: dict[int, int] = {}
+        self.dropout_reason = ""
 
     # ---------------------------------------------------------------- helpers
     def _identity(self, context: Any) -> tuple[str, int]:
         names = context.auth_context().get("x509_common_name") or []
         identity = names[0].decode() if names else ""
+        if identity in self.roles:
+            return identity, self.n_silos + self.roles.index(identity)
         index = party_index(identity)
         if index is None or index >= self.n_silos:
+            services = f" or its services {', '.join(self.roles)}" if self.roles else ""
             context.abort(_grpc().StatusCode.PERMISSION_DENIED,
                           f"{identity or 'an unnamed peer'} is not one of this run's parties "
-                          f"(party-0 .. party-{self.n_silos - 1})")
+                          f"(party-0 .. party-{self.n_silos - 1}){services}")
         return identity, index
+
+    def _name(self, slot: int) -> str:
+        """The identity in a slot: a silo's party name, or a service role."""
+        return party_identity(slot) if slot < self.n_silos else self.roles[slot - self.n_silos]
+
+    def _member(self, slot: int) -> _Party | None:
+        return self.joined.get(slot) if slot < self.n_silos else self.services.get(slot)
+
+    @property
+    def slots(self) -> list[int]:
+        """Who sends each round: the active silos, then every service."""
+        return [*self.active, *range(self.n_silos, self.n_silos + len(self.roles))]
 
     def _fail(self, reason: str) -> None:
         if self.failure is None:
@@ -148,43 +189,117 @@ class _Coordinator:
         self.lock.notify_all()
         self.done.set()
 
-    def _wait(self, ready: Any, context: Any) -> None:
+    def _wait(self, ready: Any, context: Any, index: int) -> None:
         """Block a handler until ``ready()`` or a failure (the watchdog bounds the wait)."""
         while not ready() and self.failure is None:
             self.lock.wait(0.5)
+            if not ready() and not context.is_active():
+                # The party's call ended (its process died, or it gave up waiting): it
+                # can receive no reply, so the watchdog need not wait out the timeout.
+                # Before the start nothing of it has been used: it is as if it had never
+                # joined (a restarted process may join in its place).
+                self.gone.add(index)
+                if not self.assigned:
+                    if index >= self.n_silos:
+                        self.services.pop(index, None)
+                    else:
+                        self.joined.pop(index, None)
+                self.lock.notify_all()
+                context.abort(_grpc().StatusCode.CANCELLED,
+                              f"{party_identity(index)}'s call ended")
         if self.failure is not None:
             context.abort(_grpc().StatusCode.ABORTED, self.failure)
 
     def missing(self) -> tuple[str, list[str]]:
         """The stage the run waits in and the parties it waits for."""
         if not self.assigned:
-            return "joining", [party_identity(i) for i in range(self.n_silos)
-                               if i not in self.joined]
-        return f"round {self.round}", [party_identity(i) for i in self.active
+            return "joining", [self._name(i) for i in range(self.n_silos + len(self.roles))
+                               if self._member(i) is None]
+        return f"round {self.round}", [self._name(i) for i in self.slots
                                        if i not in self.inbox]
 
     def watch(self) -> None:
-        """Fail the run when no party has made progress for ``timeout`` seconds."""
+        """Fail the run when no party has made progress for ``timeout`` seconds, or go
+        on without the silent silos where ``min_silos`` and the protocol allow it."""
         with self.lock:
-            if self.failure is None and self.estimate is None \
-                    and time.monotonic() - self.progress > self.timeout:
-                stage, waiting = self.missing()
-                if not self.assigned and len(self.joined) >= self.min_silos:
-                    # Silos that never joined contributed nothing: the run goes on with
-                    # the others, and the release names who took part.
-                    self._assign()
+            if self.failure is not None or self.estimate is not None:
+                return
+            stalled = time.monotonic() - self.progress > self.timeout
+            if self.assigned:
+                silent = [i for i in self.active if i not in self.inbox]
+                services = [i for i in self.slots if i >= self.n_silos and i not in self.inbox]
+                if services:
+                    # Every round needs every service (its rows, or its pass): no round
+                    # goes on without one.
+                    if stalled:
+                        names = ", ".join(self._name(i) for i in [*services, *silent])
+                        self._fail(f"round {self.round}: no answer within "
+                                   f"{self.timeout:g} s from {names}; no release")
                     return
-                named = [f"{name} (refused: {self.refused[name]})" if name in self.refused
-                         else name for name in waiting]
-                self._fail(f"{stage}: no answer within {self.timeout:g} s from "
-                           f"{', '.join(named)}; no release")
+                # Every silent silo's connection closed: no need to wait out the timeout.
+                closed = bool(silent) and all(i in self.gone for i in silent)
+                if stalled or closed:
+                    self._round_without(silent, stalled)
+                return
+            stage, waiting = self.missing()
+            # Every missing silo had joined and left: no need to wait out the timeout.
+            left = all(party_index(name) in self.gone for name in waiting)
+            if len(self.joined) >= self.min_silos and len(self.services) == len(self.roles) \
+                    and (stalled or left):
+                # Silos that never joined (or left before the start) contributed
+                # nothing: the run goes on with the others, and the release names who
+                # took part.
+                self._assign()
+                return
+            if not stalled:
+                return
+            named = [f"{name} (refused: {self.refused[name]})" if name in self.refused
+                     else name for name in waiting]
+            self._fail(f"{stage}: no answer within {self.timeout:g} s from "
+                       f"{', '.join(named)}; no release")
+
+    def _round_without(self, silent: list[int], stalled: bool) -> None:
+        """Run this round's server step without the silent silos, or stop the run.
+
+        It goes on only with ``min_silos`` below ``n_silos``, at least ``min_silos`` silos
+        answered, no relay round (its rows are shares every member needs) and the
+        protocol's :meth:`~fedustat.protocols.base.Protocol.dropout_rule` allowing it.
+        A stop waits out the timeout (a closed connection alone does not stop the run).
+        """
+        current = self.round
+        why = ""
+        if self.min_silos < self.n_silos:
+            answered = sum(1 for i in self.inbox if i < self.n_silos)
+            if any(kind == "relay" for kind, _ in self.inbox.values()):
+                why = "a relay round needs every member's rows"
+            elif answered < self.min_silos:
+                why = (f"{answered} of {len(self.active)} silos answered, fewer than "
+                       f"min_silos = {self.min_silos}")
+            else:
+                rule = self.protocol.dropout_rule(self.server_state, current)
+                if rule.proceed:
+                    # The silent silos are out of the run for good: their later frames
+                    # are refused, so none of their rows is mixed into a later round.
+                    for i in silent:
+                        self.dropped[i] = current
+                    self.active = [i for i in self.active if i in self.inbox]
+                    self.dropout_reason = rule.reason
+                    self.progress = time.monotonic()
+                    self._server_step(current)
+                    return
+                why = f"{self.protocol.name} cannot go on without it: {rule.reason}"
+        if stalled:
+            names = ", ".join(party_identity(i) for i in silent)
+            self._fail(f"round {current}: no answer within {self.timeout:g} s from {names}"
+                       f"{'; ' + why if why else ''}; no release")
 
     # ---------------------------------------------------------------- Join
     def join(self, request: bytes, context: Any) -> bytes:
         identity, index = self._identity(context)
         try:
             hello = json.loads(request.decode())
-            rows = check_positive_int(hello["rows"], "rows")
+            # A service holds no records (its hello names its role instead).
+            rows = 0 if index >= self.n_silos else check_positive_int(hello["rows"], "rows")
             party_fingerprint = str(hello["fingerprint"])
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
                 ValueError) as exc:
@@ -197,26 +312,34 @@ class _Coordinator:
                 self.refused[identity] = reason
             context.abort(_grpc().StatusCode.FAILED_PRECONDITION, reason)
         with self.lock:
-            if index in self.joined:
+            if self._member(index) is not None:
                 context.abort(_grpc().StatusCode.ALREADY_EXISTS,
                               f"{identity} has already joined this run")
             if self.assigned:
                 context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
                               f"{identity} joined too late: the run started without it")
             pem = context.auth_context().get("x509_pem_cert") or [b""]
-            self.joined[index] = _Party(identity, rows, pem[0].decode())
+            member = _Party(identity, rows, pem[0].decode())
+            if index >= self.n_silos:
+                self.services[index] = member
+            else:
+                self.joined[index] = member
+            self.gone.discard(index)
             self.progress = time.monotonic()
-            if len(self.joined) == self.n_silos:
+            if len(self.joined) == self.n_silos and len(self.services) == len(self.roles):
                 self._assign()
-            self._wait(lambda: self.assigned, context)
-            party = self.joined[index]
+            self._wait(lambda: self.assigned, context, index)
+            party = self._member(index)
+            assert party is not None
             return json.dumps({"run": self.run, "n_rows": self.n_rows,
                                "n_parties": self.n_parties, "silo": index,
                                "n_silos": self.n_silos,
                                "ids": [int(party.ids[0]), int(party.ids[-1]) + 1],
-                               # For relay rounds: every silo's ids and certificate (each
-                               # party checks them against the CA before deriving keys).
-                               "bounds": [int(b) for b in self.bounds]}).encode()
+                               # For relay rounds: every slot's ids (silos, then services)
+                               # and, from Peers, certificates (each checked against the CA
+                               # before deriving keys).
+                               "bounds": [int(b) for b in self.bounds],
+                               "services": list(self.roles)}).encode()
 
     def _assign(self) -> None:
         """Party ids per silo: its own id when a silo is one party, else one id per row."""
@@ -233,9 +356,14 @@ class _Coordinator:
                 party.ids = np.arange(start, start + width, dtype=np.int64)
                 start += width
         self.n_parties = start
-        self.bounds = np.array([*firsts, start], dtype=np.int64)
+        # Each service's one id follows the data parties' (service_id).
+        for j, role in enumerate(self.roles):
+            sid = service_id(self.n_parties, self.roles, role)
+            self.services[self.n_silos + j].ids = np.array([sid], dtype=np.int64)
+        self.bounds = np.array([*firsts, start, *(start + 1 + np.arange(len(self.roles)))],
+                               dtype=np.int64)
         self.server_state = self.protocol.init_server(self.n_parties)
-        self.log = MessageLog(self.n_parties)
+        self.log = MessageLog(self.n_parties, len(self.roles))
         if self.seeded:
             # The simulator's streams for batches of these sizes: same seed, same numbers.
             self.server_rng = np.random.default_rng(self.root.spawn(self.n_silos + 1)[0])
@@ -246,9 +374,11 @@ class _Coordinator:
 
     # ---------------------------------------------------------------- Round / Relay
     def _expectation(self, identity: str, party: _Party, current: int) -> Expectation:
+        # A service speaks for the whole run (e.g. the shuffled multiset of every message).
+        rows = party.rows if party.rows else self.n_rows
         return Expectation(self.fingerprint, self.run, current, "party", identity,
                            Role.SERVER, party_ids=party.ids,
-                           max_elements=max(1 << 20, 64 * party.rows * 1024))
+                           max_elements=max(1 << 20, 64 * rows * 1024))
 
     def round_trip(self, request: bytes, context: Any) -> bytes:
         return self._arrive("round", request, context)
@@ -256,19 +386,35 @@ class _Coordinator:
     def relay_trip(self, request: bytes, context: Any) -> bytes:
         return self._arrive("relay", request, context)
 
+    def pass_trip(self, request: bytes, context: Any) -> bytes:
+        """A service with nothing to send this round; the reply is what it was sent."""
+        return self._arrive("pass", request, context)
+
     def _arrive(self, kind: str, request: bytes, context: Any) -> bytes:
         identity, index = self._identity(context)
         with self.lock:
-            if not self.assigned or index not in self.joined:
+            party = self._member(index)
+            if not self.assigned or party is None or index not in self.slots:
                 context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
                               f"{identity} sent a round before joining")
+            if index in self.dropped:
+                # Checked before decoding: a late frame is no fault of the run's.
+                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
+                              f"{identity} dropped out of this run in round "
+                              f"{self.dropped[index]} (no answer in time); its rows are "
+                              "not used")
             if self.failure is not None:
                 context.abort(_grpc().StatusCode.ABORTED, self.failure)
+            if kind == "pass" and index < self.n_silos:
+                context.abort(_grpc().StatusCode.INVALID_ARGUMENT,
+                              f"{identity} is a party: only a service may pass a round")
             current = self.round
-            party = self.joined[index]
+            assert party is not None
             expect = self._expectation(identity, party, current)
             try:
-                if kind == "round":
+                if kind == "pass":
+                    entry = None
+                elif kind == "round":
                     entry: Any = decode(request, expect).message
                 else:
                     entry = parse_request(request, expect, index, self.bounds)
@@ -281,19 +427,19 @@ class _Coordinator:
             self.inbox[index] = (kind, entry)
             self.wire_bytes += len(request)
             self.progress = time.monotonic()
-            if len(self.inbox) == len(self.active):
-                kinds = {i: k for i, (k, _) in self.inbox.items()}
+            if len(self.inbox) == len(self.slots):
+                kinds = {i: k for i, (k, _) in self.inbox.items() if k != "pass"}
                 if len(set(kinds.values())) > 1:
                     relayed = min(i for i, k in kinds.items() if k == "relay")
                     uploaded = min(i for i, k in kinds.items() if k == "round")
-                    self._fail(f"round {current}: {party_identity(relayed)} sent rows to "
-                               f"parties and {party_identity(uploaded)} a message to the "
+                    self._fail(f"round {current}: {self._name(relayed)} sent rows to "
+                               f"parties and {self._name(uploaded)} a message to the "
                                "server; every party of a round must do the same; no release")
-                elif kind == "relay":
+                elif "relay" in kinds.values():
                     self._route(current)
                 else:
                     self._server_step(current)
-            self._wait(lambda: self.reply_round >= current, context)
+            self._wait(lambda: self.reply_round >= current, context, index)
             reply = self.replies[index]
             self.wire_bytes += len(reply)
             return reply
@@ -303,14 +449,15 @@ class _Coordinator:
         each party checks them against the CA before deriving keys."""
         identity, index = self._identity(context)
         with self.lock:
-            if not self.assigned or index not in self.joined:
+            if not self.assigned or self._member(index) is None:
                 context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
                               f"{identity} asked for the parties' certificates before "
                               "joining")
             if self.directory is None:
+                # Silos, then services (their slots follow, as their ids do).
                 self.directory = json.dumps({"certificates": [
-                    self.joined[i].certificate if i in self.joined else ""
-                    for i in range(self.n_silos)]}).encode()
+                    member.certificate if (member := self._member(i)) is not None else ""
+                    for i in range(self.n_silos + len(self.roles))]}).encode()
             return self.directory
 
     def abort(self, request: bytes, context: Any) -> bytes:
@@ -325,7 +472,7 @@ class _Coordinator:
 
     def _route(self, current: int) -> None:
         """A relay round: count the declared peer rows, forward each sealed payload."""
-        entries = [self.inbox[i][1] for i in self.active]
+        entries = [self.inbox[i][1] for i in self.slots if self.inbox[i][0] == "relay"]
         self.inbox = {}
         try:
             self.log.record_peer_rows(np.concatenate([e[0] for e in entries]),
@@ -334,17 +481,19 @@ class _Coordinator:
         except ValueError as exc:
             self._fail(f"round {current}: {exc}; no release")
             return
-        inbound: dict[int, list[RelayedPayload]] = {i: [] for i in range(self.n_silos)}
+        inbound: dict[int, list[RelayedPayload]] = {i: [] for i in self.slots}
         for entry in entries:
             for payload in entry[3]:
                 inbound[payload.receiver].append(_forward(payload))
         self.replies = {i: REPLY_RELAYED + reply_for(inbound[i], protocol=self.fingerprint,
                                                       run=self.run, round_=current)
-                        for i in self.active}
+                        for i in self.slots}
         self._next_round(current)
 
     def _server_step(self, current: int) -> None:
-        merged = merge_party_messages([self.inbox[i][1] for i in self.active])
+        merged = merge_round([self.inbox[i][1] for i in self.active],
+                             [self.inbox[i][1] for i in self.slots
+                              if i >= self.n_silos and self.inbox[i][0] == "round"])
         self.inbox = {}
         try:
             self.log.record(merged)
@@ -358,23 +507,35 @@ class _Coordinator:
             ops = int(out.cost.server_operations)
             if out.noise != "none":
                 out = replace(out, noise=self.grade)
+            used = self.n_used()
+            if self.dropped:
+                # Who fell silent and why the step could go on: public facts of the run.
+                out = replace(out, diagnostics={**out.diagnostics, "dropout": {
+                    "n_parties": used, "silos": len(self.active),
+                    "dropped": {party_identity(i): r for i, r in sorted(self.dropped.items())},
+                    "rule": self.dropout_reason}})
             self.estimate = out.with_cost(self.log.cost(server_operations=ops,
                                                         offline_bits=out.cost.offline_bits))
             # Who took part, compactly: the count, and the names of those who did not.
             summary = release_summary(self.estimate) | {
-                "n_parties": self.n_parties, "silos": len(self.active),
+                "n_parties": used, "silos": len(self.active),
                 "absent": [party_identity(i) for i in range(self.n_silos)
-                           if i not in self.active]}
+                           if i not in self.active and i not in self.dropped],
+                "dropped": [party_identity(i) for i in sorted(self.dropped)]}
             reply = REPLY_RELEASE + json.dumps(summary).encode()
-            self.replies = dict.fromkeys(self.active, reply)
+            self.replies = dict.fromkeys(self.slots, reply)
             self.done.set()
         else:
             self.log.record(out)
             self.replies = {i: REPLY_MESSAGE + encode(Envelope(
                 self.fingerprint, self.run, current, "server", "server",
-                _part_for(out, self.joined[i].ids)))
-                for i in self.active}
+                _part_for(out, self._member(i).ids)))
+                for i in self.slots}
         self._next_round(current)
+
+    def n_used(self) -> int:
+        """Parties of the silos still in the run: the n of a release."""
+        return sum(self.joined[i].ids.size for i in self.active)
 
     def _next_round(self, current: int) -> None:
         self.round = current + 1
@@ -431,9 +592,12 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         go on without the others provided at least this many joined (default: all must
         join). Parties that never joined contributed nothing, so the release is the
         protocol's release over those who did; :attr:`ServerRun.parties` names them and
-        the release summary states their number of parties. A party that drops out
-        after joining always stops the run (its step's inputs, such as the public n,
-        were fixed for everyone; docs/network.md, "Faults").
+        the release summary states their number of parties. During the run, a round in
+        which some silos fall silent (no frame within ``timeout``, or their connection
+        closed) goes on with at least this many silos only where the protocol's
+        :meth:`~fedustat.protocols.base.Protocol.dropout_rule` allows it for that round
+        (one-shot LDP reports, the central curator's complete design); otherwise the run
+        stops naming them and saying why (docs/network.md, "Faults").
     on_ready:
         Called with the bound port once the server listens.
     """
@@ -450,9 +614,11 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         "Relay": grpc.unary_unary_rpc_method_handler(coordinator.relay_trip),
         "Abort": grpc.unary_unary_rpc_method_handler(coordinator.abort),
         "Peers": grpc.unary_unary_rpc_method_handler(coordinator.peers),
+        "Pass": grpc.unary_unary_rpc_method_handler(coordinator.pass_trip),
     })
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=n_silos + 4),
-                         options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=4 * n_silos + 8)
+    members = n_silos + len(coordinator.roles)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=members + 4),
+                         options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=4 * members + 8)
     server.add_generic_rpc_handlers((handler,))
     server_credentials = grpc.ssl_server_credentials(
         [(credentials.key, credentials.certificate)], root_certificates=credentials.ca,
@@ -477,5 +643,6 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     return ServerRun(coordinator.estimate, [party_identity(i) for i in coordinator.active],
                      coordinator.round, time.monotonic() - started,
                      [party_identity(i) for i in range(n_silos)
-                      if i not in coordinator.active], coordinator.n_parties,
-                     coordinator.wire_bytes)
+                      if i not in coordinator.active and i not in coordinator.dropped],
+                     coordinator.n_used(), coordinator.wire_bytes,
+                     [party_identity(i) for i in sorted(coordinator.dropped)])

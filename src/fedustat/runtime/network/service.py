@@ -12,6 +12,9 @@ It uses no generated code: the two methods carry raw bytes,
 * ``Relay``: a party's sealed rows to other parties in a relay round
   (:mod:`fedustat.runtime.network.relay`); the reply, once every party's rows of that
   round are in, is the rows sealed for this party. No server step runs.
+* ``Pass``: a service role (a shuffler, a dealer) with nothing to send this round; the
+  reply is what was addressed to it (relayed rows, its part of the server's message, or
+  the release).
 * ``Abort``: a party that refuses what it received (a relayed payload that fails
   authentication) says why; the server stops the run with that reason, naming the party.
 """
@@ -34,6 +37,7 @@ JOIN = f"/{SERVICE}/Join"
 ROUND = f"/{SERVICE}/Round"
 RELAY = f"/{SERVICE}/Relay"
 ABORT = f"/{SERVICE}/Abort"
+PASS = f"/{SERVICE}/Pass"
 # Every silo's certificate, fetched once by a party before its first relay round (the
 # join reply stays small: star protocols never need them).
 PEERS = f"/{SERVICE}/Peers"

@@ -1,0 +1,51 @@
+"""The federated ECDF evaluations by name: ``ecdf-secagg`` and ``ecdf-fss``.
+
+They release a curve over a public grid of one column, not a U-statistic of a kernel, so
+they go to the registry's separate curve registry
+(:func:`fedustat.protocols.registry.register_curve`): a factory takes the budget and the
+curve's parameters, and no kernel. The command line's ``serve``/``party`` run them by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fedustat.privacy.guarantee import PrivacyModel
+from fedustat.protocols.ecdf.fss import FssECDF
+from fedustat.protocols.ecdf.secagg import PointwiseECDF
+from fedustat.protocols.ecdf.shared_noise import Randomness
+from fedustat.protocols.registry import register_curve
+
+__all__: list[str] = []
+
+
+def _ecdf_secagg(*, epsilon: float, thresholds: Any = None, query: Any = None,
+                 n_servers: int = 2, contributors: int | None = None, min_honest: int = 1,
+                 frac_bits: int | None = None, ring_bits: int = 64,
+                 randomness: Randomness = "simulation", bounds: Any = None,
+                 precision: float | None = None) -> PointwiseECDF:
+    return PointwiseECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
+                         contributors=contributors, min_honest=min_honest,
+                         frac_bits=frac_bits, ring_bits=ring_bits, randomness=randomness,
+                         bounds=bounds, precision=precision)
+
+
+def _ecdf_fss(*, epsilon: float, thresholds: Any = None, query: Any = None,
+              n_servers: int = 2, contributors: int | None = None, min_honest: int = 1,
+              frac_bits: int | None = None, ring_bits: int = 64,
+              randomness: Randomness = "simulation", bounds: Any = None,
+              precision: float | None = None) -> FssECDF:
+    return FssECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
+                   contributors=contributors, min_honest=min_honest, frac_bits=frac_bits,
+                   ring_bits=ring_bits, randomness=randomness, bounds=bounds,
+                   precision=precision)
+
+
+register_curve("ecdf-secagg", _ecdf_secagg, model=PrivacyModel.CENTRAL,
+               summary="ECDF at a query of grid points: parties secret-share indicators "
+                       "among m computing parties, which add distributed tree noise",
+               source="003 Sec. 4.1; 002 Protocol B.1")
+register_curve("ecdf-fss", _ecdf_fss, model=PrivacyModel.COMPUTATIONAL,
+               summary="ECDF at a query of grid points: parties send DCF keys to two "
+                       "computing parties, which evaluate them and add tree noise",
+               source="003 Sec. 4.2; 002 Protocol B.1")

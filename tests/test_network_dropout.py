@@ -1,0 +1,461 @@
+"""Parties that fall silent during a networked run (issue 13, point 6).
+
+A round goes on without silent silos only where ``min_silos`` allows it and the protocol
+declares that its server step may run on the rows that arrived
+(``Protocol.dropout_rule``): the release then states the n it used and who dropped, and
+equals the simulator run on the remaining silos. Anywhere else the run stops naming the
+silent parties and saying why. Server and parties run in threads over real gRPC with
+TLS; every wait is bounded (the deployment helper fails a server that hangs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+
+from fedustat.protocols import registry
+from fedustat.protocols.base import Protocol
+from fedustat.runtime.network.certs import create_deployment, load_credentials
+from fedustat.runtime.network.party import run_party
+from fedustat.runtime.network.server import serve
+from fedustat.runtime.network.service import NetworkRunError
+from fedustat.runtime.simulate import simulate
+from fedustat.stats import auc_kernel, gini_kernel
+from fedustat.stats.designs import uniform_sample
+from network_deployment import run_deployment
+
+SEED = 5
+GINI = gini_kernel((0.0, 1.0))
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return create_deployment(tmp_path_factory.mktemp("certs"), 3)
+
+
+def labelled(n: int, seed: int = 0, integer: bool = False) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 16, n).astype(float) if integer else rng.random(n)
+    return np.column_stack([scores, (rng.random(n) < 0.4).astype(float)])
+
+
+def silent_in(protocol: Protocol, round_index: int, seconds: float,
+              before: Any = None) -> Protocol:
+    """``protocol`` whose party step holds its message of round ``round_index`` back for
+    ``seconds`` (after ``before()`` if given), as a silo that falls silent would.
+
+    The step is replaced on the instance only: the public configuration, hence the
+    fingerprint the server checks, is unchanged.
+    """
+    step = protocol.party_step
+    calls = [0]
+
+    def held(state: Any, inbox: Any, rng: Any) -> Any:
+        out = step(state, inbox, rng)
+        if calls[0] == round_index:
+            if before is not None:
+                before()
+            time.sleep(seconds)
+        calls[0] += 1
+        return out
+
+    protocol.party_step = held  # type: ignore[method-assign]
+    return protocol
+
+
+# ------------------------------------------------------------------ continue
+
+
+ONE_SHOT = [
+    ("ldp-quantized", GINI, {"k": 8}, False),
+    ("ldp-quantized", auc_kernel(), {"k": 8, "bounds": (0.0, 1.0)}, False),
+    ("ldp-tree", auc_kernel(), {"d": 16}, True),
+    ("ldp-ghazi", GINI, {"k": 8}, False),
+    ("central-laplace", auc_kernel(), {}, False),
+]
+
+
+@pytest.mark.parametrize(("name", "kernel", "params", "integer"), ONE_SHOT,
+                         ids=[f"{s[0]}-{s[1].name}" for s in ONE_SHOT])
+def test_a_silo_silent_in_the_report_round_is_left_out(certs, name, kernel, params, integer):
+    data = labelled(60, integer=integer)
+    if kernel is GINI:
+        data = data[:, :1]
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make(name, kernel, epsilon=1.0, **params)
+
+    timeout = 1.5
+    server, parties = run_deployment(
+        certs, make, silos, min_silos=2, timeout=timeout,
+        party_make=lambda i: silent_in(make(), 0, 3 * timeout) if i == 1 else make())
+    assert not isinstance(server, Exception), server
+    assert (server.parties, server.dropped, server.absent, server.n_parties) == (
+        ["party-0", "party-2"], ["party-1"], [], 40)
+    # The release over the silos that answered: the simulator on their rows with the
+    # same seed (silo 1's stream is skipped, not reused) gives the same number.
+    present = np.concatenate([silos[0], silos[2]])
+    expected = simulate(make(), present, rng=SEED, batch_size=[20, 0, 20])
+    assert server.estimate.value == expected.value
+    assert server.estimate.std_error == expected.std_error
+    dropout = server.estimate.diagnostics["dropout"]
+    assert (dropout["n_parties"], dropout["silos"], dropout["dropped"]) == (
+        40, 2, {"party-1": 0})
+    for i in (0, 2):
+        assert parties[i].release["value"] == expected.value
+        assert (parties[i].release["n_parties"], parties[i].release["silos"],
+                parties[i].release["dropped"]) == (40, 2, ["party-1"])
+    # The silent silo's late frame finds the server gone or is refused: no release.
+    assert isinstance(parties[1], NetworkRunError) and "party-1" in str(parties[1])
+
+
+def test_a_silo_silent_in_the_check_in_round_is_out_for_good(certs):
+    # Without k the parties check in first (k from n, 000 Corollary 1). party-1 sends its
+    # check-in only once the others have moved on: the server refuses that late frame,
+    # and k and the estimate come from the two silos that answered.
+    silos = np.array_split(labelled(60)[:, :1], 3)
+    moved_on = threading.Event()
+
+    def make() -> Protocol:
+        return registry.make("ldp-quantized", GINI, epsilon=1.0)
+
+    timeout = 3.0
+
+    def party_make(i: int) -> Protocol:
+        if i == 1:  # silent until party-0 has the server's round-0 reply, then late
+            return silent_in(make(), 0, 0.0, before=lambda: moved_on.wait(4 * timeout))
+        if i == 0:  # holds its report back so the run still waits when party-1 is late
+            return silent_in(make(), 1, 0.6 * timeout, before=moved_on.set)
+        return make()
+
+    server, parties = run_deployment(certs, make, silos, min_silos=2, timeout=timeout,
+                                     party_make=party_make)
+    assert not isinstance(server, Exception), server
+    assert server.dropped == ["party-1"] and server.n_parties == 40
+    assert str(parties[1]) == ("party-1, round 0: party-1 dropped out of this run in round "
+                               "0 (no answer in time); its rows are not used")
+    expected = simulate(make(), np.concatenate([silos[0], silos[2]]), rng=SEED,
+                        batch_size=[20, 0, 20])
+    assert server.estimate.value == expected.value
+    assert server.estimate.diagnostics["k"] == expected.diagnostics["k"]
+
+
+def deploy(certs: Any, make: Any, plan: list[tuple[int, np.ndarray, Protocol, float, float]],
+           *, timeout: float, min_silos: int | None = None, n_silos: int = 3
+           ) -> tuple[Any, list[Any]]:
+    """Server and parties in threads; ``plan`` holds per party (identity, rows, protocol,
+    its own deadline per answer, seconds before it starts). Every thread is bounded."""
+    ready, port, outcome = threading.Event(), {}, {}
+
+    def server() -> None:
+        try:
+            outcome["server"] = serve(make(), n_silos, load_credentials(certs, "server"),
+                                      rng=SEED, timeout=timeout, min_silos=min_silos,
+                                      on_ready=lambda p: (port.update(p=p), ready.set()))
+        except Exception as exc:  # inspected by the test
+            outcome["server"] = exc
+            ready.set()
+
+    results: list[Any] = [None] * len(plan)
+
+    def party(i: int) -> None:
+        identity, rows, protocol, deadline, delay = plan[i]
+        time.sleep(delay)
+        try:
+            results[i] = run_party(protocol, rows, load_credentials(certs, f"party-{identity}"),
+                                   f"127.0.0.1:{port['p']}", rng=SEED, timeout=deadline)
+        except Exception as exc:
+            results[i] = exc
+
+    thread = threading.Thread(target=server)
+    thread.start()
+    assert ready.wait(30)
+    threads = [threading.Thread(target=party, args=(i,)) for i in range(len(plan))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(2 * timeout)
+    thread.join(2 * timeout)
+    assert not thread.is_alive(), "the server must never hang"
+    return outcome["server"], results
+
+
+def test_a_closed_connection_does_not_wait_for_the_timeout(certs):
+    # party-2 sends its check-in and gives up waiting for the reply (its own 1 s
+    # deadline) while party-0 is slow: its call ends, the server marks it gone, and the
+    # report round goes on without it at once instead of after the 30 s timeout.
+    silos = np.array_split(labelled(60)[:, :1], 3)
+
+    def make() -> Protocol:
+        return registry.make("ldp-quantized", GINI, epsilon=1.0)
+
+    timeout = 30.0
+    run, results = deploy(certs, make, [(0, silos[0], silent_in(make(), 0, 4.0), timeout, 0),
+                                        (1, silos[1], make(), timeout, 0),
+                                        (2, silos[2], make(), 1.0, 0)],
+                          timeout=timeout, min_silos=2)
+    assert not isinstance(run, Exception), run
+    assert run.seconds < timeout / 2
+    assert run.dropped == ["party-2"] and run.n_parties == 40
+    assert "did not answer within 1 s" in str(results[2])
+    # party-2 checked in (k was chosen with n = 60) but sent no report: the release is
+    # the estimator over the 40 reports on that grid, i.e. the simulator with k fixed
+    # from n = 60 on the two silos' rows.
+    fixed = registry.make("ldp-quantized", GINI, epsilon=1.0, n_parties=60)
+    expected = simulate(fixed, np.concatenate(silos[:2]), rng=SEED, batch_size=[20, 20, 0])
+    assert run.estimate.value == expected.value
+    assert run.estimate.diagnostics["k"] == expected.diagnostics["k"]
+    assert [r.release["n_parties"] for r in results[:2]] == [40, 40]
+
+
+def test_a_party_restarted_before_the_start_takes_its_place(certs):
+    # party-1's first process gives up while waiting for party-2 (its 1 s deadline): it
+    # had contributed nothing, so its restarted process joins in its place and the
+    # release is the full run's, for a secure protocol too.
+    data = labelled(45)
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2)
+
+    run, results = deploy(certs, make, [(0, silos[0], make(), 20.0, 0),
+                                        (1, silos[1], make(), 1.0, 0),
+                                        (1, silos[1], make(), 20.0, 2.0),
+                                        (2, silos[2], make(), 20.0, 3.0)], timeout=20.0)
+    assert not isinstance(run, Exception), run
+    assert "party-1 could not join" in str(results[1])
+    assert (run.parties, run.absent, run.dropped) == (["party-0", "party-1", "party-2"],
+                                                      [], [])
+    expected = simulate(make(), data, rng=SEED, batch_size=[15, 15, 15])
+    assert run.estimate.value == expected.value
+    assert run.seconds < 15.0
+
+
+def test_a_party_that_left_before_the_start_is_absent_at_once(certs):
+    # With min_silos, a silo that joined and left before the start is treated as never
+    # joined as soon as everyone else is in: no 30 s wait, and it is named absent.
+    data = labelled(45)
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2)
+
+    run, _ = deploy(certs, make, [(0, silos[0], make(), 30.0, 0),
+                                  (1, silos[1], make(), 1.0, 0),
+                                  (2, silos[2], make(), 30.0, 2.0)],
+                    timeout=30.0, min_silos=2)
+    assert not isinstance(run, Exception), run
+    assert (run.absent, run.dropped, run.n_parties) == (["party-1"], [], 30)
+    expected = simulate(make(), np.concatenate([silos[0], silos[2]]), rng=SEED,
+                        batch_size=[15, 0, 15])
+    assert run.estimate.value == expected.value
+    assert run.seconds < 15.0
+
+
+# ------------------------------------------------------------------ stop
+
+
+def test_fedauc_stops_when_a_client_drops_after_the_ranking(certs):
+    silos = np.array_split(labelled(60), 3)
+
+    def make() -> Protocol:
+        return registry.make("fedauc-rr", auc_kernel(), epsilon=1.0, n_clients=3)
+
+    server, parties = run_deployment(
+        certs, make, silos, min_silos=2, timeout=1.5,
+        party_make=lambda i: silent_in(make(), 1, 4.5) if i == 1 else make())
+    assert isinstance(server, NetworkRunError)
+    assert str(server) == (
+        "round 1: no answer within 1.5 s from party-1; fedauc-rr cannot go on without it: "
+        "the ranks include the silent client's scores, so the other clients' rank sums "
+        "would give a biased AUC; no release")
+    assert all(isinstance(p, NetworkRunError) for p in parties)
+    assert "party-1" in str(parties[0]) and "party-1" in str(parties[2])
+
+
+def test_a_secure_relay_round_stops_naming_the_silent_party(certs):
+    silos = np.array_split(labelled(45), 3)
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2)
+
+    def relaying_late(protocol: Protocol) -> Protocol:
+        step = protocol.party_step
+
+        def held(state: Any, inbox: Any, rng: Any) -> Any:
+            out = step(state, inbox, rng)
+            if out[1].is_peer:
+                time.sleep(4.5)
+            return out
+
+        protocol.party_step = held  # type: ignore[method-assign]
+        return protocol
+
+    server, _ = run_deployment(
+        certs, make, silos, min_silos=2, timeout=1.5,
+        party_make=lambda i: relaying_late(make()) if i == 2 else make())
+    assert isinstance(server, NetworkRunError)
+    assert str(server).endswith("no answer within 1.5 s from party-2; a relay round needs "
+                                "every member's rows; no release"), server
+
+
+def test_too_few_answers_stop_the_round_naming_the_silent(certs):
+    silos = np.array_split(labelled(60)[:, :1], 3)
+
+    def make() -> Protocol:
+        return registry.make("ldp-quantized", GINI, epsilon=1.0, k=8)
+
+    server, _ = run_deployment(
+        certs, make, silos, min_silos=2, timeout=1.5,
+        party_make=lambda i: silent_in(make(), 0, 4.5) if i else make())
+    assert str(server) == ("round 0: no answer within 1.5 s from party-1, party-2; 1 of 3 "
+                           "silos answered, fewer than min_silos = 2; no release")
+
+
+def test_without_min_silos_a_silent_silo_stops_the_run_as_before(certs):
+    silos = np.array_split(labelled(60)[:, :1], 3)
+
+    def make() -> Protocol:
+        return registry.make("ldp-quantized", GINI, epsilon=1.0, k=8)
+
+    server, _ = run_deployment(
+        certs, make, silos, timeout=1.5,
+        party_make=lambda i: silent_in(make(), 0, 4.5) if i == 1 else make())
+    assert str(server) == "round 0: no answer within 1.5 s from party-1; no release"
+
+
+# ------------------------------------------------------------------ declarations
+
+
+def _first_state(name: str, kernel: Any, **params: Any) -> tuple[Protocol, Any]:
+    protocol = registry.make(name, kernel, epsilon=1.0, **params)
+    return protocol, protocol.init_server(60)
+
+
+@pytest.mark.parametrize(("name", "kernel", "params", "proceed"), [
+    ("ldp-quantized", GINI, {"k": 8}, True),
+    ("ldp-quantized", GINI, {}, True),
+    ("ldp-tree", auc_kernel(), {"d": 16}, True),
+    ("ldp-ghazi", GINI, {"k": 8}, True),
+    ("central-laplace", auc_kernel(), {}, True),
+    ("ghazi-shuffle", GINI, {"k": 8}, False),
+    ("fedauc-rr", auc_kernel(), {}, False),
+    ("fedauc-laplace-local", auc_kernel(), {}, False),
+    ("pairs-2pc", auc_kernel(), {"P": 2}, False),
+    ("umpc", GINI, {}, False),
+])
+def test_each_protocol_declares_its_first_round(name, kernel, params, proceed):
+    protocol, state = _first_state(name, kernel, **params)
+    rule = protocol.dropout_rule(state, 0)
+    assert rule.proceed is proceed, rule
+    assert rule.reason
+
+
+def test_central_laplace_with_a_fixed_design_refuses():
+    design = uniform_sample(30, 2, 60, rng=1)
+    protocol = registry.make("central-laplace", auc_kernel(), epsilon=1.0, design=design)
+    rule = protocol.dropout_rule(protocol.init_server(60), 0)
+    assert not rule.proceed
+    assert rule.reason == "its tuple design was fixed for 60 parties before the round"
+
+
+# ------------------------------------------------------------------ a killed process
+
+FEDUSTAT = [sys.executable, "-m", "fedustat.cli"]
+
+
+def connected(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds an established TCP connection to ``port`` (Linux)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in list(lines)[1:]:
+                cols = line.split()
+                remote_port = int(cols[2].rsplit(":", 1)[1], 16)
+                if cols[3] == "01" and remote_port == port and cols[9] in inodes:
+                    return True
+    return False
+
+
+def test_a_killed_party_process_is_left_out_without_waiting(tmp_path):
+    # Server and parties as processes started from the command line. party-2 joins and is
+    # killed while it waits for the others: its connection closes, so once party-0 and
+    # party-1 are in, the run starts without it at once (not after the 60 s timeout),
+    # and the release is the simulator's over the other two silos.
+    subprocess.run([*FEDUSTAT, "certs", "--out", str(tmp_path / "certs"), "--parties", "3"],
+                   check=True, capture_output=True, timeout=60)
+    data = labelled(60, seed=3)
+    files = []
+    for i, rows in enumerate(np.array_split(data, 3)):
+        files.append(tmp_path / f"party-{i}.csv")
+        np.savetxt(files[-1], rows, delimiter=",", header="score,label", comments="")
+    common = ["--statistic", "auc", "--epsilon", "1", "--seed", "3", "--protocol",
+              "ldp-quantized", "--param", "k=8", "--column-bounds", "score=0,1",
+              "--certs", str(tmp_path / "certs")]
+    running: list[subprocess.Popen] = []
+
+    def start(*args: str) -> subprocess.Popen:
+        proc = subprocess.Popen([*FEDUSTAT, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        running.append(proc)
+        return proc
+
+    def party(i: int, address: str) -> subprocess.Popen:
+        return start("party", *common, "--server", address, "--identity", f"party-{i}",
+                     "--file", str(files[i]), "--columns", "score,label", "--timeout", "60")
+
+    try:
+        server = start("serve", *common, "--parties", "3", "--min-parties", "2",
+                       "--listen", "127.0.0.1:0", "--timeout", "60")
+        match = re.search(r"listening on port (\d+)", server.stdout.readline())
+        assert match, server.stderr.read()
+        address = f"127.0.0.1:{match.group(1)}"
+        killed = party(2, address)
+        waiting = party(1, address)
+        # party-2 has connected (its Join follows at once) and waits for party-0.
+        deadline = time.monotonic() + 40.0
+        while not connected(killed.pid, int(match.group(1))):
+            assert time.monotonic() < deadline, "party-2 did not connect"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        os.killpg(killed.pid, signal.SIGKILL)
+        started = time.monotonic()
+        party(0, address)
+        out, err = server.communicate(timeout=50)
+        elapsed = time.monotonic() - started
+        assert server.returncode == 0, err
+        release = json.loads(out[out.index("{"):])
+        assert (release["absent"], release["dropped"], release["parties"],
+                release["n_parties"]) == (["party-2"], [], ["party-0", "party-1"], 40)
+        assert elapsed < 30.0  # well under the 60 s timeout
+        expected = simulate(registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
+                                          bounds={"score": (0.0, 1.0)}),
+                            np.concatenate(np.array_split(data, 3)[:2]), rng=3,
+                            batch_size=[20, 20, 0])
+        assert release["value"] == expected.value
+        assert waiting.wait(timeout=30) == 0
+    finally:
+        for proc in running:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)

@@ -1,6 +1,7 @@
 """A networked deployment on localhost: wall time, bytes on the wire, server memory.
 
     python benchmarks/bench_deployment.py [--quick] [--silos 10,100,1000] [--protocols umpc]
+                                          [--timeout 900]
 
 The server runs as its own process (`fedustat serve`, which reports its peak resident
 memory); the silos run as threads of this process, each with its own TLS channel and 10
@@ -53,7 +54,8 @@ CASES = {
 ROWS = {"umpc": 1}
 
 
-def deployment(certs: Path, name: str, silos: int, data: np.ndarray) -> dict:
+def deployment(certs: Path, name: str, silos: int, data: np.ndarray,
+               timeout: float = 120.0) -> dict:
     options, make, columns = CASES[name]
     if name == "fedauc-rr":
         options = [*options, "--param", f"n_clients={silos}"]
@@ -62,7 +64,7 @@ def deployment(certs: Path, name: str, silos: int, data: np.ndarray) -> dict:
         server = subprocess.Popen(
             [sys.executable, "-m", "fedustat.cli", "serve", "--protocol", name, "--epsilon",
              "1", "--seed", str(SEED), *options, "--certs", str(certs), "--parties",
-             str(silos), "--listen", "127.0.0.1:0", "--timeout", "120", "--output",
+             str(silos), "--listen", "127.0.0.1:0", "--timeout", str(timeout), "--output",
              str(output)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
         try:
@@ -71,13 +73,13 @@ def deployment(certs: Path, name: str, silos: int, data: np.ndarray) -> dict:
             started = time.perf_counter()
             threads = [threading.Thread(target=run_party, args=(
                 make(silos), parts[i], load_credentials(certs, f"party-{i}"),
-                f"127.0.0.1:{port}"), kwargs={"rng": SEED, "timeout": 300})
+                f"127.0.0.1:{port}"), kwargs={"rng": SEED, "timeout": max(300.0, timeout)})
                 for i in range(silos)]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
-            _, err = server.communicate(timeout=300)
+            _, err = server.communicate(timeout=max(300.0, timeout))
             wall = time.perf_counter() - started
             if server.returncode != 0:
                 raise RuntimeError(err)
@@ -107,6 +109,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 and 100 silos only")
     parser.add_argument("--silos", default=None, help="comma-separated silo counts")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds the server waits for a join or a round (a loaded "
+                             "machine needs more at 1000 silos)")
     parser.add_argument("--protocols", default=",".join(CASES),
                         help=f"comma-separated, from {', '.join(CASES)}")
     args = parser.parse_args()
@@ -125,7 +130,7 @@ def main() -> None:
         for silos in counts:
             n = silos * ROWS.get(name, ROWS_PER_SILO)
             data = np.column_stack([rng.beta(2, 5, n), (rng.random(n) < 0.4).astype(float)])
-            row = deployment(certs, name, silos, data)
+            row = deployment(certs, name, silos, data, args.timeout)
             print(f"{name:>14} | {silos:>5} | {row['wall']:>7.2f} | {row['wire'] / 1024:>9.1f} | "
                   f"{row['payload'] / 1024:>11.1f} | {row['rss']:>10.0f} | "
                   f"{row['simulated']:>6.3f} | {row['simulated_peak']:>7.1f} | "

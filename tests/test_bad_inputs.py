@@ -294,7 +294,7 @@ for _method in _DRAWS:
 #: permutations and the U-MPC design; the U-MPC design coin, and the dealers and Z each
 #: party derives from it; the simulated split of samples into clients; pairs-2pc's public
 #: choice of a dealing party for each pair).
-PUBLIC_COINS = ("designs.py:", "umpc.py:server_step", "umpc.py:_plan",
+PUBLIC_COINS = ("designs.py:", "umpc.py:server_step", "umpc.py:_coin_facts",
                 "partitions.py:iid_partition", "pairs_2pc.py:_third_party")
 #: Known exception: ghazi-shuffle's simulated shuffler (a trusted party of the shuffle
 #: model, run inside the aggregator's step) permutes the messages with the simulator's

@@ -715,3 +715,58 @@ def test_the_error_law_is_the_exact_noise_plus_the_design_term() -> None:
     assert law.half_width(0.9) == pytest.approx(dlap.half_width(0.9))
     assert protocol.guarantee.assumptions and any(
         "dealer" in str(a) for a in protocol.guarantee.assumptions)
+
+
+# ------------------------------------------------------------ member circuits, run once
+def test_each_member_circuit_runs_once_across_the_relay_rounds(monkeypatch) -> None:
+    """A member's circuit waits at each opening for the next relay round instead of being
+    replayed from the start: one evaluation per member and batch, however many rounds
+    (the boolean-circuit AUC has 8), and the same release as one batch at epsilon = inf."""
+    kernel, data = _data("auc", 12, np.random.default_rng(7))
+    protocol = UMPC(kernel, math.inf, comparison="circuit", fixed_point=DEFAULT_FIXED_POINT)
+    calls: list[int] = []
+    evaluate = type(protocol.circuit).evaluate
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(protocol.circuit), "evaluate", counting)
+    est = simulate(protocol, data, rng=2, batch_size=1)
+    assert est.cost.peer_rounds == 2 + 8      # dealing, sharing, 8 circuit rounds
+    assert len(calls) == kernel.degree * 12
+    assert est.value == simulate(protocol, data, rng=2).value
+
+
+def test_an_aborted_run_ends_its_waiting_member_circuits() -> None:
+    """A run that fails mid-circuit (here: a dropped opening row) leaves no thread
+    waiting once it is collected."""
+    import gc
+    import threading
+    import time
+
+    from fedustat.protocols.base import PEER_FROM
+
+    kernel, data = _data("auc", 10, np.random.default_rng(8))
+    rounds: list[int] = []
+
+    def drop_in_the_circuit(msg: Message) -> Message:
+        if msg.is_peer and PEER_FROM in msg.fields:
+            rounds.append(1)
+            if len(rounds) == 4:       # dealing, sharing, then the second opening round
+                keep = np.arange(1, len(msg.parties))
+                return Message(msg.sender, msg.receiver,
+                               {k: np.asarray(v)[keep] for k, v in msg.fields.items()},
+                               msg.bits_per_value, np.asarray(msg.parties)[keep])
+        return msg
+
+    with pytest.raises(ValueError, match="exactly one row of openings per group"):
+        simulate_run(UMPC(kernel, math.inf, comparison="circuit",
+                          fixed_point=DEFAULT_FIXED_POINT), data, rng=1, batch_size=2,
+                     relay=drop_in_the_circuit)
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+            t.name.startswith("umpc-member-") for t in threading.enumerate()):
+        time.sleep(0.05)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("umpc-member-")]

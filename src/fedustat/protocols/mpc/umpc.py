@@ -34,10 +34,12 @@ encrypted by the networked server, ``docs/network.md``):
 
 0. parties upload the public part of their record (the label of AUC, the class of VUS;
    otherwise a 1-bit check-in);
-1. the aggregator broadcasts ``n``, a 128-bit public coin and the public labels. From
-   them every party derives the same design E (002 Sec. 3), the active edges, for each
-   edge a **dealing party** (uniform among the ``n - k`` parties outside it) and, for
-   M_HF, the subgroup Z;
+1. the aggregator sends ``n`` and a 128-bit public coin. From the coin every party
+   derives the same design E (002 Sec. 3), for each design edge a **dealing party**
+   (uniform among the ``n - k`` parties outside it) and, for M_HF, the subgroup Z. With
+   public labels each party also gets, in its own row, the number of active edges and
+   only the labels of its edges' co-members and of the members of the edges it deals
+   (not all n: O(n k deg) bits in total instead of n^2), hence its active edges;
 2. *relay*: each dealing party deals, from its own coins, the material of its edges
    (Beaver triples; FSS keys or edaBits, AND triples and daBits) and sends each member
    its part (002 App. A.3's offline phase, here a party). With ``dealer="service"`` the
@@ -52,8 +54,8 @@ encrypted by the networked server, ``docs/network.md``):
    ``r``, the only cross-row operation an opening), so under
    :func:`fedustat.secure.member_openings` every opening becomes the member's row sent to
    its ``k - 1`` co-members, and the opened value is its own row plus (or xor) theirs.
-   A member replays its circuit from the start each round with the openings received so
-   far (deterministic given shares and material) until it returns;
+   A member's circuit runs once, waiting at each opening for the next relay round
+   (:class:`_MemberCircuit`) until it returns;
 6. upload ``z_i`` (one ring element); the aggregator reconstructs and releases.
 
 A relay round carries one kind of row, so the noise round no longer overlaps the
@@ -74,8 +76,11 @@ import copy
 import dataclasses
 import functools
 import math
+import queue
+import threading
 import time
 import warnings
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -407,30 +412,51 @@ def _draw_noise(plan: NoisePlan, n: int, ring: Ring, transcript: Transcript,
 
 
 class _OpeningNeededError(Exception):
-    """A member's replay reached an opening it has not received yet (what it opens)."""
+    """A member's circuit reached an opening it has not received yet (what it opens)."""
 
     def __init__(self, items: list[tuple[str, np.ndarray, int]]) -> None:
         super().__init__("opening pending")
         self.items = items
 
 
-class _Replay:
-    """Opening hook (:func:`fedustat.secure.member_openings`) of member ``r``: serves the
-    openings already received in order and stops at the first new one with this member's
-    rows (the circuit code is deterministic given shares and material, so a replay from
-    the start reaches the same openings)."""
+class _CircuitClosedError(Exception):
+    """The run ended (or failed) while a member's circuit waited for an opening."""
 
-    def __init__(self, member: int, history: list[list[np.ndarray]]) -> None:
-        self.member = member
-        self.history = history
-        self.next = 0
+
+class _MemberCircuit:
+    """Member ``r``'s circuit, run once and suspended at each opening.
+
+    The circuit code (:mod:`fedustat.protocols.mpc.kernel_circuits`) is straight-line
+    and calls the opening hook of :func:`fedustat.secure.member_openings`; the member
+    cannot compute past an opening before its co-members' rows arrive (the next relay
+    round). Earlier versions replayed the circuit from the start each round with the
+    openings so far, about ``C_f^R / 2`` evaluations in all; here the circuit runs in a
+    worker thread that waits at the hook for the opened values, so every local step runs
+    once. The thread only hands values over (the caller waits for it), so the result is
+    the replay's, bit for bit. :meth:`close` ends a waiting thread.
+    """
+
+    def __init__(self, member: int, evaluate: Any) -> None:
+        self.member = member            # read by fedustat.secure.evaluating_members
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._main, args=(evaluate,), daemon=True,
+                                        name=f"umpc-member-{member}")
+        self._thread.start()
+
+    def _main(self, evaluate: Any) -> None:
+        try:
+            with member_openings(self):
+                out = evaluate()
+        except BaseException as exc:    # handed to the caller's thread, raised there
+            self._outbox.put(("error", exc))
+            return
+        self._outbox.put(("done", out))
 
     def __call__(self, op: str, arrays: list[np.ndarray], active: list[int | None],
                  ring: Ring | None) -> list[np.ndarray]:
-        if self.next < len(self.history):
-            opened = self.history[self.next]
-            self.next += 1
-            return opened
+        """The opening hook (worker thread): hand this member's rows over, wait for the
+        opened values."""
         items = []
         for a, mask in zip(arrays, active, strict=True):
             mine = np.asarray(a[self.member], dtype=np.uint64)
@@ -439,7 +465,31 @@ class _Replay:
                 items.append(("add", mine, ring.bits))
             else:
                 items.append(("xor", np.bitwise_and(mine, np.uint64(mask)), int(mask)))
-        raise _OpeningNeededError(items)
+        self._outbox.put(("open", items))
+        opened = self._inbox.get()
+        if opened is None:
+            raise _CircuitClosedError
+        return opened
+
+    def resume(self, opened: list[np.ndarray] | None = None) -> tuple[str, Any]:
+        """Hand over the opened values (None at the start) and wait for the circuit's next
+        opening (``("open", items)``) or its output share (``("done", share)``)."""
+        if opened is not None:
+            self._inbox.put(opened)
+        kind, value = self._outbox.get()
+        if kind == "error":
+            raise value
+        return kind, value
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._inbox.put(None)
+
+
+def _close_circuits(circuits: dict[int, _MemberCircuit]) -> None:
+    for live in circuits.values():
+        live.close()
+    circuits.clear()
 
 
 @functools.lru_cache(maxsize=256)
@@ -658,6 +708,7 @@ class _Run:
     material: dict[int, CircuitMaterial] = dataclasses.field(default_factory=dict)
     reusable: dict[int, list[Material]] = dataclasses.field(default_factory=dict)
     history: dict[int, list[list[np.ndarray]]] = dataclasses.field(default_factory=dict)
+    circuits: dict[int, _MemberCircuit] = dataclasses.field(default_factory=dict)
     sent: list[tuple[str, np.ndarray, int]] = dataclasses.field(default_factory=list)
     noise: np.ndarray | None = None       # each own party's share of the noise
     output: np.ndarray | None = None      # (slots,) shares of D f(x_e)
@@ -1208,7 +1259,11 @@ class UMPC(Protocol):
         else:
             share_rng, dealer_rng, noise_rng = rng.spawn(3)
             coins = (share_rng, dealer_rng, self.noise if self.noise is not None else noise_rng)
-        return _Run(plan, state.parties, slot_edge, slot_member, slot_owner, own, coins)
+        run = _Run(plan, state.parties, slot_edge, slot_member, slot_owner, own, coins)
+        # A run dropped mid-circuit (an abort, a failed peer) ends its members' waiting
+        # threads when it is collected.
+        weakref.finalize(run, _close_circuits, run.circuits)
+        return run
 
     def _template(self, plan: _Plan) -> CircuitMaterial:
         """The material's structure, dealt for one edge from public randomness; a member
@@ -1353,8 +1408,23 @@ class UMPC(Protocol):
                        {"eta": ring.bits, PEER_TO: 32}, senders[order])
 
     def _evaluate(self, run: _Run, member: int) -> np.ndarray:
-        """Replay member ``member``'s circuit on its own shares and material with the
-        openings received so far; :class:`_OpeningNeededError` carries its next opening."""
+        """Member ``member``'s circuit on its own shares and material, resumed with the
+        openings received since its last step (:class:`_MemberCircuit`); its output
+        share, or :class:`_OpeningNeededError` with its next opening."""
+        live = run.circuits.get(member)
+        if live is None:
+            live = run.circuits[member] = _MemberCircuit(member, self._member_program(run,
+                                                                                     member))
+            kind, value = live.resume()
+        else:
+            kind, value = live.resume(run.history[member][-1])
+        if kind == "open":
+            raise _OpeningNeededError(value)
+        del run.circuits[member]            # finished: its thread has ended
+        return value
+
+    def _member_program(self, run: _Run, member: int) -> Any:
+        """The evaluation of member ``member``'s circuit, to run under its opening hook."""
         plan, k = run.plan, self.kernel.degree
         sel = run.slot_member == member
         assert run.inputs is not None
@@ -1365,13 +1435,17 @@ class UMPC(Protocol):
             s[member] = run.inputs[sel, j]
             shares.append(s)
         material = run.material[member]
-        for part in run.reusable[member]:
+        for part in run.reusable.get(member, []):
             part._spent = False
         order = None if plan.order is None else plan.order[run.slot_edge[sel]]
-        with member_openings(_Replay(member, run.history.setdefault(member, []))):
-            out = self.circuit.evaluate(shares, material, ring=plan.fp.ring, method=self.method,
-                                        full_range=self.full_range, order=order)
-        return np.asarray(out[member], dtype=np.uint64)
+        ring, circuit, method, full_range = plan.fp.ring, self.circuit, self.method, \
+            self.full_range
+
+        def program() -> np.ndarray:
+            out = circuit.evaluate(shares, material, ring=ring, method=method,
+                                   full_range=full_range, order=order)
+            return np.asarray(out[member], dtype=np.uint64)
+        return program
 
     def _openings(self, run: _Run) -> Message | None:
         """The members' next openings to their co-members (every member of an edge sends
@@ -1390,6 +1464,7 @@ class UMPC(Protocol):
                 run.output[run.slot_member == r] = out
             return None
         if outputs:
+            _close_circuits(run.circuits)
             raise RuntimeError("U-MPC: the members' circuits opened different values")
         items = []
         for i, (op, first, width) in enumerate(pending[0]):

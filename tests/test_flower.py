@@ -33,7 +33,7 @@ import fedustat
 from fedustat.protocols.base import Role
 from fedustat.runtime.flower import RunConfig, load_silo, write_app
 from fedustat.runtime.flower.config import NodeConfig
-from fedustat.runtime.flower.driver import drive
+from fedustat.runtime.flower.driver import drive, release_document
 from fedustat.runtime.flower.node import answer
 from fedustat.runtime.network.certs import create_deployment
 from fedustat.runtime.network.service import NetworkRunError
@@ -187,15 +187,19 @@ def test_federated_ecdf_by_name_gives_the_simulators_curve(tmp_path, party_certs
     # The curve releases take the score column only (node config columns = "0").
     data = labelled(60, seed=4, integer=True)
     run = {**case, "seed": str(SEED)}
-    result = relaying(tmp_path, run, data, party_certs)
-    for config in result.node_configs.values():
+    nodes = relaying(tmp_path, run, data, party_certs)
+    for config in nodes.node_configs.values():
         config["columns"] = "0"
-    released = result.drive().estimate
+    result = nodes.drive()
+    released = result.estimate
     expected = simulate(RunConfig.parse(run).make_protocol(), data[:, :1], rng=SEED,
                         batch_size=[20, 20, 20])
     np.testing.assert_array_equal(released.diagnostics["curve"].values,
                                   expected.diagnostics["curve"].values)
     assert released.cost == expected.cost and expected.cost.peer_rounds >= 1
+    document = release_document(RunConfig.parse(run), result)
+    assert document["values"] == expected.diagnostics["curve"].values.tolist()
+    assert document["thresholds"] == expected.diagnostics["curve"].thresholds.tolist()
 
 
 def test_unseeded_relay_rounds_replay_the_nodes_deployment_draws(tmp_path, party_certs):

@@ -264,7 +264,14 @@ def _route(frames: dict[int, dict[str, Any]], order: list[int], ids: list[np.nda
 def release_document(config: RunConfig, result: FlowerRun) -> dict[str, Any]:
     """The release file: the published summary, what was run, and the measured cost."""
     estimate = result.estimate
-    return {"run": result.run, **release_summary(estimate), "quantity": estimate.quantity,
+    curve = estimate.diagnostics.get("curve")
+    # A curve release (ecdf-secagg, ecdf-fss) also publishes its points.
+    points = {} if curve is None else {
+        "thresholds": [float(t) for t in curve.thresholds],
+        "values": [float(v) for v in curve.values],
+        "indices": [int(i) for i in curve.indices]}
+    return {"run": result.run, **release_summary(estimate), **points,
+            "quantity": estimate.quantity,
             "protocol": estimate.protocol,
             "privacy": str(estimate.privacy),
             "model": str(estimate.privacy.model), "cost": asdict(estimate.cost),

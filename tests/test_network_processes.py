@@ -341,9 +341,28 @@ def test_federated_ecdf_between_processes_by_name(processes, ecdf_deployment, op
 def test_protocols_lists_the_curve_releases():
     listed = subprocess.run([*FEDUSTAT, "protocols"], capture_output=True, text=True,
                             check=True, timeout=60).stdout
-    curves = listed[listed.index("curve releases"):]
-    assert re.search(r"^ecdf-fss\s+computational .*003 Sec\. 4\.2", curves, re.M)
-    assert re.search(r"^ecdf-secagg\s+central .*003 Sec\. 4\.1", curves, re.M)
+    assert re.search(r"^ecdf-fss\s+computational\s+curve release, no --statistic: .*"
+                     r"003 Sec\. 4\.2", listed, re.M)
+    assert re.search(r"^ecdf-secagg\s+central\s+curve release, no --statistic: .*"
+                     r"003 Sec\. 4\.1", listed, re.M)
+
+
+def test_the_curve_registry_shares_one_name_space_with_the_protocols():
+    # A name picks one protocol: a curve release cannot take a U-statistic protocol's
+    # name, nor the other way round; the curve registry refuses an unknown name by name.
+    entry = registry.available_curves()[0]
+    with pytest.raises(ValueError, match="a protocol named 'umpc' is already registered"):
+        registry.register_curve("umpc", entry.factory, model=entry.model, summary="",
+                                source="")
+    protocol = registry.available()[0]
+    with pytest.raises(ValueError, match=f"a protocol named {entry.name!r} is already "
+                                         "registered"):
+        registry.register(entry.name, protocol.factory, model=protocol.model, summary="",
+                          source="")
+    with pytest.raises(ValueError, match=r"unknown curve release 'ecdf'; available curve "
+                                         r"releases: ecdf-fss, ecdf-secagg"):
+        registry.make_curve("ecdf", epsilon=1.0)
+    assert not registry.is_curve("umpc") and registry.is_curve("ecdf-fss")
 
 
 @pytest.mark.parametrize(("extra", "message"), [

@@ -258,6 +258,33 @@ def test_a_tampered_relayed_payload_is_refused_naming_its_sender(tmp_path, party
     assert f"authentication in round {relayed[0] - 1}:" in str(refused.value)
 
 
+@pytest.mark.parametrize(("swap", "message"), [
+    ("relay", r"node-202: message from party 'party-1': sender_id: expected 'party-1', "
+              r"the frame says 'party-0'; no release"),
+    ("server", r"node-101 sent rows to parties and node-202 a message to the server; every "
+               r"node of a round must do the same; no release"),
+], ids=["another-silos-relay-frame", "mixed-round"])
+def test_a_relay_frame_that_does_not_fit_its_node_is_refused(tmp_path, party_certs, swap,
+                                                             message):
+    # In the first relay round node-202 answers with node-101's relay frame (speaking for
+    # party-0), or with its own previous frame to the server.
+    nodes = relaying(tmp_path, {**RELAYED[0], "seed": str(SEED)}, labelled(60),
+                     party_certs)
+    frames: dict[int, bytes] = {}
+
+    def replace_frame(action: str, node: int, reply: dict[str, Any]) -> dict[str, Any]:
+        if action != "fedustat_round" or "frame" not in reply:
+            return reply
+        if node == 202 and reply["frame"][:4] == b"FDRL":
+            return {"frame": frames[101] if swap == "relay" else frames[202]}
+        frames[node] = reply["frame"]
+        return reply
+
+    nodes.tamper = replace_frame
+    with pytest.raises(NetworkRunError, match=r"round \d: " + message):
+        nodes.drive()
+
+
 def test_a_certificate_substituted_by_the_server_is_refused(tmp_path, party_certs):
     # A ServerApp that hands out a key of its own for silo 2 (a certificate from another
     # CA) is refused by the node, which checks every certificate against its own CA.

@@ -13,7 +13,8 @@ against what the node may say (its own party ids, this run, this round), and the
 are merged in silo order for the server step. At the end every node gets the release
 summary.
 
-Relay rounds (a party step addresses rows to other parties: ``pairs-2pc``, ``umpc``) run
+Relay rounds (a party step addresses rows to other parties: ``pairs-2pc``, ``umpc``,
+``ecdf-secagg``, ``ecdf-fss``) run
 as in the standalone runtime (:mod:`fedustat.runtime.network.relay`): each node answers
 with a relay frame whose payloads it sealed end to end for their destination silos; the
 ServerApp checks the routing facts (origins its own, destinations in the run), counts

@@ -33,7 +33,7 @@ import fedustat
 from fedustat.protocols.base import Role
 from fedustat.runtime.flower import RunConfig, load_silo, write_app
 from fedustat.runtime.flower.config import NodeConfig
-from fedustat.runtime.flower.driver import drive
+from fedustat.runtime.flower.driver import drive, release_document
 from fedustat.runtime.flower.node import answer
 from fedustat.runtime.network.certs import create_deployment
 from fedustat.runtime.network.service import NetworkRunError
@@ -174,6 +174,34 @@ def test_relay_rounds_give_the_simulators_release(tmp_path, party_certs, case):
     assert len(result.exchange_seconds) == 1 + result.rounds
 
 
+CURVES = [
+    {"protocol": "ecdf-secagg",
+     "params": json.dumps({"bounds": [0, 15], "precision": 1.0, "contributors": 3})},
+    {"protocol": "ecdf-fss",
+     "params": json.dumps({"bounds": [0, 15], "precision": 1.0, "query": [0, 4, 9, 15]})},
+]
+
+
+@pytest.mark.parametrize("case", CURVES, ids=[c["protocol"] for c in CURVES])
+def test_federated_ecdf_by_name_gives_the_simulators_curve(tmp_path, party_certs, case):
+    # The curve releases take the score column only (node config columns = "0").
+    data = labelled(60, seed=4, integer=True)
+    run = {**case, "seed": str(SEED)}
+    nodes = relaying(tmp_path, run, data, party_certs)
+    for config in nodes.node_configs.values():
+        config["columns"] = "0"
+    result = nodes.drive()
+    released = result.estimate
+    expected = simulate(RunConfig.parse(run).make_protocol(), data[:, :1], rng=SEED,
+                        batch_size=[20, 20, 20])
+    np.testing.assert_array_equal(released.diagnostics["curve"].values,
+                                  expected.diagnostics["curve"].values)
+    assert released.cost == expected.cost and expected.cost.peer_rounds >= 1
+    document = release_document(RunConfig.parse(run), result)
+    assert document["values"] == expected.diagnostics["curve"].values.tolist()
+    assert document["thresholds"] == expected.diagnostics["curve"].thresholds.tolist()
+
+
 def test_unseeded_relay_rounds_replay_the_nodes_deployment_draws(tmp_path, party_certs):
     # Every message starts a new ClientApp process that replays the party's steps: its
     # shares and noise must be the very ones it sent before, or the release is garbage.
@@ -185,6 +213,24 @@ def test_unseeded_relay_rounds_replay_the_nodes_deployment_draws(tmp_path, party
     exact = fedustat.estimate(auc_kernel(), data, epsilon=math.inf, protocol="exact").value
     assert released.noise == "deployment"
     assert abs(released.value - exact) <= 6 * released.std_error
+
+
+def test_an_unseeded_federated_ecdf_replays_the_nodes_shares_and_noise(tmp_path,
+                                                                      party_certs):
+    # Deployment randomness (shares and the contributors' noise from the nodes' CSPRNG):
+    # at epsilon 1000 the curve is the exact ECDF up to its own noise.
+    from fedustat.stats.ecdf import ecdf_counts
+
+    data = labelled(60, seed=4, integer=True)
+    run = {**CURVES[1], "epsilon": 1000.0}
+    nodes = relaying(tmp_path, run, data, party_certs)
+    for config in nodes.node_configs.values():
+        config["columns"] = "0"
+    released = nodes.drive().estimate
+    curve = released.diagnostics["curve"]
+    exact = ecdf_counts(data[:, 0], curve.grid)[curve.indices] / data.shape[0]
+    assert released.noise == "deployment"
+    assert np.all(np.abs(curve.values - exact) <= 6 * math.sqrt(curve.variance))
 
 
 def test_a_tampered_relayed_payload_is_refused_naming_its_sender(tmp_path, party_certs):
@@ -210,6 +256,33 @@ def test_a_tampered_relayed_payload_is_refused_naming_its_sender(tmp_path, party
         nodes.drive()
     assert str(refused.value).startswith(f"round {relayed[0]}: ")
     assert f"authentication in round {relayed[0] - 1}:" in str(refused.value)
+
+
+@pytest.mark.parametrize(("swap", "message"), [
+    ("relay", r"node-202: message from party 'party-1': sender_id: expected 'party-1', "
+              r"the frame says 'party-0'; no release"),
+    ("server", r"node-101 sent rows to parties and node-202 a message to the server; every "
+               r"node of a round must do the same; no release"),
+], ids=["another-silos-relay-frame", "mixed-round"])
+def test_a_relay_frame_that_does_not_fit_its_node_is_refused(tmp_path, party_certs, swap,
+                                                             message):
+    # In the first relay round node-202 answers with node-101's relay frame (speaking for
+    # party-0), or with its own previous frame to the server.
+    nodes = relaying(tmp_path, {**RELAYED[0], "seed": str(SEED)}, labelled(60),
+                     party_certs)
+    frames: dict[int, bytes] = {}
+
+    def replace_frame(action: str, node: int, reply: dict[str, Any]) -> dict[str, Any]:
+        if action != "fedustat_round" or "frame" not in reply:
+            return reply
+        if node == 202 and reply["frame"][:4] == b"FDRL":
+            return {"frame": frames[101] if swap == "relay" else frames[202]}
+        frames[node] = reply["frame"]
+        return reply
+
+    nodes.tamper = replace_frame
+    with pytest.raises(NetworkRunError, match=r"round \d: " + message):
+        nodes.drive()
 
 
 def test_a_certificate_substituted_by_the_server_is_refused(tmp_path, party_certs):
@@ -694,8 +767,9 @@ def _command(pid: int) -> bytes:
 
 
 DEPLOYMENT_DATA = labelled(60, seed=3)
-# ldp-quantized (one party round), fedauc-rr (two) and pairs-2pc (relay rounds).
-DEPLOYED = [*CASES[:2], RELAYED[0]]
+# ldp-quantized (one party round) and pairs-2pc (server rounds and relay rounds, each
+# replayed by a new ClientApp process); fedauc-rr's two rounds run in process above.
+DEPLOYED = [CASES[0], RELAYED[0]]
 
 
 @pytest.fixture(scope="module")

@@ -338,12 +338,52 @@ def test_federated_ecdf_between_processes_by_name(processes, ecdf_deployment, op
         assert release_of(party_out)["value"] == expected.value
 
 
+def test_an_unseeded_federated_ecdf_between_processes_draws_from_the_os(processes,
+                                                                        ecdf_deployment):
+    # No seed: shares and noise from the OS (randomness="os"), and the release says so;
+    # at epsilon 1000 the curve is the exact ECDF up to its own noise.
+    certs, files, x = ecdf_deployment
+    common = ["--protocol", "ecdf-secagg", "--epsilon", "1000", "--bounds", "0,12",
+              "--precision", "1"]
+    out, parties = run_every_silo(processes, certs, files, common, columns="x")
+    released = release_of(out)
+    assert released["noise"] == "deployment"
+    curve = registry.make_curve("ecdf-secagg", epsilon=1000.0, bounds=(0.0, 12.0),
+                                precision=1.0, randomness="os")
+    exact = ecdf_counts(x, curve.thresholds) / x.size
+    # The release's own per-point standard error: sqrt(L + 1 node variances) / n.
+    simulated = simulate(curve, x[:, None], batch_size=[1, 1, 8, 20])
+    bound = 6 * np.sqrt(simulated.diagnostics["curve"].variance)
+    assert np.all(np.abs(np.asarray(released["values"]) - exact) <= bound)
+    for party in parties:
+        assert finish(party)[0] == 0
+
+
 def test_protocols_lists_the_curve_releases():
     listed = subprocess.run([*FEDUSTAT, "protocols"], capture_output=True, text=True,
                             check=True, timeout=60).stdout
-    curves = listed[listed.index("curve releases"):]
-    assert re.search(r"^ecdf-fss\s+computational .*003 Sec\. 4\.2", curves, re.M)
-    assert re.search(r"^ecdf-secagg\s+central .*003 Sec\. 4\.1", curves, re.M)
+    assert re.search(r"^ecdf-fss\s+computational\s+curve release, no --statistic: .*"
+                     r"003 Sec\. 4\.2", listed, re.M)
+    assert re.search(r"^ecdf-secagg\s+central\s+curve release, no --statistic: .*"
+                     r"003 Sec\. 4\.1", listed, re.M)
+
+
+def test_the_curve_registry_shares_one_name_space_with_the_protocols():
+    # A name picks one protocol: a curve release cannot take a U-statistic protocol's
+    # name, nor the other way round; the curve registry refuses an unknown name by name.
+    entry = registry.available_curves()[0]
+    with pytest.raises(ValueError, match="a protocol named 'umpc' is already registered"):
+        registry.register_curve("umpc", entry.factory, model=entry.model, summary="",
+                                source="")
+    protocol = registry.available()[0]
+    with pytest.raises(ValueError, match=f"a protocol named {entry.name!r} is already "
+                                         "registered"):
+        registry.register(entry.name, protocol.factory, model=protocol.model, summary="",
+                          source="")
+    with pytest.raises(ValueError, match=r"unknown curve release 'ecdf'; available curve "
+                                         r"releases: ecdf-fss, ecdf-secagg"):
+        registry.make_curve("ecdf", epsilon=1.0)
+    assert not registry.is_curve("umpc") and registry.is_curve("ecdf-fss")
 
 
 @pytest.mark.parametrize(("extra", "message"), [

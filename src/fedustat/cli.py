@@ -456,15 +456,15 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def cmd_protocols(args: argparse.Namespace) -> int:
-    for entry in registry.available():
-        print(f"{entry.name:<22} {entry.model.value:<8} {entry.summary}  [{entry.source}]")
-    curves = registry.available_curves()
-    if curves:
-        # They release a curve over a public grid of one column, not a statistic's value.
-        print("\ncurve releases (`fedustat serve/party --protocol NAME`, no --statistic):")
-        for entry in curves:
-            print(f"{entry.name:<22} {entry.model.value:<8} {entry.summary}  "
-                  f"[{entry.source}]")
+    # Curve releases (a curve over a public grid of one column, not a statistic's value)
+    # are listed among the protocols, marked as such.
+    curves = {entry.name for entry in registry.available_curves()}
+    entries = sorted([*registry.available(), *registry.available_curves()],
+                     key=lambda entry: entry.name)
+    for entry in entries:
+        kind = "curve release, no --statistic: " if entry.name in curves else ""
+        print(f"{entry.name:<22} {entry.model.value:<8} {kind}{entry.summary}  "
+              f"[{entry.source}]")
     return 0
 
 

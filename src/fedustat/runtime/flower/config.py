@@ -174,8 +174,22 @@ class RunConfig:
         return STATISTICS[self.statistic](self.statistic_bounds)
 
     def make_protocol(self) -> Protocol:
-        """The protocol from the registry, exactly as every role builds it."""
+        """The protocol from the registry, exactly as every role builds it.
+
+        A curve release (``ecdf-secagg``, ``ecdf-fss``: the registry's curve registry)
+        takes no statistic and no delta; deployment noise is its ``randomness="os"``.
+        """
         params = dict(self.params)
+        if registry.is_curve(self.protocol):
+            if self.delta:
+                raise ValueError(f"protocol {self.protocol!r} is pure epsilon-DP; set "
+                                 "delta = 0")
+            if "randomness" in params:
+                raise ValueError("params must not set randomness; use the run config key "
+                                 "noise")
+            if self.noise == "deployment":
+                params["randomness"] = "os"
+            return registry.make_curve(self.protocol, epsilon=self.epsilon, **params)
         if self.noise == "deployment":
             params["noise"] = DeploymentNoise()
         return registry.make(self.protocol, self.kernel(), epsilon=self.epsilon,

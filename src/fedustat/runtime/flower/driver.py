@@ -13,7 +13,8 @@ against what the node may say (its own party ids, this run, this round), and the
 are merged in silo order for the server step. At the end every node gets the release
 summary.
 
-Relay rounds (a party step addresses rows to other parties: ``pairs-2pc``, ``umpc``) run
+Relay rounds (a party step addresses rows to other parties: ``pairs-2pc``, ``umpc``,
+``ecdf-secagg``, ``ecdf-fss``) run
 as in the standalone runtime (:mod:`fedustat.runtime.network.relay`): each node answers
 with a relay frame whose payloads it sealed end to end for their destination silos; the
 ServerApp checks the routing facts (origins its own, destinations in the run), counts
@@ -264,7 +265,14 @@ def _route(frames: dict[int, dict[str, Any]], order: list[int], ids: list[np.nda
 def release_document(config: RunConfig, result: FlowerRun) -> dict[str, Any]:
     """The release file: the published summary, what was run, and the measured cost."""
     estimate = result.estimate
-    return {"run": result.run, **release_summary(estimate), "quantity": estimate.quantity,
+    curve = estimate.diagnostics.get("curve")
+    # A curve release (ecdf-secagg, ecdf-fss) also publishes its points.
+    points = {} if curve is None else {
+        "thresholds": [float(t) for t in curve.thresholds],
+        "values": [float(v) for v in curve.values],
+        "indices": [int(i) for i in curve.indices]}
+    return {"run": result.run, **release_summary(estimate), **points,
+            "quantity": estimate.quantity,
             "protocol": estimate.protocol,
             "privacy": str(estimate.privacy),
             "model": str(estimate.privacy.model), "cost": asdict(estimate.cost),

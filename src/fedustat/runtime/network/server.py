@@ -396,15 +396,16 @@ class _Coordinator:
         identity, index = self._identity(context)
         with self.lock:
             party = self._member(index)
-            if not self.assigned or party is None or index not in self.slots:
-                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
-                              f"{identity} sent a round before joining")
             if index in self.dropped:
-                # Checked before decoding: a late frame is no fault of the run's.
+                # Checked first (a dropped silo has left the round's slots) and before
+                # decoding: a late frame is no fault of the run's.
                 context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
                               f"{identity} dropped out of this run in round "
                               f"{self.dropped[index]} (no answer in time); its rows are "
                               "not used")
+            if not self.assigned or party is None or index not in self.slots:
+                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
+                              f"{identity} sent a round before joining")
             if self.failure is not None:
                 context.abort(_grpc().StatusCode.ABORTED, self.failure)
             if kind == "pass" and index < self.n_silos:

@@ -315,3 +315,21 @@ def test_batch_summaries_do_not_grow_with_the_batch():
         assert int(summary["counts"].sum()) == n
         sizes.add(summary["counts"].nbytes)
     assert len(sizes) == 1
+
+
+def test_replayed_batches_equal_kept_states_and_deployment_noise_runs(cluster):
+    # Default: no batch state kept between ldp-quantized's rounds (each round's task
+    # rebuilds its batch); keeping them must give the same release.
+    x = np.random.default_rng(6).beta(2.0, 5.0, 1200)
+    kernel = gini_kernel((0.0, 1.0))
+    replayed = fedustat.estimate(kernel, x, epsilon=1.0, rng=9, engine=DaskEngine(cluster),
+                                 batch_size=500, **GINI)
+    kept = fedustat.estimate(kernel, x, epsilon=1.0, rng=9, batch_size=500,
+                             engine=DaskEngine(cluster, keep_states=True), **GINI)
+    _same(replayed, kept)
+    assert replayed.diagnostics["engine"]["partitions"] == 3
+    # Deployment noise (OS entropy, never replayed) runs on the engine too.
+    deployed = fedustat.estimate(kernel, x, epsilon=1.0, noise="deployment", engine=cluster,
+                                 **GINI)
+    assert deployed.noise == "deployment"
+    assert deployed.diagnostics["party_noise"] == "deployment"

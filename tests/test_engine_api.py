@@ -168,6 +168,9 @@ def test_unreachable_scheduler_is_a_clear_error():
 def test_inconsistent_engine_arguments_are_refused(cluster, tmp_path):
     kernel = gini_kernel((0, 1))
     x = np.random.default_rng(0).beta(2.0, 5.0, 50)
+    with pytest.raises(ValueError, match=r"fedustat.estimate\(\) needs data \(one row per "
+                                         r"party\) or, with an engine, partitions="):
+        fedustat.estimate(kernel, epsilon=1.0, rng=0, **GINI)
     with pytest.raises(ValueError, match="partitions= and workers= are for the distributed "
                                          "engine"):
         fedustat.estimate(kernel, x, epsilon=1.0, rng=0, workers=2, **GINI)

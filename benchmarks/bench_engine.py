@@ -4,7 +4,7 @@ Usage::
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_engine.py [--parties 1e7 1e8 1e9]
         [--jobs gini fedauc] [--workers 2] [--batch 2500000] [--max-minutes 30]
-        [--scaling-at 1e8]
+        [--scaling-at 1e8] [--modes engine local]
     # the Gini job on Ray instead (an environment with ray installed), one JSON line:
     PYTHONPATH=src <ray-env>/bin/python benchmarks/bench_engine.py --one gini ray 1e7
 
@@ -186,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scaling-at", type=float, default=None,
                         help="also run the ldp-quantized job with 1 worker at this many "
                              "parties (time against workers)")
+    parser.add_argument("--modes", nargs="+", default=["engine", "local"],
+                        choices=["engine", "local"],
+                        help="engine and/or the in-process simulator")
     parser.add_argument("--one", nargs=3, metavar=("JOB", "MODE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
@@ -207,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         timings: list[tuple[int, float]] = []
         for n in sorted(int(p) for p in args.parties):
             results: dict[str, dict[str, Any]] = {}
-            for mode in ("engine", "local"):
+            for mode in args.modes:
                 label = (f"engine, {args.workers} workers, {math.ceil(n / args.batch)} batches"
                          if mode == "engine" else "in-process")
                 need = per_party_mib.get(mode, 0.0) * n + BASE_MIB

@@ -189,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", nargs="+", default=["engine", "local"],
                         choices=["engine", "local"],
                         help="engine and/or the in-process simulator")
+    parser.add_argument("--prior", nargs="+", default=[], metavar="JOB:N=SECONDS",
+                        help="engine wall times measured earlier (e.g. fedauc:1e8=455.5), "
+                             "used only to project the time of larger runs; the projection "
+                             "says so")
     parser.add_argument("--one", nargs=3, metavar=("JOB", "MODE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
@@ -208,6 +212,14 @@ def main(argv: list[str] | None = None) -> int:
         # basis of the "does not fit" and "projected" rows.
         per_party_mib: dict[str, float] = {}
         timings: list[tuple[int, float]] = []
+        for item in args.prior:
+            name, _, rest = item.partition(":")
+            size, _, seconds = rest.partition("=")
+            if name == job:
+                timings.append((int(float(size)), float(seconds)))
+                notes.append(f"prior measurement used for projections: {job} at "
+                             f"{float(size):.0e} parties, {float(seconds)} s (engine)")
+        timings.sort()
         for n in sorted(int(p) for p in args.parties):
             results: dict[str, dict[str, Any]] = {}
             for mode in args.modes:
@@ -240,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                 per_party_mib[mode] = max(0.0, max(peaks) - BASE_MIB) / (
                     n / args.workers if mode == "engine" else n)
                 if mode == "engine":
-                    timings.append((n, r["seconds"]))
+                    timings = sorted([t for t in timings if t[0] != n] + [(n, r["seconds"])])
             for mode, r in results.items():
                 same = ""
                 if len(results) == 2:

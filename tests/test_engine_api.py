@@ -219,7 +219,7 @@ def test_cli_estimate_on_parquet_partitions_at_an_address(cluster, tmp_path, cap
                              "workers": 2, "partitions": 3}
 
 
-def test_cli_estimate_local_engine_on_a_file_and_its_table(tmp_path, capsys):
+def test_cli_estimate_local_engine_on_a_file_and_its_table(cluster, tmp_path, capsys):
     rows = _labelled(400, 2)
     path = tmp_path / "scores.parquet"
     pq.write_table(pa.table({"score": rows[:, 0], "label": rows[:, 1]}), path)
@@ -232,9 +232,11 @@ def test_cli_estimate_local_engine_on_a_file_and_its_table(tmp_path, capsys):
     assert row["engine"]["workers"] == 1 and row["partitions"] == 2
     assert row["exact"] == fedustat.estimate(auc_kernel(), rows, epsilon=np.inf,
                                              protocol="exact").value
-    assert cli.main(args) == 0
+    # The table, on the module's cluster (a second local cluster would cost seconds).
+    address = cluster.scheduler.address
+    assert cli.main([*args[:-4], "--engine", address]) == 0
     table = capsys.readouterr().out
-    assert "engine: dask at local cluster, 1 worker(s), 2 partition(s)" in table
+    assert f"engine: dask at {address}, 2 worker(s), 2 partition(s)" in table
     assert f"{want.value:.4f}" in table
 
 

@@ -2,8 +2,9 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_engine.py [--parties 1e7 1e8] [--workers 2]
-        [--batch 2500000] [--skip-local-above 1e8]
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_engine.py [--parties 1e7 1e8 1e9]
+        [--jobs gini fedauc] [--workers 2] [--batch 2500000] [--max-minutes 30]
+        [--scaling-at 1e8] [--modes engine local]
     # the Gini job on Ray instead (an environment with ray installed), one JSON line:
     PYTHONPATH=src <ray-env>/bin/python benchmarks/bench_engine.py --one gini ray 1e7
 
@@ -16,12 +17,20 @@ and of the largest worker. Data come from one generator per partition
 (:func:`fedustat.runtime.engine.generated_partitions`), so the engine never holds the
 full data in one process; the in-process run concatenates the same partitions, with
 ``batch_size`` = the partition sizes, and must give the same release (checked).
+
+A run is not started when the smaller runs say it cannot finish here: the in-process
+simulator (or a worker) when its peak, projected from the bytes per party measured at the
+largest smaller n, exceeds 80 % of the available memory ("does not fit", with that
+estimate); an engine run projected from the two largest smaller runs (t = a n^b) to take
+more than ``--max-minutes`` ("PROJECTED", with the fit). Sizes run from small to large.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import resource
 import subprocess
 import sys
@@ -87,6 +96,7 @@ def run_one(job: str, mode: str, n: int, workers: int, batch: int) -> dict[str, 
             out["seconds"] = time.perf_counter() - start
             worker_peaks = engine.client.run(_peak_mib)
         out["workers"] = workers
+        out["worker_peaks_mib"] = sorted(worker_peaks.values())
         out["peak_mib"] = max(worker_peaks.values())
         out["driver_peak_mib"] = _peak_mib()
     out["value"], out["std_error"] = est.value, est.std_error
@@ -133,15 +143,56 @@ def run_ray(n: int, workers: int, batch: int) -> dict[str, Any]:
             "peak_mib": float("nan"), "value": est.value, "std_error": est.std_error}
 
 
+def _available_mib() -> float:
+    """MemAvailable of /proc/meminfo: what a new process can take without swapping."""
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+#: Resident size of a process that has imported fedustat and NumPy, before any data
+#: (measured: about 150 MiB); subtracted to get bytes per party from a measured peak.
+BASE_MIB = 150.0
+#: A run is started only if its projected peak fits in this share of the available memory.
+FIT_SHARE = 0.8
+
+
+def _run(job: str, mode: str, n: int, workers: int, batch: int) -> dict[str, Any] | str:
+    cmd = [sys.executable, __file__, "--workers", str(workers), "--batch", str(batch),
+           "--one", job, mode, str(n)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["?"]
+        return f"failed: {tail[0]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:.1f} GiB"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parties", type=float, nargs="+", default=[1e7, 1e8])
+    parser.add_argument("--parties", type=float, nargs="+", default=[1e7, 1e8, 1e9])
     parser.add_argument("--jobs", nargs="+", default=["gini", "fedauc"],
                         choices=["gini", "fedauc"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=2_500_000)
-    parser.add_argument("--skip-local-above", type=float, default=1e8,
-                        help="no in-process run above this many parties")
+    parser.add_argument("--max-minutes", type=float, default=30.0,
+                        help="an engine run projected (from the smaller runs) to take longer "
+                             "is not started; its projection is printed instead")
+    parser.add_argument("--scaling-at", type=float, default=None,
+                        help="also run the ldp-quantized job with 1 worker at this many "
+                             "parties (time against workers)")
+    parser.add_argument("--modes", nargs="+", default=["engine", "local"],
+                        choices=["engine", "local"],
+                        help="engine and/or the in-process simulator")
+    parser.add_argument("--prior", nargs="+", default=[], metavar="JOB:N=SECONDS",
+                        help="engine wall times measured earlier (e.g. fedauc:1e8=455.5), "
+                             "used only to project the time of larger runs; the projection "
+                             "says so")
     parser.add_argument("--one", nargs=3, metavar=("JOB", "MODE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
@@ -150,22 +201,58 @@ def main(argv: list[str] | None = None) -> int:
             lambda n, w, b: run_one(job, mode, n, w, b))
         print(json.dumps(run(int(float(n)), args.workers, args.batch)))
         return 0
-    print("| job | parties | runtime | wall s | peak MiB (largest process) | driver MiB | "
-          "same release |")
+    print(f"available memory at start: {_gib(_available_mib())}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print("| job | parties | runtime | wall s | peak MiB per worker (or process) | "
+          "driver peak MiB | same release |")
     print("|---|---|---|---|---|---|---|")
+    notes: list[str] = []
     for job in args.jobs:
-        for n in (int(p) for p in args.parties):
-            results = {}
-            modes = ["engine"] + (["local"] if n <= args.skip_local_above else [])
-            for mode in modes:
-                cmd = [sys.executable, __file__, "--workers", str(args.workers), "--batch",
-                       str(args.batch), "--one", job, mode, str(n)]
-                proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-                if proc.returncode != 0:
-                    tail = proc.stderr.strip().splitlines()[-1:] or ["?"]
-                    print(f"| {job} | {n:.0e} | {mode} | failed: {tail[0]} | | | |")
+        # Bytes per party and seconds per party of the largest runs so far, per mode: the
+        # basis of the "does not fit" and "projected" rows.
+        per_party_mib: dict[str, float] = {}
+        timings: list[tuple[int, float]] = []
+        for item in args.prior:
+            name, _, rest = item.partition(":")
+            size, _, seconds = rest.partition("=")
+            if name == job:
+                timings.append((int(float(size)), float(seconds)))
+                notes.append(f"prior measurement used for projections: {job} at "
+                             f"{float(size):.0e} parties, {float(seconds)} s (engine)")
+        timings.sort()
+        for n in sorted(int(p) for p in args.parties):
+            results: dict[str, dict[str, Any]] = {}
+            for mode in args.modes:
+                label = (f"engine, {args.workers} workers, {math.ceil(n / args.batch)} batches"
+                         if mode == "engine" else "in-process")
+                need = per_party_mib.get(mode, 0.0) * n + BASE_MIB
+                if mode == "engine":
+                    need = per_party_mib.get(mode, 0.0) * n / args.workers + BASE_MIB
+                room = FIT_SHARE * _available_mib() / (args.workers if mode == "engine" else 1)
+                if mode in per_party_mib and need > room:
+                    print(f"| {job} | {n:.0e} | {label} | - | does not fit: needs ~"
+                          f"{_gib(need)}{' per worker' if mode == 'engine' else ''} "
+                          f"(measured {per_party_mib[mode] * 2**20:.0f} B per party), "
+                          f"{_gib(room)} free{' per worker' if mode == 'engine' else ''} | "
+                          f"- | - |", flush=True)
+                    if mode == "engine":
+                        _print_projection(job, n, label, timings, notes)
                     continue
-                results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+                if mode == "engine" and len(timings) >= 2:
+                    projected = _project(timings, n)
+                    if projected > 60.0 * args.max_minutes:
+                        _print_projection(job, n, label, timings, notes)
+                        continue
+                r = _run(job, mode, n, args.workers, args.batch)
+                if isinstance(r, str):
+                    print(f"| {job} | {n:.0e} | {label} | {r} | | | |", flush=True)
+                    continue
+                results[mode] = r
+                peaks = r.get("worker_peaks_mib", [r["peak_mib"]])
+                per_party_mib[mode] = max(0.0, max(peaks) - BASE_MIB) / (
+                    n / args.workers if mode == "engine" else n)
+                if mode == "engine":
+                    timings = sorted([t for t in timings if t[0] != n] + [(n, r["seconds"])])
             for mode, r in results.items():
                 same = ""
                 if len(results) == 2:
@@ -175,12 +262,46 @@ def main(argv: list[str] | None = None) -> int:
                     rel = abs(a["std_error"] - b["std_error"]) / abs(b["std_error"])
                     same = ("NO" if a["value"] != b["value"] else
                             "yes" if rel == 0 else f"value yes, s.e. rel. diff {rel:.0e}")
-                runtime = (f"engine, {r['workers']} workers, {r['batches']} batches"
-                           if mode == "engine" else "in-process")
-                print(f"| {job} | {n:.0e} | {runtime} | {r['seconds']:.1f} | "
-                      f"{r['peak_mib']:.0f} | {r.get('driver_peak_mib', float('nan')):.0f} | "
-                      f"{same} |", flush=True)
+                label = (f"engine, {r['workers']} workers, {r['batches']} batches"
+                         if mode == "engine" else "in-process")
+                peaks = " / ".join(f"{p:.0f}" for p in r.get("worker_peaks_mib",
+                                                             [r["peak_mib"]]))
+                driver = f"{r['driver_peak_mib']:.0f}" if "driver_peak_mib" in r else "-"
+                print(f"| {job} | {n:.0e} | {label} | {r['seconds']:.1f} | {peaks} | "
+                      f"{driver} | {same} |", flush=True)
+        if job == "gini" and args.scaling_at:
+            n = int(args.scaling_at)
+            r = _run(job, "engine", n, 1, args.batch)
+            if not isinstance(r, str):
+                print(f"| {job} | {n:.0e} | engine, 1 worker, {r['batches']} batches | "
+                      f"{r['seconds']:.1f} | {r['peak_mib']:.0f} | "
+                      f"{r['driver_peak_mib']:.0f} | (time against workers) |", flush=True)
+    for note in notes:
+        print(note)
     return 0
+
+
+def _project(timings: list[tuple[int, float]], n: int) -> float:
+    """Seconds at n from the last two measured engine runs, t = a n^b (b fitted on them)."""
+    (n1, t1), (n2, t2) = timings[-2:]
+    b = math.log(t2 / t1) / math.log(n2 / n1)
+    return t2 * (n / n2) ** b
+
+
+def _print_projection(job: str, n: int, label: str, timings: list[tuple[int, float]],
+                      notes: list[str]) -> None:
+    if len(timings) < 2:
+        print(f"| {job} | {n:.0e} | {label} | not run, no projection (needs two smaller "
+              "runs) | | | |", flush=True)
+        return
+    (n1, t1), (n2, t2) = timings[-2:]
+    b = math.log(t2 / t1) / math.log(n2 / n1)
+    projected = _project(timings, n)
+    print(f"| {job} | {n:.0e} | {label} | PROJECTED {projected:.0f} ({projected / 60:.0f} min), "
+          f"not run | | | |", flush=True)
+    notes.append(f"PROJECTED ({job}, {n:.0e}): t = {t2:.1f} s x ({n:.0e} / {n2:.0e})^{b:.2f} "
+                 f"= {projected:.0f} s, the exponent fitted on the measured {n1:.0e} "
+                 f"({t1:.1f} s) and {n2:.0e} ({t2:.1f} s) engine runs; not measured.")
 
 
 if __name__ == "__main__":

@@ -168,6 +168,9 @@ def test_unreachable_scheduler_is_a_clear_error():
 def test_inconsistent_engine_arguments_are_refused(cluster, tmp_path):
     kernel = gini_kernel((0, 1))
     x = np.random.default_rng(0).beta(2.0, 5.0, 50)
+    with pytest.raises(ValueError, match=r"fedustat.estimate\(\) needs data \(one row per "
+                                         r"party\) or, with an engine, partitions="):
+        fedustat.estimate(kernel, epsilon=1.0, rng=0, **GINI)
     with pytest.raises(ValueError, match="partitions= and workers= are for the distributed "
                                          "engine"):
         fedustat.estimate(kernel, x, epsilon=1.0, rng=0, workers=2, **GINI)
@@ -216,7 +219,7 @@ def test_cli_estimate_on_parquet_partitions_at_an_address(cluster, tmp_path, cap
                              "workers": 2, "partitions": 3}
 
 
-def test_cli_estimate_local_engine_on_a_file_and_its_table(tmp_path, capsys):
+def test_cli_estimate_local_engine_on_a_file_and_its_table(cluster, tmp_path, capsys):
     rows = _labelled(400, 2)
     path = tmp_path / "scores.parquet"
     pq.write_table(pa.table({"score": rows[:, 0], "label": rows[:, 1]}), path)
@@ -229,9 +232,11 @@ def test_cli_estimate_local_engine_on_a_file_and_its_table(tmp_path, capsys):
     assert row["engine"]["workers"] == 1 and row["partitions"] == 2
     assert row["exact"] == fedustat.estimate(auc_kernel(), rows, epsilon=np.inf,
                                              protocol="exact").value
-    assert cli.main(args) == 0
+    # The table, on the module's cluster (a second local cluster would cost seconds).
+    address = cluster.scheduler.address
+    assert cli.main([*args[:-4], "--engine", address]) == 0
     table = capsys.readouterr().out
-    assert "engine: dask at local cluster, 1 worker(s), 2 partition(s)" in table
+    assert f"engine: dask at {address}, 2 worker(s), 2 partition(s)" in table
     assert f"{want.value:.4f}" in table
 
 
@@ -315,3 +320,21 @@ def test_batch_summaries_do_not_grow_with_the_batch():
         assert int(summary["counts"].sum()) == n
         sizes.add(summary["counts"].nbytes)
     assert len(sizes) == 1
+
+
+def test_replayed_batches_equal_kept_states_and_deployment_noise_runs(cluster):
+    # Default: no batch state kept between ldp-quantized's rounds (each round's task
+    # rebuilds its batch); keeping them must give the same release.
+    x = np.random.default_rng(6).beta(2.0, 5.0, 1200)
+    kernel = gini_kernel((0.0, 1.0))
+    replayed = fedustat.estimate(kernel, x, epsilon=1.0, rng=9, engine=DaskEngine(cluster),
+                                 batch_size=500, **GINI)
+    kept = fedustat.estimate(kernel, x, epsilon=1.0, rng=9, batch_size=500,
+                             engine=DaskEngine(cluster, keep_states=True), **GINI)
+    _same(replayed, kept)
+    assert replayed.diagnostics["engine"]["partitions"] == 3
+    # Deployment noise (OS entropy, never replayed) runs on the engine too.
+    deployed = fedustat.estimate(kernel, x, epsilon=1.0, noise="deployment", engine=cluster,
+                                 **GINI)
+    assert deployed.noise == "deployment"
+    assert deployed.diagnostics["party_noise"] == "deployment"

@@ -119,6 +119,9 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
                         f"not an argument of {caller} nor a parameter of protocol "
                         f"{protocol!r} (its parameters: {', '.join(accepted) or 'none'})")
     source = _noise_source(noise, rng)
+    if data is None and partitions is None:
+        raise ValueError(f"{caller}() needs data (one row per party) or, with an engine, "
+                         "partitions= (stored data)")
     if engine is None and (partitions is not None or workers is not None):
         raise ValueError(f"{caller}(): partitions= and workers= are for the distributed "
                          "engine; give engine='local' or a scheduler address too")

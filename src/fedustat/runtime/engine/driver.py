@@ -256,7 +256,9 @@ class DaskEngine:
         parties (the cost: earlier party steps run again, and the partition is read once
         per round). True keeps every batch's state on the workers (one party step per
         round; memory O(n / workers)). A ranking round (FedAUC) keeps the states from
-        then on either way: its replies are addressed to each party.
+        then on either way (its replies are addressed to each party), and so does a
+        protocol whose parties draw from a noise source other than the batch's seeded
+        stream (deployment noise: a replay would draw anew).
     timeout:
         Seconds to wait for the scheduler at ``address``.
     """
@@ -361,6 +363,10 @@ class DaskEngine:
         # task result that every batch task reads and Dask can recompute if it is lost.
         shared = self._submit(_same, protocol)
         server_state = protocol.init_server(n)
+        # Replaying a batch redraws its party steps: the same draws only when they come
+        # from the batch's seeded stream, so a protocol drawing from another source (OS
+        # entropy: deployment noise) keeps its states.
+        replay = not self.keep_states and getattr(protocol, "noise", None) is None
         replies: list[Message] = []  # broadcasts so far, while no batch state is kept
         batches: list[Any] | None = None  # futures of the kept batch states, once kept
         rounds = 0
@@ -372,7 +378,7 @@ class DaskEngine:
             rounds += 1
             if kind not in ("reduce", "rank"):
                 raise EngineError(f"{protocol.name}: unknown distributed round {kind!r}")
-            if batches is None and kind == "reduce" and not self.keep_states:
+            if batches is None and kind == "reduce" and replay:
                 pairs = [self._submit(_replay_summary, shared, p, o, s, tuple(replies),
                                       context)
                          for p, o, s in zip(parts, offsets, seeds[1:], strict=True)]

@@ -108,13 +108,16 @@ def release_of(stdout: str) -> dict:
 
 
 def run_every_silo(processes: Processes, certs: Path, files: list[Path],
-                   common: list[str], columns: str = "score,label"
+                   common: list[str], columns: str = "score,label", timeout: float = 20.0
                    ) -> tuple[str, list[subprocess.Popen]]:
-    """A server and one party process per file; the server's output once it succeeded."""
-    server, address = start_server(processes, certs, common, parties=len(files))
+    """A server and one party process per file; the server's output once it succeeded.
+
+    ``timeout`` is the server's stage timeout (``--timeout``)."""
+    server, address = start_server(processes, certs, common, parties=len(files),
+                                   timeout=timeout)
     parties = [start_party(processes, certs, address, i, path, common, columns)
                for i, path in enumerate(files)]
-    code, out, err = finish(server)
+    code, out, err = finish(server, max(90.0, 4 * timeout))
     assert code == 0, err
     return out, parties
 
@@ -282,6 +285,9 @@ def test_umpc_between_processes(processes, deployment):
 # ------------------------------------------------ the federated ECDF releases by name
 
 ECDF_SILOS = 4
+# Stage timeout of the ECDF runs: four party processes start together, and on a heavily
+# loaded machine one took more than 20 s to join.
+ECDF_STAGE = 90.0
 ECDF_GRID = np.arange(0.0, 13.0)  # --bounds 0,12 --precision 1: 13 thresholds
 
 
@@ -314,7 +320,8 @@ def test_federated_ecdf_between_processes_by_name(processes, ecdf_deployment, op
     certs, files, x = ecdf_deployment
     common = [*options, "--epsilon", "1", "--bounds", "0,12", "--precision", "1",
               "--seed", "8"]
-    out, parties = run_every_silo(processes, certs, files, common, columns="x")
+    out, parties = run_every_silo(processes, certs, files, common, columns="x",
+                                  timeout=ECDF_STAGE)
     released = release_of(out)
     name = options[1]
     expected = simulate(registry.make_curve(name, epsilon=1.0, bounds=(0.0, 12.0),
@@ -345,7 +352,8 @@ def test_an_unseeded_federated_ecdf_between_processes_draws_from_the_os(processe
     certs, files, x = ecdf_deployment
     common = ["--protocol", "ecdf-secagg", "--epsilon", "1000", "--bounds", "0,12",
               "--precision", "1"]
-    out, parties = run_every_silo(processes, certs, files, common, columns="x")
+    out, parties = run_every_silo(processes, certs, files, common, columns="x",
+                                  timeout=ECDF_STAGE)
     released = release_of(out)
     assert released["noise"] == "deployment"
     curve = registry.make_curve("ecdf-secagg", epsilon=1000.0, bounds=(0.0, 12.0),

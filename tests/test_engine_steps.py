@@ -1,9 +1,11 @@
 """Distributed server steps on the engine beyond ldp-quantized and fedauc-rr.
 
 For each protocol whose server work the engine splits (ldp-tree's per-level Hadamard
-sums, ...), a run on a small local Dask cluster must release what the in-process
-simulator releases for the same seed and the same batches
-(``simulate(..., batch_size=[partition sizes])``).
+sums, FedAUC's Laplace / Gaussian / adaptive variants, ...), a run on a small local Dask
+cluster must release what the in-process simulator releases for the same seed and the
+same batches (``simulate(..., batch_size=[partition sizes])``): the same numbers where
+the server's sums are integers, equal to within float summation order where they are
+sums of noisy doubles.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import pytest
 distributed = pytest.importorskip("distributed")
 import cloudpickle  # noqa: E402  (comes with distributed)
 
+from fedustat.privacy.errors import NormalError  # noqa: E402
+from fedustat.protocols.fedauc.protocol import FedAUC, exact_sum, exact_to_float  # noqa: E402
 from fedustat.protocols.local.auc_tree import LevelEstimates, _signed_sums  # noqa: E402
 from fedustat.protocols.registry import make  # noqa: E402
 from fedustat.runtime.engine import (  # noqa: E402
     DaskEngine,
+    EngineError,
     generated_partitions,
     load_all,
 )
@@ -111,3 +116,112 @@ def test_ldp_tree_summary_checks_the_reports():
     msg = Message(Role.PARTY, Role.SERVER, fields, dict.fromkeys(fields, 1), np.arange(2))
     with pytest.raises(ValueError, match=r"j has values outside the input domain \{0, \.\.\., 3\}"):
         protocol.summarize_batch(msg, None)
+
+
+# ------------------------------------------------------------------ FedAUC, noisy variants
+
+
+def labelled(n: int, rng: np.random.Generator) -> np.ndarray:
+    labels = rng.integers(0, 2, n)
+    return np.column_stack([np.clip(rng.normal(0.5, 0.15, n) + 0.1 * labels, 0, 1), labels])
+
+
+def tied_scores(n: int, rng: np.random.Generator) -> np.ndarray:
+    # Scores on a coarse grid (many ties), one value held by about half the samples.
+    s = np.where(rng.random(n) < 0.5, 0.3, np.round(rng.normal(0.0, 1.0, n), 1))
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-2.0 * s))).astype(float)
+    return np.column_stack([s, y])
+
+
+# In process the server's sums are pairwise float sums, on the engine correctly rounded
+# exact sums: the two differ by the pairwise rounding, at most about
+# log2(M) * 2^-53 * sum|x| (Higham, Accuracy and Stability, 2002, Sec. 4.2), 1.2e-15
+# relative at M = 1120 for sums of same-sign terms; the noisy statistics' sums and
+# eq. 1's division (condition number below 10 here) keep the release within 1e-13.
+REL = 1e-12
+
+
+def _close_release(a, b) -> None:
+    assert b.value == pytest.approx(a.value, rel=REL, abs=0)
+    assert b.std_error == pytest.approx(a.std_error, rel=REL, abs=0)
+    assert type(b.error) is type(a.error)
+    if a.error is not None:
+        assert b.error.variance == pytest.approx(a.error.variance, rel=REL, abs=0)
+    assert b.diagnostics.keys() == a.diagnostics.keys()
+    for key, value in a.diagnostics.items():
+        if isinstance(value, float):
+            assert b.diagnostics[key] == pytest.approx(value, rel=REL, abs=1e-300), key
+        else:
+            assert b.diagnostics[key] == value, key
+    assert b.cost == a.cost
+    assert b.privacy == a.privacy
+
+
+FEDAUC_CASES = {
+    "laplace-local": ("fedauc-laplace-local", {}, labelled),
+    "laplace-local-ties": ("fedauc-laplace", {"alpha": 0.3}, tied_scores),
+    "laplace-global": ("fedauc-laplace-global", {}, labelled),
+    "gaussian": ("fedauc-gaussian", {"delta": 1e-6}, tied_scores),
+    "gaussian-global": ("fedauc-gaussian", {"delta": 1e-6, "sensitivity": "global"},
+                        labelled),
+    "adaptive": ("fedauc-adaptive", {}, tied_scores),
+    "adaptive-exact": ("fedauc-adaptive", {"epsilon": float("inf")}, labelled),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FEDAUC_CASES))
+def test_fedauc_noisy_variants_engine_equal_in_process(engine, case):
+    name, options, generator = FEDAUC_CASES[case]
+    options = {"epsilon": 1.0, **options}
+    protocol = make(name, auc_kernel(), **options)
+    sizes = [*SIZES, 120]
+    parts = generated_partitions(generator, sizes, seed=3)
+    local = simulate(protocol, load_all(parts), rng=9, batch_size=sizes)
+    got = engine.run(protocol, parts, rng=9, n_buckets=3)
+    _close_release(local, got)
+    if options["epsilon"] != float("inf"):
+        assert engine.run(protocol, parts, rng=10, n_buckets=3).value != got.value
+
+
+def test_fedauc_refusals_name_the_reason(engine):
+    # Nine samples: one client's Laplace term carries more than a tenth of the variance,
+    # so the release's law is the exact sum over clients, which needs every scale.
+    parts = generated_partitions(labelled, [5, 4], seed=1)
+    with pytest.warns(RuntimeWarning, match="projected"):
+        local = simulate(make("fedauc-laplace", auc_kernel(), epsilon=1.0), load_all(parts),
+                         rng=1, batch_size=[5, 4])
+    assert not isinstance(local.error, NormalError)  # in process: the exact sum
+    with pytest.raises(EngineError, match=r"fedauc-laplace-local: a few clients' Laplace noise "
+                                          r"dominates .* run it in process"):
+        engine.run(make("fedauc-laplace", auc_kernel(), epsilon=1.0), parts, rng=1)
+    parts = generated_partitions(labelled, [40, 40], seed=1)
+    with pytest.raises(EngineError, match="fedauc-adaptive: the distributed engine runs one "
+                                          "client per sample"):
+        engine.run(make("fedauc-adaptive", auc_kernel(), epsilon=1.0, n_clients=4), parts,
+                   rng=1)
+
+    class NoHooks(FedAUC):  # a variant whose last step has no distributed form
+        name = "fedauc-nohooks"
+
+        def _local_message(self, state, doubled_ranks, rng):
+            raise AssertionError("not reached")
+
+        def _estimate(self, state, stats):
+            raise AssertionError("not reached")
+
+    with pytest.raises(EngineError, match="fedauc-nohooks: its last server step has no "
+                                          "distributed form"):
+        engine.run(NoHooks(1.0), parts, rng=1)
+
+
+def test_exact_sum_is_the_correctly_rounded_sum_whatever_the_split():
+    import math
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        x = rng.laplace(0.0, 10.0 ** rng.integers(-30, 30), int(rng.integers(1, 2000)))
+        x = np.concatenate([x, [5e-324, -1e300, 1e300, 2.0**-1060]])
+        cut = int(rng.integers(0, x.size + 1))
+        total = exact_sum(x[:cut]) + exact_sum(x[cut:])
+        assert exact_to_float(total) == math.fsum(x)
+    with pytest.raises(ValueError, match="values to sum must be finite"):
+        exact_sum(np.array([1.0, np.inf]))

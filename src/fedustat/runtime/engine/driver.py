@@ -342,8 +342,11 @@ class DaskEngine:
                 raise EngineError(f"{protocol.name}: unknown distributed round {kind!r}")
             summary = self._tree(shared, [self._submit(_summarize, shared, b, context)
                                             for b in batches])
-            server_state, out = protocol.server_step_reduced(server_state, summary,
-                                                             server_rng)
+            try:
+                server_state, out = protocol.server_step_reduced(server_state, summary,
+                                                                 server_rng)
+            except NotImplementedError as exc:  # a release the totals cannot give
+                raise EngineError(str(exc)) from None
             if isinstance(out, Estimate):
                 return out.with_cost(self._cost(batches, rounds, out))
             if out.parties is not None:

@@ -19,12 +19,17 @@ distributed = pytest.importorskip("distributed")
 import cloudpickle  # noqa: E402  (comes with distributed)
 
 from fedustat.privacy.errors import NormalError  # noqa: E402
+from fedustat.protocols.ecdf.release import dp_ecdf, dp_ecdf_from_counts  # noqa: E402
+from fedustat.protocols.ecdf.roc import dp_roc_curve  # noqa: E402
 from fedustat.protocols.fedauc.protocol import FedAUC, exact_sum, exact_to_float  # noqa: E402
 from fedustat.protocols.local.auc_tree import LevelEstimates, _signed_sums  # noqa: E402
 from fedustat.protocols.registry import make  # noqa: E402
 from fedustat.runtime.engine import (  # noqa: E402
     DaskEngine,
     EngineError,
+    distributed_ecdf_counts,
+    dp_ecdf_distributed,
+    dp_roc_curve_distributed,
     generated_partitions,
     load_all,
 )
@@ -225,3 +230,54 @@ def test_exact_sum_is_the_correctly_rounded_sum_whatever_the_split():
         assert exact_to_float(total) == math.fsum(x)
     with pytest.raises(ValueError, match="values to sum must be finite"):
         exact_sum(np.array([1.0, np.inf]))
+
+
+# ------------------------------------------------------------------ central ECDF counts
+
+
+def heavy_tail(n: int, rng: np.random.Generator) -> np.ndarray:
+    return np.column_stack([rng.lognormal(0.0, 1.0, n), rng.integers(0, 3, n)])
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0, float("inf")])
+def test_dp_ecdf_from_partitions_equals_in_process(engine, epsilon):
+    parts = generated_partitions(heavy_tail, SIZES, seed=21)
+    data = load_all(parts)
+    tau = np.linspace(0.0, 8.0, 37)
+    for column in (0, 1):
+        want = dp_ecdf(data[:, column], tau, epsilon=epsilon, rng=13)
+        got = dp_ecdf_distributed(parts, tau, epsilon=epsilon, rng=13, column=column,
+                                  engine=engine)
+        np.testing.assert_array_equal(got.values, want.values)
+        assert (got.n, got.scale, got.privacy, got.noise_kind) == (
+            want.n, want.scale, want.privacy, want.noise_kind)
+    counts, n = distributed_ecdf_counts(engine, parts, tau)
+    np.testing.assert_array_equal(counts, np.searchsorted(np.sort(data[:, 0]), tau, "right"))
+    assert n == sum(SIZES)
+
+
+@pytest.mark.parametrize(("epsilon", "smooth"), [(1.0, True), (3.0, False),
+                                                 (float("inf"), True)])
+def test_dp_roc_curve_from_partitions_equals_in_process(engine, epsilon, smooth):
+    parts = generated_partitions(labelled, SIZES, seed=22)
+    data = load_all(parts)
+    tau = np.linspace(0.0, 1.0, 21)
+    want = dp_roc_curve(data[:, 1], data[:, 0], epsilon=epsilon, thresholds=tau,
+                        smooth=smooth, rng=5)
+    got = dp_roc_curve_distributed(parts, epsilon=epsilon, thresholds=tau, smooth=smooth,
+                                   rng=5, engine=engine)
+    for field in ("fpr", "tpr", "thresholds", "raw_fpr", "raw_tpr"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+    assert got.auc == want.auc
+
+
+def test_ecdf_counts_bad_inputs(engine):
+    parts = generated_partitions(labelled, [20, 20], seed=1)
+    with pytest.raises(ValueError, match=r"y_score has values above the last threshold 0\.5"):
+        dp_roc_curve_distributed(parts, epsilon=1.0, thresholds=[0.1, 0.5], engine=engine)
+    with pytest.raises(ValueError, match="column 2 is not a column of the partition's 2"):
+        dp_ecdf_distributed(parts, [0.1, 0.5], epsilon=1.0, column=2, engine=engine)
+    with pytest.raises(ValueError, match=r"counts must be non-decreasing counts in 0\.\.n"):
+        dp_ecdf_from_counts(np.array([3, 2]), 5, [0.1, 0.5], epsilon=1.0)
+    with pytest.raises(TypeError, match="partitions must be a non-empty sequence"):
+        dp_ecdf_distributed([], [0.1], epsilon=1.0, engine=engine)

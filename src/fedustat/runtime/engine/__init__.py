@@ -4,6 +4,11 @@ See docs/engine.md. ``pip install fedustat[engine]`` brings Dask; this package i
 it only when an engine is created.
 """
 
+from fedustat.runtime.engine.counts import (
+    distributed_ecdf_counts,
+    dp_ecdf_distributed,
+    dp_roc_curve_distributed,
+)
 from fedustat.runtime.engine.driver import DaskEngine, EngineError, run_distributed
 from fedustat.runtime.engine.partitions import (
     GeneratedPartition,
@@ -20,6 +25,9 @@ __all__ = [
     "GeneratedPartition",
     "ParquetPartition",
     "Partition",
+    "distributed_ecdf_counts",
+    "dp_ecdf_distributed",
+    "dp_roc_curve_distributed",
     "generated_partitions",
     "load_all",
     "parquet_partitions",

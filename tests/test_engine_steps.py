@@ -21,6 +21,7 @@ import cloudpickle  # noqa: E402  (comes with distributed)
 from fedustat.privacy.errors import NormalError  # noqa: E402
 from fedustat.protocols.ecdf.release import dp_ecdf, dp_ecdf_from_counts  # noqa: E402
 from fedustat.protocols.ecdf.roc import dp_roc_curve  # noqa: E402
+from fedustat.protocols.ecdf.secagg import pointwise_ecdf  # noqa: E402
 from fedustat.protocols.fedauc.protocol import FedAUC, exact_sum, exact_to_float  # noqa: E402
 from fedustat.protocols.local.auc_tree import LevelEstimates, _signed_sums  # noqa: E402
 from fedustat.protocols.registry import make  # noqa: E402
@@ -32,6 +33,7 @@ from fedustat.runtime.engine import (  # noqa: E402
     dp_roc_curve_distributed,
     generated_partitions,
     load_all,
+    pointwise_ecdf_distributed,
 )
 from fedustat.runtime.simulate import simulate  # noqa: E402
 from fedustat.stats.kernels import auc_kernel  # noqa: E402
@@ -281,3 +283,21 @@ def test_ecdf_counts_bad_inputs(engine):
         dp_ecdf_from_counts(np.array([3, 2]), 5, [0.1, 0.5], epsilon=1.0)
     with pytest.raises(TypeError, match="partitions must be a non-empty sequence"):
         dp_ecdf_distributed([], [0.1], epsilon=1.0, engine=engine)
+
+
+@pytest.mark.parametrize("options", [
+    {"epsilon": 1.0},  # noise drawn by the servers (distributed Polya shares)
+    {"epsilon": 2.0, "n_servers": 3, "query": [0, 5, 17, 36]},
+    {"epsilon": float("inf")},
+])
+def test_pointwise_secagg_ecdf_from_partitions_equals_in_process(engine, options):
+    parts = generated_partitions(heavy_tail, [300, 300, 250], seed=23)
+    values = load_all(parts)[:, 0]
+    tau = np.linspace(0.0, 8.0, 37)
+    want = pointwise_ecdf(values, tau, batch_size=300, rng=17, **options)
+    got = pointwise_ecdf_distributed(parts, tau, rng=17, engine=engine, **options)
+    np.testing.assert_array_equal(got.values, want.values)
+    np.testing.assert_array_equal(got.counts, want.counts)
+    assert (got.n, got.scale, got.privacy, got.cost, got.setup_cost) == (
+        want.n, want.scale, want.privacy, want.cost, want.setup_cost)
+    assert got.diagnostics == want.diagnostics

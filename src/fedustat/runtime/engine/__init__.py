@@ -8,6 +8,7 @@ from fedustat.runtime.engine.counts import (
     distributed_ecdf_counts,
     dp_ecdf_distributed,
     dp_roc_curve_distributed,
+    pointwise_ecdf_distributed,
 )
 from fedustat.runtime.engine.driver import DaskEngine, EngineError, run_distributed
 from fedustat.runtime.engine.partitions import (
@@ -31,5 +32,6 @@ __all__ = [
     "generated_partitions",
     "load_all",
     "parquet_partitions",
+    "pointwise_ecdf_distributed",
     "run_distributed",
 ]

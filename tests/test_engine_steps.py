@@ -36,7 +36,7 @@ from fedustat.runtime.engine import (  # noqa: E402
     pointwise_ecdf_distributed,
 )
 from fedustat.runtime.simulate import simulate  # noqa: E402
-from fedustat.stats.kernels import auc_kernel  # noqa: E402
+from fedustat.stats.kernels import auc_kernel, gini_kernel  # noqa: E402
 
 # Workers import fedustat but not this test module: ship its generators by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -301,3 +301,36 @@ def test_pointwise_secagg_ecdf_from_partitions_equals_in_process(engine, options
     assert (got.n, got.scale, got.privacy, got.cost, got.setup_cost) == (
         want.n, want.scale, want.privacy, want.cost, want.setup_cost)
     assert got.diagnostics == want.diagnostics
+
+
+# ------------------------------------------------------------------ relay rounds (U-MPC)
+
+
+def small_values(n: int, rng: np.random.Generator) -> np.ndarray:
+    return np.round(rng.uniform(0.0, 4.0, n) * 8) / 8
+
+
+@pytest.mark.parametrize(("comparison", "params"), [
+    ("fss", {"threat_model": "hf"}),
+    ("circuit", {"threat_model": "dis", "min_honest": None}),
+])
+def test_umpc_with_gathered_server_steps_equals_in_process(engine, comparison, params):
+    # Edges join parties of different batches: the relay rows (dealt material, shares,
+    # openings, noise shares) move between workers.
+    protocol = make("umpc", gini_kernel((0.0, 4.0)), epsilon=1.0, comparison=comparison,
+                    bounds=(0.0, 4.0), precision=1 / 8, **params)
+    sizes = [5, 2, 8, 4]
+    parts = generated_partitions(small_values, sizes, seed=31)
+    local = simulate(protocol, load_all(parts), rng=6, batch_size=sizes)
+    got = engine.run(protocol, parts, rng=6, server_steps="gathered")
+    _same_release(local, got)
+    assert got.cost.peer_rounds >= 4  # dealing, sharing, circuit, noise
+
+
+def test_gathered_mode_runs_protocols_without_hooks_and_checks_its_argument(engine):
+    protocol = make("central-laplace", auc_kernel(), epsilon=1.0)
+    parts = generated_partitions(labelled, [30, 20], seed=2)
+    local = simulate(protocol, load_all(parts), rng=3, batch_size=[30, 20])
+    _same_release(local, engine.run(protocol, parts, rng=3, server_steps="gathered"))
+    with pytest.raises(ValueError, match="server_steps must be 'distributed' or 'gathered'"):
+        engine.run(protocol, parts, rng=3, server_steps="local")

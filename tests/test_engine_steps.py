@@ -19,9 +19,10 @@ distributed = pytest.importorskip("distributed")
 import cloudpickle  # noqa: E402  (comes with distributed)
 
 from fedustat.privacy.errors import NormalError  # noqa: E402
+from fedustat.protocols.ecdf.fss import FssECDF  # noqa: E402
 from fedustat.protocols.ecdf.release import dp_ecdf, dp_ecdf_from_counts  # noqa: E402
 from fedustat.protocols.ecdf.roc import dp_roc_curve  # noqa: E402
-from fedustat.protocols.ecdf.secagg import pointwise_ecdf  # noqa: E402
+from fedustat.protocols.ecdf.secagg import PointwiseECDF, pointwise_ecdf  # noqa: E402
 from fedustat.protocols.fedauc.protocol import FedAUC, exact_sum, exact_to_float  # noqa: E402
 from fedustat.protocols.local.auc_tree import LevelEstimates, _signed_sums  # noqa: E402
 from fedustat.protocols.registry import make  # noqa: E402
@@ -303,34 +304,61 @@ def test_pointwise_secagg_ecdf_from_partitions_equals_in_process(engine, options
     assert got.diagnostics == want.diagnostics
 
 
-# ------------------------------------------------------------------ relay rounds (U-MPC)
+# ------------------------------------------------------------------ gathered server steps
 
 
 def small_values(n: int, rng: np.random.Generator) -> np.ndarray:
     return np.round(rng.uniform(0.0, 4.0, n) * 8) / 8
 
 
-@pytest.mark.parametrize(("comparison", "params"), [
-    ("fss", {"threat_model": "hf"}),
-    ("circuit", {"threat_model": "dis", "min_honest": None}),
-])
-def test_umpc_with_gathered_server_steps_equals_in_process(engine, comparison, params):
-    # Edges join parties of different batches: the relay rows (dealt material, shares,
+def unit_values(n: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.random(n)
+
+
+def _umpc(comparison: str, **params):
+    return make("umpc", gini_kernel((0.0, 4.0)), epsilon=1.0, comparison=comparison,
+                bounds=(0.0, 4.0), precision=1 / 8, **params)
+
+
+GRID = np.linspace(0.0, 4.0, 9)
+GATHERED_CASES = {
+    # Edges join parties of different batches: relay rows (dealt material, shares,
     # openings, noise shares) move between workers.
-    protocol = make("umpc", gini_kernel((0.0, 4.0)), epsilon=1.0, comparison=comparison,
-                    bounds=(0.0, 4.0), precision=1 / 8, **params)
-    sizes = [5, 2, 8, 4]
-    parts = generated_partitions(small_values, sizes, seed=31)
-    local = simulate(protocol, load_all(parts), rng=6, batch_size=sizes)
-    got = engine.run(protocol, parts, rng=6, server_steps="gathered")
+    "umpc": (lambda: _umpc("fss", threat_model="hf"), small_values, [5, 2, 8, 4]),
+    # The computing parties 0..m-1 receive one relay row from every party.
+    "ecdf-pointwise-secagg": (lambda: PointwiseECDF(GRID, epsilon=1.0), small_values,
+                              [6, 5, 9]),
+    "ecdf-fss": (lambda: FssECDF(GRID, epsilon=1.0), small_values, [6, 5, 9]),
+    "ldp-ghazi": (lambda: make("ldp-ghazi", gini_kernel((0, 1)), epsilon=1.0), unit_values,
+                  [30, 20]),
+    "ghazi-shuffle": (lambda: make("ghazi-shuffle", gini_kernel((0, 1)), epsilon=1.0,
+                                   delta=1e-6), unit_values, [30, 20]),
+    "central-laplace": (lambda: make("central-laplace", auc_kernel(), epsilon=1.0), labelled,
+                        [30, 20]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GATHERED_CASES))
+def test_gathered_server_steps_equal_in_process(engine, case):
+    build, generator, sizes = GATHERED_CASES[case]
+    parts = generated_partitions(generator, sizes, seed=31)
+    local = simulate(build(), load_all(parts), rng=6, batch_size=sizes)
+    got = engine.run(build(), parts, rng=6, server_steps="gathered")
+    if case.startswith("ecdf"):  # the released curve sits in the diagnostics
+        a, b = local.diagnostics.pop("curve"), got.diagnostics.pop("curve")
+        np.testing.assert_array_equal(b.values, a.values)
+        np.testing.assert_array_equal(b.counts, a.counts)
+        assert (b.n, b.cost, b.setup_cost) == (a.n, a.cost, a.setup_cost)
     _same_release(local, got)
-    assert got.cost.peer_rounds >= 4  # dealing, sharing, circuit, noise
+    if case.startswith("umpc"):
+        assert got.cost.peer_rounds >= 4  # dealing, sharing, circuit, noise
 
 
-def test_gathered_mode_runs_protocols_without_hooks_and_checks_its_argument(engine):
-    protocol = make("central-laplace", auc_kernel(), epsilon=1.0)
-    parts = generated_partitions(labelled, [30, 20], seed=2)
-    local = simulate(protocol, load_all(parts), rng=3, batch_size=[30, 20])
-    _same_release(local, engine.run(protocol, parts, rng=3, server_steps="gathered"))
+def test_gathered_mode_refusals(engine):
+    parts = generated_partitions(labelled, [10, 6, 8], seed=4)
+    protocol = make("pairs-2pc", auc_kernel(), epsilon=1.0, bounds=(0, 1))
+    with pytest.raises(EngineError, match="pairs-2pc: a batch's party state cannot be "
+                                          "serialized"):
+        engine.run(protocol, parts, rng=2, server_steps="gathered")
     with pytest.raises(ValueError, match="server_steps must be 'distributed' or 'gathered'"):
         engine.run(protocol, parts, rng=3, server_steps="local")

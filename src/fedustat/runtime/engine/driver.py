@@ -228,12 +228,23 @@ def _party_round_relay(protocol: Protocol, batch: _Batch) -> _Batch:
     """:func:`_party_round` that lets the step address its rows to parties (a relay
     round: the engine routes them between batches, :func:`_route`)."""
     rng = copy.deepcopy(batch.rng)
-    state, message = protocol.party_step(batch.state, batch.inbox, rng)
+    # Some steps change their state in place: copy it, so that a retried task starts
+    # from the same input.
+    state, message = protocol.party_step(copy.deepcopy(batch.state), batch.inbox, rng)
     if message.peer is not None:
         raise EngineError(f"{protocol.name}: peer traffic measured inside a party step "
                           "(PeerTraffic) is not carried by the distributed engine")
     bits = (batch.bits.record_relay_sent(message, batch.offset) if message.is_peer
             else batch.bits.record(message, batch.offset))
+    import cloudpickle  # comes with distributed
+
+    try:  # Dask moves batch states between workers; fail clearly rather than retry
+        cloudpickle.dumps(state)
+    except (TypeError, AttributeError, cloudpickle.pickle.PicklingError) as exc:
+        raise EngineError(f"{protocol.name}: a batch's party state cannot be serialized "
+                          f"({exc}), so it cannot move between workers; the engine needs "
+                          "picklable states (e.g. circuits replayed from the openings "
+                          "received rather than suspended Python generators)") from None
     return replace(batch, state=state, rng=rng, bits=bits, outbox=message, inbox=None)
 
 

@@ -80,8 +80,6 @@ TREE_CASES = {
     # A deep tree: the batches' sparse sums hold only the indices that were reported.
     "users-d65536": ({"d": 1 << 16}, integer_scores(1 << 16)),
     "budget-basic": ({"d": 32, "split": "budget-basic"}, integer_scores(32)),
-    "budget-advanced": ({"d": 16, "split": "budget-advanced", "delta": 1e-6},
-                        integer_scores(16)),
     "score-bounds": ({"bounds": (0.0, 1.0), "d": 256}, real_scores),
 }
 

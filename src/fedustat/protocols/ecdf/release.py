@@ -34,6 +34,7 @@ __all__ = [
     "ECDF_ADJACENCY",
     "PrivateECDF",
     "dp_ecdf",
+    "dp_ecdf_from_counts",
 ]
 
 
@@ -173,9 +174,33 @@ def dp_ecdf(values: Any, thresholds: Any, *, epsilon: float, rng: RandomLike = N
     x = as_float_array(values, "values")
     tau = check_thresholds(thresholds)
     eps = check_epsilon(epsilon, allow_inf=True)
+    return dp_ecdf_from_counts(ecdf_counts(x, tau), x.size, tau, epsilon=eps, rng=rng,
+                               noise=noise, tree_noise=tree_noise)
+
+
+def dp_ecdf_from_counts(counts: Any, n: int, thresholds: Any, *, epsilon: float,
+                        rng: RandomLike = None, noise: NoiseSource | None = None,
+                        tree_noise: TreeNoise | None = None) -> PrivateECDF:
+    """:func:`dp_ecdf` from the exact counts ``|{j : x_j <= tau_i}|`` of ``n`` records.
+
+    The curator's work splits into a sum (the counts are sums over records, so a
+    distributed server adds its batches' counts, see ``fedustat.runtime.engine``) and
+    the tree noise drawn here; with the same ``rng`` the release is :func:`dp_ecdf`'s.
+    """
+    tau = check_thresholds(thresholds)
+    eps = check_epsilon(epsilon, allow_inf=True)
+    c = np.asarray(counts)
+    if c.shape != tau.shape or c.dtype.kind not in "iu":
+        raise ValueError(f"counts must hold one integer count per threshold ({tau.size}), "
+                         f"got shape {c.shape} and dtype {c.dtype}")
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise ValueError(f"n must be a positive integer (the number of records), got {n!r}")
+    if c.size and (c.min() < 0 or c.max() > n or np.any(np.diff(c) < 0)):
+        raise ValueError("counts must be non-decreasing counts in 0..n (counts of records "
+                         "at or below each threshold)")
+    n = int(n)
     tree = DyadicTree(tau.size)
-    counts = ecdf_counts(x, tau).astype(np.float64)
-    n = x.size
+    counts = c.astype(np.float64)
     if math.isinf(eps):
         if tree_noise is not None:
             raise ValueError("tree_noise was given but epsilon is infinite (exact curve)")

@@ -35,6 +35,8 @@ __all__ = [
     "ROC_ADJACENCY",
     "DPROCCurve",
     "dp_roc_curve",
+    "dp_roc_curve_from_counts",
+    "roc_class_counts",
     "roc_curve_on_grid",
     "roc_l1_distance",
 ]
@@ -259,15 +261,47 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
     eps = check_epsilon(epsilon, allow_inf=True)
     if p not in (1, 2) or isinstance(p, bool):
         raise ValueError(f"p must be 1 or 2 (the norms of 003 Eq. 3), got {p!r}")
+    return dp_roc_curve_from_counts(*roc_class_counts(labels, scores, tau), scores.size,
+                                    epsilon=eps, thresholds=tau, smooth=smooth, p=p, rng=rng,
+                                    noise=noise)
+
+
+def roc_class_counts(labels: np.ndarray, scores: np.ndarray, tau: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``|{label 1, score <= tau_i}|`` and ``|{label 0, score <= tau_i}|`` (int64): the
+    counts behind ``F_TP`` and ``F_FP``, sums over records."""
+    # Records of the other class enter as values above the grid: they count in n but
+    # never below a threshold, exactly F_TP / F_FP over all n records.
+    return tuple(np.searchsorted(np.sort(np.where(labels == cls, scores, np.inf)), tau,
+                                 side="right").astype(np.int64) for cls in (1, 0))
+
+
+def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilon: float,
+                             thresholds: Any, smooth: bool = True, p: int = 2,
+                             rng: RandomLike = None, noise: NoiseSource | None = None
+                             ) -> DPROCCurve:
+    """:func:`dp_roc_curve` from the class counts of :func:`roc_class_counts` over ``n``
+    records (a distributed server adds its batches' counts); with the same ``rng`` the
+    release is :func:`dp_roc_curve`'s."""
+    tau = check_thresholds(thresholds)
+    eps = check_epsilon(epsilon, allow_inf=True)
+    if p not in (1, 2) or isinstance(p, bool):
+        raise ValueError(f"p must be 1 or 2 (the norms of 003 Eq. 3), got {p!r}")
+    class_counts = [np.asarray(c) for c in (pos_counts, neg_counts)]
+    for name, c in zip(("pos_counts", "neg_counts"), class_counts, strict=True):
+        if c.shape != tau.shape or c.dtype.kind not in "iu":
+            raise ValueError(f"{name} must hold one integer count per threshold "
+                             f"({tau.size}), got shape {c.shape} and dtype {c.dtype}")
+    if class_counts[0][-1] + class_counts[1][-1] != n:
+        raise ValueError("the class counts at the last threshold must add up to n (every "
+                         "score at or below the last threshold)")
+    if class_counts[0][-1] == 0 or class_counts[1][-1] == 0:
+        raise ValueError("y_true must contain both classes")
     smooth_p = p if smooth else None
-    n = scores.size
     source = None if math.isinf(eps) else resolve_noise(rng, noise)
     curves = []
-    for cls in (1, 0):
-        # Records of the other class enter as values above the grid: they count in n
-        # but never below a threshold, exactly F_TP / F_FP over all n records.
-        vals = np.where(labels == cls, scores, np.inf)
-        counts = np.searchsorted(np.sort(vals), tau, side="right").astype(np.float64)
+    for class_count in class_counts:
+        counts = class_count.astype(np.float64)
         if math.isinf(eps):
             curves.append(PrivateECDF(tau, counts / n, n, DyadicTree(tau.size), 0.0,
                                       "laplace", PrivacyGuarantee.none(), "none"))

@@ -61,7 +61,7 @@ from fedustat.datasets.partitions import (
     check_client_assignment,
     partition_clients,
 )
-from fedustat.privacy.errors import ErrorDistribution, NormalError, laplace_sum
+from fedustat.privacy.errors import NORMAL_SHARE, ErrorDistribution, NormalError, laplace_sum
 from fedustat.privacy.guarantee import (
     Assumption,
     PrivacyGuarantee,
@@ -303,6 +303,41 @@ def _scaled_noise(source: NoiseSource, mechanism: Mechanism, scales: np.ndarray)
         out[where] = (source.laplace(float(value), count) if mechanism == "laplace"
                       else source.gaussian(float(value), count))
     return out
+
+
+# Exact sums of floats, for a distributed server: every double is an integer multiple of
+# 2^-1074, so a sum of doubles is an integer at the scale 2^-EXACT_SHIFT (a few spare bits
+# for subnormals); batches' integers add exactly in any order and the total is rounded
+# once (correctly: int / int true division), whatever the batching.
+EXACT_SHIFT = 1126
+_HALF = 26  # a 53-bit mantissa in two halves; a half sums exactly over 2^26 terms in float64
+
+
+def exact_sum(values: Any) -> int:
+    """``sum(values)`` exactly, as an integer multiple of ``2^-EXACT_SHIFT``."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if not np.all(np.isfinite(x)):
+        raise ValueError("values to sum must be finite")
+    total = 0
+    for start in range(0, x.size, 1 << _HALF):
+        mant, expo = np.frexp(x[start:start + (1 << _HALF)])
+        ints = np.ldexp(mant, 53).astype(np.int64)  # x = ints * 2^(expo - 53), exactly
+        shift = expo.astype(np.int64) - 53 + EXACT_SHIFT
+        keys, inverse = np.unique(shift, return_inverse=True)
+        high = ints >> _HALF
+        low = ints - (high << _HALF)
+        # Partial sums of integers below 2^53 are exact in float64.
+        high_sums = np.bincount(inverse, weights=high, minlength=keys.size)
+        low_sums = np.bincount(inverse, weights=low, minlength=keys.size)
+        for k, h, lo in zip(keys.tolist(), high_sums.tolist(), low_sums.tolist(),
+                            strict=True):
+            total += ((int(h) << _HALF) + int(lo)) << k
+    return total
+
+
+def exact_to_float(total: int) -> float:
+    """The double nearest to ``total * 2^-EXACT_SHIFT`` (round half to even)."""
+    return total / (1 << EXACT_SHIFT)
 
 
 # --------------------------------------------------------------------------- protocols
@@ -570,9 +605,9 @@ class FedAUC(Protocol):
     # ------------------------------------------------- distributed server step (hooks)
     # The server's ranking is a sort of all M scores: a distributed engine sorts them
     # across workers (fedustat.runtime.engine) and hands the server only public totals.
-    # Only FedAUC_RR's last round is a plain sum; the Laplace / Gaussian variants need
-    # every client's noise scales for their error law (laplace_sum over 2K terms), so
-    # their last server step stays in one process.
+    # The last round is a sum of the clients' statistics: FedAUC_RR sums integers; the
+    # Laplace / Gaussian variants also sum the noise moments the server derives from the
+    # ranks it assigned (FedAUCLap.rank_reply). A subclass without such hooks is refused.
 
     def distributed_round(self, state: ServerState) -> tuple[str, Any]:
         """How this round's server step splits: ``("rank", field)``, a distributed
@@ -582,9 +617,8 @@ class FedAUC(Protocol):
         raise NotImplementedError(self._UNSPLIT_LAST_STEP.format(name=self.name))
 
     _UNSPLIT_LAST_STEP = (
-        "{name}: the last server step needs every client's noise scales for the error law "
-        "of the release (a sum of K Laplace terms); only fedauc-rr's last step is a plain "
-        "sum that a distributed engine can reduce")
+        "{name}: its last server step has no distributed form (distributed_round, "
+        "summarize_batch, combine_summaries, server_step_reduced); run it in process")
 
     def check_distributed(self) -> None:
         """Refuse, before any work, what the distributed path does not run: a last step
@@ -966,11 +1000,135 @@ class FedAUCLap(FedAUC):
         return replace(state, noise_moments=(var_sum, var_pos, cov), beta=beta,
                        noise_scales=scales, lam=lam)
 
+    # ------------------------------------------------- distributed server step (hooks)
+    # The server's noise moments (_after_ranking) are sums over clients of functions of
+    # each client's ranks, and the release needs the sums of the clients' statistics: the
+    # engine computes a batch's moments where its ranks are (rank_reply, kept with the
+    # batch), reduces them with the statistics in the last round, and the driver
+    # releases from the totals. Sums of doubles are exact (exact_sum), so the totals do
+    # not depend on the batching; in process they are pairwise float sums, equal to
+    # within their rounding (about log2(K) * 2^-53 relative).
+
+    def distributed_round(self, state: ServerState) -> tuple[str, Any]:
+        """Ranking (as :class:`FedAUC`), then a sum of the clients' statistics and of
+        the server's per-client noise moments."""
+        if state.phase == 1:
+            return "reduce", None
+        return super().distributed_round(state)
+
+    def rank_reply(self, message: Message, doubled: np.ndarray, public: Mapping[str, Any]
+                   ) -> tuple[Message, Any]:
+        """As :meth:`FedAUC.rank_reply`, and the batch's share of :meth:`_after_ranking`:
+        exact sums over its clients of the noise variances ``v_0``, ``lam v_0``,
+        ``lam^2 v_0``, ``v_1`` (v = 2 s^2 for Laplace, s^2 for Gaussian), the range of
+        lam, the largest scales, and the sum and range of beta (adaptive)."""
+        reply, memory = super().rank_reply(message, doubled, public)
+        owner = np.asarray(message.parties, dtype=np.int64)
+        ranks = np.asarray(doubled)[np.argsort(owner, kind="stable")] / 2.0
+        sizes = memory["sizes"]
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        scales, lam, beta = self._scales(*_segment_summaries(ranks, starts, sizes))
+        var = 2.0 * scales**2 if self.mechanism == "laplace" else scales**2
+        memory["noise"] = {
+            "var_pos": exact_sum(var[0]), "cov": exact_sum(lam * var[0]),
+            "var_sum": exact_sum(lam * lam * var[0]) + exact_sum(var[1]),
+            "lam_min": float(lam.min()), "lam_max": float(lam.max()),
+            "s0_max": float(scales[0].max()), "s1_max": float(scales[1].max()),
+            "beta": None if beta is None else (exact_sum(beta), float(beta.min()),
+                                               float(beta.max()))}
+        return reply, memory
+
+    def summarize_batch(self, message: Message, context: Any, memory: Any = None) -> Any:
+        """A batch's exact sums of (localSum, localP, localN) after the check of
+        :meth:`_collect` on its clients, with its noise moments from :meth:`rank_reply`."""
+        if message.parties is None or memory is None:
+            raise ValueError("the server expects one row of statistics per client")
+        owner = np.asarray(message.parties, dtype=np.int64)
+        if not np.array_equal(np.sort(owner), memory["clients"]):
+            raise ValueError(f"the server expects exactly one row of statistics from each of "
+                             f"the batch's {memory['clients'].size} clients, got "
+                             f"{owner.size} rows")
+        sums = {name: exact_sum(np.asarray(message.fields[name], dtype=np.float64))
+                for name in ("local_sum", "local_pos", "local_neg")}
+        return {**sums, **memory["noise"]}
+
+    @staticmethod
+    def combine_summaries(left: Any, right: Any) -> Any:
+        """Two batches' totals: exact integer sums, minima and maxima (associative)."""
+        out = {key: left[key] + right[key] for key in
+               ("local_sum", "local_pos", "local_neg", "var_pos", "cov", "var_sum")}
+        out.update(lam_min=min(left["lam_min"], right["lam_min"]),
+                   lam_max=max(left["lam_max"], right["lam_max"]),
+                   s0_max=max(left["s0_max"], right["s0_max"]),
+                   s1_max=max(left["s1_max"], right["s1_max"]))
+        a, b = left["beta"], right["beta"]
+        out["beta"] = None if a is None else (a[0] + b[0], min(a[1], b[1]), max(a[2], b[2]))
+        return out
+
+    def server_step_reduced(self, state: ServerState, summary: Any,
+                            rng: np.random.Generator) -> tuple[ServerState, Estimate]:
+        """The last server step (Alg. 4 lines 30-33) from the engine's totals."""
+        if state.phase != 1:
+            raise RuntimeError(f"{self.name}: the server expects the ranking round first")
+        var_sum, var_pos, cov = (exact_to_float(summary[key])
+                                 for key in ("var_sum", "var_pos", "cov"))
+        state = replace(state, noise_moments=(var_sum, var_pos, cov))
+        beta = summary["beta"]
+        beta_stats = (None if beta is None
+                      else (exact_to_float(beta[0]) / state.n_clients, beta[1], beta[2]))
+
+        def laplace_law(g_sum: float, g_pos: float) -> ErrorDistribution:
+            # laplace_sum of the coefficients b of the in-process law without the
+            # coefficients themselves: sum 2 b^2 = g_G^2 Var(G) + 2 g_G g_P Cov + g_P^2
+            # Var(P) (the noise variances are 2 s^2), and the largest b is at an end of
+            # lam's range (|g_G lam + g_P| is convex in lam).
+            top0 = max(abs(g_sum * summary["lam_min"] + g_pos),
+                       abs(g_sum * summary["lam_max"] + g_pos)) * summary["s0_max"]
+            top = max(top0, abs(g_sum) * summary["s1_max"])
+            total = max(g_sum**2 * var_sum + 2.0 * g_sum * g_pos * cov + g_pos**2 * var_pos,
+                        0.0)
+            if top == 0.0:
+                return NormalError(0.0)
+            if 2.0 * top**2 <= NORMAL_SHARE * total:
+                return NormalError(math.sqrt(total))
+            raise NotImplementedError(
+                f"{self.name}: a few clients' Laplace noise dominates this release's error "
+                f"(one carries more than {NORMAL_SHARE:g} of its variance), so its law is "
+                "the exact sum of every client's Laplace term, which needs every client's "
+                "noise scale in one place; run it in process (fedustat.runtime.simulate)")
+
+        return state, self._release(state, exact_to_float(summary["local_sum"]),
+                                    exact_to_float(summary["local_pos"]),
+                                    exact_to_float(summary["local_neg"]), laplace_law,
+                                    beta_stats)
+
     def _estimate(self, state: ServerState, stats: dict[str, np.ndarray]) -> Estimate:
+        if state.noise_moments is None or state.noise_scales is None or state.lam is None:
+            raise RuntimeError("the server has not ranked the scores yet")
+        scales, lam = state.noise_scales, state.lam
+        beta = state.beta
+        beta_stats = (None if beta is None
+                      else (float(beta.mean()), float(beta.min()), float(beta.max())))
+
+        def laplace_law(g_sum: float, g_pos: float) -> ErrorDistribution:
+            # A_hat - A ~= g_G e_G + g_P e_P with e_G = sum_k (lam_k s0_k + s1_k) and
+            # e_P = sum_k s0_k, i.e. sum_k (g_G lam_k + g_P) s0_k + g_G s1_k over the
+            # clients' independent noises: normal when many comparable clients add up
+            # (CLT), the exact Laplace sum when a few clients dominate (laplace_sum).
+            coef0 = np.abs(g_sum * lam + g_pos) * scales[0]
+            coef1 = abs(g_sum) * scales[1]
+            return laplace_sum(np.concatenate([coef0, coef1]))
+
+        return self._release(state, float(stats["local_sum"].sum()),
+                             float(stats["local_pos"].sum()), float(stats["local_neg"].sum()),
+                             laplace_law, beta_stats)
+
+    def _release(self, state: ServerState, global_sum: float, p_bar: float, n_bar: float,
+                 laplace_law: Any, beta_stats: tuple[float, float, float] | None) -> Estimate:
+        """The release from the global sums (Alg. 4 lines 30-33); ``laplace_law(g_G, g_P)``
+        gives the error law of the Laplace noise at the gradient of eq. 1,
+        ``beta_stats`` the mean, min and max of the adaptive split (None when fixed)."""
         m = state.n_samples
-        global_sum = float(stats["local_sum"].sum())
-        p_bar = float(stats["local_pos"].sum())
-        n_bar = float(stats["local_neg"].sum())
         diagnostics: dict[str, Any] = {"global_sum": global_sum, "noisy_pos": p_bar,
                                        "noisy_neg": n_bar, "n_samples": m,
                                        "n_clients": state.n_clients}
@@ -990,33 +1148,26 @@ class FedAUCLap(FedAUC):
             p_bar, n_bar = clamped, m - clamped
         # Alg. 4 line 33 (eq. 1) with the noisy counts.
         value = (global_sum - p_bar * (p_bar - 1.0) / 2.0) / (p_bar * n_bar)
-        if state.noise_moments is None or state.noise_scales is None or state.lam is None:
+        if state.noise_moments is None:
             raise RuntimeError("the server has not ranked the scores yet")
         var_sum, var_pos, cov = state.noise_moments
-        beta = state.beta
         std_error = laplace_linearized_std(global_sum, p_bar, m, var_sum, var_pos, cov)
         g_sum, g_pos = auc_gradient(global_sum, p_bar, m)
-        # Error law of the linearized release (delta method, 004 Sec. 5.1 step 4):
-        # A_hat - A ~= g_G e_G + g_P e_P with e_G = sum_k (lam_k s0_k + s1_k) and
-        # e_P = sum_k s0_k, i.e. sum_k (g_G lam_k + g_P) s0_k + g_G s1_k over the
-        # clients' independent noises. Gaussian noise: that sum is normal exactly.
-        # Laplace: normal when many comparable clients add up (CLT), the exact Laplace
-        # sum when a few clients dominate (laplace_sum).
-        scales = state.noise_scales
-        coef0 = np.abs(g_sum * state.lam + g_pos) * scales[0]
-        coef1 = abs(g_sum) * scales[1]
+        # Error law of the linearized release (delta method, 004 Sec. 5.1 step 4): a
+        # weighted sum of the clients' independent noises. Gaussian noise: that sum is
+        # normal exactly; Laplace: see laplace_law.
         error: ErrorDistribution | None = None
         if self.private:
             error = (NormalError(std_error) if self.mechanism == "gaussian"
-                     else laplace_sum(np.concatenate([coef0, coef1])))
+                     else laplace_law(g_sum, g_pos))
         diagnostics.update(sum_noise_var=var_sum, pos_noise_var=var_pos,
                            sum_pos_noise_cov=cov,
                            std_error_exact_counts=abs(g_sum) * math.sqrt(var_sum))
         if self.allocation == "fixed":
             diagnostics.update(alpha=self.alpha)
-        elif beta is not None:
-            diagnostics.update(beta_mean=float(beta.mean()), beta_min=float(beta.min()),
-                               beta_max=float(beta.max()))
+        elif beta_stats is not None:
+            diagnostics.update(beta_mean=beta_stats[0], beta_min=beta_stats[1],
+                               beta_max=beta_stats[2])
         return Estimate(value=float(value), quantity="auc", protocol=self.name,
                         privacy=self.guarantee, std_error=float(std_error), error=error,
                         cost=self._cost(state), diagnostics=diagnostics)

@@ -83,7 +83,7 @@ from fedustat.privacy.accounting import per_step_budget_advanced
 from fedustat.privacy.errors import BoundedBias, ErrorDistribution, NormalError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, local_only
 from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
-from fedustat.privacy.randomizers import HadamardResponse, LocalRandomizer
+from fedustat.privacy.randomizers import HadamardResponse, LocalRandomizer, fwht
 from fedustat.protocols.base import (
     Cost,
     DropoutRule,
@@ -379,6 +379,26 @@ class LevelEstimates:
         self.scale = float(randomizer.alpha) if randomizer.split == "users" else 1.0
         self.methods = ["unused"] * randomizer.alpha
         self.operations = [0] * randomizer.alpha
+        self._signed: list[tuple[np.ndarray, np.ndarray, int]] | None = None
+
+    @classmethod
+    def from_signed_sums(cls, randomizer: TreeReportRandomizer,
+                         sums: list[tuple[np.ndarray, np.ndarray, int]], *,
+                         method: str = "auto") -> LevelEstimates:
+        """Estimates from each level's aggregated reports ``(j, s, n_l)``: the distinct
+        indices ``j``, the signed sums ``s_j = sum_{i: j_i = j} (-1)^{b_i}`` and the
+        number of reports ``n_l`` (what a distributed server reduces, see
+        :meth:`LdpAucTree.summarize_batch`). 001 Alg. 3's ``z_q`` is linear in the
+        reports, ``z_q = c sum_j s_j (-1)^{<j,q>}``, so the estimates are the same
+        numbers as from the reports themselves (integer sums, exact)."""
+        est = cls(randomizer, [(np.zeros(0, np.int64), np.zeros(0, np.int64))] * randomizer.alpha,
+                  method=method)
+        if len(sums) != randomizer.alpha:
+            raise ValueError(f"sums must hold one (j, s, n) triple per level "
+                             f"({randomizer.alpha}), got {len(sums)}")
+        est._signed = [(np.asarray(j, np.int64), np.asarray(s, np.int64), int(n))
+                       for j, s, n in sums]
+        return est
 
     @classmethod
     def from_reports(cls, randomizer: TreeReportRandomizer, reports: dict[str, np.ndarray],
@@ -395,8 +415,11 @@ class LevelEstimates:
 
     def __call__(self, level: int, nodes: Any) -> np.ndarray:
         nodes = np.asarray(nodes, dtype=np.int64)
-        j, bits = self.reports[level - 1]
-        n_l = j.size
+        if self._signed is not None:
+            j, signed, n_l = self._signed[level - 1]
+        else:
+            j, bits = self.reports[level - 1]
+            n_l = j.size
         if nodes.size == 0:
             return np.zeros(0)
         if n_l == 0:
@@ -411,10 +434,40 @@ class LevelEstimates:
         if use_fwht:
             self.methods[level - 1] = "fwht"
             self.operations[level - 1] = fwht_cost
+            if self._signed is not None:
+                dense = np.zeros(oracle.d)
+                dense[j] = signed  # integers: exactly the bincount of the reports' signs
+                return self.scale * (oracle.debias_factor * fwht(dense))[nodes]
             return self.scale * oracle.estimate_frequencies(j, bits)[nodes]
         self.methods[level - 1] = "per-node"
         self.operations[level - 1] = nodes.size * n_l
+        if self._signed is not None:
+            return self.scale * _signed_node_estimates(oracle.debias_factor, j, signed, nodes)
         return self.scale * np.asarray(oracle.estimate_frequency(j, bits, nodes), dtype=float)
+
+
+def _parity(v: np.ndarray) -> np.ndarray:
+    """Parity of the set bits of each non-negative int64 (XOR folding)."""
+    v = v.copy()
+    for shift in (32, 16, 8, 4, 2, 1):
+        v ^= v >> shift
+    return v & 1
+
+
+def _signed_node_estimates(c: float, j: np.ndarray, signed: np.ndarray,
+                           nodes: np.ndarray) -> np.ndarray:
+    """``c sum_j s_j (-1)^{<j,q>}`` for each node q (001 Alg. 3 on aggregated reports);
+    the integer sum is exact, so this equals ``HadamardResponse.estimate_frequency``."""
+    out = np.empty(nodes.size)
+    if j.size == 0:
+        out[:] = 0.0
+        return out
+    step = max(1, (1 << 22) // j.size)  # bounded (nodes x indices) sign matrix
+    for start in range(0, nodes.size, step):
+        q = nodes[start:start + step, None]
+        signs = 1 - 2 * _parity(j[None, :] & q)
+        out[start:start + step] = c * (signs * signed[None, :]).sum(axis=1)
+    return out
 
 
 class LdpAucTree(Protocol):
@@ -576,7 +629,54 @@ class LdpAucTree(Protocol):
                     rng: np.random.Generator) -> tuple[_ServerState, Estimate]:
         labels, grouped = self._decode(inbox)
         n_pos = int(np.count_nonzero(labels == 1))
-        n_neg = int(labels.size - n_pos)
+        est_neg = LevelEstimates(self.randomizer, grouped[0])
+        est_pos = LevelEstimates(self.randomizer, grouped[1])
+        return state, self._release(n_pos, int(labels.size - n_pos), est_pos, est_neg,
+                                    [[g[0].size for g in grouped[c]] for c in (0, 1)])
+
+    # ------------------------------------------------ distributed server step (hooks)
+    # Node estimates are linear in the reports (001 Alg. 3): per class and level, the
+    # server needs only the signed sums of the sign bits per Hadamard index j and the
+    # number of reports. Those are integer sums over parties, so a distributed engine
+    # reduces the batches' sums and runs the recursion on the total
+    # (fedustat.runtime.engine); the release is the same numbers as in one process.
+
+    def distributed_round(self, state: _ServerState) -> tuple[str, Any]:
+        """The single server step is a reduction (no public context needed)."""
+        return "reduce", None
+
+    def summarize_batch(self, message: Message, context: Any, memory: Any = None) -> Any:
+        """A batch's per-class, per-level signed sums ``(distinct j, sum of (-1)^b,
+        number of reports)``, after the server's checks of :meth:`_decode`. Its size is
+        at most ``min(2^l, reports)`` entries per level."""
+        labels, grouped = self._decode(message)
+        n_pos = int(np.count_nonzero(labels == 1))
+        return {"n_pos": n_pos, "n_neg": int(labels.size - n_pos),
+                "levels": [[_signed_sums(j, bits, 1 << lvl)
+                            for lvl, (j, bits) in enumerate(grouped[c], 1)]
+                           for c in (0, 1)]}
+
+    @staticmethod
+    def combine_summaries(left: Any, right: Any) -> Any:
+        """Sum of two batches' summaries (integer sums per index: associative)."""
+        levels = [[_merge_signed(a, b) for a, b in zip(la, lb, strict=True)]
+                  for la, lb in zip(left["levels"], right["levels"], strict=True)]
+        return {"n_pos": left["n_pos"] + right["n_pos"],
+                "n_neg": left["n_neg"] + right["n_neg"], "levels": levels}
+
+    def server_step_reduced(self, state: _ServerState, summary: Any,
+                            rng: np.random.Generator) -> tuple[_ServerState, Estimate]:
+        """:meth:`server_step` from the combined signed sums of all batches."""
+        est = [LevelEstimates.from_signed_sums(self.randomizer, summary["levels"][c])
+               for c in (0, 1)]
+        counts = [[int(n) for _, _, n in summary["levels"][c]] for c in (0, 1)]
+        return state, self._release(int(summary["n_pos"]), int(summary["n_neg"]), est[1],
+                                    est[0], counts)
+
+    def _release(self, n_pos: int, n_neg: int, est_pos: LevelEstimates,
+                 est_neg: LevelEstimates, per_level: list[list[int]]) -> Estimate:
+        """The release from the two classes' node estimates (``per_level``: reports per
+        level of class 0, then class 1)."""
         if n_pos == 0 or n_neg == 0:
             which = "positive" if n_pos == 0 else "negative"
             raise ValueError(f"no {which} party reported; the AUC needs both classes")
@@ -586,13 +686,11 @@ class LdpAucTree(Protocol):
         v_neg = node_variance_bound(n_neg, alpha, eps_l, split)
         C = v_pos / (n_pos * alpha)  # the same for both classes: v = C n alpha (Thm 3)
         a = self.a if self.a is not None else optimal_a(n_pos, n_neg, alpha, C)
-        est_neg = LevelEstimates(self.randomizer, grouped[0])
-        est_pos = LevelEstimates(self.randomizer, grouped[1])
         rec = pruned_uauc(est_pos, est_neg, alpha=alpha, n_pos=n_pos, n_neg=n_neg,
                           v_pos=v_pos, v_neg=v_neg, a=a)
         pairs = float(n_pos) * n_neg
         mse_bound = theorem3_mse_bound(n_pos, n_neg, alpha, C, a)
-        operations = sum(est_pos.operations) + sum(est_neg.operations) + labels.size \
+        operations = sum(est_pos.operations) + sum(est_neg.operations) + n_pos + n_neg \
             + 2 * sum(rec.queried)
         diagnostics: dict[str, Any] = {
             "split": split,
@@ -613,8 +711,8 @@ class LdpAucTree(Protocol):
             "discarded_per_level": rec.discarded,
             "queried_per_level": rec.queried,
             "active_leaves": rec.leaves,
-            "reports_per_level_pos": [g[0].size for g in grouped[1]],
-            "reports_per_level_neg": [g[0].size for g in grouped[0]],
+            "reports_per_level_pos": per_level[1],
+            "reports_per_level_neg": per_level[0],
             "estimation_pos": est_pos.methods,
             "estimation_neg": est_neg.methods,
             "mse_bound": mse_bound,
@@ -642,11 +740,32 @@ class LdpAucTree(Protocol):
         error: ErrorDistribution = NormalError(std_error)
         if rec.discard_bias > 0:
             error = BoundedBias(error, rec.discard_bias / pairs)
-        estimate = Estimate(
+        return Estimate(
             value=rec.uauc / pairs, quantity=self.kernel.name, protocol=self.name,
             privacy=self.guarantee, std_error=std_error, error=error,
             cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
-        return state, estimate
+
+
+def _signed_sums(j: np.ndarray, bits: np.ndarray, d: int
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Distinct indices, the sum of the signs ``(-1)^b`` per index, and the report count,
+    after the checks ``HadamardResponse`` makes on reports (j in 0..d-1, b in {0, 1})."""
+    if j.size and (j.min() < 0 or j.max() >= d):
+        raise ValueError(f"j has values outside the input domain {{0, ..., {d - 1}}} "
+                         f"(min {j.min()}, max {j.max()})")
+    if bits.size and (bits.min() < 0 or bits.max() > 1):
+        raise ValueError("bits has values outside the input domain {0, 1}")
+    keys, inverse = np.unique(j, return_inverse=True)
+    # Float weights of +-1 sum exactly (counts below 2^53).
+    signed = np.bincount(inverse, weights=1 - 2 * bits, minlength=keys.size)
+    return keys, signed.astype(np.int64), int(j.size)
+
+
+def _merge_signed(a: tuple[np.ndarray, np.ndarray, int], b: tuple[np.ndarray, np.ndarray, int]
+                  ) -> tuple[np.ndarray, np.ndarray, int]:
+    keys, inverse = np.unique(np.concatenate([a[0], b[0]]), return_inverse=True)
+    signed = np.bincount(inverse, weights=np.concatenate([a[1], b[1]]), minlength=keys.size)
+    return keys, signed.astype(np.int64), a[2] + b[2]
 
 
 def _require_auc(kernel: Any) -> None:

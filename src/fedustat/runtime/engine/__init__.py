@@ -4,6 +4,12 @@ See docs/engine.md. ``pip install fedustat[engine]`` brings Dask; this package i
 it only when an engine is created.
 """
 
+from fedustat.runtime.engine.counts import (
+    distributed_ecdf_counts,
+    dp_ecdf_distributed,
+    dp_roc_curve_distributed,
+    pointwise_ecdf_distributed,
+)
 from fedustat.runtime.engine.driver import (
     DaskEngine,
     EngineError,
@@ -34,10 +40,14 @@ __all__ = [
     "array_partitions",
     "check_address",
     "check_supported",
+    "distributed_ecdf_counts",
+    "dp_ecdf_distributed",
+    "dp_roc_curve_distributed",
     "generated_partitions",
     "load_all",
     "parquet_directory",
     "parquet_partitions",
+    "pointwise_ecdf_distributed",
     "resolve_engine",
     "run_distributed",
 ]

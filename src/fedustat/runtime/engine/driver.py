@@ -36,10 +36,15 @@ from typing import Any
 import numpy as np
 
 from fedustat._validation import RandomLike, as_seed_sequence, check_positive_int
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import PEER_TO, Cost, Estimate, Message, Protocol, Role
 from fedustat.runtime.engine import ranks as rk
 from fedustat.runtime.engine.partitions import Partition
-from fedustat.runtime.simulate import MAX_ROUNDS
+from fedustat.runtime.simulate import (
+    MAX_ROUNDS,
+    _message_for_batch,
+    deliver_peer_rows,
+    merge_party_messages,
+)
 
 #: Values per bucket the default bucket count aims at in a distributed sort (16 MiB of
 #: float64 per bucket task).
@@ -64,10 +69,28 @@ class _Bits:
     received: np.ndarray
     broadcast_received: int = 0  # bits every party of the batch downloaded
     server_sent: int = 0
+    peer_sent: np.ndarray | None = None  # relay rows, counted by their sender ...
+    peer_received: np.ndarray | None = None  # ... and their recipient
 
     @classmethod
     def zeros(cls, n: int) -> _Bits:
-        return cls(np.zeros(n, np.int64), np.zeros(n, np.int64))
+        return cls(np.zeros(n, np.int64), np.zeros(n, np.int64),
+                   peer_sent=np.zeros(n, np.int64), peer_received=np.zeros(n, np.int64))
+
+    def _local_bits(self, ids: np.ndarray, bits: np.ndarray, offset: int) -> np.ndarray:
+        local = np.asarray(ids, dtype=np.int64) - offset
+        return np.bincount(local, weights=np.asarray(bits, dtype=np.int64),
+                           minlength=self.sent.size).astype(np.int64)
+
+    def record_relay_sent(self, message: Message, offset: int) -> _Bits:
+        """A relay round's rows from this batch: their payload, routing fields left out
+        (as ``MessageLog.record_relay``)."""
+        add = self._local_bits(message.parties, message.payload_bits_per_row(), offset)
+        return replace(self, peer_sent=self.peer_sent + add)
+
+    def record_relay_received(self, delivered: Message, offset: int) -> _Bits:
+        add = self._local_bits(delivered.parties, delivered.payload_bits_per_row(), offset)
+        return replace(self, peer_received=self.peer_received + add)
 
     def _per_party(self, message: Message, offset: int) -> np.ndarray:
         local = np.asarray(message.parties, dtype=np.int64) - offset
@@ -214,10 +237,76 @@ def _rank_reply(protocol: Any, batch: _Batch, doubled: np.ndarray,
 
 def _batch_costs(batch: _Batch) -> dict[str, int]:
     b = batch.bits
-    return {"n": int(b.sent.size), "sent": int(b.sent.sum()),
-            "max_sent": int(b.sent.max()) if b.sent.size else 0,
-            "received": int(b.received.sum()) + b.broadcast_received * int(b.sent.size),
-            "server_sent": int(b.server_sent)}
+    # As MessageLog.cost: a party's bits are its uploads plus the relay rows it sent.
+    sent = b.sent + b.peer_sent
+    return {"n": int(b.sent.size), "sent": int(sent.sum()),
+            "max_sent": int(sent.max()) if b.sent.size else 0,
+            "received": int(b.received.sum()) + int(b.peer_received.sum())
+            + b.broadcast_received * int(b.sent.size),
+            "server_sent": int(b.server_sent), "peer_sent": int(b.peer_sent.sum())}
+
+
+# ---- gathered server steps and relay rounds (DaskEngine.run(..., server_steps="gathered"))
+
+
+def _party_round_relay(protocol: Protocol, batch: _Batch) -> _Batch:
+    """:func:`_party_round` that lets the step address its rows to parties (a relay
+    round: the engine routes them between batches, :func:`_route`)."""
+    rng = copy.deepcopy(batch.rng)
+    # Some steps change their state in place: copy it, so that a retried task starts
+    # from the same input.
+    state, message = protocol.party_step(copy.deepcopy(batch.state), batch.inbox, rng)
+    if message.peer is not None:
+        raise EngineError(f"{protocol.name}: peer traffic measured inside a party step "
+                          "(PeerTraffic) is not carried by the distributed engine")
+    bits = (batch.bits.record_relay_sent(message, batch.offset) if message.is_peer
+            else batch.bits.record(message, batch.offset))
+    import cloudpickle  # comes with distributed
+
+    try:  # Dask moves batch states between workers; fail clearly rather than retry
+        cloudpickle.dumps(state)
+    except (TypeError, AttributeError, cloudpickle.pickle.PicklingError) as exc:
+        raise EngineError(f"{protocol.name}: a batch's party state cannot be serialized "
+                          f"({exc}), so it cannot move between workers; the engine needs "
+                          "picklable states (e.g. circuits replayed from the openings "
+                          "received rather than suspended Python generators)") from None
+    return replace(batch, state=state, rng=rng, bits=bits, outbox=message, inbox=None)
+
+
+def _is_relay(batch: _Batch) -> bool:
+    return bool(batch.outbox.is_peer)
+
+
+def _outbox(batch: _Batch) -> Message:
+    return batch.outbox
+
+
+def _route(batch: _Batch, starts: np.ndarray) -> tuple[Message, ...]:
+    """A batch's relay rows split by the batch holding each recipient (``starts``: the
+    first party id of every batch), each piece in the batch's own row order."""
+    message = batch.outbox
+    if PEER_TO not in message.fields:
+        raise ValueError("a relay-round message must give each row's recipient ('to')")
+    target = np.asarray(message.fields[PEER_TO], dtype=np.int64)
+    dest = np.searchsorted(starts, target, side="right") - 1
+    parties = np.asarray(message.parties)
+    return tuple(Message(message.sender, message.receiver,
+                         {k: np.asarray(v)[dest == d] for k, v in message.fields.items()},
+                         message.bits_per_value, parties[dest == d])
+                 for d in range(starts.size))
+
+
+def _piece_for(pieces: tuple[Message, ...], d: int) -> Message:
+    return pieces[d]
+
+
+def _deliver(batch: _Batch, *pieces: Message) -> _Batch:
+    """The rows addressed to this batch's parties, ordered by (recipient, origin) as
+    ``simulate.deliver_peer_rows`` orders all rows, so each party receives what it
+    receives in process."""
+    delivered = deliver_peer_rows(merge_party_messages(list(pieces)))
+    return replace(batch, bits=batch.bits.record_relay_received(delivered, batch.offset),
+                   outbox=None, inbox=delivered)
 
 
 def _add_costs(*parts: dict[str, int]) -> dict[str, int]:
@@ -335,7 +424,8 @@ class DaskEngine:
 
     # ---------------------------------------------------------------- a run
     def run(self, protocol: Protocol, partitions: Sequence[Partition], *,
-            rng: RandomLike = None, n_buckets: int | None = None) -> Estimate:
+            rng: RandomLike = None, n_buckets: int | None = None,
+            server_steps: str = "distributed") -> Estimate:
         """The release of ``protocol`` on the parties of ``partitions`` (one batch each).
 
         Same seed, same partition sizes: the same release as
@@ -343,7 +433,22 @@ class DaskEngine:
         sums on the server side: equal whenever the in-process float sums are exact).
         ``n_buckets``: buckets of a distributed sort (default: about 2^21 values each,
         at least one per worker).
+
+        ``server_steps="gathered"`` runs a protocol without a distributed server step
+        (e.g. ``umpc``): the party steps run on the workers, rows the parties address to
+        each other (relay rounds) move between the batches' workers, and each server
+        step runs as in process on the driver with all the round's messages gathered
+        there (the driver then holds O(n) per round: use it where the server's input is
+        small per party).
         """
+        if server_steps not in ("distributed", "gathered"):
+            raise ValueError(f"server_steps must be 'distributed' or 'gathered', got "
+                             f"{server_steps!r}")
+        if server_steps == "gathered":
+            if not isinstance(protocol, Protocol):
+                raise TypeError(f"protocol must be a fedustat Protocol, got "
+                                f"{type(protocol).__name__}")
+            return self._run_gathered(protocol, partitions, rng)
         check_supported(protocol)
         parts = list(partitions)
         if not parts or not all(isinstance(p, Partition) for p in parts):
@@ -403,14 +508,67 @@ class DaskEngine:
                 continue
             summary = self._tree(shared, [self._submit(_summarize, shared, b, context)
                                             for b in batches])
-            server_state, out = protocol.server_step_reduced(server_state, summary,
-                                                             server_rng)
+            try:
+                server_state, out = protocol.server_step_reduced(server_state, summary,
+                                                                 server_rng)
+            except NotImplementedError as exc:  # a release the totals cannot give
+                raise EngineError(str(exc)) from None
             if isinstance(out, Estimate):
                 costs = self._gather([self._submit(_batch_costs, b) for b in batches])
                 return out.with_cost(_cost_of(costs, rounds, out))
             reply = _broadcast(protocol, out)
             batches = [self._submit(_receive, b, reply) for b in batches]
             rounds += 1
+        raise EngineError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} "
+                          "rounds")
+
+    def _run_gathered(self, protocol: Protocol, partitions: Sequence[Partition],
+                      rng: RandomLike) -> Estimate:
+        """:meth:`run` with relay rounds routed between workers and every server step on
+        the driver (``server_steps="gathered"``); streams and costs as in process."""
+        parts = list(partitions)
+        if not parts or not all(isinstance(p, Partition) for p in parts):
+            raise TypeError("partitions must be a non-empty sequence of Partition objects "
+                            "(see fedustat.runtime.engine.partitions)")
+        sizes = self._gather([self._submit(_count_rows, p) for p in parts])
+        if any(s == 0 for s in sizes):
+            raise ValueError(f"partition {sizes.index(0)} holds no rows; every batch needs "
+                             "a party")
+        n = int(sum(sizes))
+        protocol = protocol.configure(n)
+        seeds = as_seed_sequence(rng).spawn(len(parts) + 1)
+        server_rng = np.random.default_rng(seeds[0])
+        offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        shared = self._submit(_same, protocol)
+        batches = [self._submit(_init_batch, shared, p, int(o), s)
+                   for p, o, s in zip(parts, offsets.tolist(), seeds[1:], strict=True)]
+        server_state = protocol.init_server(n)
+        rounds = peer_rounds = 0
+        for _ in range(MAX_ROUNDS):
+            batches = [self._submit(_party_round_relay, shared, b) for b in batches]
+            relay = self._gather([self._submit(_is_relay, b) for b in batches])
+            if all(relay):  # routed worker to worker; no server step (as in process)
+                routed = [self._submit(_route, b, offsets) for b in batches]
+                batches = [self._submit(_deliver, b, *[self._submit(_piece_for, r, d)
+                                                       for r in routed])
+                           for d, b in enumerate(batches)]
+                peer_rounds += 1
+                continue
+            if any(relay):
+                raise EngineError(f"{protocol.name}: in one round batch {relay.index(True)} "
+                                  f"sent its message to parties and batch "
+                                  f"{relay.index(False)} to the server")
+            rounds += 1
+            inbox = merge_party_messages(self._gather([self._submit(_outbox, b)
+                                                       for b in batches]))
+            server_state, out = protocol.server_step(server_state, inbox, server_rng)
+            if isinstance(out, Estimate):
+                costs = self._gather([self._submit(_batch_costs, b) for b in batches])
+                return out.with_cost(_cost_of(costs, rounds, out, peer_rounds))
+            rounds += 1
+            batches = [self._submit(_receive, b, _message_for_batch(
+                out, slice(int(o), int(o) + int(size))))
+                for b, o, size in zip(batches, offsets, sizes, strict=True)]
         raise EngineError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} "
                           "rounds")
 
@@ -456,16 +614,19 @@ def _broadcast(protocol: Protocol, out: Message) -> Message:
     return out
 
 
-def _cost_of(parts: list[dict[str, int]], rounds: int, out: Estimate) -> Cost:
+def _cost_of(parts: list[dict[str, int]], rounds: int, out: Estimate,
+             peer_rounds: int = 0) -> Cost:
     t = _add_costs(*parts)
     n = t["n"]
-    # As MessageLog.cost, from per-batch totals (every party lives in one batch; no peer
-    # traffic or dealer material: the engine refuses steps that report any).
+    # As MessageLog.cost, from per-batch totals (every party lives in one batch; relay
+    # rows counted by sender and recipient; no dealer material measured inside a step:
+    # the engine refuses steps that report any).
     return Cost(bits_per_party=t["sent"] / n, max_bits_per_party=t["max_sent"],
                 bits_received_per_party=t["received"] / n,
-                total_bits=t["sent"] + t["server_sent"], rounds=rounds,
+                total_bits=t["sent"] + t["server_sent"], rounds=rounds + peer_rounds,
                 server_operations=int(out.cost.server_operations),
-                offline_bits=out.cost.offline_bits)
+                offline_bits=out.cost.offline_bits,
+                peer_bits_per_party=t["peer_sent"] / n, peer_rounds=peer_rounds)
 
 
 def check_supported(protocol: Any) -> None:

@@ -137,10 +137,10 @@ def test_protocol_the_engine_cannot_run_is_refused_before_any_cluster_starts(mon
                                           r"server step.*run it in process"):
         fedustat.gini_mean_difference(x, bounds=(0, 1), epsilon=1.0, rng=0,
                                       protocol="central-laplace", engine="local")
-    with pytest.raises(EngineError, match=r"protocol 'fedauc-laplace-local' cannot run on the "
-                                          r"distributed engine: .*noise scales"):
+    with pytest.raises(EngineError, match=r"protocol 'fedauc-rr' cannot run on the "
+                                          r"distributed engine: .*one client per sample"):
         fedustat.roc_auc_score(np.arange(50) % 2, x, epsilon=1.0, rng=0,
-                               protocol="fedauc-laplace", engine="local")
+                               protocol="fedauc-rr", n_clients=5, engine="local")
 
 
 @pytest.mark.parametrize("engine, message", [

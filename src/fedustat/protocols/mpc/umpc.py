@@ -714,6 +714,12 @@ class _Run:
     output: np.ndarray | None = None      # (slots,) shares of D f(x_e)
     stage: str = "deal"
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy or a pickle (a retried task, a state moving between workers) leaves the
+        # live circuits behind: their threads stay with the original, and the copy's
+        # members replay their openings from ``history`` when they next run (_evaluate).
+        return {**self.__dict__, "circuits": {}}
+
 
 # ----------------------------------------------------------------------------------------
 # The protocol
@@ -1416,6 +1422,12 @@ class UMPC(Protocol):
             live = run.circuits[member] = _MemberCircuit(member, self._member_program(run,
                                                                                      member))
             kind, value = live.resume()
+            # A state copied or unpickled has no live circuit: replaying the openings it
+            # received so far brings the new one to the same point (same values).
+            for opened in run.history.get(member, []):
+                if kind != "open":
+                    break
+                kind, value = live.resume(opened)
         else:
             kind, value = live.resume(run.history[member][-1])
         if kind == "open":

@@ -360,3 +360,25 @@ def test_gathered_mode_refusals(engine):
         engine.run(protocol, parts, rng=2, server_steps="gathered")
     with pytest.raises(ValueError, match="server_steps must be 'distributed' or 'gathered'"):
         engine.run(protocol, parts, rng=3, server_steps="local")
+
+
+def test_umpc_aggregation_is_reduced_on_the_cluster(engine, monkeypatch):
+    # Only the check-in round's rows reach the driver; the aggregation (a ring sum of the
+    # parties' output shares, 002 Lemma C.1) is combined by tasks (gathered_reduction).
+    from fedustat.protocols.mpc.umpc import UMPC
+
+    seen: list[int] = []
+    original = UMPC.server_step
+
+    def spy(self, state, inbox, rng):
+        seen.append(len(inbox.parties))
+        return original(self, state, inbox, rng)
+
+    monkeypatch.setattr(UMPC, "server_step", spy)
+    build, generator, sizes = GATHERED_CASES["umpc"]
+    parts = generated_partitions(generator, sizes, seed=31)
+    got = engine.run(build(), parts, rng=6, server_steps="gathered")
+    assert seen == [sum(sizes)]
+    monkeypatch.setattr(UMPC, "server_step", original)
+    local = simulate(build(), load_all(parts), rng=6, batch_size=sizes)
+    _same_release(local, got)

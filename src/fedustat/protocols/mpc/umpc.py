@@ -1634,7 +1634,37 @@ class UMPC(Protocol):
                 bits |= {"active": 64, "public": self.circuit.public_bits()}
                 return state, Message(Role.SERVER, Role.PARTY, fields, bits)
             return state, self._address_labels(state, bits)
-        return state, self._release(state, inbox, order)
+        z = np.asarray(inbox.fields["z"], dtype=np.uint64)[order]
+        return state, self._release(state, int(self._ring_of(state).sum(z)))
+
+    def _ring_of(self, state: _ServerState) -> Any:
+        assert state.design is not None
+        return self.run_fixed_point(state.n_parties, state.design, state.public).ring
+
+    # The distributed engine's gathered mode (fedustat.runtime.engine): the upload round's
+    # server work is Rec(sum_i z_i) (002 Lemma C.1), a sum in Z_{2^l} that splits by batch.
+    def gathered_reduction(self, state: _ServerState) -> int | None:
+        """The ring's bits when the next server step is the aggregation (else ``None``)."""
+        return None if state.stage == 0 else int(self._ring_of(state).bits)
+
+    def summarize_batch(self, message: Message, context: int,
+                        memory: Any = None) -> dict[str, int]:
+        """A batch's uploaded shares summed mod 2^l, and how many it sent."""
+        z = np.asarray(message.fields["z"], dtype=np.uint64)
+        return {"z": int(z.sum(dtype=np.uint64)) % (1 << context), "bits": int(context),
+                "rows": int(z.size)}
+
+    def combine_summaries(self, a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+        # Sums mod 2^l are associative: any tree of batches gives the same total.
+        return {"z": (a["z"] + b["z"]) % (1 << a["bits"]), "bits": a["bits"],
+                "rows": a["rows"] + b["rows"]}
+
+    def server_step_reduced(self, state: _ServerState, summary: dict[str, int],
+                            rng: np.random.Generator) -> tuple[_ServerState, Estimate]:
+        if state.stage == 0 or summary["rows"] != state.n_parties:
+            raise ValueError(f"U-MPC: the aggregation needs one share from each of the "
+                             f"{state.n_parties} parties, got {summary['rows']}")
+        return state, self._release(state, int(summary["z"]))
 
     def _address_labels(self, state: _ServerState, bits: dict[str, int]) -> Message:
         """Round 1 with public labels: one row per party with n, the coin, the number of
@@ -1659,14 +1689,14 @@ class UMPC(Protocol):
         bits = {**bits, "active": 64, "public": self.circuit.public_bits()}
         return Message(Role.SERVER, Role.PARTY, out, bits, np.arange(n))
 
-    def _release(self, state: _ServerState, inbox: Message, order: np.ndarray) -> Estimate:
+    def _release(self, state: _ServerState, z_sum: int) -> Estimate:
+        """The release from ``z_sum``, the parties' output shares summed in Z_{2^l}."""
         n = state.n_parties
         design = state.design
         assert design is not None
         fp = self.run_fixed_point(n, design, state.public)
         ring = fp.ring
-        z = np.asarray(inbox.fields["z"], dtype=np.uint64)[order]
-        total = int(ring.to_signed(ring.sum(z)))          # Rec(sum z_i), Lemma C.1
+        total = int(ring.to_signed(np.uint64(z_sum)))     # Rec(sum z_i), Lemma C.1
         public_columns = {}
         # Lemma C.1: U = Rec / (D |E|). With public labels the inactive edges are 0 by
         # public information, so the aggregator averages over the m_a active edges and

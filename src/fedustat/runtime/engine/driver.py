@@ -559,9 +559,20 @@ class DaskEngine:
                                   f"sent its message to parties and batch "
                                   f"{relay.index(False)} to the server")
             rounds += 1
-            inbox = merge_party_messages(self._gather([self._submit(_outbox, b)
-                                                       for b in batches]))
-            server_state, out = protocol.server_step(server_state, inbox, server_rng)
+            # A protocol may declare this round's server work a reduction (U-MPC's
+            # aggregation, a ring sum): the batches' summaries are combined by a tree of
+            # tasks and the driver never holds the round's per-party rows.
+            hook = getattr(protocol, "gathered_reduction", None)
+            context = hook(server_state) if hook is not None else None
+            if context is not None:
+                summary = self._tree(shared, [self._submit(_summarize, shared, b, context)
+                                              for b in batches])
+                server_state, out = protocol.server_step_reduced(server_state, summary,
+                                                                 server_rng)
+            else:
+                inbox = merge_party_messages(self._gather([self._submit(_outbox, b)
+                                                           for b in batches]))
+                server_state, out = protocol.server_step(server_state, inbox, server_rng)
             if isinstance(out, Estimate):
                 costs = self._gather([self._submit(_batch_costs, b) for b in batches])
                 return out.with_cost(_cost_of(costs, rounds, out, peer_rounds))

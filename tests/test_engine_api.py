@@ -113,13 +113,27 @@ def test_parquet_directory_with_public_labels_equals_in_process(cluster, tmp_pat
     assert on_engine.diagnostics["engine"]["partitions"] == 3
 
 
+def test_umpc_through_estimate_runs_gathered_and_equals_in_process(cluster):
+    # U-MPC has relay rounds and no distributed server step: estimate() runs it with its
+    # relay rows moving between workers and its aggregation reduced on the cluster.
+    rows = _labelled(60, 3)
+    params = {"protocol": "umpc", "bounds": (0.0, 1.0)}
+    on_engine = fedustat.estimate(auc_kernel(), rows, epsilon=1.0, rng=7,
+                                  engine=DaskEngine(cluster), batch_size=[25, 35], **params)
+    in_process = fedustat.estimate(auc_kernel(), rows, epsilon=1.0, rng=7,
+                                   batch_size=[25, 35], **params)
+    _same(on_engine, in_process)
+    assert on_engine.diagnostics["engine"]["server_steps"] == "gathered"
+
+
 def test_engine_local_starts_and_closes_its_own_cluster():
     x = np.random.default_rng(1).beta(2.0, 5.0, 600)
     kernel = gini_kernel((0.0, 1.0))
     on_engine = fedustat.estimate(kernel, x, epsilon=1.0, rng=5, engine="local", workers=1,
                                   **GINI)
     assert on_engine.diagnostics["engine"] == {"kind": "dask", "scheduler": "local cluster",
-                                               "workers": 1, "partitions": 2}
+                                               "workers": 1, "partitions": 2,
+                                               "server_steps": "distributed"}
     _same(on_engine, fedustat.estimate(kernel, x, epsilon=1.0, rng=5, batch_size=[300, 300],
                                        **GINI))
 
@@ -216,7 +230,8 @@ def test_cli_estimate_on_parquet_partitions_at_an_address(cluster, tmp_path, cap
     assert row["n"] == 1000 and row["exact"] is None and row["error"] is None
     assert row["partitions"] == 3
     assert row["engine"] == {"kind": "dask", "scheduler": cluster.scheduler.address,
-                             "workers": 2, "partitions": 3}
+                             "workers": 2, "partitions": 3,
+                             "server_steps": "distributed"}
 
 
 def test_cli_estimate_local_engine_on_a_file_and_its_table(cluster, tmp_path, capsys):

@@ -74,7 +74,13 @@ def _distributed(proto: Any, kernel: Kernel, data: Any, partitions: Any, *, engi
     """Run ``proto`` on the engine: partitions as given, or ``data`` split in slices."""
     from fedustat.runtime import engine as eng  # imports Dask only when asked for
 
-    eng.check_supported(proto)  # before any cluster work: a refusal is immediate
+    # A protocol with relay rounds and no distributed server step (U-MPC) runs its party
+    # steps and relay rounds on the workers and the rest of its server work on the driver,
+    # where it declares which of it is a reduction (docs/engine.md, "gathered").
+    steps = "gathered" if hasattr(proto, "gathered_reduction") \
+        and not hasattr(proto, "distributed_round") else "distributed"
+    if steps == "distributed":
+        eng.check_supported(proto)  # before any cluster work: a refusal is immediate
     if partitions is not None:
         if data is not None:
             raise ValueError("give the data either as data= (in memory) or as partitions= "
@@ -91,11 +97,11 @@ def _distributed(proto: Any, kernel: Kernel, data: Any, partitions: Any, *, engi
         parts = eng.array_partitions(records, _partition_sizes(records.shape[0], batch_size))
     runner, own = eng.resolve_engine(engine, workers=workers)
     try:
-        release = runner.run(proto, parts, rng=rng)
+        release = runner.run(proto, parts, rng=rng, server_steps=steps)
         where = ("local cluster" if isinstance(engine, str) and engine == "local"
                  else str(runner.client.scheduler.address))
         info = {"kind": "dask", "scheduler": where, "workers": runner.n_workers,
-                "partitions": len(parts)}
+                "partitions": len(parts), "server_steps": steps}
     finally:
         if own:
             runner.close()

@@ -1,11 +1,12 @@
 """A networked deployment on localhost: wall time, bytes on the wire, server memory.
 
     python benchmarks/bench_deployment.py [--quick] [--silos 10,100,1000] [--protocols umpc]
-                                          [--timeout 900]
+                                          [--timeout 900] [--silo-processes 4]
 
 The server runs as its own process (`fedustat serve`, which reports its peak resident
-memory); the silos run as threads of this process, each with its own TLS channel and 10
-rows (umpc: one record per silo, see CASES). Every run is seeded, so its release must
+memory); the silos run as threads of this process (or, with ``--silo-processes P``, of P
+processes), each with its own TLS channel and 10 rows (umpc: one record per silo, see
+CASES). Every run is seeded, so its release must
 equal the in-process simulator's on the same data (checked in the last column). Bytes on
 the wire are the frames as sent (framing, JSON headers, packing and sealing included, TLS
 records not), beside the payload the release's cost counts.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import re
 import subprocess
 import sys
@@ -54,8 +56,31 @@ CASES = {
 ROWS = {"umpc": 1}
 
 
+def run_silos(name: str, silos: int, certs: Path, address: str, indices: list[int],
+              parts: list[np.ndarray], timeout: float) -> None:
+    """Silos ``indices`` (rows ``parts``) as threads of this process."""
+    make = CASES[name][1]
+    errors: list[BaseException] = []
+
+    def one(i: int, rows: np.ndarray) -> None:
+        try:
+            run_party(make(silos), rows, load_credentials(certs, f"party-{i}"), address,
+                      rng=SEED, timeout=timeout)
+        except BaseException as exc:  # reported by the process's exit code
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i, rows))
+               for i, rows in zip(indices, parts, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
 def deployment(certs: Path, name: str, silos: int, data: np.ndarray,
-               timeout: float = 120.0) -> dict:
+               timeout: float = 120.0, processes: int = 1) -> dict:
     options, make, columns = CASES[name]
     if name == "fedauc-rr":
         options = [*options, "--param", f"n_clients={silos}"]
@@ -71,14 +96,22 @@ def deployment(certs: Path, name: str, silos: int, data: np.ndarray,
             port = re.search(r"port (\d+)", server.stdout.readline()).group(1)
             parts = np.array_split(data[:, :columns], silos)
             started = time.perf_counter()
-            threads = [threading.Thread(target=run_party, args=(
-                make(silos), parts[i], load_credentials(certs, f"party-{i}"),
-                f"127.0.0.1:{port}"), kwargs={"rng": SEED, "timeout": max(300.0, timeout)})
-                for i in range(silos)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            address, wait = f"127.0.0.1:{port}", max(300.0, timeout)
+            if processes == 1:
+                run_silos(name, silos, certs, address, list(range(silos)), parts, wait)
+            else:
+                # Silos spread over processes: one Python process's threads share one
+                # interpreter lock, which bounds a thousand silos' work more than the
+                # server does.
+                spawn = multiprocessing.get_context("spawn")
+                groups = np.array_split(np.arange(silos), processes)
+                workers = [spawn.Process(target=run_silos, args=(
+                    name, silos, certs, address, g.tolist(), [parts[i] for i in g], wait))
+                    for g in groups if g.size]
+                for worker in workers:
+                    worker.start()
+                for worker in workers:
+                    worker.join()
             _, err = server.communicate(timeout=max(300.0, timeout))
             wall = time.perf_counter() - started
             if server.returncode != 0:
@@ -112,6 +145,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds the server waits for a join or a round (a loaded "
                              "machine needs more at 1000 silos)")
+    parser.add_argument("--silo-processes", type=int, default=1,
+                        help="processes the silos are spread over (threads within each)")
     parser.add_argument("--protocols", default=",".join(CASES),
                         help=f"comma-separated, from {', '.join(CASES)}")
     args = parser.parse_args()
@@ -121,7 +156,8 @@ def main() -> None:
     create_deployment(certs, max(counts))
     rng = np.random.default_rng(0)
     print(f"Networked runs on localhost, {ROWS_PER_SILO} rows per silo (umpc: "
-          f"{ROWS['umpc']}), seed {SEED}; server in its own process, silos as threads")
+          f"{ROWS['umpc']}), seed {SEED}; server in its own process, silos as threads of "
+          f"{args.silo_processes} process(es)")
     print(f"{'protocol':>14} | {'silos':>5} | {'wall s':>7} | {'wire KiB':>9} | "
           f"{'payload KiB':>11} | {'server MiB':>10} | {'sim s':>6} | {'sim MiB':>7} | same")
     for name in args.protocols.split(","):
@@ -130,7 +166,8 @@ def main() -> None:
         for silos in counts:
             n = silos * ROWS.get(name, ROWS_PER_SILO)
             data = np.column_stack([rng.beta(2, 5, n), (rng.random(n) < 0.4).astype(float)])
-            row = deployment(certs, name, silos, data, args.timeout)
+            row = deployment(certs, name, silos, data, args.timeout,
+                             min(args.silo_processes, silos))
             print(f"{name:>14} | {silos:>5} | {row['wall']:>7.2f} | {row['wire'] / 1024:>9.1f} | "
                   f"{row['payload'] / 1024:>11.1f} | {row['rss']:>10.0f} | "
                   f"{row['simulated']:>6.3f} | {row['simulated_peak']:>7.1f} | "

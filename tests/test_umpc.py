@@ -749,6 +749,8 @@ def test_an_aborted_run_ends_its_waiting_member_circuits() -> None:
 
     kernel, data = _data("auc", 10, np.random.default_rng(8))
     rounds: list[int] = []
+    # Only this run's circuits count (other tests' runs may still await collection).
+    earlier = set(threading.enumerate())
 
     def drop_in_the_circuit(msg: Message) -> Message:
         if msg.is_peer and PEER_FROM in msg.fields:
@@ -766,7 +768,10 @@ def test_an_aborted_run_ends_its_waiting_member_circuits() -> None:
                      relay=drop_in_the_circuit)
     gc.collect()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(
-            t.name.startswith("umpc-member-") for t in threading.enumerate()):
+    def waiting() -> list[str]:
+        return [t.name for t in threading.enumerate()
+                if t.name.startswith("umpc-member-") and t not in earlier]
+
+    while time.monotonic() < deadline and waiting():
         time.sleep(0.05)
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("umpc-member-")]
+    assert not waiting()

@@ -532,16 +532,19 @@ class QuantizedLocalProtocol(Protocol):
         fields, bits = self._party_fields(state.setup, state.records, source)
         return state, Message(Role.PARTY, Role.SERVER, fields, bits, state.parties)
 
+    def _fix_bins(self, state: _ServerState, n: int) -> tuple[_ServerState, Message]:
+        """The check-in round's reply: the bins (and k rule) fixed from the n who joined."""
+        bins = self.plan.bins_for(n, self.epsilon, self.lipschitz)
+        state = replace(state, bins=bins, k_rule=self._corollary_rule(n))
+        names = [c.name for c in self.plan.continuous]
+        payload = np.array([bins[c] for c in names], dtype=np.int64)
+        return state, Message(Role.SERVER, Role.PARTY, {"bins": payload}, {"bins": BINS_BITS})
+
     def server_step(self, state: _ServerState, inbox: Message,
                     rng: np.random.Generator) -> tuple[_ServerState, Message | Estimate]:
         if "join" in inbox.fields:
             n = len(inbox.parties) if inbox.parties is not None else state.n_parties
-            bins = self.plan.bins_for(n, self.epsilon, self.lipschitz)
-            state = replace(state, bins=bins, k_rule=self._corollary_rule(n))
-            names = [c.name for c in self.plan.continuous]
-            payload = np.array([bins[c] for c in names], dtype=np.int64)
-            return state, Message(Role.SERVER, Role.PARTY, {"bins": payload},
-                                  {"bins": BINS_BITS})
+            return self._fix_bins(state, n)
         if state.bins is None:
             raise RuntimeError("reports arrived before the number of bins was fixed")
         fields = {name: np.asarray(v) for name, v in inbox.fields.items()}
@@ -778,12 +781,7 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         """:meth:`server_step` from the combined summary of all batches."""
         if "join" in summary:
             n = int(summary["join"])
-            bins = self.plan.bins_for(n, self.epsilon, self.lipschitz)
-            state = replace(state, bins=bins, k_rule=self._corollary_rule(n))
-            names = [c.name for c in self.plan.continuous]
-            payload = np.array([bins[c] for c in names], dtype=np.int64)
-            return state, Message(Role.SERVER, Role.PARTY, {"bins": payload},
-                                  {"bins": BINS_BITS})
+            return self._fix_bins(state, n)
         if state.bins is None:
             raise RuntimeError("reports arrived before the number of bins was fixed")
         return state, self.estimate_from_counts(summary["counts"], self.plan.grid(state.bins),

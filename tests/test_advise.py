@@ -342,7 +342,14 @@ def test_parameters_follow_the_papers() -> None:
     assert umpc.parameters["edges"] == 2000  # 002's |E| = 2n
     ecdf = advise("ecdf", n=1000, epsilon=1.0, domain_size=1024).prediction("dp-ecdf")
     assert ecdf.parameters["L"] == 10
-    assert ecdf.mse == pytest.approx(2 * 11**3 / 1000**2)  # 003 Thm 1
+    from fedustat.protocols.ecdf.hierarchical import default_plan
+    # The default release: its exact mean variance; the smoothed one keeps 003 Thm 1.
+    assert ecdf.mse == pytest.approx(default_plan(1024).mean_variance() / 1000**2)
+    assert ecdf.parameters["b"] == default_plan(1024).branching
+    assert ecdf.mse < 0.2 * 2 * 11**3 / 1000**2
+    smoothed = advise("ecdf", n=1000, epsilon=1.0,
+                      domain_size=1024).prediction("dp-ecdf-smoothed")
+    assert smoothed.mse == pytest.approx(2 * 11**3 / 1000**2)  # 003 Thm 1
     central = advise("auc", n_pos=100, n_neg=300, epsilon=0.5).prediction("central-laplace")
     assert central.mse == pytest.approx(2 * (1 / (100 * 0.5)) ** 2)
     rr = advise("auc", n_pos=100, n_neg=300, epsilon=1.0, auc=0.8).prediction("fedauc-rr")

@@ -208,7 +208,7 @@ def test_thm1_error_and_unbiasedness_monte_carlo():
     errors = np.empty((reps, n_points))
     gen = np.random.default_rng(12)
     for r in range(reps):
-        errors[r] = dp_ecdf(values, tau, epsilon=eps, rng=gen).values - exact
+        errors[r] = dp_ecdf(values, tau, epsilon=eps, rng=gen, method="003-tree").values - exact
     m = tree_depth(n_points) + 1
     b = m / eps
     mse_theory = 2.0 * m**3 / (eps**2 * n**2)
@@ -217,7 +217,7 @@ def test_thm1_error_and_unbiasedness_monte_carlo():
     assert abs(np.mean(errors[:, point] ** 2) - mse_theory) <= 5 * math.sqrt(var_sq / reps)
     se_mean = math.sqrt(mse_theory / reps)
     assert np.all(np.abs(errors.mean(axis=0)) <= 5 * se_mean)
-    curve = dp_ecdf(values, tau, epsilon=eps, rng=0)
+    curve = dp_ecdf(values, tau, epsilon=eps, rng=0, method="003-tree")
     assert curve.variance == pytest.approx(mse_theory, rel=1e-12)
 
 
@@ -388,7 +388,7 @@ def test_point_error_law_is_the_exact_laplace_sum_over_levels():
     rng = np.random.default_rng(7)
     x = rng.beta(2.0, 5.0, size=300)
     tau = np.linspace(1 / 50, 1.0, 50)
-    curve = dp_ecdf(x, tau, epsilon=1.0, rng=0)
+    curve = dp_ecdf(x, tau, epsilon=1.0, rng=0, method="003-tree")
     law = curve.error
     assert isinstance(law, SumOfErrors) and len(law.parts) == curve.tree.n_levels
     assert law.variance == pytest.approx(curve.variance, rel=1e-12)

@@ -31,7 +31,8 @@ from fedustat.stats.ecdf import DyadicTree, ecdf
 def _poisson_curve(n_points: int, eps: float, seed: int) -> tuple[PrivateECDF, np.ndarray]:
     x = poisson_ecdf(n_points, 3.0, rng=seed).columns["x"]
     tau = np.arange(1, n_points + 1, dtype=float)
-    return dp_ecdf(x, tau, epsilon=eps, rng=1000 + seed), ecdf(x, tau)
+    return dp_ecdf(x, tau, epsilon=eps, rng=1000 + seed,
+                   method="003-tree"), ecdf(x, tau)
 
 
 def _reference(curve: PrivateECDF, p: int, subset: np.ndarray | None = None) -> float:

@@ -957,6 +957,14 @@ def _ecdf_mse(q: Query, epsilon: float, count: int) -> float:
     return 2.0 * (L + 1) ** 3 / (epsilon**2 * float(count) ** 2)
 
 
+def _hierarchical_ecdf_mse(q: Query, epsilon: float, count: int) -> float:
+    """The default (hierarchical) release: its exact mean variance over the N points,
+    ``mean_i Var(c_hat_i) / (eps^2 n^2)`` (protocols/ecdf/hierarchical.py)."""
+    from fedustat.protocols.ecdf.hierarchical import default_plan
+
+    return default_plan(q.grid_points).mean_variance() / (epsilon**2 * float(count) ** 2)
+
+
 def _ecdf(name: str, smooth: bool) -> Predictor:
     def predict(q: Query) -> Prediction | None:
         if q.statistic not in _CURVES:
@@ -982,10 +990,25 @@ def _ecdf(name: str, smooth: bool) -> Predictor:
             kind = APPROX
             formula = "003 Thm 1 at eps/2 per class (Sec. 5.1), delta method"
             cols = 2
+        elif not smooth:
+            # dp_ecdf's default release; smoothing (003 Eq. 3) needs 003's tree.
+            from fedustat.protocols.ecdf.hierarchical import default_plan
+
+            params.update(method="hierarchical", b=default_plan(q.grid_points).branching)
+            mse = _hierarchical_ecdf_mse(q, q.epsilon, q.n)
+            comps = {"per_point": mse}
+            kind = EXACT if q.statistic == "ecdf" else APPROX
+            formula = ("hierarchical tree with least squares: exact mean variance over the "
+                       "grid points / (eps^2 n^2)")
+            if q.statistic == "quantile":
+                formula += ", read as an error in rank (003 Alg. 1)"
+                notes.append("quantiles: error of F(q_hat) - q, about the curve's error at "
+                             "the quantile plus the grid spacing")
+            cols = 1
         else:
             mse = _ecdf_mse(q, q.epsilon, q.n)
             comps = {"per_point": mse}
-            kind = EXACT if q.statistic == "ecdf" and not smooth else APPROX
+            kind = APPROX
             formula = "003 Thm 1: 2 (L+1)^3 / (eps^2 n^2)"
             if q.statistic == "quantile":
                 formula += ", read as an error in rank (003 Alg. 1)"

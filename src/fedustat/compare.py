@@ -590,7 +590,9 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
                 released = pointwise_ecdf(x, tau, epsilon=eps, rng=rng)
                 out.bits.append(released.cost.bits_per_party)
             else:
-                released = dp_ecdf(x, tau, epsilon=eps, rng=rng)
+                # 003's smoothing (Eq. 3) corrects 003's tree noise.
+                released = dp_ecdf(x, tau, epsilon=eps, rng=rng,
+                                   method="003-tree" if smoothed else None)
             guarantee = released.privacy
             values = smooth(released, p=2).values if smoothed else released.values
             if st == "ecdf":
@@ -864,7 +866,7 @@ def _curve_figure(result: ComparisonResult, statistic: str) -> Any | None:
                 linewidth=1.8, label="exact")
         for i, eps in enumerate(eps_grid):
             rng = np.random.default_rng(_seed(seed, statistic, smoothed_name, eps, 0))
-            released = dp_ecdf(x, case.grid, epsilon=eps, rng=rng)
+            released = dp_ecdf(x, case.grid, epsilon=eps, rng=rng, method="003-tree")
             ax.step(case.grid, smooth(released, p=2).values, where="post", color=f"C{i}",
                     linewidth=1, label=f"smoothed release, eps={eps:g}")
         ax.set_xlabel("threshold")

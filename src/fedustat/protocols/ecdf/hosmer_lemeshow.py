@@ -211,7 +211,8 @@ def dp_hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, Q: int = 10,
     tree = DyadicTree(tau.size)
     eps_prime = eps / (tree.depth + 9)
     source = None if math.isinf(eps) else resolve_noise(rng, noise)
-    curve = dp_ecdf(probs, tau, epsilon=tree.n_levels * eps_prime,
+    # Alg. 2 is analysed with 003's tree noise (Thm 2): keep that release.
+    curve = dp_ecdf(probs, tau, epsilon=tree.n_levels * eps_prime, method="003-tree",
                     noise=source) if source is not None else dp_ecdf(probs, tau,
                                                                       epsilon=math.inf)
     levels = np.arange(1, n_groups) / n_groups

@@ -140,6 +140,19 @@ class SmoothedECDF:
         (0 below the first threshold)."""
         return step_at(self.thresholds, self.values, t)
 
+    @property
+    def linear(self) -> bool:
+        """False: a projection is not a linear function of the noise (and is biased)."""
+        return False
+
+    def covariance(self) -> np.ndarray:
+        raise ValueError("a smoothed curve is not linear in the noise, so it has no noise "
+                         "covariance; use the raw PrivateECDF (unbiased) for variances")
+
+    def linear_variance(self, weights: Any) -> np.ndarray | float:
+        raise ValueError("a smoothed curve is not linear in the noise, so w^T Cov w is not "
+                         "its variance; use the raw PrivateECDF (unbiased) for variances")
+
 
 def _subset_indices(subset: Any, n_points: int) -> np.ndarray:
     if subset is None:
@@ -783,6 +796,10 @@ def smooth(curve: PrivateECDF, p: int = 2, subset: Any = None, *,
     SmoothedECDF
         ``estimator="tree-noise"``.
     """
+    if getattr(curve, "method", "003-tree") != "003-tree" and curve.scale > 0:
+        raise ValueError(f"smooth (003 Eq. 3) corrects 003's dyadic tree noise; this curve "
+                         f"was released with method={curve.method!r}. Release it with "
+                         "dp_ecdf(..., method='003-tree'), or use isotonic_projection(curve)")
     n = int(curve.n)
     idx, smoothed, nu, info = smooth_counts(np.asarray(curve.values) * n, curve.tree, n,
                                             p=p, subset=subset, method=method)

@@ -1,0 +1,391 @@
+"""The b-ary hierarchical histogram CDF with least-squares consistency (the default release).
+
+The counts ``c_i = |{x <= tau_i}|`` are prefix sums of the histogram ``h_j = c_j - c_{j-1}``
+(bins ``j = 0 .. N-1``; records above ``tau_{N-1}`` fall in an overflow bin that is never
+released). A b-ary tree over the bins (padded to ``b^H`` leaves; padding bins are known
+zeros and carry no noise) gets Laplace noise on every node, the least-squares estimate of
+the bins given all noisy nodes is computed in O(N), and its prefix sums divided by the
+public n are the released CDF.
+
+Sources:
+
+* Hierarchical histograms and consistency: Hay, Rastogi, Miklau and Suciu 2010, "Boosting
+  the accuracy of differentially private histograms through consistency" (PVLDB 3), Sec. 4:
+  the O(N) two-pass least-squares estimate of a tree of noisy counts; Qardaji, Yang and Li
+  2013, "Understanding hierarchical methods for differentially private histograms"
+  (PVLDB 6): the branching factor and consistency for range/prefix queries.
+* Unequal noise per level (the generalized two-pass estimate used here): the best linear
+  unbiased estimate on a tree of observations with per-node variances ``v_k``, derived here
+  as Gaussian belief propagation (bottom-up: a node's subtree estimate
+  ``z = (y S + s v) / (v + S)`` with variance ``u = v S / (v + S)``, where ``s`` and ``S``
+  sum the children's ``z`` and ``u``; top-down: a child gets ``z_c + (u_c / S)(F - s)``
+  from its parent's final value ``F``). With equal variances it is Hay et al.'s estimate.
+* Exact variances (derived here): the estimate's covariance of the prefix counts is
+  ``(D^T G D)^{-1}`` with ``G = A^T W A``, a grounded graph Laplacian in which node k is a
+  resistor ``v_k`` between points ``start - 1`` and ``end - 1`` (point -1 is the ground,
+  ``c_{-1} = 0``). So ``Var(c_hat_i)`` is the effective resistance from point i to the
+  ground, computed top-down over the series-parallel tree in O(N)
+  (:meth:`HierarchicalPlan.point_variances`), and ``w^T Cov w = q^T G^{-1} q`` with
+  ``q`` the suffix sums of ``w`` is one more least-squares pass
+  (:meth:`HierarchicalPlan.linear_variance`).
+
+Privacy (replace one record, n public). Moving a record from bin a to bin b changes the
+nodes strictly below their lowest common ancestor: at most two nodes per level below the
+root, by 1 each. Moving it to or from the overflow bin changes one node per level
+including the root. With per-node Laplace scales ``s_l = 2 / (eps w_l)`` on levels
+``l = 0 .. H-1`` (``sum w_l = 1``) and ``s_root = 2 / eps``, both changes cost at most
+``2 sum_l 1/s_l = eps`` and ``sum_l 1/s_l + 1/s_root = eps``: eps-DP (Laplace mechanism
+on the node vector, Dwork et al. 2006). The root costs nothing beyond the lower levels.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from fedustat._validation import check_positive_int
+from fedustat.privacy.noise import NoiseSource
+
+__all__ = [
+    "MAX_COVARIANCE_POINTS",
+    "HierarchicalPlan",
+    "default_plan",
+    "hierarchical_noisy_counts",
+]
+
+#: :meth:`HierarchicalPlan.covariance` builds a dense N x N matrix; beyond this it refuses.
+MAX_COVARIANCE_POINTS = 8192
+
+# Batched passes work on (k, b^H) arrays; rows are processed in chunks of this many cells.
+_CHUNK_CELLS = 1 << 22
+
+
+@dataclass(frozen=True)
+class HierarchicalPlan:
+    """A b-ary tree over N bins and its budget split per level (public structure).
+
+    Attributes
+    ----------
+    n_points:
+        N, the number of thresholds (bins).
+    branching:
+        b >= 2.
+    weights:
+        ``w_l`` for the levels ``l = 0 .. H-1`` below the root (leaves first), positive,
+        summing to 1: level l's nodes get Laplace scale ``2 / (eps w_l)``.
+    """
+
+    n_points: int
+    branching: int
+    weights: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        n = check_positive_int(self.n_points, "n_points")
+        b = self.branching
+        if isinstance(b, bool) or not isinstance(b, int | np.integer) or b < 2:
+            raise ValueError(f"branching must be an integer >= 2, got {b!r}")
+        height = _height(n, int(b))
+        w = tuple(float(x) for x in self.weights)
+        if len(w) != height:
+            raise ValueError(f"weights must have one entry per level below the root "
+                             f"({height} for N={n}, b={b}), got {len(w)}")
+        if height and (min(w) <= 0 or not math.isclose(sum(w), 1.0, rel_tol=1e-9)):
+            raise ValueError(f"weights must be positive and sum to 1, got {w}")
+        object.__setattr__(self, "n_points", n)
+        object.__setattr__(self, "branching", int(b))
+        object.__setattr__(self, "weights", w)
+
+    # ------------------------------------------------------------------ structure
+
+    @property
+    def height(self) -> int:
+        """H: levels below the root; the root is level H."""
+        return len(self.weights)
+
+    @property
+    def padded(self) -> int:
+        """``b^H`` leaf slots."""
+        return self.branching ** self.height
+
+    def level_nodes(self, level: int) -> int:
+        """Real nodes on a level (they cover at least one of the N bins)."""
+        return -(-self.n_points // self.branching**level)
+
+    @property
+    def n_noisy_nodes(self) -> int:
+        return sum(self.level_nodes(lev) for lev in range(self.height)) + 1
+
+    def scales(self, epsilon: float) -> np.ndarray:
+        """Laplace scale per level in counts, ``l = 0 .. H`` (the last is the root).
+
+        Two nodes per level change when a record moves inside the grid, one node per
+        level (root included) when it moves past the last threshold (module docstring).
+        """
+        if self.height == 0:
+            return np.array([1.0 / epsilon])  # a single bin: one count, sensitivity 1
+        return np.array([2.0 / (epsilon * w) for w in self.weights] + [2.0 / epsilon])
+
+    def level_variances(self, epsilon: float) -> np.ndarray:
+        return 2.0 * self.scales(epsilon) ** 2  # Laplace(s) has variance 2 s^2
+
+    # ------------------------------------------------------------------ node values
+
+    def node_values(self, counts: np.ndarray) -> list[np.ndarray]:
+        """Exact node sums per level (padded slots; the last entry is the root) from the
+        prefix counts ``c``: a node over bins ``[s, e)`` holds ``c_{e-1} - c_{s-1}``."""
+        c = np.asarray(counts, dtype=np.float64)
+        leaves = np.zeros(self.padded)
+        leaves[:self.n_points] = np.diff(c, prepend=0.0)
+        out = [leaves]
+        for _ in range(self.height):
+            out.append(out[-1].reshape(-1, self.branching).sum(axis=1))
+        return out
+
+    def sensitivity(self, epsilon: float, a: int, b: int) -> float:
+        """Privacy loss of moving one record from bin a to bin b (``N`` is the overflow
+        bin): ``sum_k |change of node k| / s_k`` (the Laplace mechanism's bound)."""
+        scales = self.scales(epsilon)
+        loss = 0.0
+        diffs = self.node_values(_moved_counts(self.n_points, a, b))
+        for lev, d in enumerate(diffs):
+            loss += float(np.abs(d).sum()) / scales[lev]
+        return loss
+
+    # ------------------------------------------------------------------ estimation
+
+    def estimate(self, observations: list[np.ndarray], epsilon: float) -> np.ndarray:
+        """Least-squares prefix counts from noisy node values (per level, real nodes only,
+        the last entry the root); batched over leading axes."""
+        return _gls_prefix(self, observations, self.level_variances(epsilon))
+
+    def point_variances(self, epsilon: float) -> np.ndarray:
+        """``Var(c_hat_i)`` in counts for every point (exact; effective resistance to
+        the ground, module docstring)."""
+        return _point_resistances(self, self.level_variances(epsilon))
+
+    def linear_variance(self, weights: Any, epsilon: float) -> np.ndarray | float:
+        """``w^T Cov(c_hat) w`` for ``w`` of shape (N,) or (k, N), in counts squared."""
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim not in (1, 2) or w.shape[-1] != self.n_points:
+            raise ValueError(f"weights must have shape ({self.n_points},) or "
+                             f"(k, {self.n_points}), got {w.shape}")
+        var = self.level_variances(epsilon)
+        w2 = w.reshape(-1, self.n_points)
+        q = np.cumsum(w2[:, ::-1], axis=1)[:, ::-1]  # q = C^T w: suffix sums
+        out = np.empty(w2.shape[0])
+        step = max(1, _CHUNK_CELLS // self.padded)
+        for lo in range(0, w2.shape[0], step):
+            qq = q[lo:lo + step]
+            # G^{-1} q is the estimate from leaf observations v_0 q, all others zero.
+            obs = [qq * var[0]] + [np.zeros((qq.shape[0], self.level_nodes(lev)))
+                                   for lev in range(1, self.height)]
+            if self.height:
+                obs.append(np.zeros((qq.shape[0], 1)))
+            x = _gls_leaves(self, obs, var)
+            out[lo:lo + step] = np.einsum("ij,ij->i", qq, x)
+        return float(out[0]) if w.ndim == 1 else out
+
+    def covariance(self, epsilon: float) -> np.ndarray:
+        """Dense ``Cov(c_hat)`` (N x N, counts squared)."""
+        n = self.n_points
+        if n > MAX_COVARIANCE_POINTS:
+            raise ValueError(f"a dense covariance of {n} points is too large (limit "
+                             f"{MAX_COVARIANCE_POINTS}); use linear_variance(weights)")
+        var = self.level_variances(epsilon)
+        out = np.empty((n, n))
+        step = max(1, _CHUNK_CELLS // self.padded)
+        for lo in range(0, n, step):
+            rows = np.arange(lo, min(n, lo + step))
+            # Column i of C G^{-1} C^T: leaf observations v_0 * 1[j <= i].
+            q = (np.arange(n)[None, :] <= rows[:, None]).astype(np.float64)
+            obs = [q * var[0]] + [np.zeros((rows.size, self.level_nodes(lev)))
+                                  for lev in range(1, self.height)]
+            if self.height:
+                obs.append(np.zeros((rows.size, 1)))
+            out[lo:lo + rows.size] = np.cumsum(_gls_leaves(self, obs, var), axis=1)
+        return out
+
+    def mean_variance(self) -> float:
+        """Mean of ``Var(c_hat_i)`` over the points at eps = 1 (counts squared); variances
+        scale as ``1 / eps^2``."""
+        return float(np.mean(self.point_variances(1.0)))
+
+
+def _moved_counts(n_points: int, a: int, b: int) -> np.ndarray:
+    """Change of the prefix counts when one record moves from bin a to bin b."""
+    c = np.zeros(n_points)
+    if a < n_points:
+        c[a:] -= 1.0
+    if b < n_points:
+        c[b:] += 1.0
+    return c
+
+
+def _height(n_points: int, branching: int) -> int:
+    h, size = 0, 1
+    while size < n_points:
+        size *= branching
+        h += 1
+    return h
+
+
+def _real_masks(plan: HierarchicalPlan) -> list[np.ndarray]:
+    out = []
+    for lev in range(plan.height + 1):
+        slots = plan.branching ** (plan.height - lev)
+        out.append(np.arange(slots) < plan.level_nodes(lev))
+    return out
+
+
+def _pad(obs: np.ndarray, slots: int) -> np.ndarray:
+    out = np.zeros((*obs.shape[:-1], slots))
+    out[..., :obs.shape[-1]] = obs
+    return out
+
+
+def _gls_leaves(plan: HierarchicalPlan, observations: list[np.ndarray],
+                var: np.ndarray) -> np.ndarray:
+    """Best linear unbiased leaf estimates (shape (..., N)) from noisy node values.
+
+    Two passes over the levels (Hay et al. 2010 Sec. 4, with per-level variances; module
+    docstring). Padding slots are known zeros (variance 0).
+    """
+    b, h = plan.branching, plan.height
+    masks = _real_masks(plan)
+    if h == 0:
+        return np.asarray(observations[0], dtype=np.float64)[..., :plan.n_points]
+    z = _pad(np.asarray(observations[0], dtype=np.float64), plan.padded)
+    u = np.where(masks[0], var[0], 0.0)
+    zs, us, ss, big_s = [z], [u], [], []
+    for lev in range(1, h + 1):
+        slots = b ** (h - lev)
+        s = zs[-1].reshape((*z.shape[:-1], slots, b)).sum(axis=-1)
+        tot = us[-1].reshape(slots, b).sum(axis=-1)
+        y = _pad(np.asarray(observations[lev], dtype=np.float64), slots)
+        v = var[lev]
+        real = masks[lev]
+        denom = np.where(real, v + tot, 1.0)
+        z_new = np.where(real, (y * tot + s * v) / denom, 0.0)
+        u_new = np.where(real, v * tot / denom, 0.0)
+        zs.append(z_new)
+        us.append(u_new)
+        ss.append(s)
+        big_s.append(tot)
+    final = zs[-1]  # the root's estimate
+    for lev in range(h, 0, -1):
+        s, tot = ss[lev - 1], big_s[lev - 1]
+        child_u = us[lev - 1]
+        share = child_u / np.repeat(np.where(tot > 0, tot, 1.0), b)
+        final = zs[lev - 1] + share * np.repeat(final - s, b, axis=-1)
+    return final[..., :plan.n_points]
+
+
+def _gls_prefix(plan: HierarchicalPlan, observations: list[np.ndarray],
+                var: np.ndarray) -> np.ndarray:
+    return np.cumsum(_gls_leaves(plan, observations, var), axis=-1)
+
+
+def _par(zaa: np.ndarray, zab: np.ndarray, zbb: np.ndarray, r: np.ndarray
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Resistance matrix of terminals (A, B) to the ground after a resistor r joins A and
+    B (Sherman-Morrison on the conductance matrix; r = 0 merges A and B)."""
+    da, db = zaa - zab, zab - zbb
+    den = r + zaa + zbb - 2.0 * zab
+    inv = np.where(den > 0, 1.0 / np.where(den > 0, den, 1.0), 0.0)
+    return zaa - da * da * inv, zab - da * db * inv, zbb - db * db * inv
+
+
+def _point_resistances(plan: HierarchicalPlan, var: np.ndarray) -> np.ndarray:
+    """Effective resistance from every point to the ground: ``Var(c_hat_i)`` (derived in
+    the module docstring). Top-down, each block carries the 2x2 resistance matrix of the
+    network outside it seen from its two end points; its children see the same network
+    plus the block's own resistor, with their left and right siblings in series."""
+    b, h = plan.branching, plan.height
+    if h == 0:
+        return np.array([var[0]])
+    masks = _real_masks(plan)
+    # Bottom-up block resistances u (the subtree's two-terminal resistance).
+    us = [np.where(masks[0], var[0], 0.0)]
+    for lev in range(1, h + 1):
+        slots = b ** (h - lev)
+        tot = us[-1].reshape(slots, b).sum(axis=-1)
+        v = var[lev]
+        us.append(np.where(masks[lev], v * tot / np.where(masks[lev], v + tot, 1.0), 0.0))
+    # Root: A is the ground; B reaches the ground only through the root's own resistor.
+    zaa, zab, zbb = np.zeros(1), np.zeros(1), np.array([float(var[h])])
+    for lev in range(h - 1, -1, -1):
+        u = us[lev].reshape(-1, b)
+        left = np.cumsum(u, axis=1) - u
+        right = u.sum(axis=1, keepdims=True) - left - u
+        zaa = (np.repeat(zaa, b).reshape(-1, b) + left).ravel()
+        zab = np.repeat(zab, b)
+        zbb = (np.repeat(zbb, b).reshape(-1, b) + right).ravel()
+        own = np.where(masks[lev], var[lev], 0.0)
+        zaa, zab, zbb = _par(zaa, zab, zbb, own)
+    return zbb[:plan.n_points]
+
+
+# ------------------------------------------------------------------ choosing the plan
+
+
+def _top_weighted(n_points: int, b: int, ratio: float) -> HierarchicalPlan:
+    """Equal budgets on the levels below the top one, ``ratio`` times that on the top
+    level (whose few nodes matter less when the padded tree leaves it sparse)."""
+    h = _height(n_points, b)
+    w = np.ones(h)
+    w[-1] = ratio
+    return HierarchicalPlan(n_points, b, tuple(w / w.sum()))
+
+
+def _tuned_top(n_points: int, b: int) -> HierarchicalPlan:
+    """The top level's budget ratio minimizing the exact mean prefix variance."""
+    if _height(n_points, b) <= 1:
+        return _top_weighted(n_points, b, 1.0)
+    res = minimize_scalar(lambda r: _top_weighted(n_points, b, r).mean_variance(),
+                          bounds=(0.05, 2.0), method="bounded", options={"xatol": 1e-2})
+    plan = _top_weighted(n_points, b, float(res.x))
+    flat = _top_weighted(n_points, b, 1.0)
+    return plan if plan.mean_variance() < flat.mean_variance() else flat
+
+
+@functools.lru_cache(maxsize=32)
+def default_plan(n_points: int) -> HierarchicalPlan:
+    """The plan used by default, chosen by the exact mean variance of the N prefix counts
+    (the CDF workload; :meth:`HierarchicalPlan.mean_variance`, which does not depend on
+    eps or n). Branching factors ``b`` in 2..64 with equal budgets per level are compared
+    (Qardaji, Yang and Li 2013 choose b by the same kind of variance count, for range
+    queries); for the best two, the top level's share is then tuned (one parameter).
+    """
+    n_points = check_positive_int(n_points, "n_points")
+    if n_points == 1:
+        return HierarchicalPlan(1, 2, ())
+    ranked = sorted((_top_weighted(n_points, b, 1.0).mean_variance(), b)
+                    for b in _candidate_branchings(n_points))
+    plans = [_tuned_top(n_points, b) for _, b in ranked[:2]]
+    return min(plans, key=lambda plan: plan.mean_variance())
+
+
+def _candidate_branchings(n_points: int) -> list[int]:
+    out = [b for b in (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
+           if b <= max(2, n_points)]
+    # Padding wider than 8 N makes a pass slow for little gain.
+    return [b for b in out if b ** _height(n_points, b) <= 8 * n_points] or [2]
+
+
+def hierarchical_noisy_counts(counts: np.ndarray, plan: HierarchicalPlan, epsilon: float,
+                              source: NoiseSource) -> np.ndarray:
+    """The released prefix counts: Laplace noise on every real node (levels 0 .. H-1 and
+    the root, drawn level by level), then the least-squares estimate."""
+    exact = plan.node_values(counts)
+    scales = plan.scales(epsilon)
+    observations = []
+    for lev in range(plan.height + 1):
+        m = plan.level_nodes(lev)
+        noise = np.asarray(source.laplace(float(scales[lev]), m), dtype=np.float64)
+        observations.append(exact[lev][:m] + noise)
+    return plan.estimate(observations, epsilon)

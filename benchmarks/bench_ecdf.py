@@ -60,7 +60,8 @@ def thm1_lines(eps: float, reps: int, seed: int) -> list[str]:
         exact = ecdf(values, tau)
         sq = np.empty((reps, n_points))
         for r in range(reps):
-            sq[r] = (dp_ecdf(values, tau, epsilon=eps, rng=rng).values - exact) ** 2
+            sq[r] = (dp_ecdf(values, tau, epsilon=eps, rng=rng,
+                             method="003-tree").values - exact) ** 2
         m = tree_depth(n_points) + 1
         b = m / eps
         theory = 2.0 * m**3 / (eps**2 * n**2)
@@ -97,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     for n_points in sizes:
         x = poisson_ecdf(n_points, args.lam, rng=args.seed).columns["x"]
         tau = np.arange(1, n_points + 1, dtype=float)
-        curve = dp_ecdf(x, tau, epsilon=args.eps, rng=args.seed + 1)
+        curve = dp_ecdf(x, tau, epsilon=args.eps, rng=args.seed + 1,
+                        method="003-tree")
         for p, name in ((1, "dyadic DP"), (2, "active set")):
             t_ours, ours = _timed(smooth, curve, p=p)
             if p == 1:

@@ -88,7 +88,8 @@ def test_ecdf_comparison_rows(bench: ModuleType) -> None:
     table = bench.ecdf_comparison(n_bins_list=(256,), epsilons=(1.0,), reps=2, seed=0)
     records = _peer_records(table)
     names = [r["name"] for r in records]
-    assert names[:2] == ["ours: tree + Alg. 1", "ours: tree + QP smooth + Alg. 1"]
+    assert names[:3] == ["ours: hierarchical (default) + Alg. 1", "ours: 003 tree + Alg. 1",
+                         "ours: 003 tree + QP smooth + Alg. 1"]
     assert any(name.startswith("OpenDP tree b=2") for name in names)
     assert "OpenDP exp. mech. (eps/4 per q)" in names
     assert any(name.startswith("diffprivlib") for name in names)
@@ -102,6 +103,10 @@ def test_ecdf_comparison_rows(bench: ModuleType) -> None:
         if curve:
             assert 0 < r["cdf_rmse"] < 0.5
     assert "RMSE ratio" in table.render()
+    # The ratio to OpenDP's best tree at equal privacy (d_in = 2), per row.
+    best = min(r["cdf_rmse"] for r in records if r.get("cdf_rmse") is not None
+               and r["name"].startswith("OpenDP tree") and "(*)" not in r["name"])
+    assert records[0]["rmse_vs_opendp_best"] == pytest.approx(records[0]["cdf_rmse"] / best)
 
 
 def test_opendp_tree_spends_exactly_epsilon(bench: ModuleType) -> None:

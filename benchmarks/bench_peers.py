@@ -23,6 +23,9 @@ or our error is smaller):
 4. ``smoothing``: our solvers for 003 Eq. 3 vs its CVXOPT formulation (the table of
    ``bench_ecdf.py``, reused, with the ratio ours / CVXOPT added).
 5. ``fedauc``: FedAUC (004) vs the authors' DPAUC code: whether it can run here, and why not.
+6. ``quantiles``: private quantiles at m = 1, 4 and 16 levels and equal total epsilon: our
+   ``dp_quantiles`` (default and each method) vs OpenDP's exponential mechanism and b-ary
+   tree quantiles and diffprivlib's ``tools.quantile``, with the ratio ours / best peer.
 
 ``--quick`` finishes in about 30 s here, the full run in about 4 minutes (2 shared cores). A peer
 that is not installed gives a row saying so (``pip install pure-ldp diffprivlib opendp
@@ -58,7 +61,7 @@ from fedustat.privacy.randomizers import HadamardResponse
 from fedustat.protocols.ecdf import dp_ecdf, dp_quantile
 from fedustat.protocols.ecdf.smoothing import smooth
 
-COMPARISONS = ("exact", "hadamard", "ecdf", "smoothing", "fedauc")
+COMPARISONS = ("exact", "hadamard", "ecdf", "smoothing", "fedauc", "quantiles")
 QUANTILE_LEVELS = (0.25, 0.5, 0.75, 0.9)
 
 
@@ -497,6 +500,7 @@ class _Errors:
 
 
 def _opendp_tree(dp: Any, n_bins: int, branching: int, d_in: int, epsilon: float,
+                 alphas: Sequence[float] = QUANTILE_LEVELS
                  ) -> tuple[Callable[[list[int]], Any], Callable[[Any], Any],
                             Callable[[Any], Any], Callable[[Any], Any], float]:
     """OpenDP's b-ary-tree CDF pipeline for integer data on 1..N, eps-DP at ``d_in``.
@@ -520,17 +524,17 @@ def _opendp_tree(dp: Any, n_bins: int, branching: int, d_in: int, epsilon: float
     cdf = dp.t.make_cdf()
     # Bin of value k: [k - 1/2, k + 1/2); quantiles are interpolated linearly inside it.
     edges = [float(e) for e in np.arange(0.5, n_bins + 1.0, 1.0)]
-    quantiles = dp.t.make_quantiles_from_counts(edges, alphas=list(QUANTILE_LEVELS))
+    quantiles = dp.t.make_quantiles_from_counts(edges, alphas=list(alphas))
     return meas, consistent, cdf, quantiles, loss
 
 
-def _opendp_exp_quantiles(dp: Any, n_bins: int, epsilon_each: float, d_in: int
-                          ) -> list[Any]:
+def _opendp_exp_quantiles(dp: Any, n_bins: int, epsilon_each: float, d_in: int,
+                          alphas: Sequence[float] = QUANTILE_LEVELS) -> list[Any]:
     """One ``make_private_quantile`` per level (exponential mechanism on the candidates 1..N),
     each ``epsilon_each``-DP at ``d_in``; the loss scales as 1/scale, checked by ``map``."""
     space = (dp.vector_domain(dp.atom_domain(T=int)), dp.symmetric_distance())
     out = []
-    for alpha in QUANTILE_LEVELS:
+    for alpha in alphas:
         def make(scale: float, alpha: float = alpha) -> Any:
             return dp.m.make_private_quantile(*space, dp.max_divergence(),
                                               candidates=list(range(1, n_bins + 1)),
@@ -697,6 +701,135 @@ def ecdf_comparison(n_bins_list: Sequence[int] = (4096,), epsilons: Sequence[flo
     return table
 
 
+# --------------------------------------------------------------------------- quantiles
+
+
+def quantile_levels(m: int) -> tuple[float, ...]:
+    """The benchmark's levels: the median for m = 1, (0.25, 0.5, 0.75, 0.9) for m = 4,
+    else ``j / (m + 1)`` for j = 1..m."""
+    if m == 1:
+        return (0.5,)
+    if m == 4:
+        return QUANTILE_LEVELS
+    return tuple(j / (m + 1) for j in range(1, m + 1))
+
+
+def _abs_errors(estimates: Any, truth: np.ndarray) -> np.ndarray:
+    return np.abs(np.asarray(estimates, dtype=np.float64) - truth)
+
+
+def _quantile_cell(x: np.ndarray, n_bins: int, eps: float, levels: tuple[float, ...],
+                   reps: int, rng: np.random.Generator, dp: Any,
+                   dpl_quantile: Callable[..., Any] | None, odp_label: str, dpl_label: str
+                   ) -> list[tuple[str, bool, list[float], list[float], str]]:
+    """Every method of one (N, eps, m) cell: (name, is a peer, MAE per run, time per run,
+    why it is missing)."""
+    from fedustat.protocols.ecdf.private_quantiles import QUANTILE_METHODS, dp_quantiles
+
+    m = len(levels)
+    tau = np.arange(1, n_bins + 1, dtype=np.float64)
+    x_list = x.tolist()
+    truth = np.quantile(x, levels, method="inverted_cdf").astype(float)
+    rows: list[tuple[str, bool, list[float], list[float], str]] = []
+
+    def run(name: str, peer: bool, once: Callable[[], Any]) -> None:
+        errs, times = [], []
+        for _ in range(reps):
+            t, est = _timed(once)
+            times.append(t)
+            errs.append(float(np.mean(_abs_errors(est, truth))))
+        rows.append((name, peer, errs, times, ""))
+
+    def ours(method: str) -> Callable[[], Any]:
+        return lambda: dp_quantiles(x, levels, epsilon=eps, thresholds=tau, method=method,
+                                    rng=rng).values
+
+    picked = dp_quantiles(x, levels, epsilon=eps, thresholds=tau, rng=0).method
+    run(f"ours: default (auto -> {picked})", False, ours("auto"))
+    for method in QUANTILE_METHODS:
+        run(f"ours: {method}", False, ours(method))
+    if dp is None:
+        rows.append((odp_label, True, [], [], odp_label))
+    else:
+        meas = _opendp_exp_quantiles(dp, n_bins, eps / m, 2, levels)
+        run(f"OpenDP exp. mech. (eps/{m} per q)", True, lambda: [f(x_list) for f in meas])
+        branching = dp.t.choose_branching_factor(size_guess=x.size)
+        tree, consistent, _, q_fn, _ = _opendp_tree(dp, n_bins, branching, 2, eps, levels)
+        run(f"OpenDP tree b={branching}", True, lambda: q_fn(consistent(tree(x_list))))
+    if dpl_quantile is None:
+        rows.append((dpl_label, True, [], [], dpl_label))
+    else:
+        accountant = importlib.import_module("diffprivlib.accountant")
+
+        def dpl() -> Any:
+            state = int(rng.integers(2**31 - 1))
+            # A fresh accountant keeps diffprivlib's global one from growing over the runs.
+            return dpl_quantile(x, list(levels), epsilon=eps, bounds=(1, n_bins),
+                                random_state=state, accountant=accountant.BudgetAccountant())
+        run(f"diffprivlib (eps/{m} per q)", True, dpl)
+    return rows
+
+
+def quantile_comparison(n_bins_list: Sequence[int] = (4096,),
+                        epsilons: Sequence[float] = (1.0,),
+                        level_counts: Sequence[int] = (1, 4, 16), reps: int = 40,
+                        lam: float = 3.0, seed: int = 0) -> Table:
+    """Private quantiles at equal total epsilon: our default (``dp_quantiles``, method
+    "auto") and each of our methods vs OpenDP's exponential mechanism, diffprivlib's
+    ``tools.quantile`` and OpenDP's b-ary tree quantiles, replace-one adjacency.
+
+    Data: 003 Sec. 6.2's X_pois(lambda) on 1..N (n ~ N lambda), candidates 1..N. Per
+    (N, eps, m) every method runs ``reps`` times; MAE is the mean over runs and levels of
+    ``|estimate - true|`` (true: ``np.quantile(..., method="inverted_cdf")``), ``s.e.`` its
+    standard error over runs. ``ratio`` = our default's MAE / the best peer's.
+    """
+    dp, odp_label = _load_opendp()
+    dpl_quantile, dpl_label = _load_diffprivlib_quantile()
+    table = Table(
+        "Private quantiles: ours vs OpenDP and diffprivlib (equal total epsilon, "
+        "replace-one)",
+        ["N", "n", "eps", "m", "method", "MAE", "s.e.", "time (s)", "ours/best peer"])
+    for n_bins in n_bins_list:
+        x = poisson_ecdf(n_bins, lam, rng=seed).columns["x"]
+        n = int(x.size)
+        for eps in epsilons:
+            for m in level_counts:
+                _progress(f"quantiles N={n_bins} eps={eps:g} m={m}")
+                rows = _quantile_cell(x, n_bins, eps, quantile_levels(m), reps,
+                                      np.random.default_rng([seed, n_bins, round(eps * 1000), m]),
+                                      dp, dpl_quantile, odp_label, dpl_label)
+                peers = [float(np.mean(e)) for _, peer, e, _, _ in rows if peer and e]
+                best = min(peers) if peers else None
+                for name, peer, errs, times, missing in rows:
+                    if missing:
+                        table.add([n_bins, n, _fmt(eps), m, missing, None, None, None, None],
+                                  N=n_bins, n=n, epsilon=eps, m=m, name=name, peer=peer)
+                        continue
+                    mae = float(np.mean(errs))
+                    se = float(np.std(errs, ddof=1) / math.sqrt(len(errs)))
+                    ratio = None if peer else _ratio(mae, best)
+                    table.add([n_bins, n, _fmt(eps), m, name, mae, se,
+                               statistics.median(times), ratio],
+                              N=n_bins, n=n, epsilon=eps, m=m, name=name, peer=peer, mae=mae,
+                              se=se, time=statistics.median(times), ratio=ratio)
+                table.gap()
+    if table.rows and not any(table.rows[-1]):
+        table.rows.pop()
+    table.notes += [
+        "MAE in grid steps (the data are integers 1..N); 'ours/best peer' divides by the "
+        "smallest peer MAE of the block.",
+        "ours: dp_quantiles; exponential = permute-and-flip per level at eps/m with the "
+        "exact replace-one sensitivity 1; joint = JointExp (Gillenwater et al. 2021) on the "
+        "grid at eps; curve = Alg. 1 on dp_ecdf at eps; default = the smallest predicted "
+        "error (docs/protocols/quantiles.md).",
+        "peers at d_in = 2 (a replacement): OpenDP make_private_quantile per level at eps/m; "
+        "OpenDP make_b_ary_tree + consistency + make_quantiles_from_counts at eps; "
+        "diffprivlib tools.quantile (splits eps over the levels).",
+        f"peers: {odp_label}; {dpl_label}.",
+    ]
+    return table
+
+
 # --------------------------------------------------------------------------- 4. smoothing
 
 
@@ -788,12 +921,17 @@ class Config:
     ecdf_reps: int
     smooth_max_exp: int
     smooth_thm1_reps: int
+    quantile_bins: tuple[int, ...] = (4096, 16384)
+    quantile_epsilons: tuple[float, ...] = (0.5, 1.0, 4.0)
+    quantile_level_counts: tuple[int, ...] = (1, 4, 16)
+    quantile_reps: int = 30
 
 
 QUICK = Config(exact_n=1_000_000, exact_repeats=1, exact_brute_n=1000,
                hr_domains=(64, 1024), hr_sizes=(100_000,), hr_epsilons=(1.0, 4.0),
                hr_reps=lambda n: 5, ecdf_bins=(4096,), ecdf_epsilons=(1.0,), ecdf_reps=30,
-               smooth_max_exp=14, smooth_thm1_reps=500)
+               smooth_max_exp=14, smooth_thm1_reps=500, quantile_bins=(4096,),
+               quantile_epsilons=(1.0,), quantile_reps=10)
 FULL = Config(exact_n=1_000_000, exact_repeats=3, exact_brute_n=2000,
               hr_domains=(64, 1024), hr_sizes=(100_000, 1_000_000), hr_epsilons=(1.0, 4.0),
               hr_reps=lambda n: 10 if n <= 100_000 else 3, ecdf_bins=(4096, 16384),
@@ -818,6 +956,10 @@ def run_one(config: Config, name: str, seed: int = 0) -> Table:
                                      seed)
     elif name == "fedauc":
         table = fedauc_comparison()
+    elif name == "quantiles":
+        table = quantile_comparison(config.quantile_bins, config.quantile_epsilons,
+                                    config.quantile_level_counts, config.quantile_reps,
+                                    seed=seed)
     else:
         raise ValueError(f"unknown comparison {name!r}; choose from {COMPARISONS}")
     table.notes.append(f"(this comparison ran in {time.perf_counter() - start:.1f} s)")

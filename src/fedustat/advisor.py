@@ -1022,6 +1022,39 @@ def _ecdf(name: str, smooth: bool) -> Predictor:
     return predict
 
 
+#: Levels a quantile question is predicted for (the advisor's Query has no levels; these
+#: are the ones ``fedustat compare`` measures).
+ADVISED_QUANTILE_LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+def _dp_quantiles(q: Query) -> Prediction | None:
+    """Direct private quantiles (:func:`fedustat.protocols.ecdf.dp_quantiles`): the method
+    its ``"auto"`` would pick and that method's predicted rank error, from
+    :func:`~fedustat.protocols.ecdf.private_quantiles.predict_quantile_errors` (exact error
+    laws on evenly spread data; approximate for other data)."""
+    if q.statistic != "quantile":
+        return None
+    from fedustat.protocols.ecdf.private_quantiles import (
+        QUANTILE_METHODS,
+        predict_quantile_errors,
+    )
+
+    preds = predict_quantile_errors(ADVISED_QUANTILE_LEVELS, q.n, q.grid_points, q.epsilon)
+    pick = min(QUANTILE_METHODS, key=lambda name: preds[name].mean_steps)
+    mse = float(np.mean(preds[pick].rank_mse))
+    return Prediction(
+        "dp-quantiles", PrivacyModel.CENTRAL, q.epsilon, 0.0, mse, APPROX,
+        f"dp_quantiles(method='auto') picks {pick!r}: {preds[pick].source}, on evenly "
+        "spread data",
+        components={name: float(np.mean(p.rank_mse)) for name, p in preds.items()},
+        bits_per_party=FLOAT_BITS, rounds=1,
+        parameters={"N": q.grid_points, "method": pick, "levels": len(ADVISED_QUANTILE_LEVELS),
+                    "predicted |error| (grid steps)": preds[pick].mean_steps},
+        run_params={"method": pick},
+        notes=(f"levels {ADVISED_QUANTILE_LEVELS} at a total eps (m = "
+               f"{len(ADVISED_QUANTILE_LEVELS)}); the pick depends on m, n, N and eps",))
+
+
 SECAGG_SERVERS = 2  # fedustat.protocols.ecdf's default m (contributors K = m)
 
 
@@ -1072,13 +1105,15 @@ register_predictor("dp-ecdf", _ecdf("dp-ecdf", False), trust=_CURATOR,
 register_predictor("dp-ecdf-smoothed", _ecdf("dp-ecdf-smoothed", True), trust=_CURATOR,
                    statistics=("ecdf", "quantile"))
 register_predictor("ecdf-secagg", _ecdf_secagg, trust=_SECURE, statistics=("ecdf", "quantile"))
+register_predictor("dp-quantiles", _dp_quantiles, trust=_CURATOR, statistics=("quantile",))
 register_predictor("dp-roc", _ecdf("dp-roc", False), trust=_CURATOR, statistics=("roc",))
 register_predictor("dp-roc-smoothed", _ecdf("dp-roc-smoothed", True), trust=_CURATOR,
                    statistics=("roc",))
 
 # Curve releases are functions of fedustat.protocols.ecdf (and ecdf_federated), not
 # registry protocols.
-CURVE_RELEASES = frozenset({"dp-ecdf", "dp-ecdf-smoothed", "dp-roc", "dp-roc-smoothed"})
+CURVE_RELEASES = frozenset({"dp-ecdf", "dp-ecdf-smoothed", "dp-roc", "dp-roc-smoothed",
+                            "dp-quantiles"})
 try:
     from fedustat.protocols.ecdf import pointwise_ecdf as _pointwise_ecdf  # noqa: F401
 except ImportError:

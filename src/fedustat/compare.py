@@ -584,6 +584,24 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
                 out.extra.setdefault("L1", []).append(
                     roc_l1_distance(curve.fpr, curve.tpr, fpr0, tpr0))
         else:
+            if pred.protocol == "dp-quantiles":
+                from fedustat.protocols.ecdf.private_quantiles import dp_quantiles
+
+                direct = dp_quantiles(x, list(QUANTILE_LEVELS), epsilon=eps, thresholds=tau,
+                                      method=pred.run_params.get("method", "auto"), rng=rng)
+                out.seconds += time.perf_counter() - start
+                guarantee = direct.privacy
+                rank = np.searchsorted(sorted_x, direct.values, side="right") / x.size
+                out.sq_errors.extend(((rank - np.asarray(QUANTILE_LEVELS)) ** 2).tolist())
+                mid = QUANTILE_LEVELS.index(0.5)
+                out.values.append(float(direct.values[mid]))
+                out.extra.setdefault("median RMSE", []).append(
+                    (float(direct.values[mid]) - median) ** 2)
+                out.bits.append(pred.bits_per_party or math.nan)
+                out.model = guarantee.model.value
+                out.delta = guarantee.delta
+                tick()
+                continue
             if pred.protocol == "ecdf-secagg":
                 from fedustat.protocols.ecdf import pointwise_ecdf
 

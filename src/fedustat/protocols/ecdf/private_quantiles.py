@@ -1,0 +1,543 @@
+"""Private quantiles released directly from the data, on a public grid of candidates.
+
+Three mechanisms answer ``m`` quantile levels at a total budget epsilon under the
+replace-one-record adjacency (n public, as for :func:`~fedustat.protocols.ecdf.dp_ecdf`):
+
+``"exponential"``
+    One permute-and-flip selection per level at ``eps / m`` (basic composition).
+    Permute-and-flip (McKenna and Sheldon 2020, "Permute-and-flip: a new mechanism for
+    differentially private selection", NeurIPS, Alg. 1) visits the candidates in a random
+    order and accepts candidate ``t`` with probability ``exp(eps (u(t) - u*) / (2 Delta))``;
+    its expected utility is never below the exponential mechanism's (their Thm 2), and it
+    is the report-noisy-max mechanism with exponential noise (Ding et al. 2021). The
+    utility is minus the distance, in ranks, from the target rank to the block of ranks
+    the candidate holds (:func:`rank_costs`), whose exact replace-one sensitivity is 1
+    for every level (OpenDP's ``make_private_quantile`` bounds the sensitivity of its own
+    score by ``d_in max(alpha, 1 - alpha)``, 1.8 at ``alpha = 0.9`` and ``d_in = 2``).
+``"joint"``
+    JointExp (Gillenwater, Joseph and Kulesza 2021, "Differentially private quantiles",
+    ICML, Sec. 3) on the grid: one exponential mechanism over all non-decreasing tuples
+    of candidates with the utility minus the sum over the ``m + 1`` gaps of
+    ``|count in the gap - target count|``, sensitivity 2 whatever ``m``, sampled exactly by
+    a forward pass and backward sampling in ``O(m N log N)``.
+``"curve"``
+    Inverting the default private CDF (003 Alg. 1, :func:`dp_quantile` on
+    :func:`dp_ecdf`): every level from one eps-DP curve.
+
+:func:`dp_quantiles` with ``method="auto"`` picks the one with the smallest predicted
+error (:func:`predict_quantile_errors`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from fedustat._validation import RandomLike, as_float_array, check_epsilon
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
+from fedustat.privacy.noise import NoiseSource, resolve_noise
+from fedustat.protocols.ecdf.quantiles import dp_quantile
+from fedustat.protocols.ecdf.release import ECDF_ADJACENCY, dp_ecdf, dp_ecdf_from_counts
+from fedustat.stats.ecdf import check_thresholds, ecdf_counts
+
+__all__ = [
+    "QUANTILE_METHODS",
+    "PrivateQuantiles",
+    "QuantileErrorPrediction",
+    "dp_quantiles",
+    "joint_exponential",
+    "joint_output_distribution",
+    "permute_and_flip",
+    "permute_and_flip_distribution",
+    "predict_quantile_errors",
+    "rank_costs",
+    "target_ranks",
+]
+
+QuantileMethod = Literal["auto", "exponential", "joint", "curve"]
+QUANTILE_METHODS: tuple[str, ...] = ("exponential", "joint", "curve")
+#: Grid points of ``bounds`` when no thresholds are given.
+DEFAULT_GRID_POINTS = 1024
+# The joint mechanism places a candidate at C(t-1) + cnt(t)/2 in rank (the middle of its
+# block of ranks) and aims at r - 1/2 (the middle of the target record's unit of rank).
+_JOINT_LAMBDA = 0.5
+
+
+# ------------------------------------------------------------------------ ranks and costs
+
+
+def target_ranks(levels: np.ndarray, n: int) -> np.ndarray:
+    """``r_j = ceil(q_j n)``: the q-quantile ``min{t : F(t) >= q}`` is the value of the
+    record of rank ``r_j`` (the generalized inverse, numpy's ``inverted_cdf``). A
+    relative slack of 1e-12 keeps ``q n`` that is an integer up to float rounding (e.g.
+    0.1 * 30) at that integer."""
+    r = np.ceil(levels * n - 1e-12 * n)
+    return np.clip(r, 1, n).astype(np.int64)
+
+
+def rank_costs(counts: np.ndarray, rank: int) -> np.ndarray:
+    """Distance in ranks from ``rank`` to each candidate's block of ranks.
+
+    Candidate ``t_k`` holds the ranks ``C(t_{k-1}) + 1 .. C(t_k)`` (``C`` the counts of
+    records ``<= t``, ``C(t_{-1}) = 0``): it is the generalized-inverse answer exactly
+    when its cost is 0. The cost is ``max(0, C(t_{k-1}) + 1 - r, r - C(t_k))`` (at least 1
+    for a candidate holding no record). Replacing one record moves every ``C`` by at most
+    one, hence every cost by at most one: the replace-one sensitivity is 1.
+    """
+    c = np.asarray(counts, dtype=np.int64)
+    prev = np.concatenate([[0], c[:-1]])
+    return np.maximum(0, np.maximum(prev + 1 - rank, rank - c))
+
+
+# ------------------------------------------------------------------------ permute-and-flip
+
+
+def permute_and_flip(costs: np.ndarray, beta: float, noise: NoiseSource) -> int:
+    """Index chosen by permute-and-flip with utility ``-costs`` and ``beta = eps/(2 Delta)``.
+
+    McKenna and Sheldon 2020, Alg. 1: in a uniformly random order, accept candidate ``t``
+    with probability ``p_t = exp(-beta (cost_t - min cost))``. Here every candidate gets
+    an independent uniform arrival time and a coin, and the output is the earliest
+    accepted candidate: the same law, with work that does not depend on the data (two
+    uniforms per candidate, always; the best candidate accepts surely). Probabilities are
+    floats: a ``p_t`` below ``2^-53`` is compared with a 53-bit uniform, so the realized
+    ``p_t`` departs from the ideal one by at most ``2^-53`` (see docs/protocols/quantiles.md).
+    """
+    cost = np.asarray(costs, dtype=np.float64)
+    accept = np.exp(-beta * (cost - cost.min())) if math.isfinite(beta) else (
+        (cost == cost.min()).astype(np.float64))
+    arrival = noise.uniform(cost.size)
+    coins = noise.uniform(cost.size) < accept
+    return int(np.argmin(np.where(coins, arrival, 2.0)))
+
+
+def permute_and_flip_distribution(costs: np.ndarray, beta: float) -> np.ndarray:
+    """The exact output law of :func:`permute_and_flip`, by quadrature.
+
+    With independent uniform arrival times, candidate ``r`` is the output when it
+    accepts and every candidate arriving before it rejects:
+    ``P(r) = p_r int_0^1 prod_{j != r} (1 - p_j t) dt``. The integrand is a polynomial
+    of degree ``N - 1`` in t; for the small inputs of the privacy check
+    (``N <= 64``) Gauss-Legendre with ``N`` nodes integrates it exactly; larger inputs
+    use composite Gauss-Legendre (256 panels of 8 nodes; a smooth positive integrand,
+    the sum is renormalized). Candidates with ``p_j < 1e-18`` get 0 (together less than
+    ``N 1e-18`` of the mass).
+    """
+    cost = np.asarray(costs, dtype=np.float64)
+    p = np.exp(-beta * (cost - cost.min())) if math.isfinite(beta) else (
+        (cost == cost.min()).astype(np.float64))
+    live = np.flatnonzero(p > 1e-18)
+    pl = p[live]
+    if pl.size <= 64:
+        nodes, weights = np.polynomial.legendre.leggauss(max(pl.size, 1))
+        t, w = (nodes + 1) / 2, weights / 2
+    else:
+        nodes, weights = np.polynomial.legendre.leggauss(8)
+        edges = np.linspace(0.0, 1.0, 257) ** 2  # finer near 0, where the mass is
+        width = np.diff(edges)
+        t = (edges[:-1, None] + width[:, None] * (nodes[None, :] + 1) / 2).ravel()
+        w = (width[:, None] * weights[None, :] / 2).ravel()
+    # log prod_{j != r} (1 - p_j t) = log prod_j - log(1 - p_r t); the 1 - p_r t = 0
+    # case (p_r = 1 at t = 1) never occurs at interior nodes.
+    factors = np.log1p(-np.outer(t, pl))
+    total = factors.sum(axis=1)
+    integrand = np.exp(total[:, None] - factors)
+    out = np.zeros(cost.size)
+    out[live] = pl * (w @ integrand)
+    return out / out.sum()
+
+
+# ------------------------------------------------------------------------ JointExp
+
+
+def _positions(counts: np.ndarray) -> np.ndarray:
+    """Rank position of each candidate: ``C(t_{k-1}) + lambda cnt(t_k)``, non-decreasing.
+
+    Replacing one record moving from ``v`` to ``w`` shifts these by 0, ``-lambda``, -1,
+    ``-(1 - lambda)`` (or the opposite signs) along the grid, a unimodal pattern of size at
+    most one, which makes the gap utility's sensitivity 2 (:func:`joint_exponential`)."""
+    c = np.asarray(counts, dtype=np.float64)
+    prev = np.concatenate([[0.0], c[:-1]])
+    return prev + _JOINT_LAMBDA * (c - prev)
+
+
+def _joint_targets(levels: np.ndarray, n: int) -> np.ndarray:
+    return target_ranks(levels, n) - 0.5
+
+
+def _range_logsumexp(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``log sum exp(values[lo_i:hi_i])`` for every i, by a bottom-up segment tree
+    (O(N) to build, O(log N) vectorized steps per query); -inf for an empty range.
+    Range sums are not differences of prefix sums, which would cancel catastrophically
+    in log space."""
+    size = 1 << max(values.size - 1, 0).bit_length()
+    tree = np.full(2 * size, -np.inf)
+    tree[size:size + values.size] = values
+    width = size // 2
+    while width >= 1:
+        tree[width:2 * width] = np.logaddexp(tree[2 * width:4 * width:2],
+                                             tree[2 * width + 1:4 * width:2])
+        width //= 2
+    acc = np.full(lo.size, -np.inf)
+    left, right = lo + size, hi + size
+    while True:
+        active = left < right
+        if not active.any():
+            return acc
+        take = active & (left % 2 == 1)
+        acc[take] = np.logaddexp(acc[take], tree[left[take]])
+        left = left + take
+        take = active & (right % 2 == 1)
+        right = right - take
+        acc[take] = np.logaddexp(acc[take], tree[right[take]])
+        left, right = left // 2, right // 2
+
+
+def _transition(log_prev: np.ndarray, pos: np.ndarray, gap: float, beta: float
+                ) -> np.ndarray:
+    """``log sum_{a <= b} exp(log_prev[a] - beta |pos[b] - pos[a] - gap|)`` for every b.
+
+    ``pos`` is non-decreasing, so the ``a`` with ``pos[a] <= pos[b] - gap`` (the gap is
+    too wide: cost ``pos[b] - gap - pos[a]``) form a prefix, handled by a running
+    log-sum-exp of ``log_prev + beta pos``; the rest, ``a`` up to b, is a range of
+    ``log_prev - beta pos``.
+    """
+    k = pos.size
+    idx = np.arange(k)
+    split = np.minimum(np.searchsorted(pos, pos - gap, side="right"), idx + 1)
+    prefix = np.logaddexp.accumulate(log_prev + beta * pos)
+    wide = np.where(split > 0, prefix[np.maximum(split - 1, 0)], -np.inf)
+    wide = wide - beta * (pos - gap)
+    narrow = _range_logsumexp(log_prev - beta * pos, split, idx + 1) + beta * (pos - gap)
+    return np.logaddexp(wide, narrow)
+
+
+def _forward(pos: np.ndarray, rho: np.ndarray, n: float, beta: float) -> list[np.ndarray]:
+    """Forward messages: ``fwd[j][b]`` sums the weights of the first j + 1 gaps over the
+    tuples ending with ``o_j = b``."""
+    fwd = [-beta * np.abs(pos - rho[0])]
+    for j in range(1, rho.size):
+        fwd.append(_transition(fwd[-1], pos, float(rho[j] - rho[j - 1]), beta))
+    return fwd
+
+
+def _last_gap(pos: np.ndarray, rho: np.ndarray, n: float, beta: float) -> np.ndarray:
+    return -beta * np.abs((n - pos) - (n - rho[-1]))
+
+
+def _sample_index(log_weights: np.ndarray, noise: NoiseSource) -> int:
+    """Inverse-CDF draw from ``exp(log_weights)`` with one uniform (fixed work)."""
+    w = np.exp(log_weights - log_weights.max())
+    cdf = np.cumsum(w)
+    u = float(noise.uniform(1)[0]) * cdf[-1]
+    return int(min(np.searchsorted(cdf, u, side="right"), w.size - 1))
+
+
+def joint_exponential(counts: np.ndarray, n: int, levels: np.ndarray, epsilon: float,
+                      noise: NoiseSource) -> np.ndarray:
+    """JointExp (Gillenwater, Joseph and Kulesza 2021, Sec. 3) on the candidate grid.
+
+    Samples ``o_1 <= ... <= o_m`` (grid indices) with probability proportional to
+    ``exp(-(eps/4) sum_{j=1}^{m+1} |P(o_j) - P(o_{j-1}) - (rho_j - rho_{j-1})|)``, with
+    ``P`` the rank positions (:func:`_positions`), ``rho_j = r_j - 1/2``,
+    ``P(o_0) = rho_0 = 0`` and ``P(o_{m+1}) = rho_{m+1} = n``. Replacing one record changes
+    the ``P(o_j)`` by a unimodal pattern of size at most 1, so the sum moves by at most 2
+    (the paper's Lemma 3.2 for our adjacency); the exponential mechanism with sensitivity
+    2 (McSherry and Talwar 2007) is eps-DP at ``exp(eps u / (2 * 2))``. The forward pass
+    sums over monotone tuples with :func:`_transition`; the tuple is then drawn backwards,
+    one level at a time from its exact conditional law.
+    """
+    pos = _positions(counts)
+    rho = _joint_targets(levels, n)
+    beta = epsilon / 4.0
+    fwd = _forward(pos, rho, float(n), beta)
+    out = np.empty(rho.size, dtype=np.int64)
+    b = _sample_index(fwd[-1] + _last_gap(pos, rho, float(n), beta), noise)
+    out[-1] = b
+    for j in range(rho.size - 2, -1, -1):
+        gap = float(rho[j + 1] - rho[j])
+        log_w = fwd[j][:b + 1] - beta * np.abs(pos[b] - pos[:b + 1] - gap)
+        b = _sample_index(log_w, noise)
+        out[j] = b
+    return out
+
+
+def joint_output_distribution(counts: np.ndarray, n: int, levels: np.ndarray,
+                              epsilon: float) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """Every non-decreasing tuple of grid indices and its probability under
+    :func:`joint_exponential`, by enumeration (small grids only: the exact privacy check)."""
+    from itertools import combinations_with_replacement
+
+    pos = _positions(counts)
+    rho = np.concatenate([[0.0], _joint_targets(levels, n), [float(n)]])
+    tuples = list(combinations_with_replacement(range(pos.size), rho.size - 2))
+    log_w = np.empty(len(tuples))
+    for i, tup in enumerate(tuples):
+        p = np.concatenate([[0.0], pos[list(tup)], [float(n)]])
+        log_w[i] = -(epsilon / 4.0) * np.abs(np.diff(p) - np.diff(rho)).sum()
+    w = np.exp(log_w - log_w.max())
+    return tuples, w / w.sum()
+
+
+# ------------------------------------------------------------------------ prediction
+
+
+@dataclass(frozen=True)
+class QuantileErrorPrediction:
+    """Predicted error of one method, on evenly spread data (``n / N`` records per grid
+    point), which is what it depends on besides (m, n, N, eps).
+
+    ``steps``: expected ``|o_j - x_j|`` in grid steps, per level; ``rank_mse``: expected
+    ``(F(q_hat) - q)^2`` per level (the advisor's unit); ``source`` names the computation.
+    """
+
+    method: str
+    steps: np.ndarray
+    rank_mse: np.ndarray
+    source: str
+
+    @property
+    def mean_steps(self) -> float:
+        return float(np.mean(self.steps))
+
+
+def _model_counts(n: int, k: int) -> np.ndarray:
+    return np.round(np.arange(1, k + 1) * (n / k)).astype(np.int64)
+
+
+def _truth_index(counts: np.ndarray, n: int, levels: np.ndarray) -> np.ndarray:
+    return np.minimum(np.searchsorted(counts, target_ranks(levels, n), side="left"),
+                      counts.size - 1)
+
+
+def _law_errors(law: np.ndarray, truth: int, counts: np.ndarray, n: int, rank: int
+                ) -> tuple[float, float]:
+    idx = np.arange(law.size)
+    steps = float(law @ np.abs(idx - truth))
+    rank_err = (counts - rank) / n
+    return steps, float(law @ rank_err**2)
+
+
+def predict_quantile_errors(levels: Any, n: int, grid_points: int, epsilon: float
+                            ) -> dict[str, QuantileErrorPrediction]:
+    """Predicted error of every method at (m levels, n records, N grid points, eps).
+
+    The data are modelled as evenly spread over the grid (counts ``round(k n / N)`` at
+    or below the k-th point), the setting of 003 Sec. 6.2's Poisson data in expectation;
+    the error laws are then exact: permute-and-flip's by
+    :func:`permute_and_flip_distribution` per level at ``eps / m``, JointExp's marginals by
+    forward-backward messages, and the curve's from its Thm 1 point error (003): the
+    inverse moves by ``|e| n / (n / N)`` grid steps for a CDF error ``e``, ``E|e|`` from the
+    exact law of the release's point error plus half a step for the grid.
+    """
+    q = tuple(float(v) for v in np.atleast_1d(as_float_array(levels, "levels", ndim=(0, 1))))
+    return dict(_predict(q, int(n), int(grid_points), check_epsilon(epsilon, "epsilon",
+                                                                    allow_inf=True)))
+
+
+@functools.lru_cache(maxsize=256)
+def _predict(levels: tuple[float, ...], n: int, grid_points: int, eps: float
+             ) -> dict[str, QuantileErrorPrediction]:
+    """:func:`predict_quantile_errors` for validated, hashable arguments (cached: the
+    benchmark asks again for every run)."""
+    q = np.asarray(levels)
+    counts = _model_counts(n, grid_points)
+    ranks = target_ranks(q, n)
+    truth = _truth_index(counts, n, q)
+    m = q.size
+    out: dict[str, QuantileErrorPrediction] = {}
+
+    steps, mse = np.empty(m), np.empty(m)
+    for j in range(m):
+        law = permute_and_flip_distribution(rank_costs(counts, int(ranks[j])), eps / m / 2.0)
+        steps[j], mse[j] = _law_errors(law, int(truth[j]), counts, n, int(ranks[j]))
+    out["exponential"] = QuantileErrorPrediction(
+        "exponential", steps, mse, "permute-and-flip law (McKenna and Sheldon 2020) at "
+        "eps/m per level, sensitivity 1")
+
+    if math.isinf(eps):
+        out["joint"] = QuantileErrorPrediction("joint", np.zeros(m), np.zeros(m),
+                                               "exact at eps = inf")
+    else:
+        pos = _positions(counts)
+        rho = _joint_targets(np.sort(q), n)
+        order = np.argsort(q, kind="stable")
+        marg = _joint_marginals_exact(pos, rho, float(n), eps / 4.0)
+        steps_j, mse_j = np.empty(m), np.empty(m)
+        for j in range(m):
+            steps_j[order[j]], mse_j[order[j]] = _law_errors(
+                marg[j], int(truth[order[j]]), counts, n, int(ranks[order[j]]))
+        out["joint"] = QuantileErrorPrediction(
+            "joint", steps_j, mse_j, "JointExp marginals (Gillenwater et al. 2021), "
+            "forward-backward")
+
+    curve = dp_ecdf_from_counts(counts, n, np.arange(grid_points, dtype=np.float64),
+                                epsilon=eps, rng=0)
+    if curve.privacy.model is PrivacyModel.NONE:
+        e_abs = 0.0
+    else:
+        e_abs = float(np.sqrt(2.0 / np.pi) * curve.std_error)  # normal approximation
+    step_err = e_abs * grid_points + 0.5
+    out["curve"] = QuantileErrorPrediction(
+        "curve", np.full(m, step_err), np.full(m, curve.std_error**2 if e_abs else 0.0),
+        "003 Thm 1 point error of dp_ecdf, |e| N grid steps (normal approximation)")
+    return out
+
+
+def _joint_marginals_exact(pos: np.ndarray, rho: np.ndarray, n: float, beta: float
+                           ) -> np.ndarray:
+    """Marginals of JointExp: ``fwd[j] + bwd[j]`` with ``bwd[j][a]`` the log-weight of the
+    gaps after level j given ``o_j = a`` (a backward recursion of the same transition on
+    the mirrored grid)."""
+    m = rho.size
+    fwd = _forward(pos, rho, n, beta)
+    # Mirrored grid: index k' = K-1-k, position n - P (non-decreasing), so "a >= b" on the
+    # grid becomes "a' <= b'" and the gap P(b) - P(a) is (n - P)(a') - (n - P)(b').
+    mpos = (n - pos)[::-1]
+    bwd = [None] * m
+    bwd[m - 1] = _last_gap(pos, rho, n, beta)
+    for j in range(m - 2, -1, -1):
+        gap = float(rho[j + 1] - rho[j])
+        bwd[j] = _transition(bwd[j + 1][::-1], mpos, gap, beta)[::-1]
+    out = np.empty((m, pos.size))
+    for j in range(m):
+        log_m = fwd[j] + bwd[j]
+        w = np.exp(log_m - log_m.max())
+        out[j] = w / w.sum()
+    return out
+
+
+# ------------------------------------------------------------------------ the release
+
+
+@dataclass(frozen=True)
+class PrivateQuantiles:
+    """Result of :func:`dp_quantiles`: the released quantiles, one per requested level.
+
+    ``values[j]`` is a grid point (the private q_j-quantile); ``method`` the mechanism
+    that ran (``"auto"`` resolved); ``predicted_error`` the mean over levels of the
+    expected ``|error|`` in grid steps that the choice was made by, and ``predictions``
+    every method's (:func:`predict_quantile_errors`); ``privacy`` the guarantee.
+    """
+
+    released_fields: ClassVar[tuple[str, ...]] = ("values",)
+
+    levels: np.ndarray
+    values: np.ndarray
+    method: str
+    predicted_error: float
+    privacy: PrivacyGuarantee
+    predictions: dict[str, QuantileErrorPrediction] = field(repr=False)
+    noise_kind: str = "simulation"
+
+
+def _grid(thresholds: Any, bounds: Any, grid_points: int) -> np.ndarray:
+    if (thresholds is None) == (bounds is None):
+        raise ValueError("pass exactly one of thresholds (the public candidate grid) or "
+                         "bounds=(low, high) (public bounds for an even grid)")
+    if thresholds is not None:
+        tau = check_thresholds(thresholds)
+        if tau.size < 1:
+            raise ValueError("thresholds must hold at least one candidate")
+        return tau
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds must be a pair (low, high) of numbers, got {bounds!r}"
+                         ) from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"bounds must be finite with low < high, got {bounds!r}")
+    return np.linspace(low, high, grid_points)
+
+
+def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = None,
+                 bounds: tuple[float, float] | None = None,
+                 grid_points: int = DEFAULT_GRID_POINTS, method: QuantileMethod = "auto",
+                 rng: RandomLike = None, noise: NoiseSource | None = None
+                 ) -> PrivateQuantiles:
+    """eps-DP quantiles of ``values`` at ``levels``, chosen among grid candidates.
+
+    Parameters
+    ----------
+    values:
+        The data, one number per record (n is public: replace-one adjacency).
+    levels:
+        One level or a sequence of levels in (0, 1].
+    epsilon:
+        Total budget for all levels (> 0; ``math.inf`` gives the exact grid quantiles).
+    thresholds, bounds:
+        The public candidates: a strictly increasing grid, or ``(low, high)`` for
+        ``grid_points`` evenly spaced points. Never derive them from the data.
+    method:
+        ``"exponential"`` (permute-and-flip per level at eps/m), ``"joint"`` (JointExp),
+        ``"curve"`` (invert :func:`dp_ecdf`) or ``"auto"``: the smallest predicted error
+        (:func:`predict_quantile_errors`; ties go to the earlier of that list).
+    rng, noise:
+        Seed / Generator for simulation, or a :class:`NoiseSource` (``DeploymentNoise()``
+        for real people: CSPRNG uniforms with fixed work).
+
+    Returns
+    -------
+    PrivateQuantiles
+        ``values`` are grid points; with ``epsilon = inf`` exactly the grid's
+        generalized inverse ``min{t : F(t) >= q}`` (the last point if none).
+    """
+    x = as_float_array(values, "values")
+    if x.size == 0:
+        raise ValueError("values is empty: quantiles need at least one record")
+    q = as_float_array(levels, "levels", ndim=(0, 1))
+    scalar = q.ndim == 0
+    q = np.atleast_1d(q)
+    if q.size == 0:
+        raise ValueError("levels is empty: ask for at least one quantile level")
+    if q.min() <= 0.0 or q.max() > 1.0:
+        raise ValueError("levels must be in (0, 1]: the q-quantile min{t : F(t) >= q} is "
+                         "defined for levels above 0 and up to 1")
+    eps = check_epsilon(epsilon, "epsilon", allow_inf=True)
+    if method not in ("auto", *QUANTILE_METHODS):
+        raise ValueError(f"method must be 'auto' or one of {QUANTILE_METHODS}, got {method!r}")
+    if isinstance(grid_points, bool) or not isinstance(grid_points, int) or grid_points < 2:
+        raise ValueError(f"grid_points must be an integer >= 2, got {grid_points!r}")
+    tau = _grid(thresholds, bounds, grid_points)
+    n = int(x.size)
+    preds = predict_quantile_errors(q, n, tau.size, eps)
+    chosen = method
+    if method == "auto":
+        chosen = min(QUANTILE_METHODS, key=lambda name: preds[name].mean_steps)
+    counts = ecdf_counts(x, tau)
+
+    if math.isinf(eps):
+        ranks = target_ranks(q, n)
+        idx = np.minimum(np.searchsorted(counts, ranks, side="left"), tau.size - 1)
+        out = tau[idx]
+        guarantee = PrivacyGuarantee.none()
+        kind = "none"
+    else:
+        source = resolve_noise(rng, noise)
+        kind = source.kind
+        guarantee = PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, ECDF_ADJACENCY,
+                                     assumptions=(trusted_curator(),))
+        if chosen == "exponential":
+            ranks = target_ranks(q, n)
+            idx = np.array([permute_and_flip(rank_costs(counts, int(r)), eps / q.size / 2.0,
+                                             source) for r in ranks])
+            # Sorting the answers of sorted levels never increases the total |error|
+            # against sorted truths; post-processing.
+            order = np.argsort(q, kind="stable")
+            idx[order] = np.sort(idx[order])
+            out = tau[idx]
+        elif chosen == "joint":
+            order = np.argsort(q, kind="stable")
+            idx = np.empty(q.size, dtype=np.int64)
+            idx[order] = joint_exponential(counts, n, q[order], eps, source)
+            out = tau[idx]
+        else:
+            curve = dp_ecdf(x, tau, epsilon=eps, noise=source)
+            out = np.asarray(dp_quantile(curve, q).upper, dtype=np.float64)
+    result_values = out[0] if scalar else out
+    return PrivateQuantiles(q[0] if scalar else q, result_values, chosen,
+                            preds[chosen].mean_steps, guarantee, preds, kind)

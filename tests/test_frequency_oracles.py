@@ -181,6 +181,19 @@ def test_hadamard_summary_estimates_equal_algorithm_3():
                                hr.estimate_frequencies(j, bits), rtol=1e-12, atol=1e-9)
 
 
+def test_summary_dense_and_sparse_paths_agree():
+    # A dense key range is summed by bincount, a sparse one by sorting: same result,
+    # keys kept even when their sum is 0.
+    keys = np.array([5, 9, 5, 7, 9])
+    weights = np.array([1, 1, -1, 2, 1])
+    dense = OracleSummary.from_contributions(keys, weights, 5)
+    assert dense.keys.tolist() == [5, 7, 9] and dense.sums.tolist() == [0, 2, 2]
+    far = OracleSummary.from_contributions(np.append(keys, 10**12), np.append(weights, 3), 6)
+    assert far.keys.tolist() == [5, 7, 9, 10**12] and far.sums.tolist() == [0, 2, 2, 3]
+    assert far.combine(dense).sums.tolist() == [0, 4, 4, 3]
+    assert far.at(np.array([7, 8, 10**12])).tolist() == [2, 0, 3]
+
+
 def test_empty_summary_estimates_zero_counts():
     ss = SubsetSelection(8, 1.0, 2)
     empty = ss.summarize(np.zeros((0, 2), np.int64))

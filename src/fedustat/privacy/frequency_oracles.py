@@ -67,8 +67,8 @@ ORACLES = ("subset-selection", "hadamard")
 CRITERIA = ("mean", "worst")
 # Exact enumeration of the k-subsets is for small domains only.
 MAX_ENUMERATED_SUBSETS = 1 << 20
-# Rows of the (parties x domain) membership table drawn at once by the sampler.
-_CHUNK_CELLS = 1 << 22
+# Cells of the (parties x domain) membership table the sampler fills at once (16 MB).
+_CHUNK_CELLS = 1 << 24
 
 
 def _bits(d: int) -> int:

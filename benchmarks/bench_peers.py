@@ -57,6 +57,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fedustat.datasets import poisson_ecdf
+from fedustat.privacy.frequency_oracles import best_frequency_oracle
 from fedustat.privacy.randomizers import HadamardResponse
 from fedustat.protocols.ecdf import dp_ecdf, dp_quantile
 from fedustat.protocols.ecdf.smoothing import smooth
@@ -248,26 +249,57 @@ def _hr_general_variance(hr: Any, codes: np.ndarray, epsilon: float, d: int) -> 
     return (r / m**2) * 2 * n + (r / m) * sum_n_block / d - n / d
 
 
+def _pure_variance(p: float, q: float, counts: np.ndarray) -> float:
+    """Mean over the domain of the exact count variance of a "pure" oracle (support
+    probabilities p for the input, q for any other value; Wang et al. 2017, Eq. 2):
+    ``(n_v p(1-p) + (n - n_v) q(1-q)) / (p - q)^2``."""
+    n = float(counts.sum())
+    return float(np.mean(counts * p * (1 - p) + (n - counts) * q * (1 - q)) / (p - q) ** 2)
+
+
+def _pure_ldp_laws(pure_ldp: types.ModuleType, d: int, eps: float
+                   ) -> dict[str, tuple[float, float]]:
+    """(p, q) of pure-ldp's DE, OUE, SUE and OLH, read from its own clients (and, as
+    "OLH bits", OLH's report size: a value below g and a 63-bit hash seed)."""
+    de = pure_ldp.DEClient(eps, d)
+    oue = pure_ldp.UEClient(eps, d, use_oue=True)
+    sue = pure_ldp.UEClient(eps, d, use_oue=False)
+    olh = pure_ldp.LHClient(eps, d, use_olh=True)
+    # OLH: a value other than the input hashes onto the report with probability 1/g
+    # (ideal hashing; pure-ldp hashes with xxhash).
+    return {"DE": (de.p, de.q), "OUE": (oue.p, oue.q), "SUE": (sue.p, sue.q),
+            "OLH": (olh.p, 1.0 / olh.g), "OLH bits": (max(1, (olh.g - 1).bit_length()) + 63,
+                                                     0.0)}
+
+
 def hadamard_comparison(domains: Sequence[int] = (64, 1024),
                         sizes: Sequence[int] = (100_000,),
                         epsilons: Sequence[float] = (1.0, 4.0),
-                        reps: int | Callable[[int], int] = 5, seed: int = 0) -> Table:
-    """Our Hadamard frequency oracle vs pure-ldp's HM (t = 1) and HR at equal epsilon.
+                        reps: int | Callable[[int], int] = 5, seed: int = 0,
+                        ue_max_cells: int = 110_000_000) -> Table:
+    """Our frequency oracles vs pure-ldp's at equal epsilon.
 
     For each (d, n, eps) the data (Zipf over 0..d-1) are fixed and each mechanism runs
-    ``reps`` times. Time: privatize every report plus aggregate and estimate all d counts
-    (median over runs). Variance: the mean over runs and domain values of the squared error
-    of the count estimates (all three estimators are unbiased, so it estimates the mean
-    variance), divided by n, next to the exact value; ``s.e.`` treats the d values per run
-    as independent (for the one-bit mechanism the estimates of two values are uncorrelated,
-    a uniform j making H[j, q] H[j, q'] average to zero; for HR nearly so).
+    ``reps`` times. Ours: the one-bit Hadamard response (001 App. B.2.1) and the oracle
+    :func:`fedustat.privacy.frequency_oracles.best_frequency_oracle` picks by exact
+    variance (subset selection with its best k in every cell here). pure-ldp: its
+    Hadamard mechanism with t = 1, its Hadamard response (Acharya, Sun and Zhang), direct
+    encoding (k-ary randomized response) and optimized unary encoding (OUE, run when
+    n d <= ``ue_max_cells``: pure-ldp builds a d-vector per report), plus OLH and SUE
+    by their exact law only (pure-ldp's OLH aggregation makes n d Python hash calls).
+    Time: privatize every report plus aggregate and estimate all d counts (median over
+    runs). Variance: the mean over runs and domain values of the squared error of the
+    count estimates (all estimators are unbiased, so it estimates the mean variance),
+    divided by n, next to the exact value; ``s.e.`` treats the d values per run as
+    independent. The last two columns, on the row of the chooser's pick, divide its
+    variance by the least of pure-ldp's rows (exact: every row; emp.: the rows run).
     """
     pure_ldp, peer_name = _load_pure_ldp()
     table = Table(
-        "2. Hadamard frequency oracle: ours vs pure-ldp (equal epsilon; ratios ours/this)",
+        "2. Frequency oracles: ours vs pure-ldp (equal epsilon; ratios ours 1-bit/this)",
         ["d", "n", "eps", "mechanism", "bits", "runs", "privatize (s)", "aggregate (s)",
          "total (s)", "time ratio", "var/n emp.", "var/n exact", "emp/exact", "+-s.e.",
-         "var ratio"])
+         "var ratio", "best/peer best exact", "best/peer best emp."])
     rng = np.random.default_rng(seed)
     for d in domains:
         for n in sizes:
@@ -282,22 +314,54 @@ def hadamard_comparison(domains: Sequence[int] = (64, 1024),
                 # One seed sequence per configuration and mechanism, one child per run.
                 key = [seed, d, n, round(eps * 1000)]
                 results = [_run_ours(ours, codes, counts, runs, [*key, 0])]
+                best = best_frequency_oracle(d, eps)
+                if not isinstance(best, HadamardResponse):
+                    results.append(_run_ours_oracle(best, codes, counts, runs, [*key, 5]))
+                pick = len(results) - 1
+                peers: list[dict[str, Any]] = []
                 if pure_ldp is not None:
-                    results.append(_run_pure_ldp_hm(pure_ldp, d, eps, runs, counts, values_1,
-                                                    exact_ours, [*key, 1]))
-                    results.append(_run_pure_ldp_hr(pure_ldp, d, eps, runs, counts, values_1,
-                                                    codes, [*key, 2]))
+                    peers.append(_run_pure_ldp_hm(pure_ldp, d, eps, runs, counts, values_1,
+                                                  exact_ours, [*key, 1]))
+                    peers.append(_run_pure_ldp_hr(pure_ldp, d, eps, runs, counts, values_1,
+                                                  codes, [*key, 2]))
+                    laws = _pure_ldp_laws(pure_ldp, d, eps)
+                    peers.append(_run_pure_ldp_simple(
+                        pure_ldp, "DE", d, eps, runs, counts, values_1,
+                        _pure_variance(*laws["DE"], counts), [*key, 3]))
+                    exact_oue = _pure_variance(*laws["OUE"], counts)
+                    if n * d <= ue_max_cells:
+                        peers.append(_run_pure_ldp_simple(
+                            pure_ldp, "OUE", d, eps, min(runs, 3), counts, values_1,
+                            exact_oue, [*key, 4]))
+                    else:
+                        peers.append(_exact_only("pure-ldp OUE (exact law)", d, exact_oue,
+                                                 n))
+                    peers.append(_exact_only("pure-ldp OLH (exact law)",
+                                             int(laws["OLH bits"][0]),
+                                             _pure_variance(*laws["OLH"], counts), n))
+                    peers.append(_exact_only("pure-ldp SUE (exact law)", d,
+                                             _pure_variance(*laws["SUE"], counts), n))
+                results += peers
                 base = results[0]
-                for res in results:
+                peer_exact = min((r["var_exact"] for r in peers), default=None)
+                peer_emp = min((r["var_emp"] for r in peers if r["var_emp"] is not None),
+                               default=None)
+                for i, res in enumerate(results):
+                    chosen = i == pick
+                    if chosen:
+                        res["best_over_peer_exact"] = _ratio(res["var_exact"], peer_exact)
+                        res["best_over_peer_emp"] = _ratio(res["var_emp"], peer_emp)
                     table.add(
                         [d, n, _fmt(eps), res["name"], res["bits"], res["runs"],
                          res["t_priv"], res["t_agg"], res["t_total"],
                          _ratio(base["t_total"], res["t_total"]), res["var_emp"],
                          res["var_exact"], res["emp_over_exact"], res["se"],
-                         _ratio(base["var_emp"], res["var_emp"])],
-                        d=d, n=n, epsilon=eps, **res)
+                         _ratio(base["var_emp"], res["var_emp"]),
+                         res.get("best_over_peer_exact") if chosen else None,
+                         res.get("best_over_peer_emp") if chosen else None],
+                        d=d, n=n, epsilon=eps, chosen=chosen, **res)
                 if pure_ldp is None:
-                    table.add([d, n, _fmt(eps), peer_name] + [None] * 11, d=d, n=n,
+                    table.add([d, n, _fmt(eps), peer_name] + [None] * 13, d=d, n=n,
                               epsilon=eps, name=peer_name)
                 table.gap()
     if table.rows and not any(table.rows[-1]):
@@ -305,17 +369,88 @@ def hadamard_comparison(domains: Sequence[int] = (64, 1024),
     table.notes += [
         "var/n: mean over the domain of Var(count estimate) / n, i.e. n x the variance of a "
         "frequency; 'emp.' from the runs, 'exact' from each mechanism's output law.",
-        "ours and pure-ldp HM (t=1) are the same mechanism (index j uniform, the sign of "
-        "H[j, x] kept w.p. e^eps/(1+e^eps)): exact variance n c^2 - count, "
+        "ours (chooser): fedustat.privacy.frequency_oracles.best_frequency_oracle, the "
+        "oracle of least exact variance; subset selection (Wang et al. 2016; Ye and Barg "
+        "2018) reports k values, k ceil(log2 d) bits; exact variance (n_v p(1-p) + "
+        "(n - n_v) q(1-q))/(p - q)^2.",
+        "ours 1-bit and pure-ldp HM (t=1) are the same mechanism (index j uniform, the sign "
+        "of H[j, x] kept w.p. e^eps/(1+e^eps)): exact variance n c^2 - count, "
         "c = (e^eps+1)/(e^eps-1) (001 Lemma 5 with the n - count term).",
         "pure-ldp HR is Acharya-Sun-Zhang's Hadamard response: eps <= 1 uses its "
         "high-privacy variant (2d outputs, like ours, and the same variance); eps > 1 its "
-        "general variant with B = 2^floor(log2 min(2d, e^eps)) blocks (here as many bits as "
-        "ours), which wins at large eps; its exact variance is derived in "
-        "_hr_general_variance.",
-        "time: median over runs, one process; pure-ldp privatizes one report per Python call.",
+        "general variant with B = 2^floor(log2 min(2d, e^eps)) blocks; its exact variance "
+        "is derived in _hr_general_variance.",
+        "pure-ldp DE, OUE, SUE, OLH: exact variance by Wang et al. 2017 (Eq. 2) with the p "
+        "and q of pure-ldp's clients (OLH: g = round(e^eps) + 1 and ideal hashing, q = 1/g); "
+        "OLH and SUE are not run (OLH's server makes n d Python xxhash calls; SUE is OUE "
+        "with worse p, q), OUE only when n d <= the cell limit. pure-ldp's other oracles "
+        "(histogram encoding, RAPPOR, Apple CMS, sketches) add Laplace noise or hash "
+        "collisions on top of these and have larger variance (Wang et al. 2017, Sec. 5).",
+        "best/peer best: the chooser's pick over the least pure-ldp variance of the cell "
+        "(exact: all pure-ldp rows; emp.: the rows that ran); below 1 we are more accurate.",
+        "time: median over runs, one process; pure-ldp privatizes one report per Python "
+        "call; subset selection privatizes and aggregates in blocks of 2^15 reports.",
     ]
     return table
+
+
+def _exact_only(name: str, bits: int, var_exact: float, n: int) -> dict[str, Any]:
+    return {"name": name, "bits": bits, "runs": 0, "t_priv": None, "t_agg": None,
+            "t_total": None, "var_emp": None, "var_exact": var_exact / n,
+            "emp_over_exact": None, "se": None}
+
+
+def _run_ours_oracle(oracle: Any, codes: np.ndarray, counts: np.ndarray, runs: int,
+                     key: list[int], block: int = 1 << 15) -> dict[str, Any]:
+    """The chooser's oracle, privatized and summarized block by block (its summary adds
+    up over blocks), then estimated once."""
+    exact = float(oracle.count_variance(counts).mean())
+
+    def run(k: int) -> tuple[float, float, np.ndarray]:
+        run_rng = np.random.default_rng([*key, k])
+        t_priv = t_agg = 0.0
+        summary = None
+        for start in range(0, codes.size, block):
+            tp, reports = _timed(lambda s=start: oracle.randomize(codes[s:s + block], run_rng))
+            ta, part = _timed(lambda r=reports: oracle.summarize(r))
+            t_priv += tp
+            t_agg += ta
+            summary = part if summary is None else summary.combine(part)
+        ta, est = _timed(lambda: oracle.estimate_from_summary(summary))
+        return t_priv, t_agg + ta, est
+
+    label = (f"ours: chooser -> subset sel. k={oracle.k}" if hasattr(oracle, "k")
+             else f"ours: chooser -> {oracle.name}")
+    return _run_oracle(label, oracle.report_bits, runs, counts, run, lambda _k: exact)
+
+
+def _run_pure_ldp_simple(pure_ldp: types.ModuleType, which: str, d: int, eps: float,
+                         runs: int, counts: np.ndarray, values_1: list[int],
+                         exact: float, key: list[int], block: int = 10_000
+                         ) -> dict[str, Any]:
+    """pure-ldp's direct encoding or OUE, privatized and aggregated block by block (an
+    OUE report is a d-vector: blocks keep the memory bounded)."""
+    def run(k: int) -> tuple[float, float, np.ndarray]:
+        with _seeded_global_random([*key, k]), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if which == "DE":
+                client, server = pure_ldp.DEClient(eps, d), pure_ldp.DEServer(eps, d)
+            else:
+                client = pure_ldp.UEClient(eps, d, use_oue=True)
+                server = pure_ldp.UEServer(eps, d, use_oue=True)
+            t_priv = t_agg = 0.0
+            for start in range(0, len(values_1), block):
+                chunk = values_1[start:start + block]
+                tp, reports = _timed(lambda c=chunk: [client.privatise(v) for v in c])
+                ta, _ = _timed(lambda r=reports: server.aggregate_all(r))
+                t_priv += tp
+                t_agg += ta
+            ta, est = _timed(lambda: np.asarray(
+                server.estimate_all(range(1, d + 1), suppress_warnings=True)))
+        return t_priv, t_agg + ta, est
+
+    bits = max(1, (d - 1).bit_length()) if which == "DE" else d
+    return _run_oracle(f"pure-ldp {which}", bits, runs, counts, run, lambda _k: exact)
 
 
 def _run_oracle(name: str, bits: int, runs: int, counts: np.ndarray,
@@ -916,6 +1051,7 @@ class Config:
     hr_sizes: tuple[int, ...]
     hr_epsilons: tuple[float, ...]
     hr_reps: Callable[[int], int]
+    hr_ue_max_cells: int
     ecdf_bins: tuple[int, ...]
     ecdf_epsilons: tuple[float, ...]
     ecdf_reps: int
@@ -929,12 +1065,14 @@ class Config:
 
 QUICK = Config(exact_n=1_000_000, exact_repeats=1, exact_brute_n=1000,
                hr_domains=(64, 1024), hr_sizes=(100_000,), hr_epsilons=(1.0, 4.0),
-               hr_reps=lambda n: 5, ecdf_bins=(4096,), ecdf_epsilons=(1.0,), ecdf_reps=30,
+               hr_reps=lambda n: 5, hr_ue_max_cells=110_000_000, ecdf_bins=(4096,),
+               ecdf_epsilons=(1.0,), ecdf_reps=30,
                smooth_max_exp=14, smooth_thm1_reps=500, quantile_bins=(4096,),
                quantile_epsilons=(1.0,), quantile_reps=10)
 FULL = Config(exact_n=1_000_000, exact_repeats=3, exact_brute_n=2000,
               hr_domains=(64, 1024), hr_sizes=(100_000, 1_000_000), hr_epsilons=(1.0, 4.0),
-              hr_reps=lambda n: 10 if n <= 100_000 else 3, ecdf_bins=(4096, 16384),
+              hr_reps=lambda n: 10 if n <= 100_000 else 3, hr_ue_max_cells=110_000_000,
+              ecdf_bins=(4096, 16384),
               ecdf_epsilons=(0.5, 1.0, 4.0), ecdf_reps=20, smooth_max_exp=16,
               smooth_thm1_reps=2000)
 
@@ -947,7 +1085,7 @@ def run_one(config: Config, name: str, seed: int = 0) -> Table:
                                  seed)
     elif name == "hadamard":
         table = hadamard_comparison(config.hr_domains, config.hr_sizes, config.hr_epsilons,
-                                    config.hr_reps, seed)
+                                    config.hr_reps, seed, config.hr_ue_max_cells)
     elif name == "ecdf":
         table = ecdf_comparison(config.ecdf_bins, config.ecdf_epsilons, config.ecdf_reps,
                                 seed=seed)

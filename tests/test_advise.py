@@ -334,7 +334,11 @@ def test_parameters_follow_the_papers() -> None:
                   trust="local").prediction("ldp-tree")
     assert tree.parameters["d"] == 2**16 and tree.parameters["split"] == "users"
     assert tree.parameters["a"] > 1.0
-    assert tree.bits_per_party == 16 + 3  # users split: alpha + 3 bits
+    # Users split, per-level oracles of least variance (auc_tree.level_oracles); 001's
+    # one-bit format would be alpha + 3 bits.
+    from fedustat.protocols.local.auc_tree import report_bits_per_party
+    assert tree.bits_per_party == report_bits_per_party(16, 1.0, "users")
+    assert report_bits_per_party(16, 1.0, "users", "hadamard") == 16 + 3
     q = advise("gini", n=10**4, bounds=(0, 1), epsilon=1.0).prediction("ldp-quantized")
     assert q.parameters["k"] == 10  # round(10^4^(1/4) sqrt(1))
     assert q.components["quantization"] == pytest.approx(1.0 / (2 * 10**2))

@@ -115,7 +115,8 @@ def test_level_estimates_from_signed_sums_equal_estimates_from_reports():
 
 
 def test_ldp_tree_summary_checks_the_reports():
-    protocol = make("ldp-tree", auc_kernel(), epsilon=1.0, d=8, split="budget-basic")
+    protocol = make("ldp-tree", auc_kernel(), epsilon=1.0, d=8, split="budget-basic",
+                    oracle="hadamard")
     from fedustat.protocols.base import Message, Role
     fields = {"label": np.array([0, 1]), "bit": np.zeros((2, 3), np.uint8),
               "j1": np.array([0, 1]), "j2": np.array([0, 4]), "j3": np.array([0, 7])}

@@ -133,7 +133,7 @@ SCORES_8 = np.repeat(np.arange(8), [60, 0, 10, 25, 5, 70, 0, 30])  # 200 parties
 
 @pytest.mark.parametrize("split,epsilon", [("users", 1.0), ("budget-basic", 3.0)])
 def test_node_estimates_unbiased_with_exact_variance(split: str, epsilon: float) -> None:
-    rnd = tree.TreeReportRandomizer(8, epsilon, split=split)
+    rnd = tree.TreeReportRandomizer(8, epsilon, split=split, oracle="hadamard")
     reps = 1500
     est = _replicated_estimates(rnd, SCORES_8, reps, seed=11)
     n = SCORES_8.size
@@ -143,7 +143,7 @@ def test_node_estimates_unbiased_with_exact_variance(split: str, epsilon: float)
             count = int(np.count_nonzero(rnd.prefix(SCORES_8, lvl) == node))
             assert mean == pytest.approx(count)
             # The closed form derived in the module docstring: v - count.
-            v = tree.node_variance_bound(n, rnd.alpha, rnd.level_epsilon, split)
+            v = tree.node_variance_bound(n, rnd.alpha, rnd.level_epsilon, split, "hadamard")
             assert var == pytest.approx(v - count)
             x = values[:, node]
             assert abs(x.mean() - count) <= Z * math.sqrt(var / reps)
@@ -154,7 +154,7 @@ def test_lemma5_bound_omits_n_minus_count() -> None:
     # 001 Lemma 5 bounds the MSE by 4 n e^eps / (e^eps - 1)^2; the exact variance is
     # n c^2 - count(q) = Lemma 5 + n - count(q). At eps_l = 3 an empty node's variance is
     # about 5.5 times Lemma 5's value, and the simulation shows it.
-    rnd = tree.TreeReportRandomizer(8, 9.0, split="budget-basic")
+    rnd = tree.TreeReportRandomizer(8, 9.0, split="budget-basic", oracle="hadamard")
     assert rnd.level_epsilon == pytest.approx(3.0)
     n, e = SCORES_8.size, math.exp(3.0)
     lemma5 = 4 * n * e / (e - 1) ** 2
@@ -171,7 +171,7 @@ def test_lemma5_bound_omits_n_minus_count() -> None:
 def test_same_level_estimates_uncorrelated(split: str) -> None:
     # 001 Lemma 6: distinct nodes of one level are pairwise independent (budget split);
     # with users split the shared level draw leaves them uncorrelated.
-    rnd = tree.TreeReportRandomizer(8, 1.0, split=split)
+    rnd = tree.TreeReportRandomizer(8, 1.0, split=split, oracle="hadamard")
     reps = 1500
     est = _replicated_estimates(rnd, SCORES_8, reps, seed=13)[3]
     for a, b in [(0, 5), (3, 7), (0, 1)]:
@@ -187,7 +187,8 @@ def test_cross_level_covariance(split: str) -> None:
     # Cov(h^_p, h^_p') = -count(p') (001 App. B.2.2: condition 4 of Theorem 3 fails).
     # Budget split: levels use independent coins, Cov = 0.
     scores = np.full(200, 5)
-    rnd = tree.TreeReportRandomizer(8, 20.0 if split == "users" else 60.0, split=split)
+    rnd = tree.TreeReportRandomizer(8, 20.0 if split == "users" else 60.0, split=split,
+                                    oracle="hadamard")
     reps = 2000
     est = _replicated_estimates(rnd, scores, reps, seed=14)
     top, leaf = est[1][:, 1], est[3][:, 5]  # node 1 of level 1 holds leaf 5
@@ -202,7 +203,7 @@ def test_cross_level_covariance(split: str) -> None:
 
 def test_fwht_and_per_node_estimates_agree() -> None:
     rng = np.random.default_rng(15)
-    rnd = tree.TreeReportRandomizer(1 << 10, 1.0, split="users")
+    rnd = tree.TreeReportRandomizer(1 << 10, 1.0, split="users", oracle="hadamard")
     reports = rnd.randomize(rng.integers(0, 1 << 10, 3000), rng)
     fast = tree.LevelEstimates.from_reports(rnd, reports, method="fwht")
     slow = tree.LevelEstimates.from_reports(rnd, reports, method="per-node")
@@ -216,7 +217,7 @@ def test_fwht_and_per_node_estimates_agree() -> None:
 
 
 def test_users_split_randomizer_is_exactly_eps_ldp() -> None:
-    rnd = tree.TreeReportRandomizer(8, 1.0, split="users")
+    rnd = tree.TreeReportRandomizer(8, 1.0, split="users", oracle="hadamard")
     check = verify_ldp(rnd)
     assert check.passed and check.observed_epsilon == pytest.approx(1.0)
     assert not verify_ldp(rnd, epsilon=0.99).passed
@@ -230,7 +231,7 @@ def test_users_split_randomizer_is_exactly_eps_ldp() -> None:
 
 
 def test_budget_basic_composed_randomizer_is_exactly_eps_ldp() -> None:
-    rnd = tree.TreeReportRandomizer(8, 1.2, split="budget-basic")
+    rnd = tree.TreeReportRandomizer(8, 1.2, split="budget-basic", oracle="hadamard")
     assert rnd.output_size == 2 ** (3 + 6)
     check = verify_ldp(rnd)
     # Scores 0 and 7 differ at every level, so the alpha reports compose to exactly eps.
@@ -239,7 +240,8 @@ def test_budget_basic_composed_randomizer_is_exactly_eps_ldp() -> None:
 
 def test_budget_advanced_composed_randomizer_is_eps_delta_ldp() -> None:
     eps, delta = 0.1, 0.5
-    rnd = tree.TreeReportRandomizer(8, eps, split="budget-advanced", delta=delta)
+    rnd = tree.TreeReportRandomizer(8, eps, split="budget-advanced", delta=delta,
+                                    oracle="hadamard")
     assert rnd.composition == "advanced" and rnd.level_epsilon > eps / 3
     assert rnd.guarantee.delta == delta
     # Not pure eps-LDP (three reports of eps_l > eps/3 each) ...
@@ -251,14 +253,15 @@ def test_budget_advanced_composed_randomizer_is_eps_delta_ldp() -> None:
 
 
 def test_budget_advanced_falls_back_to_basic_when_that_is_larger() -> None:
-    rnd = tree.TreeReportRandomizer(8, 1.0, split="budget-advanced", delta=1e-6)
+    rnd = tree.TreeReportRandomizer(8, 1.0, split="budget-advanced", delta=1e-6,
+                                    oracle="hadamard")
     assert rnd.composition.startswith("basic") and rnd.level_epsilon == pytest.approx(1 / 3)
     assert rnd.guarantee.delta == 0.0 and verify_ldp(rnd).passed
 
 
 @pytest.mark.parametrize("split", ["users", "budget-basic"])
 def test_randomize_matches_the_verified_distribution(split: str) -> None:
-    rnd = tree.TreeReportRandomizer(4, 1.0, split=split)
+    rnd = tree.TreeReportRandomizer(4, 1.0, split=split, oracle="hadamard")
     draws = 20000
     rep = rnd.randomize(np.full(draws, 2), np.random.default_rng(16))
     if split == "users":
@@ -317,7 +320,7 @@ def test_large_epsilon_error_is_the_one_bit_floor() -> None:
     # error, and no more.
     ds = ur(4, 20000, rng=5)
     data, exact = _data(ds)
-    est = simulate(tree.LdpAucTree(KERNEL, 50.0, d=16), data, rng=6)
+    est = simulate(tree.LdpAucTree(KERNEL, 50.0, d=16, oracle="hadamard"), data, rng=6)
     assert est.diagnostics["v_pos"] == pytest.approx(4 * 20000)
     assert abs(est.value - exact) <= Z * est.std_error
     assert est.std_error < 0.02
@@ -340,7 +343,7 @@ def test_std_error_matches_the_spread_on_auc_one() -> None:
 
 def test_costs_guarantee_and_diagnostics() -> None:
     data, _ = _data(ur(5, 300, rng=8))
-    est = simulate(tree.LdpAucTree(KERNEL, 1.0, d=32), data, rng=9)
+    est = simulate(tree.LdpAucTree(KERNEL, 1.0, d=32, oracle="hadamard"), data, rng=9)
     assert est.protocol == "ldp-tree" and est.quantity == "auc"
     assert est.cost.rounds == 1
     assert est.cost.bits_per_party == est.cost.max_bits_per_party == 5 + 3
@@ -353,7 +356,8 @@ def test_costs_guarantee_and_diagnostics() -> None:
     assert sum(diag["reports_per_level_pos"]) == diag["n_pos"] == 300
     assert diag["a"] > 1 and diag["tau"] == pytest.approx(
         diag["a"] * math.sqrt(diag["v_pos"] * diag["v_neg"]))
-    budget = simulate(tree.LdpAucTree(KERNEL, 1.0, d=32, split="budget-basic"), data, rng=9)
+    budget = simulate(tree.LdpAucTree(KERNEL, 1.0, d=32, split="budget-basic",
+                                      oracle="hadamard"), data, rng=9)
     assert budget.cost.bits_per_party == 1 + 15 + 5
 
 
@@ -361,7 +365,7 @@ def test_deep_domain_uses_per_node_queries() -> None:
     # d = 2^30: a full level would need 2^30 floats; the recursion follows the two
     # occupied paths with a few node queries per level instead.
     data, exact = _data(auc_one(30, 1000, rng=10))
-    est = simulate(tree.LdpAucTree(KERNEL, 4.0, d=1 << 30), data, rng=11)
+    est = simulate(tree.LdpAucTree(KERNEL, 4.0, d=1 << 30, oracle="hadamard"), data, rng=11)
     methods = est.diagnostics["estimation_pos"]
     assert methods[0] == "fwht" and methods[-1] == "per-node"
     assert abs(est.value - exact) <= Z * est.std_error
@@ -393,7 +397,7 @@ def test_public_api_and_registry() -> None:
 
 
 def test_deployment_noise_on_a_few_parties() -> None:
-    proto = tree.LdpAucTree(KERNEL, 1.0, d=16, noise=DeploymentNoise())
+    proto = tree.LdpAucTree(KERNEL, 1.0, d=16, noise=DeploymentNoise(), oracle="hadamard")
     state = proto.init_parties(KERNEL.pack([3, 15, 0], [1, 0, 1]), np.arange(3))
     _, msg = proto.party_step(state, None, np.random.default_rng(0))
     assert msg.sender is Role.PARTY and np.all(msg.fields["index"] >= 2)

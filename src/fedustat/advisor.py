@@ -56,6 +56,7 @@ from fedustat.protocols.local.auc_tree import (
     DEFAULT_BINNED_DOMAIN,
     node_variance_bound,
     optimal_a,
+    report_bits_per_party,
     theorem3_mse_bound,
 )
 from fedustat.protocols.local.ghazi import GhaziProjection
@@ -661,7 +662,7 @@ def _ldp_tree(q: Query) -> Prediction | None:
             best = (mse, split, C, a, eps_l, dlt)
     assert best is not None
     mse, split, C, a, eps_l, dlt = best
-    bits = alpha + 3 if split == "users" else 1 + alpha * (alpha + 1) // 2 + alpha
+    bits = report_bits_per_party(alpha, eps_l, split)
     notes = [d_note + " (000 Sec. 4); Thm 3 bounds the error against the AUC of those "
              "integer scores"]
     if split == "users":

@@ -3,6 +3,8 @@
 * :mod:`~fedustat.privacy.noise`: simulation vs deployment randomness (``NoiseSource``).
 * :mod:`~fedustat.privacy.mechanisms`: Laplace, Gaussian, discrete Laplace; Pólya shares.
 * :mod:`~fedustat.privacy.randomizers`: binary / k-ary randomized response, Hadamard response.
+* :mod:`~fedustat.privacy.frequency_oracles`: subset selection and the frequency-oracle
+  chooser by exact variance.
 * :mod:`~fedustat.privacy.accounting`: basic and advanced composition, budget splits.
 * :mod:`~fedustat.privacy.verify`: exact LDP verification on small domains.
 * :mod:`~fedustat.privacy.guarantee`: the guarantee a release carries, as data.
@@ -14,6 +16,7 @@ from fedustat.privacy.accounting import (
     per_step_budget_advanced,
     split_budget,
 )
+from fedustat.privacy.frequency_oracles import SubsetSelection, best_frequency_oracle
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.mechanisms import (
     DiscreteLaplaceMechanism,
@@ -27,9 +30,11 @@ from fedustat.privacy.mechanisms import (
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise, as_noise
 from fedustat.privacy.randomizers import (
     BinaryRandomizedResponse,
+    FrequencyOracle,
     HadamardResponse,
     KaryRandomizedResponse,
     LocalRandomizer,
+    OracleSummary,
     fwht,
 )
 from fedustat.privacy.verify import LDPVerification, verify_ldp
@@ -38,6 +43,7 @@ __all__ = [
     "BinaryRandomizedResponse",
     "DeploymentNoise",
     "DiscreteLaplaceMechanism",
+    "FrequencyOracle",
     "GaussianMechanism",
     "HadamardResponse",
     "KaryRandomizedResponse",
@@ -45,12 +51,15 @@ __all__ = [
     "LaplaceMechanism",
     "LocalRandomizer",
     "NoiseSource",
+    "OracleSummary",
     "PrivacyGuarantee",
     "PrivacyModel",
     "SimulationNoise",
+    "SubsetSelection",
     "advanced_composition",
     "as_noise",
     "basic_composition",
+    "best_frequency_oracle",
     "classic_gaussian_sigma",
     "distributed_discrete_laplace_shares",
     "fwht",

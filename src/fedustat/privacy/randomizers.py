@@ -1,5 +1,9 @@
 """Local randomizers: binary and k-ary randomized response, Hadamard response.
 
+Frequency oracles (:class:`FrequencyOracle`: Hadamard response here, subset selection in
+:mod:`fedustat.privacy.frequency_oracles`) also share one reducible server summary and
+one exact variance formula, so a protocol can pick among them by variance.
+
 Each randomizer is pure ``epsilon``-LDP (paper 000, Sec. 2.2, Definition 2) and exposes
 
 * ``randomize(x, rng)``: vectorized over a batch of parties (first axis = party);
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,9 +38,11 @@ from fedustat.privacy.noise import NoiseSource, as_noise
 
 __all__ = [
     "BinaryRandomizedResponse",
+    "FrequencyOracle",
     "HadamardResponse",
     "KaryRandomizedResponse",
     "LocalRandomizer",
+    "OracleSummary",
     "fwht",
 ]
 
@@ -131,6 +138,164 @@ class LocalRandomizer(ABC):
     @abstractmethod
     def output_distribution(self, x: Any) -> np.ndarray:
         """Exact probabilities of every output for input ``x`` (rows for an array ``x``)."""
+
+
+@dataclass(frozen=True)
+class OracleSummary:
+    """What a frequency oracle's server keeps of a batch of reports: a sparse integer
+    vector over the domain and the number of reports.
+
+    ``keys`` are distinct domain indices (sorted), ``sums`` the integer sum of the
+    reports' contributions at each key (a support count for subset selection, a signed
+    sum of sign bits per Hadamard index for Hadamard response) and ``n`` the number of
+    reports. Every estimate is linear in it, and two batches' summaries add up
+    (:meth:`combine`), so a distributed server reduces them exactly.
+    """
+
+    keys: np.ndarray
+    sums: np.ndarray
+    n: int
+
+    @classmethod
+    def from_contributions(cls, keys: np.ndarray, weights: np.ndarray,
+                           n: int) -> OracleSummary:
+        """Sum integer ``weights`` per distinct key (float sums of integers are exact
+        below 2^53)."""
+        keys = np.asarray(keys, dtype=np.int64).ravel()
+        weights = np.asarray(weights, dtype=np.float64).ravel()
+        if keys.size == 0:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), int(n))
+        lo, hi = int(keys.min()), int(keys.max())
+        if hi - lo <= 4 * keys.size + 1024:
+            # Dense key range: two bincounts instead of a sort (same keys, same sums).
+            present = np.flatnonzero(np.bincount(keys - lo))
+            sums = np.bincount(keys - lo, weights=weights)[present]
+            return cls(present + lo, sums.astype(np.int64), int(n))
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        sums = np.bincount(inverse, weights=weights, minlength=uniq.size)
+        return cls(uniq, sums.astype(np.int64), int(n))
+
+    @classmethod
+    def empty(cls) -> OracleSummary:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), 0)
+
+    def combine(self, other: OracleSummary) -> OracleSummary:
+        """The summary of both batches (integer sums: associative and exact)."""
+        return OracleSummary.from_contributions(np.concatenate([self.keys, other.keys]),
+                                                np.concatenate([self.sums, other.sums]),
+                                                self.n + other.n)
+
+    def dense(self, d: int) -> np.ndarray:
+        """The sums as a dense length-``d`` vector (zero off the keys)."""
+        out = np.zeros(d, dtype=np.int64)
+        out[self.keys] = self.sums
+        return out
+
+    def at(self, nodes: np.ndarray) -> np.ndarray:
+        """The sums at the given indices (zero where no report contributed)."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if self.keys.size == 0:
+            return np.zeros(nodes.size, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.keys, nodes), self.keys.size - 1)
+        return np.where(self.keys[pos] == nodes, self.sums[pos], 0)
+
+
+class FrequencyOracle(LocalRandomizer):
+    """A pure epsilon-LDP frequency oracle over ``0, ..., d - 1`` with an unbiased
+    count estimator whose exact variance is known.
+
+    Every oracle here estimates the count of ``v`` as a sum over reports of a
+    per-report contribution ``Z_i(v)`` with ``E[Z_i(v)] = 1[x_i = v]``; the reports are
+    independent, so the variance of the count estimate is exactly
+    ``n_v (m1 - 1) + (n - n_v) m0`` with ``(m1, m0) = ``:attr:`report_moments`, the
+    second moments of ``Z`` for a report whose input is ``v`` and one whose input is
+    not. The chooser (:func:`fedustat.privacy.frequency_oracles.best_frequency_oracle`)
+    compares oracles by this formula.
+
+    Reports travel as int64 rows of ``report_width`` entries of ``element_bits`` bits
+    (:meth:`encode` / :meth:`decode`), and the server reduces them to an
+    :class:`OracleSummary` (:meth:`summarize`) from which :meth:`estimate_from_summary`
+    computes any count.
+    """
+
+    name: str = ""
+    d: int
+
+    @property
+    def input_size(self) -> int:
+        return self.d
+
+    @property
+    @abstractmethod
+    def report_moments(self) -> tuple[float, float]:
+        """``(m1, m0)``: ``E[Z^2]`` for a report of the queried value, and for any other."""
+
+    @property
+    @abstractmethod
+    def report_width(self) -> int:
+        """Number of integers in one encoded report."""
+
+    @property
+    @abstractmethod
+    def element_bits(self) -> int:
+        """Bits of each integer of an encoded report."""
+
+    @property
+    def report_bits(self) -> int:
+        """Bits one report costs on the wire."""
+        return self.report_width * self.element_bits
+
+    @abstractmethod
+    def encode(self, reports: Any) -> np.ndarray:
+        """Reports (as :meth:`randomize` returns them) as an ``(n, report_width)`` array."""
+
+    @abstractmethod
+    def decode(self, encoded: Any) -> Any:
+        """Inverse of :meth:`encode`, checking every entry (server side)."""
+
+    @abstractmethod
+    def summarize(self, reports: Any) -> OracleSummary:
+        """The reducible summary of a batch of reports."""
+
+    @abstractmethod
+    def estimate_from_summary(self, summary: OracleSummary,
+                              nodes: Any = None) -> np.ndarray:
+        """Unbiased count estimates of ``nodes`` (default: all ``d`` values)."""
+
+    def estimate_counts(self, reports: Any) -> np.ndarray:
+        """Unbiased estimates of all ``d`` counts from a batch of reports."""
+        return self.estimate_from_summary(self.summarize(reports))
+
+    def count_variance(self, true_counts: Any, n_reports: int | None = None) -> np.ndarray:
+        """Exact variance of the count estimate of each value given its true count:
+        ``n_v (m1 - 1) + (n - n_v) m0`` (see the class docstring).
+
+        Parameters
+        ----------
+        true_counts:
+            True count(s) of the queried value(s).
+        n_reports:
+            Number of reports ``n``; defaults to the sum of ``true_counts``.
+        """
+        counts = np.asarray(true_counts, dtype=np.float64)
+        if counts.size == 0 or not np.all(np.isfinite(counts)) or counts.min() < 0:
+            raise ValueError("true_counts must be non-negative finite counts")
+        n = counts.sum() if n_reports is None else check_positive_int(n_reports, "n_reports")
+        m1, m0 = self.report_moments
+        return counts * (m1 - 1.0) + (n - counts) * m0
+
+    def mean_count_variance(self, n: int) -> float:
+        """Variance of the count estimate averaged over the ``d`` values, for ``n``
+        reports: ``(n/d)(m1 - 1) + n (1 - 1/d) m0`` whatever the data (the variance is
+        linear in the counts, and they sum to ``n``)."""
+        m1, m0 = self.report_moments
+        return n / self.d * (m1 - 1.0) + n * (1.0 - 1.0 / self.d) * m0
+
+    def max_count_variance(self, n: int) -> float:
+        """The largest variance of any count estimate over all data sets of ``n``
+        reports: the variance is linear in the count, so ``max(n m0, n (m1 - 1))``."""
+        m1, m0 = self.report_moments
+        return n * max(m0, m1 - 1.0)
 
 
 class KaryRandomizedResponse(LocalRandomizer):
@@ -282,7 +447,7 @@ class BinaryRandomizedResponse(KaryRandomizedResponse):
         return float(self.debias(reports).mean())
 
 
-class HadamardResponse(LocalRandomizer):
+class HadamardResponse(FrequencyOracle):
     """Hadamard response frequency oracle, one bit per party (001 App. B.2.1, Alg. 2-3).
 
     A party with input ``q`` draws ``j`` uniformly from ``{0, ..., d-1}``, computes the
@@ -305,7 +470,14 @@ class HadamardResponse(LocalRandomizer):
         Privacy budget (> 0).
 
     Outputs ``(j, b)`` are enumerated as ``o = 2 j + b``, ``output_size = 2 d``.
+
+    As a :class:`FrequencyOracle`: a report's contribution to ``z_q`` is
+    ``c (-1)^{<j,q> + b}``, whose square is ``c^2`` whatever the input, so
+    ``report_moments = (c^2, c^2)``; the summary is the signed sum of the sign bits per
+    index ``j`` (encoded reports: ``[j, b]``).
     """
+
+    name = "hadamard"
 
     def __init__(self, d: int, epsilon: float) -> None:
         d = check_positive_int(d, "d", minimum=2)
@@ -327,6 +499,61 @@ class HadamardResponse(LocalRandomizer):
     @property
     def output_size(self) -> int:
         return 2 * self.d
+
+    @property
+    def report_moments(self) -> tuple[float, float]:
+        return self._scale**2, self._scale**2
+
+    @property
+    def report_width(self) -> int:
+        return 2
+
+    @property
+    def element_bits(self) -> int:
+        return max(1, self.d.bit_length() - 1)
+
+    @property
+    def report_bits(self) -> int:
+        """``log2 d`` bits for ``j`` and one for the sign."""
+        return self.d.bit_length()
+
+    def encode(self, reports: Any) -> np.ndarray:
+        j, bits = reports
+        return np.stack([np.asarray(j, np.int64), np.asarray(bits, np.int64)], axis=1)
+
+    def decode(self, encoded: Any) -> tuple[np.ndarray, np.ndarray]:
+        arr = np.asarray(encoded)
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise ValueError(f"encoded Hadamard reports must have shape (n, 2), got "
+                             f"{arr.shape}")
+        if arr.shape[0] == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.uint8)
+        j, bits = self._check_reports(arr[:, 0], arr[:, 1])
+        return j, bits.astype(np.uint8)
+
+    def summarize(self, reports: Any) -> OracleSummary:
+        """Signed sums ``s_j = sum_{i: j_i = j} (-1)^{b_i}`` per index and the count."""
+        j, bits = reports
+        if np.size(j) == 0:
+            return OracleSummary.empty()
+        j, bits = self._check_reports(j, bits)
+        return OracleSummary.from_contributions(j, 1 - 2 * bits, j.size)
+
+    def estimate_from_summary(self, summary: OracleSummary, nodes: Any = None) -> np.ndarray:
+        """``z_q = c sum_j s_j (-1)^{<j,q>}`` (001 Alg. 3 on the signed sums): an FWHT of
+        the dense sums for all values, else one signed sum per queried node."""
+        if nodes is None:
+            return self._scale * fwht(summary.dense(self.d).astype(np.float64))
+        q = _as_codes(nodes, self.d, "nodes") if np.size(nodes) else np.zeros(0, np.int64)
+        out = np.empty(q.size)
+        if summary.keys.size == 0:
+            out[:] = 0.0
+            return out
+        step = max(1, (1 << 22) // summary.keys.size)  # bounded (nodes x keys) matrix
+        for start in range(0, q.size, step):
+            signs = 1 - 2 * _parity(summary.keys[None, :] & q[start:start + step, None])
+            out[start:start + step] = self._scale * (signs * summary.sums[None, :]).sum(axis=1)
+        return out
 
     @property
     def keep_probability(self) -> float:

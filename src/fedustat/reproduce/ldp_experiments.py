@@ -48,7 +48,7 @@ def _ldp_tree_fig3(quick: bool, seed: int) -> ExperimentResult:
             binned = np.clip(np.floor(scores * d), 0, d - 1)
             err = _abs_errors(kernel, kernel.pack(binned, labels), truth, runs,
                               [seed, alpha, int(eps * 100)], epsilon=eps, protocol="ldp-tree",
-                              d=d)
+                              d=d, oracle="hadamard")  # 000's Hadamard response as written
             means.append(err.mean())
             rows.append([f"{eps:g}", f"2^{alpha}", f"{err.mean():.4f}",
                          f"{err.std(ddof=1):.4f}", f"{roc_auc(binned, labels):.4f}", "-"])
@@ -206,7 +206,9 @@ def _ldp_d1_fig56(quick: bool, seed: int) -> ExperimentResult:
             for alpha in alphas:
                 scores, labels, truth = _d1_dataset(name, alpha, n_per_class, seed)
                 d = 1 << alpha
-                params: dict[str, Any] = ({"d": d} if protocol == "ldp-tree"
+                # 001's one-bit Hadamard response, as the paper runs it.
+                params: dict[str, Any] = ({"d": d, "oracle": "hadamard"}
+                                          if protocol == "ldp-tree"
                                           else {"domain": {"score": list(range(d))}})
                 input_auc = roc_auc(scores, labels)
                 for eps in epsilons:
@@ -231,7 +233,7 @@ def _ldp_d1_fig56(quick: bool, seed: int) -> ExperimentResult:
                 err, est = _d1_errors("ldp-tree", scores, labels, truth, eps, runs,
                                       [seed, 99, D1_DATASETS.index(name), int(eps * 100),
                                        len(split)], d=1 << split_alpha, split=split,
-                                      delta=delta)
+                                      delta=delta, oracle="hadamard")
                 # budget-advanced falls back to basic composition when that gives the
                 # larger per-level budget (few levels); the protocol reports which.
                 rows.append(["Table 1", name, "ldp-tree",

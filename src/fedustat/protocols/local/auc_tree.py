@@ -81,9 +81,16 @@ from fedustat._validation import (
 )
 from fedustat.privacy.accounting import per_step_budget_advanced
 from fedustat.privacy.errors import BoundedBias, ErrorDistribution, NormalError
+from fedustat.privacy.frequency_oracles import SubsetSelection, subset_selection_moments
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, local_only
 from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
-from fedustat.privacy.randomizers import HadamardResponse, LocalRandomizer, fwht
+from fedustat.privacy.randomizers import (
+    FrequencyOracle,
+    HadamardResponse,
+    LocalRandomizer,
+    OracleSummary,
+    fwht,
+)
 from fedustat.protocols.base import (
     Cost,
     DropoutRule,
@@ -99,17 +106,28 @@ from fedustat.protocols.registry import register
 from fedustat.stats.kernels import Kernel
 
 __all__ = [
+    "DEFAULT_MAX_REPORT_BITS",
+    "ORACLE_CHOICES",
     "SPLITS",
     "LdpAucTree",
     "LevelEstimates",
     "TreeReportRandomizer",
     "level_budget",
+    "level_oracles",
     "node_variance_bound",
     "optimal_a",
+    "report_bits_per_party",
     "theorem3_mse_bound",
 ]
 
 SPLITS = ("users", "budget-basic", "budget-advanced")
+# "auto": per level, the frequency oracle of least exact variance (see level_oracles);
+# "hadamard": 001's one-bit Hadamard response at every level (the paper as written);
+# "subset-selection": the k-subset mechanism at every level.
+ORACLE_CHOICES = ("auto", "hadamard", "subset-selection")
+# Largest report a party sends with oracle="auto" or "subset-selection" (a k-subset of
+# level l costs k l bits); beyond it the one-bit Hadamard response (l + 1 bits) is used.
+DEFAULT_MAX_REPORT_BITS = 256
 ADJACENCY = "any two scores of one party; labels public"
 # Bins used when real scores come with public bounds but no d (2^10, as in 000 Fig. 3).
 DEFAULT_BINNED_DOMAIN = 1 << 10
@@ -127,6 +145,85 @@ def _check_split(split: Any) -> str:
         raise ValueError(f"split must be one of {', '.join(map(repr, SPLITS))} "
                          f"(001 App. B.2.2, Table 1), got {split!r}")
     return str(split)
+
+
+def _check_oracle(oracle: Any) -> str:
+    if oracle not in ORACLE_CHOICES:
+        raise ValueError(f"oracle must be one of {', '.join(map(repr, ORACLE_CHOICES))}, "
+                         f"got {oracle!r}")
+    return str(oracle)
+
+
+def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
+                  max_report_bits: int | None = DEFAULT_MAX_REPORT_BITS,
+                  split: str = "users") -> list[FrequencyOracle]:
+    """The frequency oracle of each level ``1..alpha`` (level ``l`` over ``2^l`` nodes).
+
+    ``"hadamard"``: 001's one-bit Hadamard response everywhere. ``"subset-selection"``:
+    the k-subset mechanism with the ``k <= max_report_bits / l`` whose node variance
+    bound (:func:`_level_bound`, the ``v`` of Theorem 3) is least. ``"auto"``: per
+    level, the Hadamard response or subset selection with such a ``k``, whichever has
+    the least bound: subset selection wins at large epsilon and small levels, the
+    Hadamard response when the bit budget leaves ``k`` too small.
+    """
+    alpha = check_positive_int(alpha, "alpha")
+    epsilon_level = check_epsilon(epsilon_level, "epsilon_level")
+    oracle = _check_oracle(oracle)
+    split = _check_split(split)
+    if max_report_bits is not None:
+        max_report_bits = check_positive_int(max_report_bits, "max_report_bits")
+    out: list[FrequencyOracle] = []
+    for level in range(1, alpha + 1):
+        d = 1 << level
+        hadamard = HadamardResponse(d, epsilon_level)
+        if oracle == "hadamard":
+            out.append(hadamard)
+            continue
+        cap = d - 1 if max_report_bits is None else min(d - 1, max_report_bits // level)
+        if cap < 1:
+            if oracle == "subset-selection":
+                raise ValueError(f"max_report_bits={max_report_bits} cannot hold one value "
+                                 f"of level {level} ({level} bits)")
+            out.append(hadamard)
+            continue
+        ks = np.arange(1, cap + 1)
+        _, _, m1, m0 = subset_selection_moments(d, epsilon_level, ks)
+        bounds = _bound_per_report(m1, m0, alpha, split)
+        best = int(np.argmin(bounds))
+        if oracle == "auto" and _bound_per_report(*hadamard.report_moments, alpha,
+                                                  split) <= bounds[best]:
+            out.append(hadamard)
+        else:
+            out.append(SubsetSelection(d, epsilon_level, int(ks[best])))
+    return out
+
+
+def _bound_per_report(m1: Any, m0: Any, alpha: int, split: str) -> Any:
+    """:func:`_level_bound` divided by ``n`` (vectorized over oracles)."""
+    if split == "users":
+        return np.maximum(alpha * np.asarray(m0), alpha * np.asarray(m1) - 1.0)
+    return np.maximum(m0, np.asarray(m1) - 1.0)
+
+
+def _level_bound(oracle: FrequencyOracle, n: int, alpha: int, split: str) -> float:
+    """Largest variance of a node estimate of this level over all data (``n`` parties).
+
+    With ``(m1, m0)`` the oracle's report moments, a budget split gives
+    ``n_v (m1 - 1) + (n - n_v) m0``; the users split, where a party reports here with
+    probability ``1/alpha`` and its contribution is scaled by ``alpha``, gives
+    ``alpha (n_v m1 + (n - n_v) m0) - n_v``. Both are linear in the count ``n_v``, so
+    the largest is at ``n_v = 0`` or ``n_v = n``.
+    """
+    return n * float(_bound_per_report(*oracle.report_moments, alpha, split))
+
+
+def _level_variance(oracle: FrequencyOracle, n: int, alpha: int, split: str,
+                    counts: np.ndarray) -> np.ndarray:
+    """Exact variance of node estimates of this level given their counts (as above)."""
+    m1, m0 = oracle.report_moments
+    if split == "users":
+        return alpha * (counts * m1 + (n - counts) * m0) - counts
+    return counts * (m1 - 1.0) + (n - counts) * m0
 
 
 def level_budget(epsilon: float, delta: float, alpha: int,
@@ -167,16 +264,45 @@ def level_budget(epsilon: float, delta: float, alpha: int,
     return basic, 0.0, "basic (advanced composition gives a smaller per-level budget here)"
 
 
-def node_variance_bound(n: int, alpha: int, epsilon_level: float, split: str) -> float:
+def node_variance_bound(n: int, alpha: int, epsilon_level: float, split: str,
+                        oracle: str = "auto",
+                        max_report_bits: int | None = DEFAULT_MAX_REPORT_BITS) -> float:
     """``v`` bounding the variance of every node estimate of one class (see module doc).
 
-    ``alpha n c^2`` for ``split="users"`` and ``n c_l^2`` for the budget splits, with
-    ``c = (e^eps + 1)/(e^eps - 1)`` at the level's epsilon. The exact variance is ``v``
-    minus the node's count.
+    The largest, over the levels and over all data, of the exact variance of a node
+    estimate with the levels' oracles (:func:`level_oracles`). For the one-bit Hadamard
+    response it is ``alpha n c^2`` for ``split="users"`` and ``n c_l^2`` for the budget
+    splits, with ``c = (e^eps + 1)/(e^eps - 1)`` at the level's epsilon, and the exact
+    variance is ``v`` minus the node's count.
     """
     split = _check_split(split)
-    c = 1.0 / math.tanh(epsilon_level / 2.0)
-    return (alpha if split == "users" else 1) * n * c * c
+    if oracle == "hadamard":
+        c = 1.0 / math.tanh(epsilon_level / 2.0)
+        return (alpha if split == "users" else 1) * n * c * c
+    return max(_level_bound(o, n, alpha, split)
+               for o in level_oracles(alpha, epsilon_level, oracle, max_report_bits, split))
+
+
+def report_bits_per_party(alpha: int, epsilon_level: float, split: str,
+                          oracle: str = "auto",
+                          max_report_bits: int | None = DEFAULT_MAX_REPORT_BITS) -> int:
+    """Bits one party sends (the label included), as the protocol's message counts them.
+
+    ``oracle="hadamard"`` (001's format): ``alpha + 3`` (users) or
+    ``1 + alpha (alpha + 1)/2 + alpha`` (budget splits). Otherwise: the label, the level
+    (users: ``bit_length(alpha)`` bits) and the ``report`` row, whose width is the widest
+    level's report (users) or the sum over levels (budget), each entry
+    ``max_l element_bits`` bits.
+    """
+    split = _check_split(split)
+    if _check_oracle(oracle) == "hadamard":
+        return alpha + 3 if split == "users" else 1 + alpha * (alpha + 1) // 2 + alpha
+    oracles = level_oracles(alpha, epsilon_level, oracle, max_report_bits, split)
+    widths = [o.report_width for o in oracles]
+    element = max(o.element_bits for o in oracles)
+    if split == "users":
+        return 1 + alpha.bit_length() + max(widths) * element
+    return 1 + sum(widths) * element
 
 
 def _bound_terms(n_pos: int, n_neg: int, alpha: int, C: float) -> tuple[float, float]:
@@ -227,11 +353,18 @@ class TreeReportRandomizer(LocalRandomizer):
     Budget splits: ``alpha`` independent Hadamard responses, level ``l`` on the
     ``l``-bit prefix with ``epsilon_level`` (:func:`level_budget`).
 
+    With ``oracle="auto"`` or ``"subset-selection"`` each level runs its own
+    :class:`~fedustat.privacy.randomizers.FrequencyOracle` (:func:`level_oracles`) in
+    place of the Hadamard response, and reports are the oracle's encoded rows:
+    ``{"level", "report"}`` (users; ``report`` has ``report_width`` columns, the level's
+    oracle filling the first ``oracle.report_width`` and zeros the rest) or
+    ``{"report"}`` (budget splits; the levels' rows side by side, level 1 first).
+
     ``output_distribution`` enumerates every output (small ``d`` only) so that
     :func:`fedustat.privacy.verify.verify_ldp` checks the composed randomizer exactly.
-    Order: ``users``: level by level (level 1 first), within a level Hadamard response's
-    order ``2 j + bit``; budget: the tuple of the ``alpha`` per-level outputs
-    ``2 j_l + bit_l`` in mixed radix, level 1 most significant.
+    Order: ``users``: level by level (level 1 first), within a level the oracle's order
+    (Hadamard response: ``2 j + bit``); budget: the tuple of the ``alpha`` per-level
+    outputs in mixed radix, level 1 most significant.
 
     Parameters
     ----------
@@ -243,18 +376,58 @@ class TreeReportRandomizer(LocalRandomizer):
         ``"users"``, ``"budget-basic"`` or ``"budget-advanced"``.
     delta:
         For ``"budget-advanced"``: the delta of the (epsilon, delta) guarantee (> 0).
+    oracle:
+        ``"auto"`` (default), ``"hadamard"`` (001 as written) or ``"subset-selection"``.
+    max_report_bits:
+        Largest per-level report of the multi-bit oracles (:func:`level_oracles`).
     """
 
     def __init__(self, d: int, epsilon: float, *, split: str = "users",
-                 delta: float = 0.0) -> None:
+                 delta: float = 0.0, oracle: str = "auto",
+                 max_report_bits: int | None = DEFAULT_MAX_REPORT_BITS) -> None:
         self.alpha = check_domain(d)
         self.d = int(d)
         self.epsilon = check_epsilon(epsilon, "epsilon")
         self.split = _check_split(split)
         self.level_epsilon, self.delta, self.composition = level_budget(
             self.epsilon, delta, self.alpha, self.split)
-        self.oracles = [HadamardResponse(1 << level, self.level_epsilon)
-                        for level in range(1, self.alpha + 1)]
+        self.oracle_name = _check_oracle(oracle)
+        self.max_report_bits = max_report_bits
+        self.oracles = level_oracles(self.alpha, self.level_epsilon, self.oracle_name,
+                                     max_report_bits, self.split)
+
+    @property
+    def legacy(self) -> bool:
+        """Whether reports use 001's one-bit format (``oracle="hadamard"``)."""
+        return self.oracle_name == "hadamard"
+
+    @property
+    def widths(self) -> list[int]:
+        """Encoded width of each level's report (generic format)."""
+        return [o.report_width for o in self.oracles]
+
+    @property
+    def report_width(self) -> int:
+        """Columns of the ``report`` field: the widest level (users) or all levels."""
+        return max(self.widths) if self.split == "users" else sum(self.widths)
+
+    @property
+    def element_bits(self) -> int:
+        """Bits of one entry of the ``report`` field (the widest level's values)."""
+        return max(o.element_bits for o in self.oracles)
+
+    def node_variance(self, n: int) -> float:
+        """``v``: the largest exact variance of a node estimate of a class of ``n``
+        parties, over the levels and all data (see :func:`node_variance_bound`)."""
+        if self.legacy:
+            return node_variance_bound(n, self.alpha, self.level_epsilon, self.split,
+                                       "hadamard")
+        return max(_level_bound(o, n, self.alpha, self.split) for o in self.oracles)
+
+    def describe_oracles(self) -> list[str]:
+        """Each level's oracle, e.g. ``"subset-selection k=3"`` or ``"hadamard"``."""
+        return [f"{o.name} k={o.k}" if isinstance(o, SubsetSelection) else o.name
+                for o in self.oracles]
 
     def __repr__(self) -> str:
         return (f"TreeReportRandomizer(d=2^{self.alpha}, epsilon={self.epsilon:g}, "
@@ -266,9 +439,8 @@ class TreeReportRandomizer(LocalRandomizer):
 
     @property
     def output_size(self) -> int:
-        if self.split == "users":
-            return (1 << (self.alpha + 2)) - 4  # sum_l 2^(l+1)
-        return 1 << (self.alpha + self.alpha * (self.alpha + 1) // 2)  # prod_l 2^(l+1)
+        sizes = [o.output_size for o in self.oracles]
+        return sum(sizes) if self.split == "users" else math.prod(sizes)
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
@@ -276,8 +448,8 @@ class TreeReportRandomizer(LocalRandomizer):
         return PrivacyGuarantee(self.epsilon, self.delta, PrivacyModel.LOCAL, ADJACENCY,
                                 assumptions=(local_only(),))
 
-    def oracle(self, level: int) -> HadamardResponse:
-        """The Hadamard response of level ``level`` (1..alpha)."""
+    def oracle(self, level: int) -> Any:
+        """The frequency oracle of level ``level`` (1..alpha)."""
         return self.oracles[level - 1]
 
     def prefix(self, scores: np.ndarray, level: int) -> np.ndarray:
@@ -294,6 +466,8 @@ class TreeReportRandomizer(LocalRandomizer):
         scores = check_scores(np.atleast_1d(np.asarray(x)), self.d, "x")
         source = as_noise(rng)
         n = scores.size
+        if not self.legacy:
+            return self._randomize_generic(scores, source)
         if self.split == "users":
             level = source.integers(self.alpha, n) + 1
             j = np.zeros(n, dtype=np.int64)
@@ -310,6 +484,63 @@ class TreeReportRandomizer(LocalRandomizer):
             j[:, lvl - 1], bit[:, lvl - 1] = self.oracle(lvl).randomize(
                 self.prefix(scores, lvl), source)
         return {"j": j, "bit": bit}
+
+    def _randomize_generic(self, scores: np.ndarray, source: NoiseSource
+                           ) -> dict[str, np.ndarray]:
+        n = scores.size
+        report = np.zeros((n, self.report_width), dtype=np.int64)
+        if self.split == "users":
+            level = source.integers(self.alpha, n) + 1
+            for lvl in range(1, self.alpha + 1):
+                rows = np.flatnonzero(level == lvl)
+                if rows.size:
+                    oracle = self.oracle(lvl)
+                    report[rows, :oracle.report_width] = oracle.encode(
+                        oracle.randomize(self.prefix(scores[rows], lvl), source))
+            return {"level": level, "report": report}
+        start = 0
+        for lvl in range(1, self.alpha + 1):
+            oracle = self.oracle(lvl)
+            report[:, start:start + oracle.report_width] = oracle.encode(
+                oracle.randomize(self.prefix(scores, lvl), source))
+            start += oracle.report_width
+        return {"report": report}
+
+    def summarize_reports(self, reports: Mapping[str, Any]
+                          ) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        """Per level, the reducible summary ``(keys, sums, n_l)`` of a batch of generic
+        reports (one class), after checking every entry (the server's decoding)."""
+        report = np.asarray(reports["report"])
+        if report.ndim != 2 or report.shape[1] != self.report_width:
+            raise ValueError(f"reports must have {self.report_width} columns, got shape "
+                             f"{report.shape}")
+        if report.size and report.min() < 0:
+            raise ValueError("report entries must be non-negative")
+        out = []
+        if self.split == "users":
+            level = np.asarray(reports["level"]).astype(np.int64)
+            if level.size and (level.min() < 1 or level.max() > self.alpha):
+                raise ValueError(f"report levels must be in 1..{self.alpha}")
+            for lvl in range(1, self.alpha + 1):
+                rows = report[level == lvl]
+                width = self.oracle(lvl).report_width
+                if rows[:, width:].any():
+                    raise ValueError(f"level {lvl} reports must leave columns {width}.. at 0")
+                out.append(self._summary(lvl, rows[:, :width]))
+            return out
+        start = 0
+        for lvl in range(1, self.alpha + 1):
+            width = self.oracle(lvl).report_width
+            out.append(self._summary(lvl, report[:, start:start + width]))
+            start += width
+        return out
+
+    def _summary(self, level: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        oracle = self.oracle(level)
+        if rows.shape[0] == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), 0
+        summary = oracle.summarize(oracle.decode(rows))
+        return summary.keys, summary.sums, summary.n
 
     def output_distribution(self, x: Any) -> np.ndarray:
         if self.output_size > MAX_ENUMERATED_OUTPUTS:
@@ -404,6 +635,9 @@ class LevelEstimates:
     def from_reports(cls, randomizer: TreeReportRandomizer, reports: dict[str, np.ndarray],
                      *, method: str = "auto") -> LevelEstimates:
         """Estimates from the output of :meth:`TreeReportRandomizer.randomize` (one class)."""
+        if not randomizer.legacy:
+            return cls.from_signed_sums(randomizer, randomizer.summarize_reports(reports),
+                                        method=method)
         if randomizer.split == "users":
             level = np.asarray(reports["level"])
             per_level = [(reports["j"][level == lvl], reports["bit"][level == lvl])
@@ -427,6 +661,12 @@ class LevelEstimates:
             self.methods[level - 1] = "no reports"
             return np.zeros(nodes.size)
         oracle = self.randomizer.oracle(level)
+        if not isinstance(oracle, HadamardResponse):
+            # Support counts: one lookup per node in the sorted keys.
+            self.methods[level - 1] = "support counts"
+            self.operations[level - 1] = nodes.size + j.size
+            return self.scale * oracle.estimate_from_summary(OracleSummary(j, signed, n_l),
+                                                             nodes)
         fwht_cost = n_l + (1 << level) * level
         node_cost = NODE_QUERY_COST * nodes.size * n_l
         use_fwht = (self.method == "fwht" or (
@@ -493,6 +733,13 @@ class LdpAucTree(Protocol):
     noise:
         Where the parties' coins come from: ``None`` uses the party step's seeded
         generator (simulation); pass ``DeploymentNoise()`` on real devices.
+    oracle:
+        Frequency oracle of each level: ``"auto"`` (default; per level the one of least
+        worst-case exact variance among the one-bit Hadamard response and subset
+        selection, see :func:`level_oracles`), ``"hadamard"`` (001 App. B.2.1 as
+        written, its wire format) or ``"subset-selection"``.
+    max_report_bits:
+        Largest per-level report of the multi-bit oracles (default 256 bits).
     """
 
     name = "ldp-tree"
@@ -504,7 +751,8 @@ class LdpAucTree(Protocol):
     def __init__(self, kernel: Kernel, epsilon: float, *, d: int, delta: float = 0.0,
                  split: str = "users", a: float | None = None,
                  noise: NoiseSource | None = None,
-                 score_bounds: tuple[float, float] | None = None) -> None:
+                 score_bounds: tuple[float, float] | None = None, oracle: str = "auto",
+                 max_report_bits: int | None = DEFAULT_MAX_REPORT_BITS) -> None:
         _require_auc(kernel)
         try:
             eps_value = float(epsilon)
@@ -515,7 +763,9 @@ class LdpAucTree(Protocol):
                              "non-private AUC use protocol='exact'")
         self.kernel = kernel
         self.randomizer = TreeReportRandomizer(d, epsilon, split=split,
-                                               delta=check_delta(delta, "delta"))
+                                               delta=check_delta(delta, "delta"),
+                                               oracle=oracle, max_report_bits=max_report_bits)
+        self.oracle = self.randomizer.oracle_name
         # With public score bounds each party first maps its real score to one of the d
         # equal bins of [lo, hi] (the discretization 000 Sec. 4 assumes); without them
         # scores must already be integers in [0, d-1].
@@ -540,7 +790,7 @@ class LdpAucTree(Protocol):
 
     def __repr__(self) -> str:
         return (f"LdpAucTree(epsilon={self.epsilon:g}, d=2^{self.alpha}, "
-                f"split={self.split!r}, a={self.a!r})")
+                f"split={self.split!r}, a={self.a!r}, oracle={self.oracle!r})")
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
@@ -568,6 +818,14 @@ class LdpAucTree(Protocol):
         source = self.noise if self.noise is not None else SimulationNoise(rng)
         reports = self.randomizer.randomize(state.scores, source)
         labels = state.labels.astype(np.uint8)
+        if not self.randomizer.legacy:
+            # Generic format: the level (users split) and the encoded oracle reports.
+            fields = {"label": labels, "report": reports["report"]}
+            bits = {"label": 1, "report": self.randomizer.element_bits}
+            if self.split == "users":
+                fields["level"] = reports["level"]
+                bits["level"] = self.alpha.bit_length()
+            return state, Message(Role.PARTY, Role.SERVER, fields, bits, state.parties)
         if self.split == "users":
             fields = {"label": labels,
                       "index": (np.int64(1) << reports["level"]) | reports["j"],
@@ -600,6 +858,18 @@ class LdpAucTree(Protocol):
         if labels.size and (labels.min() < 0 or labels.max() > 1):
             raise ValueError("reports carry labels other than 0/1")
         alpha = self.alpha
+        if not self.randomizer.legacy:
+            report = np.asarray(inbox.fields["report"]).astype(np.int64)
+            level = (np.asarray(inbox.fields["level"]).astype(np.int64)
+                     if self.split == "users" else None)
+            grouped = []
+            for c in (0, 1):
+                rows = labels == c
+                part = {"report": report[rows]}
+                if level is not None:
+                    part["level"] = level[rows]
+                grouped.append(self.randomizer.summarize_reports(part))
+            return labels, grouped
         if self.split == "users":
             index = np.asarray(inbox.fields["index"]).astype(np.int64)
             bits = np.asarray(inbox.fields["bit"]).astype(np.int64)
@@ -629,6 +899,12 @@ class LdpAucTree(Protocol):
                     rng: np.random.Generator) -> tuple[_ServerState, Estimate]:
         labels, grouped = self._decode(inbox)
         n_pos = int(np.count_nonzero(labels == 1))
+        if not self.randomizer.legacy:
+            # grouped holds each level's summary (keys, sums, n_l), as the reduced step.
+            est = [LevelEstimates.from_signed_sums(self.randomizer, grouped[c])
+                   for c in (0, 1)]
+            return state, self._release(n_pos, int(labels.size - n_pos), est[1], est[0],
+                                        [[int(g[2]) for g in grouped[c]] for c in (0, 1)])
         est_neg = LevelEstimates(self.randomizer, grouped[0])
         est_pos = LevelEstimates(self.randomizer, grouped[1])
         return state, self._release(n_pos, int(labels.size - n_pos), est_pos, est_neg,
@@ -651,6 +927,8 @@ class LdpAucTree(Protocol):
         at most ``min(2^l, reports)`` entries per level."""
         labels, grouped = self._decode(message)
         n_pos = int(np.count_nonzero(labels == 1))
+        if not self.randomizer.legacy:
+            return {"n_pos": n_pos, "n_neg": int(labels.size - n_pos), "levels": grouped}
         return {"n_pos": n_pos, "n_neg": int(labels.size - n_pos),
                 "levels": [[_signed_sums(j, bits, 1 << lvl)
                             for lvl, (j, bits) in enumerate(grouped[c], 1)]
@@ -682,12 +960,20 @@ class LdpAucTree(Protocol):
             raise ValueError(f"no {which} party reported; the AUC needs both classes")
         alpha, split = self.alpha, self.split
         eps_l = self.randomizer.level_epsilon
-        v_pos = node_variance_bound(n_pos, alpha, eps_l, split)
-        v_neg = node_variance_bound(n_neg, alpha, eps_l, split)
+        v_pos = self.randomizer.node_variance(n_pos)
+        v_neg = self.randomizer.node_variance(n_neg)
         C = v_pos / (n_pos * alpha)  # the same for both classes: v = C n alpha (Thm 3)
         a = self.a if self.a is not None else optimal_a(n_pos, n_neg, alpha, C)
+        variances: dict[str, Any] = {}
+        if not self.randomizer.legacy:
+            # Each node's exact variance is linear in its count (see _level_variance), so
+            # plugging in the estimate is unbiased; 001's one-bit format keeps the bound.
+            def node_var(n_class: int) -> Any:
+                return lambda level, h: np.maximum(_level_variance(
+                    self.randomizer.oracle(level), n_class, alpha, split, h), 0.0)
+            variances = {"variance_pos": node_var(n_pos), "variance_neg": node_var(n_neg)}
         rec = pruned_uauc(est_pos, est_neg, alpha=alpha, n_pos=n_pos, n_neg=n_neg,
-                          v_pos=v_pos, v_neg=v_neg, a=a)
+                          v_pos=v_pos, v_neg=v_neg, a=a, **variances)
         pairs = float(n_pos) * n_neg
         mse_bound = theorem3_mse_bound(n_pos, n_neg, alpha, C, a)
         operations = sum(est_pos.operations) + sum(est_neg.operations) + n_pos + n_neg \
@@ -696,6 +982,8 @@ class LdpAucTree(Protocol):
             "split": split,
             "composition": self.randomizer.composition,
             "level_epsilon": eps_l,
+            "oracle": self.oracle,
+            "oracle_per_level": self.randomizer.describe_oracles(),
             "alpha": alpha,
             "n_pos": n_pos,
             "n_neg": n_neg,
@@ -780,7 +1068,8 @@ def _require_auc(kernel: Any) -> None:
 def _ldp_tree(kernel: Kernel, *, epsilon: float, delta: float = 0.0, d: int | None = None,
               split: str = "users", a: float | None = None,
               noise: NoiseSource | None = None,
-              bounds: Any = None) -> LdpAucTree:
+              bounds: Any = None, oracle: str = "auto",
+              max_report_bits: int | None = DEFAULT_MAX_REPORT_BITS) -> LdpAucTree:
     """``bounds``: public score range, a pair or ``{"score": (lo, hi)}``; with it real
     scores are binned into d equal bins (default d = 2^10) by each party."""
     _require_auc(kernel)
@@ -797,7 +1086,7 @@ def _ldp_tree(kernel: Kernel, *, epsilon: float, delta: float = 0.0, d: int | No
                              "bounds=(lo, hi) to bin real scores")
         d = DEFAULT_BINNED_DOMAIN
     return LdpAucTree(kernel, epsilon, d=d, delta=delta, split=split, a=a, noise=noise,
-                      score_bounds=bounds)
+                      score_bounds=bounds, oracle=oracle, max_report_bits=max_report_bits)
 
 
 register("ldp-tree", _ldp_tree, model=PrivacyModel.LOCAL,

@@ -43,6 +43,7 @@ __all__ = [
 MAX_ALPHA = 53
 
 NodeEstimator = Callable[[int, np.ndarray], np.ndarray]
+NodeVariance = Callable[[int, np.ndarray], np.ndarray]
 
 
 def check_domain(d: Any, name: str = "d") -> int:
@@ -229,7 +230,8 @@ def _interleave(even: np.ndarray, odd: np.ndarray) -> np.ndarray:
 
 def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alpha: int,
                 n_pos: float, n_neg: float, v_pos: float, v_neg: float, a: float,
-                tie_term: bool = True) -> PrunedRecursion:
+                tie_term: bool = True, variance_pos: NodeVariance | None = None,
+                variance_neg: NodeVariance | None = None) -> PrunedRecursion:
     """The private UAUC recursion of 000 Sec. 4 (eq. 10), one tree level at a time.
 
     With ``h~+- = max(h^+-, sqrt(a v+-)/2)`` and ``tau = a sqrt(v+ v-)``, a non-leaf node
@@ -272,6 +274,11 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
         The pruning parameter (``a > 1`` in Theorem 3; any ``a >= 0`` runs).
     tie_term:
         Add the leaf tie term.
+    variance_pos, variance_neg:
+        Optional ``variance(level, estimates)``: an estimate of each node estimate's own
+        variance from its value (for oracles whose variance is linear in the count, the
+        plug-in is unbiased). The plug-in ``variance`` then uses it in place of the
+        bounds ``v+-``; the pruning still uses the bounds.
     """
     alpha = check_positive_int(alpha, "alpha")
     if not (math.isfinite(a) and a >= 0):
@@ -292,9 +299,15 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
     discarded: list[int] = []
     queried: list[int] = []
 
-    def sq(h: np.ndarray, var: float) -> np.ndarray:
+    def sq(h: np.ndarray, var: Any) -> np.ndarray:
         # Unbiased-by-construction estimate of h^2 from an estimate with variance var.
         return np.maximum(h * h - var, 0.0)
+
+    def var_of(which: NodeVariance | None, bound: float, level: int,
+               h: np.ndarray) -> np.ndarray:
+        if which is None:
+            return np.full(h.shape, bound)
+        return np.asarray(which(level, h), dtype=np.float64)
 
     for m in range(alpha):
         if active.size == 0:
@@ -317,16 +330,23 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
         # Recursed nodes: h^+_{p·1} h^-_{p·0} (eq. 10).
         up, down = hi_pos[recurse], lo_neg[recurse]
         parts.append(math.fsum(up * down))
-        var_parts.append(math.fsum(sq(up, v_pos) * v_neg + sq(down, v_neg) * v_pos
-                                   + v_pos * v_neg * np.ones_like(up)))
+        var_up = var_of(variance_pos, v_pos, m + 1, up)
+        var_down = var_of(variance_neg, v_neg, m + 1, down)
+        var_parts.append(math.fsum(sq(up, var_up) * var_down + sq(down, var_down) * var_up
+                                   + var_up * var_down))
         # Discarded nodes: (1/2)(sum of children)(sum of children) (000 Sec. 4).
         keep = ~recurse
         s_pos = lo_pos[keep] + hi_pos[keep]
         s_neg = lo_neg[keep] + hi_neg[keep]
         parts.append(0.5 * math.fsum(s_pos * s_neg))
-        var_parts.append(0.25 * math.fsum(sq(s_pos, 2 * v_pos) * 2 * v_neg
-                                          + sq(s_neg, 2 * v_neg) * 2 * v_pos
-                                          + 4 * v_pos * v_neg * np.ones_like(s_pos)))
+        # Siblings of one level are uncorrelated (001 Lemma 6), so the variances add.
+        var_s_pos = (var_of(variance_pos, v_pos, m + 1, lo_pos[keep])
+                     + var_of(variance_pos, v_pos, m + 1, hi_pos[keep]))
+        var_s_neg = (var_of(variance_neg, v_neg, m + 1, lo_neg[keep])
+                     + var_of(variance_neg, v_neg, m + 1, hi_neg[keep]))
+        var_parts.append(0.25 * math.fsum(sq(s_pos, var_s_pos) * var_s_neg
+                                          + sq(s_neg, var_s_neg) * var_s_pos
+                                          + var_s_pos * var_s_neg))
         # The children of recursed nodes are the next level's active nodes.
         active = children.reshape(-1, 2)[recurse].ravel()
         h_pos = c_pos.reshape(-1, 2)[recurse].ravel()
@@ -335,8 +355,11 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
     leaves = int(active.size)
     if tie_term and leaves:
         parts.append(0.5 * math.fsum(h_pos * h_neg))
-        var_parts.append(0.25 * math.fsum(sq(h_pos, v_pos) * v_neg + sq(h_neg, v_neg) * v_pos
-                                          + v_pos * v_neg * np.ones_like(h_pos)))
+        var_leaf_pos = var_of(variance_pos, v_pos, alpha, h_pos)
+        var_leaf_neg = var_of(variance_neg, v_neg, alpha, h_neg)
+        var_parts.append(0.25 * math.fsum(sq(h_pos, var_leaf_pos) * var_leaf_neg
+                                          + sq(h_neg, var_leaf_neg) * var_leaf_pos
+                                          + var_leaf_pos * var_leaf_neg))
     return PrunedRecursion(
         uauc=math.fsum(parts), variance=math.fsum(var_parts), recursed=recursed,
         discarded=discarded, queried=queried, leaves=leaves, a=float(a), tau=tau,

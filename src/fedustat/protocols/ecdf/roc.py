@@ -264,6 +264,7 @@ DEFAULT_ROC_ESTIMATOR = "isotonic"
 #: standard error functions of the released ECDFs alone (post-processing, reproducible).
 DEFAULT_BOOTSTRAP = 200
 _BOOTSTRAP_SEED = 20260415
+_BOOTSTRAP_BLOCK = 16
 
 
 def _noise_factor(curve: PrivateECDF) -> Any:
@@ -410,16 +411,22 @@ def _bootstrap_areas(estimator: str, base_pos: np.ndarray, base_neg: np.ndarray,
     as in 003 Eq. 2, summed over the nodes covering each point."""
     gen = np.random.default_rng(_BOOTSTRAP_SEED)
     n = positives.n
-    noise = []
-    for curve in (positives, negatives):
-        a = curve.tree.matrix()
-        size = (draws, curve.tree.n_nodes)
-        eta = (gen.laplace(0.0, curve.scale, size) if curve.distribution == "laplace"
-               else gen.normal(0.0, curve.scale, size))
-        noise.append(np.asarray((a @ eta.T).T) / n)
     trees = (positives.tree, negatives.tree)
-    return np.array([_fitted_area(estimator, base_pos + noise[0][b], base_neg + noise[1][b],
-                                  n, tau, trees, p)[0] for b in range(draws)])
+    matrices = [curve.tree.matrix() for curve in (positives, negatives)]
+    areas = np.empty(draws)
+    # Blocks of draws keep the memory at O(block N) for any grid.
+    for start in range(0, draws, _BOOTSTRAP_BLOCK):
+        size = min(_BOOTSTRAP_BLOCK, draws - start)
+        noise = []
+        for curve, a in zip((positives, negatives), matrices, strict=True):
+            shape = (size, curve.tree.n_nodes)
+            eta = (gen.laplace(0.0, curve.scale, shape) if curve.distribution == "laplace"
+                   else gen.normal(0.0, curve.scale, shape))
+            noise.append(np.asarray((a @ eta.T).T) / n)
+        for b in range(size):
+            areas[start + b] = _fitted_area(estimator, base_pos + noise[0][b],
+                                            base_neg + noise[1][b], n, tau, trees, p)[0]
+    return areas
 
 
 def _resolve_estimator(smooth: bool | None, estimator: str | None) -> str:

@@ -116,7 +116,11 @@ def test_plot_roc(scores):
     res = dp_roc_curve(y, s, epsilon=1.0, thresholds=absolute_grid(-4.0, 6.0, 0.1), rng=0)
     fig = plot_roc(res, y_true=y, y_score=s)
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert "true ROC" in labels and any(lab.startswith("private, smoothed") for lab in labels)
+    assert "true ROC" in labels and "private, isotonic" in labels
+    smoothed = dp_roc_curve(y, s, epsilon=1.0, thresholds=absolute_grid(-4.0, 6.0, 0.1),
+                            estimator="smoothed", rng=0)
+    labels = [line.get_label() for line in plot_roc(smoothed).axes[0].get_lines()]
+    assert "private, smoothed (p = 2)" in labels and "private, unsmoothed" in labels
     with pytest.raises(ValueError, match="both y_true and y_score"):
         plot_roc(res, y_true=y)
 

@@ -258,7 +258,7 @@ def test_dp_ecdf_from_partitions_equals_in_process(engine, epsilon):
     assert n == sum(SIZES)
 
 
-@pytest.mark.parametrize(("epsilon", "smooth"), [(1.0, True), (3.0, False),
+@pytest.mark.parametrize(("epsilon", "smooth"), [(1.0, True), (3.0, False), (2.0, None),
                                                  (float("inf"), True)])
 def test_dp_roc_curve_from_partitions_equals_in_process(engine, epsilon, smooth):
     parts = generated_partitions(labelled, SIZES, seed=22)

@@ -149,7 +149,7 @@ def _ecdf_sec6(quick: bool, seed: int) -> ExperimentResult:
     roc_curves: dict[int, list[float]] = {1: [], 2: []}
     for eps in epsilons:
         for p in (1, 2):
-            dist = [dp_roc_curve(y, score, epsilon=eps, thresholds=grid, p=p,
+            dist = [dp_roc_curve(y, score, epsilon=eps, thresholds=grid, p=p, smooth=True,
                                  rng=np.random.default_rng([seed, 65, p, int(eps * 1000), r])
                                  ).l1_distance(y, score) for r in range(runs)]
             roc_curves[p].append(float(np.mean(dist)))

@@ -38,9 +38,9 @@ def plot_roc(curve: DPROCCurve, *, y_true: Any = None, y_score: Any = None, ax: 
     ax:
         A matplotlib Axes to draw on; a new figure is made when None.
     show_raw:
-        Also draw the curve from the unsmoothed private ECDFs.
+        Also draw the curve from the unsmoothed private ECDFs (for a fitted estimator).
     title:
-        Axes title; by default the budget and the area under the private curve.
+        Axes title; by default the budget and the AUC estimate with its standard error.
 
     Returns
     -------
@@ -57,10 +57,12 @@ def plot_roc(curve: DPROCCurve, *, y_true: Any = None, y_score: Any = None, ax: 
     if y_true is not None:
         fpr, tpr, _ = roc_curve_on_grid(y_true, y_score, curve.positives.thresholds)
         ax.plot(fpr, tpr, color="black", linewidth=1.5, label="true ROC")
-    if show_raw and curve.p is not None:
+    if show_raw and curve.estimator not in ("raw", "none"):
         ax.plot(curve.raw_fpr, curve.raw_tpr, color="tab:orange", linewidth=1, alpha=0.7,
                 label="private, unsmoothed")
-    label = "private" if curve.p is None else f"private, smoothed (p = {curve.p})"
+    label = {"raw": "private, raw", "none": "exact (eps = inf)",
+             "smoothed": f"private, smoothed (p = {curve.p})"}.get(
+        curve.estimator, f"private, {curve.estimator}")
     ax.plot(curve.fpr, curve.tpr, color="tab:blue", linewidth=1.5, label=label)
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
@@ -68,7 +70,9 @@ def plot_roc(curve: DPROCCurve, *, y_true: Any = None, y_score: Any = None, ax: 
     ax.set_ylabel("true positive rate")
     ax.set_aspect("equal")
     if title is None:
-        title = f"{curve.privacy}: AUC {curve.auc.value:.3f}"
+        se = curve.auc.std_error
+        title = f"{curve.privacy}: AUC {curve.auc.value:.3f}" + (
+            f" (SE {se:.3f})" if se else "")
     ax.set_title(title, fontsize=8)
     ax.legend(loc="lower right", fontsize=8)
     return fig

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import isotonic_regression
 
 from fedustat._validation import (
     RandomLike,
@@ -23,7 +25,7 @@ from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_c
 from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols.base import Estimate
 from fedustat.protocols.ecdf.release import PrivateECDF
-from fedustat.protocols.ecdf.smoothing import smooth as smooth_curve
+from fedustat.protocols.ecdf.smoothing import smooth_counts
 from fedustat.protocols.ecdf.tree_noise import noisy_counts
 from fedustat.stats.ecdf import (
     DyadicTree,
@@ -32,7 +34,9 @@ from fedustat.stats.ecdf import (
 )
 
 __all__ = [
+    "DEFAULT_ROC_ESTIMATOR",
     "ROC_ADJACENCY",
+    "ROC_ESTIMATORS",
     "DPROCCurve",
     "dp_roc_curve",
     "dp_roc_curve_from_counts",
@@ -158,18 +162,23 @@ class DPROCCurve:
     Attributes
     ----------
     fpr, tpr, thresholds:
-        The released curve (smoothed when ``p`` is not None), thresholds decreasing;
-        predicted positive when ``score > threshold``.
+        The released curve (from the estimator's fitted class curves), thresholds
+        decreasing; predicted positive when ``score > threshold``.
     raw_fpr, raw_tpr:
         The curve from the unsmoothed private ECDFs (may cross itself).
     positives, negatives:
         The two eps/2-DP ECDFs ``F_TP``, ``F_FP`` (counts over all n records).
     p:
-        Smoothing norm (1, 2) or None.
+        Smoothing norm (1, 2) of ``estimator="smoothed"``, else None.
     auc:
-        The area under the released curve, an :class:`Estimate`.
+        The estimate of the area under the exact ROC curve on the grid, an
+        :class:`Estimate` with ``std_error`` and ``confidence_interval(level)``; its
+        ``diagnostics["curve_area"]`` is the area under ``(fpr, tpr)`` (equal to the value
+        except for ``"debiased"``, whose value is that area minus the estimated bias).
     privacy:
         eps-DP in total, adjacency: replace one record (score and label), n public.
+    estimator:
+        One of :data:`ROC_ESTIMATORS` (``"none"`` for the exact curve, eps = inf).
     """
 
     #: Fields that depend on the data: the two noisy ECDFs and what is computed from them.
@@ -188,14 +197,26 @@ class DPROCCurve:
     p: int | None
     auc: Estimate
     privacy: PrivacyGuarantee
+    estimator: str = "smoothed"
 
-    def tpr_band(self, confidence_level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Pointwise ``(lower, upper)`` for the exact TPR at each point of ``raw_tpr``."""
-        return _rate_band(self.positives, confidence_level)
+    def tpr_band(self, confidence_level: float = 0.95, *, simultaneous: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)`` for the exact TPR at each point of ``raw_tpr``.
 
-    def fpr_band(self, confidence_level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Pointwise ``(lower, upper)`` for the exact FPR at each point of ``raw_fpr``."""
-        return _rate_band(self.negatives, confidence_level)
+        Pointwise by default; ``simultaneous=True`` covers the whole TPR curve at once."""
+        return _rate_band(self.positives, confidence_level, simultaneous)
+
+    def fpr_band(self, confidence_level: float = 0.95, *, simultaneous: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)`` for the exact FPR at each point of ``raw_fpr``.
+
+        Pointwise by default; ``simultaneous=True`` covers the whole FPR curve at once."""
+        return _rate_band(self.negatives, confidence_level, simultaneous)
+
+    def auc_interval(self, confidence_level: float = 0.95) -> tuple[float, float]:
+        """Normal interval ``auc ± z std_error`` for the exact AUC on the grid."""
+        low, high = self.auc.confidence_interval(confidence_level)
+        return float(low), float(high)
 
     def l1_distance(self, y_true: Any, y_score: Any) -> float:
         """003 Sec. 6.5: L1 distance to the exact ROC curve on the same thresholds.
@@ -205,21 +226,24 @@ class DPROCCurve:
         return roc_l1_distance(self.fpr, self.tpr, fpr, tpr)
 
 
-def _rate_band(curve: PrivateECDF, confidence_level: float
+def _rate_band(curve: PrivateECDF, confidence_level: float, simultaneous: bool = False
                ) -> tuple[np.ndarray, np.ndarray]:
-    """Pointwise interval for ``1 - F(t) / F(tau_N)`` (a TPR or FPR, :func:`_roc_from_ecdfs`).
+    """Interval for ``1 - F(t) / F(tau_N)`` (a TPR or FPR, :func:`_roc_from_ecdfs`).
 
     With ``|F_hat(t) - F(t)| <= a`` and ``|F_hat(tau_N) - F(tau_N)| <= a``, each failing
     with probability at most ``(1 - level) / 2`` under the exact per-point law
     (:attr:`PrivateECDF.error`; union bound over the two points), the ratio lies in
     ``[(F_hat(t) - a) / (F_hat(tau_N) + a), (F_hat(t) + a) / (F_hat(tau_N) - a)]``, and in
-    [0, 1] since ``0 <= F(t) <= F(tau_N)``. Listed like ``raw_tpr``: from the highest
-    threshold down, then the exact end point (1, 1).
+    [0, 1] since ``0 <= F(t) <= F(tau_N)``. Simultaneous: the union bound over all N
+    points instead (each failing with probability ``(1 - level) / N``; ``tau_N`` is one
+    of them), so the intervals hold at every threshold at once. Listed like ``raw_tpr``:
+    from the highest threshold down, then the exact end point (1, 1).
     """
     alpha = 1.0 - confidence_level
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
-    a = curve.error.half_width(1.0 - alpha / 2.0) if curve.scale > 0 else 0.0
+    per_point = alpha / curve.values.size if simultaneous else alpha / 2.0
+    a = curve.error.half_width(1.0 - per_point) if curve.scale > 0 else 0.0
     f = curve.values[::-1]
     top = float(curve.values[-1])
     ratio_low = np.clip((f - a) / (top + a), 0.0, 1.0) if top + a > 0 else np.zeros_like(f)
@@ -229,16 +253,218 @@ def _rate_band(curve: PrivateECDF, confidence_level: float
             np.concatenate([1.0 - ratio_low, [1.0]]))
 
 
+# ------------------------------------------------------------------ estimators of the curve
+
+#: The estimators of :func:`dp_roc_curve`, default first (chosen by the measurements in
+#: docs/protocols/roc-curve.md: the smallest RMSE of the AUC and L1 error of the curve,
+#: its bias within 0.4 standard errors and its interval covering).
+ROC_ESTIMATORS: tuple[str, ...] = ("isotonic", "debiased", "smoothed", "raw")
+DEFAULT_ROC_ESTIMATOR = "isotonic"
+#: Draws of the parametric bootstrap; a fixed seed makes the bias correction and the
+#: standard error functions of the released ECDFs alone (post-processing, reproducible).
+DEFAULT_BOOTSTRAP = 200
+_BOOTSTRAP_SEED = 20260415
+_BOOTSTRAP_BLOCK = 16
+
+
+def _noise_factor(curve: PrivateECDF) -> Any:
+    """``G`` with ``G G^T`` the covariance of the noise of ``curve.values`` (CDF units).
+
+    A curve that knows its covariance (``curve.covariance()``, dense N x N) is factored by
+    its eigen-decomposition; otherwise the curve is 003's dyadic tree (Eq. 2), whose point
+    noise is ``A eta / n`` with ``A`` the point-by-node 0/1 matrix and i.i.d. node noise of
+    variance ``v``: ``G = sqrt(v) A / n`` (sparse), i.e. :func:`_dyadic_covariance`.
+    """
+    covariance = getattr(curve, "covariance", None)
+    if callable(covariance):
+        cov = np.asarray(covariance(), dtype=np.float64)
+        w, u = np.linalg.eigh(0.5 * (cov + cov.T))
+        return u * np.sqrt(np.clip(w, 0.0, None))
+    return curve.tree.matrix() * (math.sqrt(_node_variance(curve)) / curve.n)
+
+
+def _node_variance(curve: PrivateECDF) -> float:
+    # Laplace(b) has variance 2 b^2; the Gaussian option's scale is its sigma.
+    return 2.0 * curve.scale**2 if curve.distribution == "laplace" else curve.scale**2
+
+
+def _dyadic_covariance(curve: PrivateECDF) -> np.ndarray:
+    """Dense ``Cov(F_hat_i, F_hat_j)`` of 003's tree: the number of levels at which points
+    i and j share a node (``i >> l == j >> l``, DyadicTree) times the node variance / n^2."""
+    idx = np.arange(curve.values.size)
+    shared = sum((idx[:, None] >> lev) == (idx[None, :] >> lev)
+                 for lev in range(curve.tree.n_levels))
+    return np.asarray(shared, dtype=np.float64) * _node_variance(curve) / curve.n**2
+
+
+def _area_matrix(n_points: int) -> sp.csr_matrix:
+    """``M`` with ``AUC = 1 - x^T M y / (2 x_N y_N)`` for the raw curve (derived here).
+
+    From :func:`_roc_from_ecdfs` with ``x = F_TP``, ``y = F_FP`` on the grid and
+    ``x_{-1} = y_{-1} = 0``: going down from ``tau_i`` to ``tau_{i-1}`` the FPR grows by
+    ``(y_i - y_{i-1}) / y_N`` and the trapezoid's mean height is
+    ``1 - (x_{i-1} + x_i) / (2 x_N)``, so the area is
+    ``1 - sum_i (y_i - y_{i-1}) (x_{i-1} + x_i) / (2 x_N y_N)``: ``M = E^T D`` with
+    ``(D y)_i = y_i - y_{i-1}`` and ``(E x)_i = x_i + x_{i-1}``.
+    """
+    eye = sp.eye(n_points, format="csr")
+    below = sp.eye(n_points, k=-1, format="csr")
+    return ((eye + below).T @ (eye - below)).tocsr()
+
+
+def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any) -> float:
+    """Unbiased estimate of ``Cov(x^T A y, x^T C y)`` for independent noisy x, y.
+
+    With ``x = mu_x + xi``, ``y = mu_y + zeta`` (zero-mean, covariances ``S_x = G_x G_x^T``,
+    ``S_y``), the three parts ``mu_x^T A zeta``, ``xi^T A mu_y``, ``xi^T A zeta`` are
+    uncorrelated, so (e.g. Mathai and Provost 1992, Sec. 3.2, quadratic forms)
+    ``Cov = mu_x^T A S_y C^T mu_x + mu_y^T A^T S_x C mu_y + tr(A S_y C^T S_x)``.
+    The means are unknown: plugging in ``x`` for ``mu_x`` adds ``tr(A S_y C^T S_x)`` in
+    expectation (``E[x^T Q x] = mu^T Q mu + tr(Q S_x)``), and so does plugging in ``y``,
+    so one trace is subtracted instead of added.
+    """
+    term_x = (gy.T @ (a.T @ x)) @ (gy.T @ (c.T @ x))
+    term_y = (gx.T @ (a @ y)) @ (gx.T @ (c @ y))
+    # tr(A S_y C^T S_x) = <G_x^T A G_y, G_x^T C G_y> (Frobenius).
+    left = gx.T @ (a @ gy)
+    right = gx.T @ (c @ gy)
+    trace = (left.multiply(right).sum() if sp.issparse(left)
+             else float(np.sum(np.asarray(left) * np.asarray(right))))
+    return float(term_x + term_y - trace)
+
+
+def _raw_auc_std_error(x: np.ndarray, y: np.ndarray, gx: Any, gy: Any) -> float:
+    """Standard error of the raw curve's area ``1 - Z / W``, ``Z = x^T M y``,
+    ``W = 2 x_N y_N`` (:func:`_area_matrix`); both are bilinear in the two independent
+    noisy class curves, so their variances and covariance are exact
+    (:func:`_bilinear_cov`) and the ratio's follows by the delta method
+    (``Var(Z/W) ~ (Var Z - 2 R Cov(Z, W) + R^2 Var W) / W^2``, ``R = Z / W``; Kendall and
+    Stuart, Advanced Theory of Statistics Vol. 1, Sec. 10.6)."""
+    n_points = x.size
+    m = _area_matrix(n_points)
+    last = sp.csr_matrix(([2.0], ([n_points - 1], [n_points - 1])), shape=(n_points,) * 2)
+    z, w = float(x @ (m @ y)), 2.0 * float(x[-1] * y[-1])
+    if w <= 0:
+        return math.nan
+    var_z = _bilinear_cov(x, y, m, m, gx, gy)
+    var_w = _bilinear_cov(x, y, last, last, gx, gy)
+    cov_zw = _bilinear_cov(x, y, m, last, gx, gy)
+    r = z / w
+    return math.sqrt(max(var_z - 2.0 * r * cov_zw + r * r * var_w, 0.0)) / abs(w)
+
+
+def _isotonic_pair(pos: np.ndarray, neg: np.ndarray, n: int
+                   ) -> tuple[np.ndarray, np.ndarray, float]:
+    """Monotone class curves for the ROC: each projected on non-decreasing curves in
+    [0, 1] (isotonic regression then clipping, the Euclidean projection), and one total
+    for both classes.
+
+    Every record lies at or below the last threshold, so ``F_TP(tau_N) + F_FP(tau_N) = 1``
+    exactly (n public): the positives' share is estimated by the mean of its two noisy
+    versions, ``T = (F_TP(tau_N) + 1 - F_FP(tau_N)) / 2`` (half the variance of either),
+    kept in ``[1/n, 1 - 1/n]`` (both classes present). Each curve is capped at its total
+    and ends there, so the ROC curve runs from (0, 0) to (1, 1)."""
+    lo = 1.0 / n
+    fit_pos = np.clip(isotonic_regression(pos).x, 0.0, 1.0)
+    fit_neg = np.clip(isotonic_regression(neg).x, 0.0, 1.0)
+    total = min(max(0.5 * (fit_pos[-1] + 1.0 - fit_neg[-1]), lo), 1.0 - lo)
+    fit_pos = np.minimum(fit_pos, total)
+    fit_neg = np.minimum(fit_neg, 1.0 - total)
+    fit_pos[-1], fit_neg[-1] = total, 1.0 - total
+    return fit_pos, fit_neg, total
+
+
+def _fitted_area(estimator: str, pos: np.ndarray, neg: np.ndarray, n: int, tau: np.ndarray,
+                 trees: tuple[DyadicTree, DyadicTree], p: int
+                 ) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(area, fpr, tpr)`` of the estimator's curve from noisy class curves."""
+    if estimator == "smoothed":
+        sm_pos = smooth_counts(pos * n, trees[0], n, p=p)[1] / n
+        sm_neg = smooth_counts(neg * n, trees[1], n, p=p)[1] / n
+        fpr, tpr, _ = _roc_from_ecdfs(sm_pos, sm_neg, n, tau)
+    elif estimator in ("isotonic", "debiased"):
+        fit_pos, fit_neg, _ = _isotonic_pair(pos, neg, n)
+        fpr, tpr, _ = _roc_from_ecdfs(fit_pos, fit_neg, n, tau)
+    else:
+        fpr, tpr, _ = _roc_from_ecdfs(pos, neg, n, tau)
+    return float(np.trapezoid(tpr, fpr)), fpr, tpr
+
+
+def _fitted_class_curves(estimator: str, pos: np.ndarray, neg: np.ndarray, n: int,
+                         trees: tuple[DyadicTree, DyadicTree], p: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    if estimator == "smoothed":
+        return (smooth_counts(pos * n, trees[0], n, p=p)[1] / n,
+                smooth_counts(neg * n, trees[1], n, p=p)[1] / n)
+    if estimator in ("isotonic", "debiased"):
+        fit_pos, fit_neg, _ = _isotonic_pair(pos, neg, n)
+        return fit_pos, fit_neg
+    return pos, neg
+
+
+def _bootstrap_areas(estimator: str, base_pos: np.ndarray, base_neg: np.ndarray,
+                     positives: PrivateECDF, negatives: PrivateECDF, tau: np.ndarray, p: int,
+                     draws: int) -> np.ndarray:
+    """The estimator's area on ``draws`` parametric-bootstrap releases: the fitted class
+    curves plus fresh noise of the release's own law (Efron and Tibshirani 1993, An
+    Introduction to the Bootstrap, Ch. 6 and Sec. 10.6 for the bias). Noise per tree node
+    as in 003 Eq. 2, summed over the nodes covering each point."""
+    gen = np.random.default_rng(_BOOTSTRAP_SEED)
+    n = positives.n
+    trees = (positives.tree, negatives.tree)
+    matrices = [curve.tree.matrix() for curve in (positives, negatives)]
+    areas = np.empty(draws)
+    # Blocks of draws keep the memory at O(block N) for any grid.
+    for start in range(0, draws, _BOOTSTRAP_BLOCK):
+        size = min(_BOOTSTRAP_BLOCK, draws - start)
+        noise = []
+        for curve, a in zip((positives, negatives), matrices, strict=True):
+            shape = (size, curve.tree.n_nodes)
+            eta = (gen.laplace(0.0, curve.scale, shape) if curve.distribution == "laplace"
+                   else gen.normal(0.0, curve.scale, shape))
+            noise.append(np.asarray((a @ eta.T).T) / n)
+        for b in range(size):
+            areas[start + b] = _fitted_area(estimator, base_pos + noise[0][b],
+                                            base_neg + noise[1][b], n, tau, trees, p)[0]
+    return areas
+
+
+def _resolve_estimator(smooth: bool | None, estimator: str | None) -> str:
+    if smooth is not None and estimator is not None:
+        raise ValueError("pass either estimator or the older smooth flag, not both "
+                         "(smooth=True is estimator='smoothed', smooth=False 'raw')")
+    if smooth is not None:
+        if not isinstance(smooth, bool | np.bool_):
+            raise ValueError(f"smooth must be True or False, got {smooth!r}")
+        return "smoothed" if smooth else "raw"
+    if estimator is None:
+        return DEFAULT_ROC_ESTIMATOR
+    if estimator not in ROC_ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ROC_ESTIMATORS}, got {estimator!r}")
+    return estimator
+
+
+def _check_roc_options(p: Any, n_bootstrap: Any) -> None:
+    if p not in (1, 2) or isinstance(p, bool):
+        raise ValueError(f"p must be 1 or 2 (the norms of 003 Eq. 3), got {p!r}")
+    if n_bootstrap is not None and (isinstance(n_bootstrap, bool)
+                                    or not isinstance(n_bootstrap, int | np.integer)
+                                    or n_bootstrap < 2):
+        raise ValueError(f"n_bootstrap must be None or an integer >= 2, got {n_bootstrap!r}")
+
+
 def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
-                 smooth: bool = True, p: int = 2, rng: RandomLike = None,
+                 estimator: str | None = None, smooth: bool | None = None, p: int = 2,
+                 n_bootstrap: int | None = None, rng: RandomLike = None,
                  noise: NoiseSource | None = None) -> DPROCCurve:
     """An eps-DP ROC curve from two private ECDFs with eps/2 each (003 Sec. 5.1).
 
     ``F_TP(t) = |{x : label 1, score <= t}| / n`` and ``F_FP`` likewise for label 0 are
-    released with :func:`dp_ecdf` at ``eps/2`` each; together eps-DP by composition under
-    "replace one record (score and label)". They are smoothed (003 Eq. 3, ``p = 2`` by
-    default), then ``TPR = 1 - F_TP / F_TP(tau_N)`` and ``FPR`` likewise. The area under
-    the released curve is reported as :attr:`DPROCCurve.auc`.
+    released with 003's tree (Eq. 2) at ``eps/2`` each; together eps-DP by composition
+    under "replace one record (score and label)". Everything after is post-processing:
+    the estimator turns the two noisy curves into ``TPR = 1 - F_TP / F_TP(tau_N)`` and
+    ``FPR`` likewise, and :attr:`DPROCCurve.auc` estimates the area under the exact ROC
+    curve on the grid, with a standard error (docs/protocols/roc-curve.md).
 
     Parameters
     ----------
@@ -250,20 +476,34 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
         Total budget (> 0), or ``math.inf`` for the exact curve on the grid.
     thresholds:
         Public, strictly increasing grid ending at an upper bound of the scores.
+    estimator:
+        ``"isotonic"`` (default): each class curve projected on monotone curves in
+        [0, 1], one total for both classes; the smallest error by measurement.
+        ``"debiased"``: the same curve, its area corrected by the parametric-bootstrap
+        estimate of its bias (unbiased, but more variable). ``"smoothed"``: 003 Eq. 3 with
+        norm ``p`` (the paper's estimator; biased low). ``"raw"``: the noisy curves as
+        released (may cross itself; its area is unbiased up to a ratio term, with an
+        exact standard error from the noise covariance).
     smooth:
-        Smooth each ECDF with 003 Eq. 3 (default) or release the raw curves.
+        The older switch: ``True`` is ``estimator="smoothed"``, ``False`` ``"raw"``.
     p:
-        Norm of the smoothing, 1 or 2.
+        Norm of the smoothing of ``"smoothed"``, 1 or 2.
+    n_bootstrap:
+        Parametric-bootstrap draws for the bias and the standard error of the fitted
+        estimators (fixed seed: post-processing of the release). None: 200 for
+        ``"debiased"`` and ``"isotonic"``; none for ``"smoothed"`` (its solver is slower
+        and its area is biased, so its ``std_error`` stays None unless draws are asked
+        for); ``"raw"`` has an exact standard error and ignores it.
     rng, noise:
         Seed / Generator, or a :class:`NoiseSource`.
     """
     labels, scores, tau = _check_roc_inputs(y_true, y_score, thresholds)
     eps = check_epsilon(epsilon, allow_inf=True)
-    if p not in (1, 2) or isinstance(p, bool):
-        raise ValueError(f"p must be 1 or 2 (the norms of 003 Eq. 3), got {p!r}")
+    _check_roc_options(p, n_bootstrap)
+    chosen = _resolve_estimator(smooth, estimator)
     return dp_roc_curve_from_counts(*roc_class_counts(labels, scores, tau), scores.size,
-                                    epsilon=eps, thresholds=tau, smooth=smooth, p=p, rng=rng,
-                                    noise=noise)
+                                    epsilon=eps, thresholds=tau, estimator=chosen, p=p,
+                                    n_bootstrap=n_bootstrap, rng=rng, noise=noise)
 
 
 def roc_class_counts(labels: np.ndarray, scores: np.ndarray, tau: np.ndarray
@@ -277,16 +517,17 @@ def roc_class_counts(labels: np.ndarray, scores: np.ndarray, tau: np.ndarray
 
 
 def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilon: float,
-                             thresholds: Any, smooth: bool = True, p: int = 2,
-                             rng: RandomLike = None, noise: NoiseSource | None = None
-                             ) -> DPROCCurve:
+                             thresholds: Any, estimator: str | None = None,
+                             smooth: bool | None = None, p: int = 2,
+                             n_bootstrap: int | None = None, rng: RandomLike = None,
+                             noise: NoiseSource | None = None) -> DPROCCurve:
     """:func:`dp_roc_curve` from the class counts of :func:`roc_class_counts` over ``n``
     records (a distributed server adds its batches' counts); with the same ``rng`` the
     release is :func:`dp_roc_curve`'s."""
     tau = check_thresholds(thresholds)
     eps = check_epsilon(epsilon, allow_inf=True)
-    if p not in (1, 2) or isinstance(p, bool):
-        raise ValueError(f"p must be 1 or 2 (the norms of 003 Eq. 3), got {p!r}")
+    _check_roc_options(p, n_bootstrap)
+    chosen = _resolve_estimator(smooth, estimator)
     class_counts = [np.asarray(c) for c in (pos_counts, neg_counts)]
     for name, c in zip(("pos_counts", "neg_counts"), class_counts, strict=True):
         if c.shape != tau.shape or c.dtype.kind not in "iu":
@@ -297,7 +538,6 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
                          "score at or below the last threshold)")
     if class_counts[0][-1] == 0 or class_counts[1][-1] == 0:
         raise ValueError("y_true must contain both classes")
-    smooth_p = p if smooth else None
     source = None if math.isinf(eps) else resolve_noise(rng, noise)
     curves = []
     for class_count in class_counts:
@@ -317,19 +557,46 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
                                   source.kind))
     positives, negatives = curves
     raw_fpr, raw_tpr, thr = _roc_from_ecdfs(positives.values, negatives.values, n, tau)
-    if smooth_p is None or math.isinf(eps):
-        fpr, tpr = raw_fpr, raw_tpr
-    else:
-        sm_pos = smooth_curve(positives, p=smooth_p).values
-        sm_neg = smooth_curve(negatives, p=smooth_p).values
-        fpr, tpr, _ = _roc_from_ecdfs(sm_pos, sm_neg, n, tau)
-    guarantee = (PrivacyGuarantee.none() if math.isinf(eps)
-                 else PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, ROC_ADJACENCY,
-                                       assumptions=(trusted_curator(),)))
-    # The area in threshold order; for a self-crossing raw curve it is a signed area.
-    area = float(np.trapezoid(tpr, fpr))
-    auc = Estimate(value=area, quantity="auc", protocol="dp-ecdf-roc", privacy=guarantee,
-                   diagnostics={"smoothing_p": smooth_p, "n_thresholds": int(tau.size),
-                                "noise_scale_per_node": positives.scale})
+    if math.isinf(eps):
+        guarantee = PrivacyGuarantee.none()
+        auc = Estimate(value=float(np.trapezoid(raw_tpr, raw_fpr)), quantity="auc",
+                       protocol="dp-ecdf-roc", privacy=guarantee, std_error=0.0,
+                       diagnostics={"estimator": "none", "n_thresholds": int(tau.size)})
+        return DPROCCurve(raw_fpr, raw_tpr, thr, raw_fpr, raw_tpr, positives, negatives,
+                          None, auc, guarantee, "none")
+    guarantee = PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, ROC_ADJACENCY,
+                                 assumptions=(trusted_curator(),))
+    x, y = positives.values, negatives.values
+    trees = (positives.tree, negatives.tree)
+    # The raw area's exact standard error, reported for every estimator (diagnostics).
+    raw_se = _raw_auc_std_error(x, y, _noise_factor(positives), _noise_factor(negatives))
+    area, fpr, tpr = _fitted_area(chosen, x, y, n, tau, trees, p)
+    diagnostics: dict[str, Any] = {"estimator": chosen, "n_thresholds": int(tau.size),
+                                   "noise_scale_per_node": positives.scale,
+                                   "smoothing_p": p if chosen == "smoothed" else None,
+                                   "curve_area": area,
+                                   "raw_auc": float(np.trapezoid(raw_tpr, raw_fpr)),
+                                   "raw_std_error": raw_se}
+    draws = n_bootstrap if n_bootstrap is not None else (
+        DEFAULT_BOOTSTRAP if chosen in ("debiased", "isotonic") else None)
+    value: float = area
+    std_error: float | None = None
+    if chosen == "raw":
+        std_error = raw_se
+    elif draws is not None:
+        base_pos, base_neg = _fitted_class_curves(chosen, x, y, n, trees, p)
+        base_area = _fitted_area("raw", base_pos, base_neg, n, tau, trees, p)[0]
+        boot = _bootstrap_areas(chosen, base_pos, base_neg, positives, negatives, tau, p,
+                                int(draws))
+        # The bias at the fitted curve estimates the bias at the truth (Efron and
+        # Tibshirani 1993, Sec. 10.6); the spread of the draws is the standard error.
+        bias = float(boot.mean() - base_area)
+        std_error = float(boot.std(ddof=1))
+        if chosen == "debiased":
+            value = area - bias
+        diagnostics |= {"bootstrap_bias": bias, "n_bootstrap": int(draws)}
+    auc = Estimate(value=float(value), quantity="auc", protocol="dp-ecdf-roc",
+                   privacy=guarantee, std_error=std_error, diagnostics=diagnostics,
+                   noise=positives.noise_kind)
     return DPROCCurve(fpr, tpr, thr, raw_fpr, raw_tpr, positives, negatives,
-                      None if math.isinf(eps) else smooth_p, auc, guarantee)
+                      p if chosen == "smoothed" else None, auc, guarantee, chosen)

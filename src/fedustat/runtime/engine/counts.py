@@ -125,7 +125,9 @@ def dp_ecdf_distributed(partitions: Sequence[Partition], thresholds: Any, *,
 
 
 def dp_roc_curve_distributed(partitions: Sequence[Partition], *, epsilon: float,
-                             thresholds: Any, smooth: bool = True, p: int = 2,
+                             thresholds: Any, estimator: str | None = None,
+                             smooth: bool | None = None, p: int = 2,
+                             n_bootstrap: int | None = None,
                              rng: RandomLike = None, noise: NoiseSource | None = None,
                              engine: DaskEngine | None = None) -> DPROCCurve:
     """:func:`~fedustat.protocols.ecdf.dp_roc_curve` of partitions holding rows
@@ -140,8 +142,9 @@ def dp_roc_curve_distributed(partitions: Sequence[Partition], *, epsilon: float,
 
     pos, neg, n = _run(engine, job)
     return dp_roc_curve_from_counts(np.asarray(pos, np.int64), np.asarray(neg, np.int64),
-                                    int(n), epsilon=eps, thresholds=tau, smooth=smooth, p=p,
-                                    rng=rng, noise=noise)
+                                    int(n), epsilon=eps, thresholds=tau, estimator=estimator,
+                                    smooth=smooth, p=p, n_bootstrap=n_bootstrap, rng=rng,
+                                    noise=noise)
 
 
 def _batch_shares(protocol: PointwiseECDF, partition: Partition, column: int, offset: int,

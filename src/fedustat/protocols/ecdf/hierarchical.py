@@ -190,6 +190,29 @@ class HierarchicalPlan:
             out[lo:lo + step] = np.einsum("ij,ij->i", qq, x)
         return float(out[0]) if w.ndim == 1 else out
 
+    def node_weights(self, epsilon: float, index: int) -> np.ndarray:
+        """Weight of every noisy node's noise in ``c_hat_index`` (levels in order, real
+        nodes only, the root last): ``W A G^{-1} C^T e_i``, one least-squares pass (the
+        adjoint of the estimate, module docstring)."""
+        if not 0 <= index < self.n_points:
+            raise ValueError(f"index must be in [0, {self.n_points - 1}], got {index}")
+        var = self.level_variances(epsilon)
+        q = (np.arange(self.n_points) <= index).astype(np.float64)  # C^T e_i
+        if self.height == 0:
+            return q.copy()
+        obs = [q * var[0]] + [np.zeros(self.level_nodes(lev)) for lev in range(1, self.height)]
+        obs.append(np.zeros(1))
+        x = _gls_leaves(self, obs, var)
+        sums = self.node_values(np.cumsum(x))
+        return np.concatenate([sums[lev][:self.level_nodes(lev)] / var[lev]
+                               for lev in range(self.height + 1)])
+
+    def node_scales(self, epsilon: float) -> np.ndarray:
+        """Laplace scale of every noisy node (the order of :meth:`node_weights`)."""
+        scales = self.scales(epsilon)
+        return np.concatenate([np.full(self.level_nodes(lev), scales[lev])
+                               for lev in range(self.height + 1)])
+
     def covariance(self, epsilon: float) -> np.ndarray:
         """Dense ``Cov(c_hat)`` (N x N, counts squared)."""
         n = self.n_points

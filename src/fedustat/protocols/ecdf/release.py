@@ -36,6 +36,7 @@ from fedustat.privacy.errors import (
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols.ecdf.hierarchical import (
+    MAX_COVARIANCE_POINTS,
     HierarchicalPlan,
     default_plan,
     hierarchical_noisy_counts,
@@ -63,7 +64,7 @@ ECDF_ADJACENCY = "replace one record (n public)"
 ECDF_METHODS = ("hierarchical", "003-tree")
 
 # A dense covariance above this many points would take too much memory.
-_MAX_DENSE = 8192
+_MAX_DENSE = MAX_COVARIANCE_POINTS
 
 
 # --------------------------------------------------------------------------- DP ECDF

@@ -115,6 +115,40 @@ def test_estimate_and_variances_match_dense_least_squares(plan: HierarchicalPlan
     assert plan.linear_variance(w[0], eps) == pytest.approx(w[0] @ cov @ w[0], rel=1e-9)
 
 
+@pytest.mark.parametrize("plan", PLANS, ids=lambda p: f"N{p.n_points}b{p.branching}")
+def test_node_weights_reproduce_the_estimate(plan: HierarchicalPlan) -> None:
+    """The adjoint pass: ``c_hat_i = sum_k w_k y_k`` for any node observations y, and
+    ``sum_k w_k^2 2 s_k^2`` is the point's variance."""
+    eps = 0.8
+    y = np.random.default_rng(7).normal(size=plan.n_noisy_nodes) * 3.0
+    est = plan.estimate(_split(plan, y), eps)
+    var = plan.point_variances(eps)
+    for i in range(plan.n_points):
+        w = plan.node_weights(eps, i)
+        assert w @ y == pytest.approx(est[i], abs=1e-9)
+        assert np.sum(w**2 * 2 * plan.node_scales(eps) ** 2) == pytest.approx(var[i],
+                                                                              rel=1e-10)
+    with pytest.raises(ValueError, match="index must be in"):
+        plan.node_weights(eps, plan.n_points)
+
+
+def test_error_law_is_the_worst_points_laplace_sum() -> None:
+    from fedustat.privacy.errors import laplace_sum
+
+    x = np.random.default_rng(8).normal(size=400)
+    tau = np.linspace(-2.0, 2.0, 40)
+    curve = dp_ecdf(x, tau, epsilon=1.0, rng=0)
+    assert curve.error.variance == pytest.approx(curve.variance, rel=1e-10)
+    worst = int(np.argmax(curve.point_variances))
+    law = laplace_sum(curve.plan.node_weights(1.0, worst) * curve.plan.node_scales(1.0)
+                      / x.size)
+    assert curve.error.half_width(0.9) == pytest.approx(law.half_width(0.9), rel=1e-12)
+    low, high = curve.confidence_band(0.9)
+    sd = np.sqrt(curve.point_variances)
+    np.testing.assert_allclose(high - curve.values, law.half_width(0.9) * sd / sd.max())
+    np.testing.assert_allclose(curve.values - low, high - curve.values)
+
+
 def test_private_ecdf_covariance_for_both_methods() -> None:
     x = np.random.default_rng(5).normal(size=500)
     tau = np.linspace(-2.0, 2.0, 23)

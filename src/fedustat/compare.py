@@ -619,7 +619,9 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
                 out.sq_errors.extend((err**2).tolist())
                 out.values.append(float(values[at]))
                 if not smoothed:
-                    half = 1.959963984540054 * math.sqrt(released.variance)
+                    # Each point's own variance (the default release's varies by point).
+                    var = getattr(released, "point_variances", released.variance)
+                    half = 1.959963984540054 * np.sqrt(var)
                     out.covered.extend((np.abs(err) <= half).tolist())
             else:
                 source = smooth(released, p=2) if smoothed else released

@@ -3,7 +3,8 @@
 The central release and its post-processing:
 
 tree_noise       one noise variable per dyadic node, drawn apart from the counts (Sec. 3.1, Thm 1)
-release          the eps-DP ECDF on a grid: counts plus tree noise (Eq. 2)
+hierarchical     the default release: b-ary histogram tree, least squares, exact variances
+release          the eps-DP ECDF on a grid (default: hierarchical; "003-tree": Eq. 2)
 continual        private running sums of a stream (App. A.1, Thm 3)
 smoothing        monotone, bounded curves by Eq. 3's LP/QP on the tree noise; isotonic projection
 quantiles        inverse ECDF by binary search (Sec. 4.3, Alg. 1)
@@ -24,13 +25,14 @@ from fedustat.protocols.ecdf import registration as _registration  # noqa: F401
 from fedustat.protocols.ecdf.continual import PrivatePrefixSums, dp_prefix_sums
 from fedustat.protocols.ecdf.federated import FederatedECDF, index_bits
 from fedustat.protocols.ecdf.fss import FssECDF, FssECDFServers, fss_ecdf, fss_ecdf_setup
+from fedustat.protocols.ecdf.hierarchical import HierarchicalPlan, default_plan
 from fedustat.protocols.ecdf.hosmer_lemeshow import (
     DPHosmerLemeshow,
     dp_hosmer_lemeshow,
     hosmer_lemeshow,
 )
 from fedustat.protocols.ecdf.quantiles import Quantiles, dp_quantile, quantile_interval
-from fedustat.protocols.ecdf.release import PrivateECDF, dp_ecdf
+from fedustat.protocols.ecdf.release import ECDF_METHODS, PrivateECDF, dp_ecdf
 from fedustat.protocols.ecdf.roc import (
     DPROCCurve,
     dp_roc_curve,
@@ -57,11 +59,13 @@ from fedustat.protocols.ecdf.tree_noise import (
 )
 
 __all__ = [
+    "ECDF_METHODS",
     "DPHosmerLemeshow",
     "DPROCCurve",
     "FederatedECDF",
     "FssECDF",
     "FssECDFServers",
+    "HierarchicalPlan",
     "PointwiseECDF",
     "PrivateECDF",
     "PrivatePrefixSums",
@@ -70,6 +74,7 @@ __all__ = [
     "SmoothedECDF",
     "TreeNoise",
     "apply_tree_noise",
+    "default_plan",
     "distributed_tree_noise",
     "dp_ecdf",
     "dp_hosmer_lemeshow",

@@ -26,10 +26,17 @@ from fedustat._validation import (
     as_float_array,
     check_epsilon,
 )
-from fedustat.privacy.errors import ErrorDistribution, LaplaceError, NormalError, error_sum
+from fedustat.privacy.errors import (
+    ErrorDistribution,
+    LaplaceError,
+    NormalError,
+    error_sum,
+    laplace_sum,
+)
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols.ecdf.hierarchical import (
+    MAX_COVARIANCE_POINTS,
     HierarchicalPlan,
     default_plan,
     hierarchical_noisy_counts,
@@ -57,7 +64,7 @@ ECDF_ADJACENCY = "replace one record (n public)"
 ECDF_METHODS = ("hierarchical", "003-tree")
 
 # A dense covariance above this many points would take too much memory.
-_MAX_DENSE = 8192
+_MAX_DENSE = MAX_COVARIANCE_POINTS
 
 
 # --------------------------------------------------------------------------- DP ECDF
@@ -153,19 +160,21 @@ class PrivateECDF:
 
     @property
     def error(self) -> ErrorDistribution:
-        """Law of ``F_hat(tau_i) - F(tau_i)`` at the worst point.
+        """Law of ``F_hat(tau_i) - F(tau_i)`` at the point with the largest variance.
 
         003 tree: each point's noise is the sum of one node per level, ``L + 1``
-        independent Laplace(b) (or Gaussian) variables divided by n (003 Eq. 2): with
-        about ten levels no term is small, so the Laplace sum is kept exact
-        (:func:`~fedustat.privacy.errors.error_sum`, a numerical convolution) rather than
-        approximated by a normal law. Hierarchical: a normal law with the largest
-        pointwise variance (each point's error is a weighted sum of the noise of every
-        node, dominated by the ``(b - 1) H`` nodes around it; the central-limit
-        approximation, not an exact law).
+        independent Laplace(b) (or Gaussian) variables divided by n (003 Eq. 2), the same
+        at every point: with about ten levels no term is small, so the Laplace sum is kept
+        exact (:func:`~fedustat.privacy.errors.error_sum`, a numerical convolution) rather
+        than approximated by a normal law. Hierarchical: ``sum_k w_k Lap(s_k) / n`` over
+        every node, with the weights of :meth:`HierarchicalPlan.node_weights`, by
+        :func:`~fedustat.privacy.errors.laplace_sum` (normal when no node carries more
+        than 10% of the variance, the exact sum otherwise).
         """
         if self.plan is not None and self.scale > 0:
-            return NormalError(self.std_error)
+            worst = int(np.argmax(self.point_variances))
+            weights = self.plan.node_weights(self.epsilon, worst)
+            return laplace_sum(weights * self.plan.node_scales(self.epsilon) / self.n)
         return _point_error(self.tree.n_levels, self.scale / self.n, self.distribution)
 
     def covariance(self) -> np.ndarray:
@@ -223,8 +232,10 @@ class PrivateECDF:
         """``(lower, upper)`` arrays bracketing the exact ECDF at the grid points.
 
         Pointwise (default): each point's interval covers its exact value with
-        probability ``confidence_level``, from the law :attr:`error` (exact for 003's
-        tree; normal with each point's own variance for the hierarchical release).
+        probability ``confidence_level``, from the law :attr:`error` (003's tree: the
+        exact law, the same at every point; hierarchical: the worst point's law scaled to
+        each point's standard deviation, normal whenever no node carries more than 10% of
+        the worst point's variance).
         ``simultaneous=True``: all N points at once, by the union bound over the points
         (each at level ``1 - (1 - confidence_level) / N``), a conservative band.
         """
@@ -237,7 +248,9 @@ class PrivateECDF:
         if self.scale == 0:
             half: Any = 0.0
         elif self.plan is not None:
-            half = NormalError(1.0).half_width(level) * np.sqrt(self.point_variances)
+            # The worst point's law (error), scaled to each point's own standard deviation.
+            sd = np.sqrt(self.point_variances)
+            half = self.error.half_width(level) * sd / np.max(sd)
         else:
             half = self.error.half_width(level)
         return self.values - half, self.values + half

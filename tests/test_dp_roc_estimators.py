@@ -164,8 +164,10 @@ def test_isotonic_default_bias_is_within_its_standard_error_and_it_covers(issue_
 def test_debiased_area_is_unbiased(issue_setting):
     y, s, grid_auc = issue_setting
     runs = 300
-    curves = [dp_roc_curve(y, s, epsilon=1.0, thresholds=TAU, estimator="debiased", rng=seed)
-              for seed in range(runs)]
+    # 100 draws: the bias correction's Monte Carlo error differs per release (seeded by
+    # it), so it only adds to the spread that the tolerance is taken from.
+    curves = [dp_roc_curve(y, s, epsilon=1.0, thresholds=TAU, estimator="debiased",
+                           n_bootstrap=100, rng=seed) for seed in range(runs)]
     values = np.array([c.auc.value for c in curves])
     assert abs(values.mean() - grid_auc) <= 4.0 * values.std(ddof=1) / math.sqrt(runs)
     c = curves[0]

@@ -1,11 +1,16 @@
 """DP ROC curves from two private ECDFs (003 Sec. 5.1); the L1 distance of two curves (Sec. 6.5).
 
 Two ``eps/2``-DP ECDFs (scores of the positives and of the negatives) compose to ``eps``-DP
-(the text's "2e" is an OCR slip).
+(the text's "2e" is an OCR slip). The curve and its AUC are post-processing of the two:
+the estimators (isotonic by default, a bias-corrected variant, 003's Eq. 3 smoothing, the
+raw curve), the AUC's standard error (exact from the noise covariance for the raw area, a
+parametric bootstrap for the fitted ones) and their measured comparison are in
+docs/protocols/roc-curve.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -260,11 +265,21 @@ def _rate_band(curve: PrivateECDF, confidence_level: float, simultaneous: bool =
 #: its bias within 0.4 standard errors and its interval covering).
 ROC_ESTIMATORS: tuple[str, ...] = ("isotonic", "debiased", "smoothed", "raw")
 DEFAULT_ROC_ESTIMATOR = "isotonic"
-#: Draws of the parametric bootstrap; a fixed seed makes the bias correction and the
-#: standard error functions of the released ECDFs alone (post-processing, reproducible).
+#: Draws of the parametric bootstrap (seeded by the released ECDFs, :func:`_bootstrap_seed`).
 DEFAULT_BOOTSTRAP = 200
 _BOOTSTRAP_SEED = 20260415
 _BOOTSTRAP_BLOCK = 16
+
+
+def _bootstrap_seed(pos: np.ndarray, neg: np.ndarray) -> np.random.SeedSequence:
+    """A seed that is a function of the two released curves: the bias correction and the
+    standard error are then post-processing of the release (reproducible, no privacy
+    cost), and their Monte Carlo error differs between releases instead of being one
+    shared offset (a single fixed seed would make it systematic across releases)."""
+    digest = hashlib.sha256(np.ascontiguousarray(pos, dtype=np.float64).tobytes()
+                            + np.ascontiguousarray(neg, dtype=np.float64).tobytes()).digest()
+    return np.random.SeedSequence([_BOOTSTRAP_SEED,
+                                   *np.frombuffer(digest[:16], dtype=np.uint32).tolist()])
 
 
 def _noise_factor(curve: PrivateECDF) -> Any:
@@ -374,25 +389,10 @@ def _isotonic_pair(pos: np.ndarray, neg: np.ndarray, n: int
     return fit_pos, fit_neg, total
 
 
-def _fitted_area(estimator: str, pos: np.ndarray, neg: np.ndarray, n: int, tau: np.ndarray,
-                 trees: tuple[DyadicTree, DyadicTree], p: int
-                 ) -> tuple[float, np.ndarray, np.ndarray]:
-    """``(area, fpr, tpr)`` of the estimator's curve from noisy class curves."""
-    if estimator == "smoothed":
-        sm_pos = smooth_counts(pos * n, trees[0], n, p=p)[1] / n
-        sm_neg = smooth_counts(neg * n, trees[1], n, p=p)[1] / n
-        fpr, tpr, _ = _roc_from_ecdfs(sm_pos, sm_neg, n, tau)
-    elif estimator in ("isotonic", "debiased"):
-        fit_pos, fit_neg, _ = _isotonic_pair(pos, neg, n)
-        fpr, tpr, _ = _roc_from_ecdfs(fit_pos, fit_neg, n, tau)
-    else:
-        fpr, tpr, _ = _roc_from_ecdfs(pos, neg, n, tau)
-    return float(np.trapezoid(tpr, fpr)), fpr, tpr
-
-
 def _fitted_class_curves(estimator: str, pos: np.ndarray, neg: np.ndarray, n: int,
                          trees: tuple[DyadicTree, DyadicTree], p: int
                          ) -> tuple[np.ndarray, np.ndarray]:
+    """The estimator's class curves ``(F_TP, F_FP)`` from the noisy ones."""
     if estimator == "smoothed":
         return (smooth_counts(pos * n, trees[0], n, p=p)[1] / n,
                 smooth_counts(neg * n, trees[1], n, p=p)[1] / n)
@@ -402,6 +402,15 @@ def _fitted_class_curves(estimator: str, pos: np.ndarray, neg: np.ndarray, n: in
     return pos, neg
 
 
+def _fitted_area(estimator: str, pos: np.ndarray, neg: np.ndarray, n: int, tau: np.ndarray,
+                 trees: tuple[DyadicTree, DyadicTree], p: int
+                 ) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(area, fpr, tpr)`` of the estimator's curve from noisy class curves."""
+    fpr, tpr, _ = _roc_from_ecdfs(*_fitted_class_curves(estimator, pos, neg, n, trees, p),
+                                  n, tau)
+    return float(np.trapezoid(tpr, fpr)), fpr, tpr
+
+
 def _bootstrap_areas(estimator: str, base_pos: np.ndarray, base_neg: np.ndarray,
                      positives: PrivateECDF, negatives: PrivateECDF, tau: np.ndarray, p: int,
                      draws: int) -> np.ndarray:
@@ -409,7 +418,7 @@ def _bootstrap_areas(estimator: str, base_pos: np.ndarray, base_neg: np.ndarray,
     curves plus fresh noise of the release's own law (Efron and Tibshirani 1993, An
     Introduction to the Bootstrap, Ch. 6 and Sec. 10.6 for the bias). Noise per tree node
     as in 003 Eq. 2, summed over the nodes covering each point."""
-    gen = np.random.default_rng(_BOOTSTRAP_SEED)
+    gen = np.random.default_rng(_bootstrap_seed(positives.values, negatives.values))
     n = positives.n
     trees = (positives.tree, negatives.tree)
     matrices = [curve.tree.matrix() for curve in (positives, negatives)]
@@ -490,7 +499,7 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
         Norm of the smoothing of ``"smoothed"``, 1 or 2.
     n_bootstrap:
         Parametric-bootstrap draws for the bias and the standard error of the fitted
-        estimators (fixed seed: post-processing of the release). None: 200 for
+        estimators (seeded by the released ECDFs: post-processing). None: 200 for
         ``"debiased"`` and ``"isotonic"``; none for ``"smoothed"`` (its solver is slower
         and its area is biased, so its ``std_error`` stays None unless draws are asked
         for); ``"raw"`` has an exact standard error and ignores it.

@@ -285,13 +285,13 @@ def _bootstrap_seed(pos: np.ndarray, neg: np.ndarray) -> np.random.SeedSequence:
 def _noise_factor(curve: PrivateECDF) -> Any:
     """``G`` with ``G G^T`` the covariance of the noise of ``curve.values`` (CDF units).
 
-    A curve that knows its covariance (``curve.covariance()``, dense N x N) is factored by
-    its eigen-decomposition; otherwise the curve is 003's dyadic tree (Eq. 2), whose point
-    noise is ``A eta / n`` with ``A`` the point-by-node 0/1 matrix and i.i.d. node noise of
-    variance ``v``: ``G = sqrt(v) A / n`` (sparse), i.e. :func:`_dyadic_covariance`.
+    003's dyadic tree (Eq. 2) has point noise ``A eta / n`` with ``A`` the point-by-node 0/1
+    matrix and i.i.d. node noise of variance ``v``: ``G = sqrt(v) A / n`` (sparse), i.e.
+    :func:`_dyadic_covariance`. Any other curve that knows its covariance
+    (``curve.covariance()``, dense N x N) is factored by its eigen-decomposition.
     """
     covariance = getattr(curve, "covariance", None)
-    if callable(covariance):
+    if getattr(curve, "method", "003-tree") != "003-tree" and callable(covariance):
         cov = np.asarray(covariance(), dtype=np.float64)
         w, u = np.linalg.eigh(0.5 * (cov + cov.T))
         return u * np.sqrt(np.clip(w, 0.0, None))

@@ -14,6 +14,7 @@ from fedustat.privacy.noise import SimulationNoise
 from fedustat.privacy.verify import verify_ldp
 from fedustat.protocols.ecdf.private_quantiles import (
     dp_quantiles,
+    expected_errors,
     joint_exponential,
     joint_output_distribution,
     permute_and_flip,
@@ -166,6 +167,23 @@ def test_monte_carlo_error_matches_prediction(method: str, levels: list[float],
     predicted = predict_quantile_errors(levels, x.size, k, eps)[method].mean_steps
     # Tolerance: 4 standard errors of the mean over the runs.
     assert abs(errs.mean() - predicted) <= 4 * errs.std(ddof=1) / math.sqrt(reps)
+
+
+@pytest.mark.parametrize(("method", "levels"), [("exponential", [0.5]),
+                                                ("joint", [0.2, 0.5, 0.6])])
+def test_expected_errors_match_monte_carlo_on_uneven_data(method: str,
+                                                          levels: list[float]) -> None:
+    rng = np.random.default_rng(9)
+    x = rng.gamma(2.0, 10.0, size=300).round()
+    tau = np.arange(0.0, 120.0)
+    exact = expected_errors(x, levels, epsilon=0.8, thresholds=tau, method=method)
+    truth = np.quantile(x, levels, method="inverted_cdf")
+    reps = 600
+    errs = np.array([np.abs(dp_quantiles(x, levels, epsilon=0.8, thresholds=tau,
+                                         method=method, rng=rng).values - truth)
+                     for _ in range(reps)])
+    sd = errs.std(axis=0, ddof=1) / math.sqrt(reps)
+    assert np.all(np.abs(errs.mean(axis=0) - exact) <= 4 * sd + 1e-12)
 
 
 def test_auto_picks_by_prediction_and_reports_it() -> None:

@@ -354,9 +354,9 @@ def predict_quantile_errors(levels: Any, n: int, grid_points: int, epsilon: floa
     from a public seed, 003 Sec. 6.2's X_pois model), averaged over
     ``ceil(MODEL_LEVELS / m)`` model data sets; the error laws on them are exact:
     permute-and-flip's by :func:`permute_and_flip_distribution` per level at ``eps / m``,
-    JointExp's marginals by forward-backward messages, and the curve's from its Thm 1 point error (003): the
-    inverse moves by ``|e| n / (n / N)`` grid steps for a CDF error ``e``, ``E|e|`` from the
-    exact law of the release's point error plus half a step for the grid.
+    JointExp's marginals by forward-backward messages, and the curve's from its Thm 1
+    point error (003): the inverse moves by ``|e| N`` grid steps for a CDF error ``e``,
+    ``E|e|`` by the normal approximation, plus half a step for the grid.
     """
     q = tuple(float(v) for v in np.atleast_1d(as_float_array(levels, "levels", ndim=(0, 1))))
     return dict(_predict(q, int(n), int(grid_points), check_epsilon(epsilon, "epsilon",

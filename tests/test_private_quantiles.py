@@ -238,3 +238,16 @@ def test_bad_inputs(kwargs: dict, message: str) -> None:
     values, levels = args.pop("values"), args.pop("levels")
     with pytest.raises(ValueError, match=message):
         dp_quantiles(values, levels, **args)
+
+
+def test_advisor_reports_the_pick_and_its_predicted_error() -> None:
+    from fedustat.advisor import ADVISED_QUANTILE_LEVELS, advise
+
+    advice = advise("quantile", n=5000, epsilon=1.0, domain_size=256)
+    pred = advice.prediction("dp-quantiles")
+    expected = predict_quantile_errors(ADVISED_QUANTILE_LEVELS, 5000, 256, 1.0)
+    pick = min(("exponential", "joint", "curve"), key=lambda m: expected[m].mean_steps)
+    assert pred.parameters["method"] == pick == pred.run_params["method"]
+    assert pred.mse == pytest.approx(float(np.mean(expected[pick].rank_mse)))
+    assert pred.parameters["steps"] == pytest.approx(expected[pick].mean_steps, abs=1e-4)
+    assert pred.registered and pred.eligible

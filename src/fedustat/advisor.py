@@ -1026,10 +1026,11 @@ def _dp_quantiles(q: Query) -> Prediction | None:
         components={name: float(np.mean(p.rank_mse)) for name, p in preds.items()},
         bits_per_party=FLOAT_BITS, rounds=1,
         parameters={"N": q.grid_points, "method": pick, "levels": len(ADVISED_QUANTILE_LEVELS),
-                    "predicted |error| (grid steps)": preds[pick].mean_steps},
+                    "steps": round(preds[pick].mean_steps, 4)},
         run_params={"method": pick},
         notes=(f"levels {ADVISED_QUANTILE_LEVELS} at a total eps (m = "
-               f"{len(ADVISED_QUANTILE_LEVELS)}); the pick depends on m, n, N and eps",))
+               f"{len(ADVISED_QUANTILE_LEVELS)}); the pick depends on m, n, N and eps; steps: "
+               "its predicted mean |error| in grid steps",))
 
 
 SECAGG_SERVERS = 2  # fedustat.protocols.ecdf's default m (contributors K = m)

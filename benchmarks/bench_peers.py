@@ -27,7 +27,8 @@ or our error is smaller):
    ``dp_quantiles`` (default and each method) vs OpenDP's exponential mechanism and b-ary
    tree quantiles and diffprivlib's ``tools.quantile``, with the ratio ours / best peer.
 
-``--quick`` finishes in about 30 s here, the full run in about 4 minutes (2 shared cores). A peer
+``--quick`` finishes in about 45 s here, the full run in about 8 minutes (2 shared cores;
+``quantiles`` alone about 4). A peer
 that is not installed gives a row saying so (``pip install pure-ldp diffprivlib opendp
 cvxopt``; pure-ldp also imports scikit-learn and statsmodels without declaring them).
 """

@@ -31,7 +31,8 @@ or our error is smaller):
    reported standard error and interval coverage of the AUC, L1 distance of the curve. No
    peer library releases a DP ROC curve, so the table compares our options.
 
-``--quick`` finishes in about 30 s here, the full run in about 4 minutes (2 shared cores). A peer
+``--quick`` finishes in about 45 s here, the full run in about 8 minutes (2 shared cores;
+``quantiles`` alone about 4). A peer
 that is not installed gives a row saying so (``pip install pure-ldp diffprivlib opendp
 cvxopt``; pure-ldp also imports scikit-learn and statsmodels without declaring them).
 """
@@ -853,50 +854,66 @@ def quantile_levels(m: int) -> tuple[float, ...]:
     return tuple(j / (m + 1) for j in range(1, m + 1))
 
 
-def _abs_errors(estimates: Any, truth: np.ndarray) -> np.ndarray:
-    return np.abs(np.asarray(estimates, dtype=np.float64) - truth)
-
-
 def _quantile_cell(x: np.ndarray, n_bins: int, eps: float, levels: tuple[float, ...],
-                   reps: int, rng: np.random.Generator, dp: Any,
+                   reps: int, tree_reps: int, rng: np.random.Generator, dp: Any,
                    dpl_quantile: Callable[..., Any] | None, odp_label: str, dpl_label: str
-                   ) -> list[tuple[str, bool, list[float], list[float], str]]:
-    """Every method of one (N, eps, m) cell: (name, is a peer, MAE per run, time per run,
-    why it is missing)."""
-    from fedustat.protocols.ecdf.private_quantiles import QUANTILE_METHODS, dp_quantiles
+                   ) -> list[dict[str, Any]]:
+    """Every method of one (N, eps, m) cell, one dict per row: name, peer, MAE per run
+    (``errs``), time per run, the exact expected MAE where our law gives it, or why the
+    row is missing."""
+    from fedustat.protocols.ecdf.private_quantiles import (
+        QUANTILE_METHODS,
+        dp_quantiles,
+        expected_errors,
+    )
 
     m = len(levels)
     tau = np.arange(1, n_bins + 1, dtype=np.float64)
     x_list = x.tolist()
     truth = np.quantile(x, levels, method="inverted_cdf").astype(float)
-    rows: list[tuple[str, bool, list[float], list[float], str]] = []
+    rows: list[dict[str, Any]] = []
 
-    def run(name: str, peer: bool, once: Callable[[], Any]) -> None:
+    def run(name: str, peer: bool, once: Callable[[], Any], runs: int = reps,
+            exact: float | None = None) -> dict[str, Any]:
         errs, times = [], []
-        for _ in range(reps):
+        for _ in range(runs):
             t, est = _timed(once)
             times.append(t)
-            errs.append(float(np.mean(_abs_errors(est, truth))))
-        rows.append((name, peer, errs, times, ""))
+            errs.append(float(np.mean(np.abs(np.asarray(est, dtype=np.float64) - truth))))
+        row = {"name": name, "peer": peer, "errs": errs, "times": times, "exact": exact}
+        rows.append(row)
+        return row
 
     def ours(method: str) -> Callable[[], Any]:
         return lambda: dp_quantiles(x, levels, epsilon=eps, thresholds=tau, method=method,
                                     rng=rng).values
 
     picked = dp_quantiles(x, levels, epsilon=eps, thresholds=tau, rng=0).method
-    run(f"ours: default (auto -> {picked})", False, ours("auto"))
+    default: dict[str, Any] | None = None
     for method in QUANTILE_METHODS:
-        run(f"ours: {method}", False, ours(method))
+        if method == "joint" and m == 1:
+            continue  # for one level JointExp is the exponential mechanism
+        exact = None
+        if method in ("exponential", "joint") and (m == 1 or method == "joint"):
+            exact = float(np.mean(expected_errors(x, levels, epsilon=eps, thresholds=tau,
+                                                  method=method)))
+        row = run(f"ours: {method}", False, ours(method), exact=exact)
+        if method == picked:
+            default = row
+    assert default is not None
+    # The default is the picked method: the same runs, shown first.
+    rows.insert(0, {**default, "name": f"ours: default (auto -> {picked})"})
     if dp is None:
-        rows.append((odp_label, True, [], [], odp_label))
+        rows.append({"name": odp_label, "peer": True, "missing": odp_label})
     else:
         meas = _opendp_exp_quantiles(dp, n_bins, eps / m, 2, levels)
         run(f"OpenDP exp. mech. (eps/{m} per q)", True, lambda: [f(x_list) for f in meas])
         branching = dp.t.choose_branching_factor(size_guess=x.size)
         tree, consistent, _, q_fn, _ = _opendp_tree(dp, n_bins, branching, 2, eps, levels)
-        run(f"OpenDP tree b={branching}", True, lambda: q_fn(consistent(tree(x_list))))
+        run(f"OpenDP tree b={branching}", True, lambda: q_fn(consistent(tree(x_list))),
+            runs=min(tree_reps, reps))
     if dpl_quantile is None:
-        rows.append((dpl_label, True, [], [], dpl_label))
+        rows.append({"name": dpl_label, "peer": True, "missing": dpl_label})
     else:
         accountant = importlib.import_module("diffprivlib.accountant")
 
@@ -911,56 +928,74 @@ def _quantile_cell(x: np.ndarray, n_bins: int, eps: float, levels: tuple[float, 
 
 def quantile_comparison(n_bins_list: Sequence[int] = (4096,),
                         epsilons: Sequence[float] = (1.0,),
-                        level_counts: Sequence[int] = (1, 4, 16), reps: int = 40,
-                        lam: float = 3.0, seed: int = 0) -> Table:
+                        level_counts: Sequence[int] = (1, 4, 16), reps: int = 20,
+                        single_reps: int = 150, tree_reps: int = 10, lam: float = 3.0,
+                        seed: int = 0) -> Table:
     """Private quantiles at equal total epsilon: our default (``dp_quantiles``, method
     "auto") and each of our methods vs OpenDP's exponential mechanism, diffprivlib's
     ``tools.quantile`` and OpenDP's b-ary tree quantiles, replace-one adjacency.
 
     Data: 003 Sec. 6.2's X_pois(lambda) on 1..N (n ~ N lambda), candidates 1..N. Per
-    (N, eps, m) every method runs ``reps`` times; MAE is the mean over runs and levels of
-    ``|estimate - true|`` (true: ``np.quantile(..., method="inverted_cdf")``), ``s.e.`` its
-    standard error over runs. ``ratio`` = our default's MAE / the best peer's.
+    (N, eps, m) every method runs ``reps`` times (``single_reps`` for m = 1, where the
+    errors are small and close; OpenDP's tree at most ``tree_reps``, it is slow and far
+    behind); MAE is the mean over runs and levels of ``|estimate - true|`` (true:
+    ``np.quantile(..., method="inverted_cdf")``), ``s.e.`` its standard error over runs.
+    ``exact`` is our method's expected MAE from its exact law on these data
+    (``expected_errors``), free of Monte Carlo noise. ``ours/best peer`` = MAE / the
+    smallest peer MAE of the block.
     """
     dp, odp_label = _load_opendp()
     dpl_quantile, dpl_label = _load_diffprivlib_quantile()
     table = Table(
         "Private quantiles: ours vs OpenDP and diffprivlib (equal total epsilon, "
         "replace-one)",
-        ["N", "n", "eps", "m", "method", "MAE", "s.e.", "time (s)", "ours/best peer"])
+        ["N", "n", "eps", "m", "method", "runs", "MAE", "s.e.", "exact E|err|", "time (s)",
+         "ours/best peer"])
     for n_bins in n_bins_list:
         x = poisson_ecdf(n_bins, lam, rng=seed).columns["x"]
         n = int(x.size)
         for eps in epsilons:
             for m in level_counts:
                 _progress(f"quantiles N={n_bins} eps={eps:g} m={m}")
-                rows = _quantile_cell(x, n_bins, eps, quantile_levels(m), reps,
+                rows = _quantile_cell(x, n_bins, eps, quantile_levels(m),
+                                      single_reps if m == 1 else reps, tree_reps,
                                       np.random.default_rng([seed, n_bins, round(eps * 1000), m]),
                                       dp, dpl_quantile, odp_label, dpl_label)
-                peers = [float(np.mean(e)) for _, peer, e, _, _ in rows if peer and e]
+                peers = [float(np.mean(r["errs"])) for r in rows
+                         if r["peer"] and r.get("errs")]
                 best = min(peers) if peers else None
-                for name, peer, errs, times, missing in rows:
-                    if missing:
-                        table.add([n_bins, n, _fmt(eps), m, missing, None, None, None, None],
-                                  N=n_bins, n=n, epsilon=eps, m=m, name=name, peer=peer)
+                for r in rows:
+                    if r.get("missing"):
+                        table.add([n_bins, n, _fmt(eps), m, r["missing"]]
+                                  + [None] * (len(table.header) - 5),
+                                  N=n_bins, n=n, epsilon=eps, m=m, name=r["name"],
+                                  peer=r["peer"])
                         continue
+                    errs = r["errs"]
                     mae = float(np.mean(errs))
                     se = float(np.std(errs, ddof=1) / math.sqrt(len(errs)))
-                    ratio = None if peer else _ratio(mae, best)
-                    table.add([n_bins, n, _fmt(eps), m, name, mae, se,
-                               statistics.median(times), ratio],
-                              N=n_bins, n=n, epsilon=eps, m=m, name=name, peer=peer, mae=mae,
-                              se=se, time=statistics.median(times), ratio=ratio)
+                    ratio = None if r["peer"] else _ratio(mae, best)
+                    if ratio is None and not r["peer"] and best == 0.0:
+                        ratio = 1.0 if mae == 0.0 else math.inf
+                    t = statistics.median(r["times"])
+                    table.add([n_bins, n, _fmt(eps), m, r["name"], len(errs), mae, se,
+                               r["exact"], t, ratio],
+                              N=n_bins, n=n, epsilon=eps, m=m, name=r["name"], peer=r["peer"],
+                              runs=len(errs), mae=mae, se=se, exact=r["exact"], time=t,
+                              ratio=ratio, best_peer=best)
                 table.gap()
     if table.rows and not any(table.rows[-1]):
         table.rows.pop()
     table.notes += [
         "MAE in grid steps (the data are integers 1..N); 'ours/best peer' divides by the "
-        "smallest peer MAE of the block.",
+        "smallest peer MAE of the block (1 where both are 0).",
         "ours: dp_quantiles; exponential = permute-and-flip per level at eps/m with the "
-        "exact replace-one sensitivity 1; joint = JointExp (Gillenwater et al. 2021) on the "
-        "grid at eps; curve = Alg. 1 on dp_ecdf at eps; default = the smallest predicted "
-        "error (docs/protocols/quantiles.md).",
+        "exact replace-one sensitivity 1 (answers sorted); joint = JointExp (Gillenwater et "
+        "al. 2021) on the grid at eps (not run for m = 1, where it is the exponential "
+        "mechanism); curve = Alg. 1 on dp_ecdf at eps; default = the smallest predicted "
+        "error (docs/protocols/quantiles.md), the same runs as the method it picked.",
+        "exact E|err|: from our mechanism's exact law on these data (for m = 1 and joint; "
+        "not for the sorted per-level answers).",
         "peers at d_in = 2 (a replacement): OpenDP make_private_quantile per level at eps/m; "
         "OpenDP make_b_ary_tree + consistency + make_quantiles_from_counts at eps; "
         "diffprivlib tools.quantile (splits eps over the levels).",
@@ -1136,7 +1171,9 @@ class Config:
     quantile_bins: tuple[int, ...] = (4096, 16384)
     quantile_epsilons: tuple[float, ...] = (0.5, 1.0, 4.0)
     quantile_level_counts: tuple[int, ...] = (1, 4, 16)
-    quantile_reps: int = 30
+    quantile_reps: int = 20
+    quantile_single_reps: int = 150
+    quantile_tree_reps: int = 10
     roc_epsilons: tuple[float, ...] = (0.5, 1.0, 4.0)
     roc_reps: int = 400
     roc_smoothed_reps: int = 100
@@ -1148,8 +1185,9 @@ QUICK = Config(exact_n=1_000_000, exact_repeats=1, exact_brute_n=1000,
                hr_reps=lambda n: 5, hr_ue_max_cells=110_000_000, ecdf_bins=(4096,),
                ecdf_epsilons=(1.0,), ecdf_reps=30,
                smooth_max_exp=14, smooth_thm1_reps=500, quantile_bins=(4096,),
-               quantile_epsilons=(1.0,), quantile_reps=10, roc_epsilons=(1.0,),
-               roc_reps=100, roc_smoothed_reps=20, roc_smoothed_bootstrap=30)
+               quantile_epsilons=(1.0,), quantile_reps=10, quantile_single_reps=40,
+               quantile_tree_reps=5, roc_epsilons=(1.0,), roc_reps=100,
+               roc_smoothed_reps=20, roc_smoothed_bootstrap=30)
 FULL = Config(exact_n=1_000_000, exact_repeats=3, exact_brute_n=2000,
               hr_domains=(64, 1024), hr_sizes=(100_000, 1_000_000), hr_epsilons=(1.0, 4.0),
               hr_reps=lambda n: 10 if n <= 100_000 else 3, hr_ue_max_cells=110_000_000,
@@ -1178,6 +1216,7 @@ def run_one(config: Config, name: str, seed: int = 0) -> Table:
     elif name == "quantiles":
         table = quantile_comparison(config.quantile_bins, config.quantile_epsilons,
                                     config.quantile_level_counts, config.quantile_reps,
+                                    config.quantile_single_reps, config.quantile_tree_reps,
                                     seed=seed)
     elif name == "roc":
         table = roc_comparison(config.roc_epsilons, config.roc_reps, config.roc_smoothed_reps,

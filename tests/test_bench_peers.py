@@ -143,6 +143,34 @@ def test_opendp_tree_spends_exactly_epsilon(bench: ModuleType) -> None:
     assert all(m.map(2) == pytest.approx(0.25, rel=1e-9) for m in meas)
 
 
+def test_quantile_comparison_rows(bench: ModuleType) -> None:
+    pytest.importorskip("opendp")
+    assert bench.quantile_levels(1) == (0.5,)
+    assert bench.quantile_levels(4) == (0.25, 0.5, 0.75, 0.9)
+    assert bench.quantile_levels(16) == tuple(j / 17 for j in range(1, 17))
+    table = bench.quantile_comparison(n_bins_list=(128,), epsilons=(1.0,), level_counts=(1, 4),
+                                      reps=3, single_reps=4, tree_reps=2, seed=0)
+    records = _peer_records(table)
+    for m, runs in ((1, 4), (4, 3)):
+        block = [r for r in records if r["m"] == m]
+        names = [r["name"] for r in block]
+        assert names[0].startswith("ours: default (auto -> ")
+        assert ("ours: joint" in names) == (m > 1)
+        assert f"OpenDP exp. mech. (eps/{m} per q)" in names
+        best = min(r["mae"] for r in block if r["peer"] and "mae" in r)
+        for r in block:
+            if "mae" not in r:
+                continue
+            assert r["runs"] == (2 if r["name"].startswith("OpenDP tree") else runs)
+            assert math.isfinite(r["mae"]) and r["mae"] >= 0
+            if not r["peer"] and best > 0:
+                assert r["ratio"] == pytest.approx(r["mae"] / best)
+        picked = names[0].split("-> ")[1].rstrip(")")
+        default = block[0]
+        assert default["mae"] == next(r["mae"] for r in block if r["name"] == f"ours: {picked}")
+    assert "ours/best peer" in table.render()
+
+
 def test_diffprivlib_loader_leaves_no_stub(bench: ModuleType) -> None:
     quantile, label = bench._load_diffprivlib_quantile()
     if quantile is None:

@@ -13,9 +13,12 @@ from fedustat.privacy import DeploymentNoise
 from fedustat.privacy.noise import SimulationNoise
 from fedustat.privacy.verify import verify_ldp
 from fedustat.protocols.ecdf.private_quantiles import (
+    MODEL_LEVELS,
     dp_quantiles,
+    expected_errors,
     joint_exponential,
     joint_output_distribution,
+    model_counts,
     permute_and_flip,
     permute_and_flip_distribution,
     predict_quantile_errors,
@@ -151,21 +154,46 @@ def test_joint_is_exact_without_ties_at_huge_epsilon() -> None:
     ("joint", [0.25, 0.5, 0.75, 0.9], 0.5),
     ("joint", [j / 9 for j in range(1, 9)], 1.0),
 ])
-def test_monte_carlo_error_matches_prediction(method: str, levels: list[float],
-                                              eps: float) -> None:
-    # Evenly spread data (3 records per grid point): the prediction's model exactly.
-    k, per = 200, 3
+def test_prediction_is_the_exact_error_on_the_model_data(method: str, levels: list[float],
+                                                         eps: float) -> None:
+    k, n = 200, 600
+    predicted = predict_quantile_errors(levels, n, k, eps)[method]
     tau = np.arange(1.0, k + 1)
-    x = np.repeat(tau, per)
+    replicates = -(-MODEL_LEVELS // len(levels))
+    exact = []
+    for i in range(replicates):
+        counts = model_counts(n, k, i)
+        x = np.repeat(tau, np.diff(counts, prepend=0))
+        exact.append(expected_errors(x, levels, epsilon=eps, thresholds=tau, method=method))
+    np.testing.assert_allclose(predicted.steps, np.mean(exact, axis=0), rtol=1e-9)
+    # Seeded Monte Carlo of the release on the first model data set: within 4 standard
+    # errors of the exact expected error.
+    counts = model_counts(n, k, 0)
+    x = np.repeat(tau, np.diff(counts, prepend=0))
     truth = np.quantile(x, levels, method="inverted_cdf")
     reps = 400
     rng = np.random.default_rng(5)
     errs = np.array([np.mean(np.abs(dp_quantiles(x, levels, epsilon=eps, thresholds=tau,
                                                  method=method, rng=rng).values - truth))
                      for _ in range(reps)])
-    predicted = predict_quantile_errors(levels, x.size, k, eps)[method].mean_steps
-    # Tolerance: 4 standard errors of the mean over the runs.
-    assert abs(errs.mean() - predicted) <= 4 * errs.std(ddof=1) / math.sqrt(reps)
+    assert abs(errs.mean() - np.mean(exact[0])) <= 4 * errs.std(ddof=1) / math.sqrt(reps)
+
+
+@pytest.mark.parametrize(("method", "levels"), [("exponential", [0.5]),
+                                                ("joint", [0.2, 0.5, 0.6])])
+def test_expected_errors_match_monte_carlo_on_uneven_data(method: str,
+                                                          levels: list[float]) -> None:
+    rng = np.random.default_rng(9)
+    x = rng.gamma(2.0, 10.0, size=300).round()
+    tau = np.arange(0.0, 120.0)
+    exact = expected_errors(x, levels, epsilon=0.8, thresholds=tau, method=method)
+    truth = np.quantile(x, levels, method="inverted_cdf")
+    reps = 600
+    errs = np.array([np.abs(dp_quantiles(x, levels, epsilon=0.8, thresholds=tau,
+                                         method=method, rng=rng).values - truth)
+                     for _ in range(reps)])
+    sd = errs.std(axis=0, ddof=1) / math.sqrt(reps)
+    assert np.all(np.abs(errs.mean(axis=0) - exact) <= 4 * sd + 1e-12)
 
 
 def test_auto_picks_by_prediction_and_reports_it() -> None:
@@ -210,3 +238,16 @@ def test_bad_inputs(kwargs: dict, message: str) -> None:
     values, levels = args.pop("values"), args.pop("levels")
     with pytest.raises(ValueError, match=message):
         dp_quantiles(values, levels, **args)
+
+
+def test_advisor_reports_the_pick_and_its_predicted_error() -> None:
+    from fedustat.advisor import ADVISED_QUANTILE_LEVELS, advise
+
+    advice = advise("quantile", n=5000, epsilon=1.0, domain_size=256)
+    pred = advice.prediction("dp-quantiles")
+    expected = predict_quantile_errors(ADVISED_QUANTILE_LEVELS, 5000, 256, 1.0)
+    pick = min(("exponential", "joint", "curve"), key=lambda m: expected[m].mean_steps)
+    assert pred.parameters["method"] == pick == pred.run_params["method"]
+    assert pred.mse == pytest.approx(float(np.mean(expected[pick].rank_mse)))
+    assert pred.parameters["steps"] == pytest.approx(expected[pick].mean_steps, abs=1e-4)
+    assert pred.registered and pred.eligible

@@ -1032,7 +1032,7 @@ def _dp_quantiles(q: Query) -> Prediction | None:
     """Direct private quantiles (:func:`fedustat.protocols.ecdf.dp_quantiles`): the method
     its ``"auto"`` would pick and that method's predicted rank error, from
     :func:`~fedustat.protocols.ecdf.private_quantiles.predict_quantile_errors` (exact error
-    laws on evenly spread data; approximate for other data)."""
+    laws on Poisson model data from a public seed; approximate for other data)."""
     if q.statistic != "quantile":
         return None
     from fedustat.protocols.ecdf.private_quantiles import (
@@ -1045,15 +1045,16 @@ def _dp_quantiles(q: Query) -> Prediction | None:
     mse = float(np.mean(preds[pick].rank_mse))
     return Prediction(
         "dp-quantiles", PrivacyModel.CENTRAL, q.epsilon, 0.0, mse, APPROX,
-        f"dp_quantiles(method='auto') picks {pick!r}: {preds[pick].source}, on evenly "
-        "spread data",
+        f"dp_quantiles(method='auto') picks {pick!r}: {preds[pick].source}, on Poisson "
+        "model data",
         components={name: float(np.mean(p.rank_mse)) for name, p in preds.items()},
         bits_per_party=FLOAT_BITS, rounds=1,
         parameters={"N": q.grid_points, "method": pick, "levels": len(ADVISED_QUANTILE_LEVELS),
-                    "predicted |error| (grid steps)": preds[pick].mean_steps},
+                    "steps": round(preds[pick].mean_steps, 4)},
         run_params={"method": pick},
         notes=(f"levels {ADVISED_QUANTILE_LEVELS} at a total eps (m = "
-               f"{len(ADVISED_QUANTILE_LEVELS)}); the pick depends on m, n, N and eps",))
+               f"{len(ADVISED_QUANTILE_LEVELS)}); the pick depends on m, n, N and eps; steps: "
+               "its predicted mean |error| in grid steps",))
 
 
 SECAGG_SERVERS = 2  # fedustat.protocols.ecdf's default m (contributors K = m)

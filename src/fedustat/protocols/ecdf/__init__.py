@@ -8,6 +8,7 @@ release          the eps-DP ECDF on a grid (default: hierarchical; "003-tree": E
 continual        private running sums of a stream (App. A.1, Thm 3)
 smoothing        monotone, bounded curves by Eq. 3's LP/QP on the tree noise; isotonic projection
 quantiles        inverse ECDF by binary search (Sec. 4.3, Alg. 1)
+private_quantiles  quantiles from the data: permute-and-flip, JointExp, or the curve (auto)
 roc              DP ROC curves from two ECDFs (Sec. 5.1) and their L1 distance (Sec. 6.5)
 hosmer_lemeshow  the DP Hosmer-Lemeshow statistic (Sec. 5.2, Alg. 2, Thm 2)
 plots            the ROC figure (matplotlib, optional)
@@ -31,6 +32,7 @@ from fedustat.protocols.ecdf.hosmer_lemeshow import (
     dp_hosmer_lemeshow,
     hosmer_lemeshow,
 )
+from fedustat.protocols.ecdf.private_quantiles import PrivateQuantiles, dp_quantiles
 from fedustat.protocols.ecdf.quantiles import Quantiles, dp_quantile, quantile_interval
 from fedustat.protocols.ecdf.release import ECDF_METHODS, PrivateECDF, dp_ecdf
 from fedustat.protocols.ecdf.roc import (
@@ -69,6 +71,7 @@ __all__ = [
     "PointwiseECDF",
     "PrivateECDF",
     "PrivatePrefixSums",
+    "PrivateQuantiles",
     "Quantiles",
     "SharedTreeNoise",
     "SmoothedECDF",
@@ -80,6 +83,7 @@ __all__ = [
     "dp_hosmer_lemeshow",
     "dp_prefix_sums",
     "dp_quantile",
+    "dp_quantiles",
     "dp_roc_curve",
     "draw_tree_noise",
     "ecdf_noise_scale",

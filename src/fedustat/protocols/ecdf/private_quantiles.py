@@ -49,8 +49,10 @@ __all__ = [
     "PrivateQuantiles",
     "QuantileErrorPrediction",
     "dp_quantiles",
+    "expected_errors",
     "joint_exponential",
     "joint_output_distribution",
+    "model_counts",
     "permute_and_flip",
     "permute_and_flip_distribution",
     "predict_quantile_errors",
@@ -288,8 +290,9 @@ def joint_output_distribution(counts: np.ndarray, n: int, levels: np.ndarray,
 
 @dataclass(frozen=True)
 class QuantileErrorPrediction:
-    """Predicted error of one method, on evenly spread data (``n / N`` records per grid
-    point), which is what it depends on besides (m, n, N, eps).
+    """Predicted error of one method on the model data of :func:`model_counts` (about
+    ``n / N`` records per grid point, Poisson), which is what it depends on besides
+    (m, n, N, eps).
 
     ``steps``: expected ``|o_j - x_j|`` in grid steps, per level; ``rank_mse``: expected
     ``(F(q_hat) - q)^2`` per level (the advisor's unit); ``source`` names the computation.
@@ -305,8 +308,29 @@ class QuantileErrorPrediction:
         return float(np.mean(self.steps))
 
 
-def _model_counts(n: int, k: int) -> np.ndarray:
-    return np.round(np.arange(1, k + 1) * (n / k)).astype(np.int64)
+#: Seed of the public model data the predictions are computed on.
+MODEL_SEED = 20210
+_model_cache: dict[tuple[int, int, int], np.ndarray] = {}
+#: Model data sets averaged over for m levels: ``ceil(MODEL_LEVELS / m)`` (errors vary
+#: from one data set to the next mostly through the ties around each quantile).
+MODEL_LEVELS = 8
+
+
+def model_counts(n: int, grid_points: int, replicate: int = 0) -> np.ndarray:
+    """The model data of the predictions: cumulative counts of ``Poisson(n / N)`` records
+    at each of the N grid points, drawn once from the public seed :data:`MODEL_SEED`.
+
+    Data spread over the grid with random ties, 003 Sec. 6.2's X_pois model; ties matter:
+    JointExp's midpoint positions and the exact block costs behave differently on them,
+    which evenly spread counts would hide. Nothing here depends on private data.
+    """
+    key = (int(n), int(grid_points), int(replicate))
+    if key not in _model_cache:
+        rng = np.random.default_rng([MODEL_SEED, *key])
+        per_point = rng.poisson(n / grid_points, size=grid_points)
+        per_point[per_point.size // 2] += int(per_point.sum() == 0)  # at least one record
+        _model_cache[key] = np.cumsum(per_point).astype(np.int64)
+    return _model_cache[key]
 
 
 def _truth_index(counts: np.ndarray, n: int, levels: np.ndarray) -> np.ndarray:
@@ -326,13 +350,13 @@ def predict_quantile_errors(levels: Any, n: int, grid_points: int, epsilon: floa
                             ) -> dict[str, QuantileErrorPrediction]:
     """Predicted error of every method at (m levels, n records, N grid points, eps).
 
-    The data are modelled as evenly spread over the grid (counts ``round(k n / N)`` at
-    or below the k-th point), the setting of 003 Sec. 6.2's Poisson data in expectation;
-    the error laws are then exact: permute-and-flip's by
-    :func:`permute_and_flip_distribution` per level at ``eps / m``, JointExp's marginals by
-    forward-backward messages, and the curve's from its Thm 1 point error (003): the
-    inverse moves by ``|e| n / (n / N)`` grid steps for a CDF error ``e``, ``E|e|`` from the
-    exact law of the release's point error plus half a step for the grid.
+    The data are modelled by :func:`model_counts` (Poisson(n / N) records per grid point
+    from a public seed, 003 Sec. 6.2's X_pois model), averaged over
+    ``ceil(MODEL_LEVELS / m)`` model data sets; the error laws on them are exact:
+    permute-and-flip's by :func:`permute_and_flip_distribution` per level at ``eps / m``,
+    JointExp's marginals by forward-backward messages, and the curve's from its Thm 1
+    point error (003): the inverse moves by ``|e| N`` grid steps for a CDF error ``e``,
+    ``E|e|`` by the normal approximation, plus half a step for the grid.
     """
     q = tuple(float(v) for v in np.atleast_1d(as_float_array(levels, "levels", ndim=(0, 1))))
     return dict(_predict(q, int(n), int(grid_points), check_epsilon(epsilon, "epsilon",
@@ -345,23 +369,37 @@ def _predict(levels: tuple[float, ...], n: int, grid_points: int, eps: float
     """:func:`predict_quantile_errors` for validated, hashable arguments (cached: the
     benchmark asks again for every run)."""
     q = np.asarray(levels)
-    counts = _model_counts(n, grid_points)
+    m = q.size
+    replicates = -(-MODEL_LEVELS // m)
+    parts = [_predict_one(q, model_counts(n, grid_points, i), eps) for i in range(replicates)]
+    out: dict[str, QuantileErrorPrediction] = {}
+    for name in QUANTILE_METHODS:
+        out[name] = QuantileErrorPrediction(
+            name, np.mean([p[name][0] for p in parts], axis=0),
+            np.mean([p[name][1] for p in parts], axis=0),
+            parts[0][name][2] + f"; mean over {replicates} model data set(s)")
+    return out
+
+
+def _predict_one(q: np.ndarray, counts: np.ndarray, eps: float
+                 ) -> dict[str, tuple[np.ndarray, np.ndarray, str]]:
+    """(steps, rank MSE, source) of every method on one model data set."""
+    grid_points = counts.size
+    n = int(counts[-1])  # the model's own number of records
     ranks = target_ranks(q, n)
     truth = _truth_index(counts, n, q)
     m = q.size
-    out: dict[str, QuantileErrorPrediction] = {}
+    out: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
 
     steps, mse = np.empty(m), np.empty(m)
     for j in range(m):
         law = permute_and_flip_distribution(rank_costs(counts, int(ranks[j])), eps / m / 2.0)
         steps[j], mse[j] = _law_errors(law, int(truth[j]), counts, n, int(ranks[j]))
-    out["exponential"] = QuantileErrorPrediction(
-        "exponential", steps, mse, "permute-and-flip law (McKenna and Sheldon 2020) at "
-        "eps/m per level, sensitivity 1")
+    out["exponential"] = (steps, mse, "permute-and-flip law (McKenna and Sheldon 2020) at "
+                          "eps/m per level, sensitivity 1")
 
     if math.isinf(eps):
-        out["joint"] = QuantileErrorPrediction("joint", np.zeros(m), np.zeros(m),
-                                               "exact at eps = inf")
+        out["joint"] = (np.zeros(m), np.zeros(m), "exact at eps = inf")
     else:
         pos = _positions(counts)
         rho = _joint_targets(np.sort(q), n)
@@ -371,9 +409,8 @@ def _predict(levels: tuple[float, ...], n: int, grid_points: int, eps: float
         for j in range(m):
             steps_j[order[j]], mse_j[order[j]] = _law_errors(
                 marg[j], int(truth[order[j]]), counts, n, int(ranks[order[j]]))
-        out["joint"] = QuantileErrorPrediction(
-            "joint", steps_j, mse_j, "JointExp marginals (Gillenwater et al. 2021), "
-            "forward-backward")
+        out["joint"] = (steps_j, mse_j, "JointExp marginals (Gillenwater et al. 2021), "
+                        "forward-backward")
 
     curve = dp_ecdf_from_counts(counts, n, np.arange(grid_points, dtype=np.float64),
                                 epsilon=eps, rng=0)
@@ -382,9 +419,9 @@ def _predict(levels: tuple[float, ...], n: int, grid_points: int, eps: float
     else:
         e_abs = float(np.sqrt(2.0 / np.pi) * curve.std_error)  # normal approximation
     step_err = e_abs * grid_points + 0.5
-    out["curve"] = QuantileErrorPrediction(
-        "curve", np.full(m, step_err), np.full(m, curve.std_error**2 if e_abs else 0.0),
-        "003 Thm 1 point error of dp_ecdf, |e| N grid steps (normal approximation)")
+    out["curve"] = (np.full(m, step_err), np.full(m, curve.std_error**2 if e_abs else 0.0),
+                    "003 Thm 1 point error of dp_ecdf, |e| N grid steps (normal "
+                    "approximation)")
     return out
 
 
@@ -408,6 +445,41 @@ def _joint_marginals_exact(pos: np.ndarray, rho: np.ndarray, n: float, beta: flo
         log_m = fwd[j] + bwd[j]
         w = np.exp(log_m - log_m.max())
         out[j] = w / w.sum()
+    return out
+
+
+def expected_errors(values: Any, levels: Any, *, epsilon: float, thresholds: Any,
+                    method: Literal["exponential", "joint"]) -> np.ndarray:
+    """Expected ``|released - true|`` per level, in grid steps, on these data: exact.
+
+    From the mechanisms' exact laws on the data's own counts (no sampling):
+    :func:`permute_and_flip_distribution` per level at ``eps / m`` (for ``m > 1`` an
+    upper bound on the total: the release sorts its answers, which never increases it),
+    or JointExp's marginals by forward-backward messages. The truth is the grid's
+    generalized inverse (the last point if no grid point reaches q). For benchmarks and
+    tests: it reads the data, so it is not a private release.
+    """
+    x = as_float_array(values, "values")
+    q = np.atleast_1d(as_float_array(levels, "levels", ndim=(0, 1)))
+    eps = check_epsilon(epsilon, "epsilon")
+    tau = check_thresholds(thresholds)
+    counts = ecdf_counts(x, tau)
+    n = int(x.size)
+    ranks = target_ranks(q, n)
+    truth = np.minimum(np.searchsorted(counts, ranks, side="left"), tau.size - 1)
+    idx = np.arange(tau.size)
+    if method == "exponential":
+        return np.array([permute_and_flip_distribution(rank_costs(counts, int(r)),
+                                                       eps / q.size / 2.0)
+                         @ np.abs(idx - t) for r, t in zip(ranks, truth, strict=True)])
+    if method != "joint":
+        raise ValueError(f"method must be 'exponential' or 'joint', got {method!r}")
+    order = np.argsort(q, kind="stable")
+    marg = _joint_marginals_exact(_positions(counts), _joint_targets(q[order], n), float(n),
+                                  eps / 4.0)
+    out = np.empty(q.size)
+    for j, o in enumerate(order):
+        out[o] = marg[j] @ np.abs(idx - truth[o])
     return out
 
 

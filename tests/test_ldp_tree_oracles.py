@@ -32,9 +32,18 @@ Z = 5.0
 
 
 def _bound(m1: float, m0: float, alpha: int, split: str) -> float:
+    """Largest node variance over all data, per party (count 0 or n)."""
     if split == "users":
         return max(alpha * m0, alpha * m1 - 1)
     return max(m0, m1 - 1)
+
+
+def _mean(m1: float, m0: float, alpha: int, split: str, d: int) -> float:
+    """Node variance averaged over the d nodes of a level, per party (count n/d)."""
+    f = 1 / d
+    if split == "users":
+        return alpha * (f * m1 + (1 - f) * m0) - f
+    return f * (m1 - 1) + (1 - f) * m0
 
 
 # ------------------------------------------------------------------ the choice per level
@@ -42,25 +51,32 @@ def _bound(m1: float, m0: float, alpha: int, split: str) -> float:
 
 @pytest.mark.parametrize("split", ["users", "budget-basic"])
 @pytest.mark.parametrize("epsilon", [0.5, 2.0, 6.0])
-def test_auto_takes_the_least_variance_bound_per_level(split, epsilon):
+def test_auto_takes_the_least_average_variance_per_level(split, epsilon):
     alpha, bits = 7, 40
     eps_l = epsilon if split == "users" else epsilon / alpha
     oracles = tree.level_oracles(alpha, eps_l, "auto", bits, split)
+    rng = np.random.default_rng(2)
     for level, oracle in enumerate(oracles, 1):
         d = 1 << level
         ks = np.arange(1, min(d - 1, bits // level) + 1)
         _, _, m1, m0 = subset_selection_moments(d, eps_l, ks)
-        candidates = [_bound(a, b, alpha, split) for a, b in zip(m1, m0, strict=True)]
-        candidates.append(_bound(*HadamardResponse(d, eps_l).report_moments, alpha, split))
-        chosen = _bound(*oracle.report_moments, alpha, split)
+        hadamard = HadamardResponse(d, eps_l)
+        candidates = [_mean(a, b, alpha, split, d) for a, b in zip(m1, m0, strict=True)]
+        candidates.append(_mean(*hadamard.report_moments, alpha, split, d))
+        chosen = _mean(*oracle.report_moments, alpha, split, d)
         assert chosen == pytest.approx(min(candidates), rel=1e-12)
         assert oracle.report_bits <= max(bits, level + 1)
-    # The tree's v is the largest level bound, never above the one-bit oracle's.
+        # The average is the same for any data: check it on random counts.
+        counts = rng.multinomial(1000, np.full(d, 1 / d))
+        m1_o, m0_o = oracle.report_moments
+        exact = (alpha * (counts * m1_o + (1000 - counts) * m0_o) - counts
+                 if split == "users" else counts * (m1_o - 1) + (1000 - counts) * m0_o)
+        assert exact.mean() == pytest.approx(1000 * chosen, rel=1e-9)
+    # The tree's v is the largest level bound (count 0 or n) of the chosen oracles.
     n = 1000
     auto = tree.node_variance_bound(n, alpha, eps_l, split, "auto", bits)
     assert auto == pytest.approx(max(n * _bound(*o.report_moments, alpha, split)
                                      for o in oracles))
-    assert auto <= tree.node_variance_bound(n, alpha, eps_l, split, "hadamard") * (1 + 1e-12)
 
 
 def test_named_oracles_and_large_epsilon_choice():
@@ -68,7 +84,7 @@ def test_named_oracles_and_large_epsilon_choice():
                for o in tree.level_oracles(5, 1.0, "hadamard"))
     assert all(isinstance(o, SubsetSelection)
                for o in tree.level_oracles(5, 1.0, "subset-selection"))
-    # At eps = 4 on small levels subset selection has the smaller bound by far.
+    # At eps = 4 on small levels subset selection has the smaller variance by far.
     auto = tree.level_oracles(4, 4.0, "auto")
     assert isinstance(auto[0], SubsetSelection) and auto[0].k == 1
     # A level whose values do not fit the bit budget falls back to the Hadamard response.
@@ -265,8 +281,9 @@ def test_bad_inputs():
         tree.TreeReportRandomizer(8, 1.0, oracle="subset-selection", max_report_bits=2)
     with pytest.raises(ValueError, match="max_report_bits must be >= 1"):
         tree.level_oracles(3, 1.0, "auto", 0)
-    proto = tree.LdpAucTree(KERNEL, 4.0, d=8, oracle="subset-selection")
+    proto = tree.LdpAucTree(KERNEL, 0.5, d=8, oracle="subset-selection")
     width = proto.randomizer.report_width
+    assert proto.randomizer.oracle(1).report_width == 1 < width
     good = np.zeros((2, width), np.int64)
     good[:, 0] = 1
     with pytest.raises(ValueError, match=r"report levels must be in 1\.\.3"):

@@ -160,11 +160,18 @@ def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
     """The frequency oracle of each level ``1..alpha`` (level ``l`` over ``2^l`` nodes).
 
     ``"hadamard"``: 001's one-bit Hadamard response everywhere. ``"subset-selection"``:
-    the k-subset mechanism with the ``k <= max_report_bits / l`` whose node variance
-    bound (:func:`_level_bound`, the ``v`` of Theorem 3) is least. ``"auto"``: per
-    level, the Hadamard response or subset selection with such a ``k``, whichever has
-    the least bound: subset selection wins at large epsilon and small levels, the
-    Hadamard response when the bit budget leaves ``k`` too small.
+    the k-subset mechanism with the ``k <= max_report_bits / l`` of least exact node
+    variance averaged over the level's nodes (:func:`_mean_per_report`; with the split's
+    subsampling). ``"auto"``: per level, the Hadamard response or subset selection with
+    such a ``k``, whichever has the least average exact variance: subset selection at
+    every epsilon on the levels where ``k`` may be large enough, the Hadamard response
+    when the bit budget leaves ``k`` too small.
+
+    The average, not the largest variance, decides: the largest (all parties in one
+    node) is the bound ``v`` of Theorem 3 and of the pruning threshold, and choosing by
+    it would keep the one-bit oracle whose variance is ~``c^2 n`` for every node, where
+    subset selection's is far smaller for all but nodes holding most parties (measured
+    in docs/protocols/ldp-tree.md).
     """
     alpha = check_positive_int(alpha, "alpha")
     epsilon_level = check_epsilon(epsilon_level, "epsilon_level")
@@ -188,14 +195,24 @@ def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
             continue
         ks = np.arange(1, cap + 1)
         _, _, m1, m0 = subset_selection_moments(d, epsilon_level, ks)
-        bounds = _bound_per_report(m1, m0, alpha, split)
-        best = int(np.argmin(bounds))
-        if oracle == "auto" and _bound_per_report(*hadamard.report_moments, alpha,
-                                                  split) <= bounds[best]:
+        values = _mean_per_report(m1, m0, alpha, split, d)
+        best = int(np.argmin(values))
+        if oracle == "auto" and _mean_per_report(*hadamard.report_moments, alpha,
+                                                 split, d) <= values[best]:
             out.append(hadamard)
         else:
             out.append(SubsetSelection(d, epsilon_level, int(ks[best])))
     return out
+
+
+def _mean_per_report(m1: Any, m0: Any, alpha: int, split: str, d: int) -> Any:
+    """The exact node variance of a level of ``d`` nodes averaged over its nodes, divided
+    by ``n``: the variance is linear in the count and the counts sum to ``n``, so the
+    average is the variance at the count ``n/d``, whatever the data (vectorized)."""
+    frac = 1.0 / d
+    if split == "users":
+        return alpha * (frac * np.asarray(m1) + (1 - frac) * np.asarray(m0)) - frac
+    return frac * (np.asarray(m1) - 1) + (1 - frac) * np.asarray(m0)
 
 
 def _bound_per_report(m1: Any, m0: Any, alpha: int, split: str) -> Any:
@@ -972,6 +989,7 @@ class LdpAucTree(Protocol):
                 return lambda level, h: np.maximum(_level_variance(
                     self.randomizer.oracle(level), n_class, alpha, split, h), 0.0)
             variances = {"variance_pos": node_var(n_pos), "variance_neg": node_var(n_neg)}
+
         rec = pruned_uauc(est_pos, est_neg, alpha=alpha, n_pos=n_pos, n_neg=n_neg,
                           v_pos=v_pos, v_neg=v_neg, a=a, **variances)
         pairs = float(n_pos) * n_neg

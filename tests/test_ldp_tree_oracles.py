@@ -58,14 +58,14 @@ def test_auto_takes_the_least_average_variance_per_level(split, epsilon):
     rng = np.random.default_rng(2)
     for level, oracle in enumerate(oracles, 1):
         d = 1 << level
-        ks = np.arange(1, min(d - 1, bits // level) + 1)
+        ks = np.arange(1, min(d - 1, bits // alpha) + 1)
         _, _, m1, m0 = subset_selection_moments(d, eps_l, ks)
         hadamard = HadamardResponse(d, eps_l)
         candidates = [_mean(a, b, alpha, split, d) for a, b in zip(m1, m0, strict=True)]
         candidates.append(_mean(*hadamard.report_moments, alpha, split, d))
         chosen = _mean(*oracle.report_moments, alpha, split, d)
         assert chosen == pytest.approx(min(candidates), rel=1e-12)
-        assert oracle.report_bits <= max(bits, level + 1)
+        assert oracle.report_width * alpha <= max(bits, 2 * alpha)
         # The average is the same for any data: check it on random counts.
         counts = rng.multinomial(1000, np.full(d, 1 / d))
         m1_o, m0_o = oracle.report_moments
@@ -277,7 +277,7 @@ def _message(proto: tree.LdpAucTree, **fields: np.ndarray) -> Message:
 def test_bad_inputs():
     with pytest.raises(ValueError, match="oracle must be one of"):
         tree.LdpAucTree(KERNEL, 1.0, d=8, oracle="olh")
-    with pytest.raises(ValueError, match="cannot hold one value of level 3"):
+    with pytest.raises(ValueError, match="cannot hold one 3-bit value"):
         tree.TreeReportRandomizer(8, 1.0, oracle="subset-selection", max_report_bits=2)
     with pytest.raises(ValueError, match="max_report_bits must be >= 1"):
         tree.level_oracles(3, 1.0, "auto", 0)

@@ -125,9 +125,10 @@ SPLITS = ("users", "budget-basic", "budget-advanced")
 # "hadamard": 001's one-bit Hadamard response at every level (the paper as written);
 # "subset-selection": the k-subset mechanism at every level.
 ORACLE_CHOICES = ("auto", "hadamard", "subset-selection")
-# Largest report a party sends with oracle="auto" or "subset-selection" (a k-subset of
-# level l costs k l bits); beyond it the one-bit Hadamard response (l + 1 bits) is used.
-DEFAULT_MAX_REPORT_BITS = 256
+# Largest per-level report with oracle="auto" or "subset-selection": a k-subset travels as
+# k entries of alpha bits, so k <= max_report_bits / alpha (the one-bit Hadamard response,
+# two entries, is always allowed).
+DEFAULT_MAX_REPORT_BITS = 64
 ADJACENCY = "any two scores of one party; labels public"
 # Bins used when real scores come with public bounds but no d (2^10, as in 000 Fig. 3).
 DEFAULT_BINNED_DOMAIN = 1 << 10
@@ -160,7 +161,7 @@ def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
     """The frequency oracle of each level ``1..alpha`` (level ``l`` over ``2^l`` nodes).
 
     ``"hadamard"``: 001's one-bit Hadamard response everywhere. ``"subset-selection"``:
-    the k-subset mechanism with the ``k <= max_report_bits / l`` of least exact node
+    the k-subset mechanism with the ``k <= max_report_bits / alpha`` of least exact node
     variance averaged over the level's nodes (:func:`_mean_per_report`; with the split's
     subsampling). ``"auto"``: per level, the Hadamard response or subset selection with
     such a ``k``, whichever has the least average exact variance: subset selection at
@@ -186,11 +187,12 @@ def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
         if oracle == "hadamard":
             out.append(hadamard)
             continue
-        cap = d - 1 if max_report_bits is None else min(d - 1, max_report_bits // level)
+        # Report entries travel with alpha bits (the deepest level's values).
+        cap = d - 1 if max_report_bits is None else min(d - 1, max_report_bits // alpha)
         if cap < 1:
             if oracle == "subset-selection":
-                raise ValueError(f"max_report_bits={max_report_bits} cannot hold one value "
-                                 f"of level {level} ({level} bits)")
+                raise ValueError(f"max_report_bits={max_report_bits} cannot hold one "
+                                 f"{alpha}-bit value")
             out.append(hadamard)
             continue
         ks = np.arange(1, cap + 1)
@@ -756,7 +758,8 @@ class LdpAucTree(Protocol):
         selection, see :func:`level_oracles`), ``"hadamard"`` (001 App. B.2.1 as
         written, its wire format) or ``"subset-selection"``.
     max_report_bits:
-        Largest per-level report of the multi-bit oracles (default 256 bits).
+        Largest per-level report of the multi-bit oracles (default 64 bits: k <= 64 /
+        alpha values of alpha bits).
     """
 
     name = "ldp-tree"

@@ -10,11 +10,12 @@ or our error is smaller):
 
 1. ``exact``: AUC vs ``sklearn.metrics.roc_auc_score`` and Kendall's tau-b vs
    ``scipy.stats.kendalltau`` at n = 10^6 (the table of ``bench_exact.py``, reused).
-2. ``hadamard``: our Hadamard frequency oracle (001 App. B.2.1, Alg. 2-3) vs pure-ldp's
-   Hadamard mechanism with t = 1 (the same one-bit mechanism) and pure-ldp's Hadamard
-   response (Acharya, Sun and Zhang's HR, a different mechanism) at equal epsilon: time to
-   privatize and aggregate, and the empirical variance of the count estimates next to
-   each mechanism's exact variance.
+2. ``hadamard``: our frequency oracles (001's one-bit Hadamard response and the oracle of
+   least exact variance, subset selection) vs pure-ldp's Hadamard mechanism with t = 1
+   (the same one-bit mechanism), its Hadamard response (Acharya, Sun and Zhang), direct
+   encoding, OUE, OLH and SUE at equal epsilon: time to privatize and aggregate, the
+   empirical variance of the count estimates next to each mechanism's exact variance, and
+   our best over pure-ldp's best per cell.
 3. ``ecdf``: our DP ECDF (003 Sec. 3.1, Eq. 2) and quantiles (003 Alg. 1) vs OpenDP's
    b-ary tree (``make_b_ary_tree`` + ``make_consistent_b_ary_tree`` + ``make_cdf`` /
    ``make_quantiles_from_counts``), OpenDP's exponential-mechanism quantile
@@ -23,6 +24,9 @@ or our error is smaller):
 4. ``smoothing``: our solvers for 003 Eq. 3 vs its CVXOPT formulation (the table of
    ``bench_ecdf.py``, reused, with the ratio ours / CVXOPT added).
 5. ``fedauc``: FedAUC (004) vs the authors' DPAUC code: whether it can run here, and why not.
+6. ``ldp_tree``: ``ldp-tree``'s AUC error vs epsilon in 001's Fig. 5 setting with 001's
+   one-bit Hadamard response and with the default per-level oracle (no peer: the
+   before/after of issue 15).
 
 ``--quick`` finishes in about 30 s here, the full run in about 4 minutes (2 shared cores). A peer
 that is not installed gives a row saying so (``pip install pure-ldp diffprivlib opendp
@@ -59,7 +63,7 @@ from fedustat.privacy.randomizers import HadamardResponse
 from fedustat.protocols.ecdf import dp_ecdf, dp_quantile
 from fedustat.protocols.ecdf.smoothing import smooth
 
-COMPARISONS = ("exact", "hadamard", "ecdf", "smoothing", "fedauc")
+COMPARISONS = ("exact", "hadamard", "ecdf", "smoothing", "fedauc", "ldp_tree")
 QUANTILE_LEVELS = (0.25, 0.5, 0.75, 0.9)
 
 
@@ -888,6 +892,80 @@ def fedauc_comparison() -> Table:
 # --------------------------------------------------------------------------- main
 
 
+# --------------------------------------------------------------------------- 6. ldp-tree
+
+
+def ldp_tree_comparison(alphas: Sequence[int] = (10, 16), n_per_class: int = 100_000,
+                        epsilons: Sequence[float] = (0.5, 1.0, 2.0, 4.0),
+                        data_sets: Sequence[str] = ("ur", "auc_one"), runs: int = 10,
+                        seed: int = 0) -> Table:
+    """``ldp-tree``'s AUC error in 001's Fig. 5 setting (App. D.1: the synthetic data
+    sets, users split, d = 2^alpha) with 001's one-bit Hadamard response
+    (``oracle="hadamard"``, before) and the per-level oracle of least exact variance
+    (``oracle="auto"``, the default since issue 15), on the same data and seeds."""
+    from fedustat import datasets
+    from fedustat.api import estimate
+    from fedustat.stats import auc_kernel, roc_auc
+
+    kernel = auc_kernel()
+    table = Table(
+        "6. ldp-tree AUC error vs epsilon (001 Fig. 5 setting): one-bit Hadamard vs auto",
+        ["data", "d", "n/class", "eps", "oracle", "runs", "RMSE", "+-s.e.", "mean |err|",
+         "mean std_error", "Thm 3 RMSE bound", "bits/party", "time/run (s)",
+         "RMSE ratio auto/hadamard"])
+    for name in data_sets:
+        for alpha in alphas:
+            ds = getattr(datasets, name)(alpha, n_per_class, rng=seed)
+            scores = np.asarray(ds["score"], dtype=np.float64)
+            labels = np.asarray(ds["label"]).astype(np.int64)
+            data, truth = kernel.pack(scores, labels), roc_auc(scores, labels)
+            for eps in epsilons:
+                _progress(f"ldp_tree {name} d=2^{alpha} eps={eps:g}")
+                rmse: dict[str, float] = {}
+                for oracle in ("hadamard", "auto"):
+                    errors, ses, times = [], [], []
+                    for r in range(runs):
+                        run_rng = np.random.default_rng([seed, alpha, r])
+                        params = {"epsilon": eps, "protocol": "ldp-tree", "d": 1 << alpha,
+                                  "oracle": oracle, "rng": run_rng}
+                        t, est = _timed(lambda p=params, x=data: estimate(kernel, x, **p))
+                        errors.append(est.value - truth)
+                        ses.append(est.std_error)
+                        times.append(t)
+                    sq = np.square(errors)
+                    rmse[oracle] = math.sqrt(float(sq.mean()))
+                    # s.e. of the RMSE by the delta method: sd(err^2) / (2 RMSE sqrt(R)).
+                    se = (float(sq.std(ddof=1)) / (2 * rmse[oracle] * math.sqrt(runs))
+                          if runs > 1 and rmse[oracle] > 0 else None)
+                    table.add([name, f"2^{alpha}", n_per_class, _fmt(eps), oracle, runs,
+                               rmse[oracle], se, float(np.mean(np.abs(errors))),
+                               float(np.mean(ses)), est.diagnostics["rmse_bound"],
+                               int(est.cost.bits_per_party), statistics.median(times),
+                               _ratio(rmse["auto"], rmse["hadamard"])
+                               if oracle == "auto" else None],
+                              data=name, alpha=alpha, epsilon=eps, oracle=oracle,
+                              rmse=rmse[oracle], se=se, runs=runs,
+                              bits=int(est.cost.bits_per_party),
+                              oracle_per_level=est.diagnostics["oracle_per_level"])
+            table.gap()
+    if table.rows and not any(table.rows[-1]):
+        table.rows.pop()
+    table.notes += [
+        "001 App. D.1 / Fig. 5: synthetic data sets (ur: uniform random scores, auc_one: "
+        "the two classes at two scores, AUC 1), users split, errors against the data's own "
+        "AUC; the paper uses 10^6 parties per class and 20 runs.",
+        "hadamard: 001's one-bit Hadamard response at every level (what `fedustat "
+        "reproduce 001-fig5-6` runs); auto: per level the one-bit Hadamard response or "
+        "subset selection, whichever has the least exact node variance averaged over the "
+        "level (fedustat.protocols.local.auc_tree.level_oracles), reports of at most 64 "
+        "bits per level.",
+        "Thm 3 RMSE bound: with the largest exact node variance of the chosen oracles (a "
+        "node holding every party), which subset selection can make larger than the "
+        "one-bit oracle's even where its average variance is far smaller.",
+    ]
+    return table
+
+
 @dataclass(frozen=True)
 class Config:
     """Sizes of one run; ``QUICK`` and ``FULL`` are the two presets."""
@@ -905,13 +983,16 @@ class Config:
     ecdf_reps: int
     smooth_max_exp: int
     smooth_thm1_reps: int
+    tree_n_per_class: int = 100_000
+    tree_runs: int = 10
 
 
 QUICK = Config(exact_n=1_000_000, exact_repeats=1, exact_brute_n=1000,
                hr_domains=(64, 1024), hr_sizes=(100_000,), hr_epsilons=(1.0, 4.0),
                hr_reps=lambda n: 5, hr_ue_max_cells=110_000_000, ecdf_bins=(4096,),
                ecdf_epsilons=(1.0,), ecdf_reps=30,
-               smooth_max_exp=14, smooth_thm1_reps=500)
+               smooth_max_exp=14, smooth_thm1_reps=500, tree_n_per_class=20_000,
+               tree_runs=5)
 FULL = Config(exact_n=1_000_000, exact_repeats=3, exact_brute_n=2000,
               hr_domains=(64, 1024), hr_sizes=(100_000, 1_000_000), hr_epsilons=(1.0, 4.0),
               hr_reps=lambda n: 10 if n <= 100_000 else 3, hr_ue_max_cells=110_000_000,
@@ -937,6 +1018,9 @@ def run_one(config: Config, name: str, seed: int = 0) -> Table:
                                      seed)
     elif name == "fedauc":
         table = fedauc_comparison()
+    elif name == "ldp_tree":
+        table = ldp_tree_comparison(n_per_class=config.tree_n_per_class,
+                                    runs=config.tree_runs, seed=seed)
     else:
         raise ValueError(f"unknown comparison {name!r}; choose from {COMPARISONS}")
     table.notes.append(f"(this comparison ran in {time.perf_counter() - start:.1f} s)")

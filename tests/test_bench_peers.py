@@ -106,6 +106,21 @@ def test_hadamard_leaves_global_random_state(bench: ModuleType) -> None:
     assert np.random.random() == expected
 
 
+def test_ldp_tree_comparison_rows(bench: ModuleType) -> None:
+    table = bench.ldp_tree_comparison(alphas=(6,), n_per_class=2000, epsilons=(1.0, 4.0),
+                                      data_sets=("ur",), runs=3, seed=0)
+    records = _peer_records(table)
+    assert [(r["epsilon"], r["oracle"]) for r in records] == [
+        (1.0, "hadamard"), (1.0, "auto"), (4.0, "hadamard"), (4.0, "auto")]
+    for r in records:
+        assert r["runs"] == 3 and 0 < r["rmse"] < 0.5
+        if r["oracle"] == "hadamard":
+            assert r["bits"] == 6 + 3 and set(r["oracle_per_level"]) == {"hadamard"}
+        else:
+            assert any(o.startswith("subset-selection") for o in r["oracle_per_level"])
+    assert "RMSE ratio auto/hadamard" in table.render()
+
+
 def test_ecdf_comparison_rows(bench: ModuleType) -> None:
     pytest.importorskip("opendp")
     table = bench.ecdf_comparison(n_bins_list=(256,), epsilons=(1.0,), reps=2, seed=0)

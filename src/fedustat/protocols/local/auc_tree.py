@@ -766,7 +766,11 @@ class LdpAucTree(Protocol):
     # Everything the aggregator computes from the reports: the level each party reports
     # on is its own coin, and the per-level counts follow from the reports.
     released_fields = (*Protocol.released_fields, "diagnostics.uauc",
-                       "diagnostics.reports_per_level_*", "cost.server_operations")
+                       "diagnostics.reports_per_level_*", "cost.server_operations",
+                       # The recursion's shape follows the (DP) node estimates.
+                       "diagnostics.recursed_per_level", "diagnostics.discarded_per_level",
+                       "diagnostics.queried_per_level", "diagnostics.active_leaves",
+                       "diagnostics.estimation_*")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, d: int, delta: float = 0.0,
                  split: str = "users", a: float | None = None,

@@ -51,7 +51,7 @@ def _mean(m1: float, m0: float, alpha: int, split: str, d: int) -> float:
 
 @pytest.mark.parametrize("split", ["users", "budget-basic"])
 @pytest.mark.parametrize("epsilon", [0.5, 2.0, 6.0])
-def test_auto_takes_the_least_average_variance_per_level(split, epsilon):
+def test_auto_takes_the_least_average_variance_within_the_one_bit_bound(split, epsilon):
     alpha, bits = 7, 40
     eps_l = epsilon if split == "users" else epsilon / alpha
     oracles = tree.level_oracles(alpha, eps_l, "auto", bits, split)
@@ -61,7 +61,10 @@ def test_auto_takes_the_least_average_variance_per_level(split, epsilon):
         ks = np.arange(1, min(d - 1, bits // alpha) + 1)
         _, _, m1, m0 = subset_selection_moments(d, eps_l, ks)
         hadamard = HadamardResponse(d, eps_l)
-        candidates = [_mean(a, b, alpha, split, d) for a, b in zip(m1, m0, strict=True)]
+        # Candidates: those whose largest node variance is at most the one-bit oracle's.
+        limit = _bound(*hadamard.report_moments, alpha, split)
+        candidates = [_mean(a, b, alpha, split, d) for a, b in zip(m1, m0, strict=True)
+                      if _bound(a, b, alpha, split) <= limit]
         candidates.append(_mean(*hadamard.report_moments, alpha, split, d))
         chosen = _mean(*oracle.report_moments, alpha, split, d)
         assert chosen == pytest.approx(min(candidates), rel=1e-12)
@@ -77,6 +80,7 @@ def test_auto_takes_the_least_average_variance_per_level(split, epsilon):
     auto = tree.node_variance_bound(n, alpha, eps_l, split, "auto", bits)
     assert auto == pytest.approx(max(n * _bound(*o.report_moments, alpha, split)
                                      for o in oracles))
+    assert auto <= tree.node_variance_bound(n, alpha, eps_l, split, "hadamard") * (1 + 1e-12)
 
 
 def test_named_oracles_and_large_epsilon_choice():

@@ -163,16 +163,17 @@ def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
     ``"hadamard"``: 001's one-bit Hadamard response everywhere. ``"subset-selection"``:
     the k-subset mechanism with the ``k <= max_report_bits / alpha`` of least exact node
     variance averaged over the level's nodes (:func:`_mean_per_report`; with the split's
-    subsampling). ``"auto"``: per level, the Hadamard response or subset selection with
-    such a ``k``, whichever has the least average exact variance: subset selection at
-    every epsilon on the levels where ``k`` may be large enough, the Hadamard response
-    when the bit budget leaves ``k`` too small.
+    subsampling). ``"auto"``: per level, among the Hadamard response and subset selection
+    with such a ``k`` whose largest node variance over all data (:func:`_level_bound`,
+    a node holding every party) is at most the Hadamard response's, the one of least
+    average exact variance. So ``v`` (Theorem 3, the pruning) is never larger than with
+    001's oracle, and the average node variance is as small as that allows: subset
+    selection on the small levels, more of them as epsilon grows; the Hadamard response
+    where no such ``k`` fits the bit budget or beats it.
 
-    The average, not the largest variance, decides: the largest (all parties in one
-    node) is the bound ``v`` of Theorem 3 and of the pruning threshold, and choosing by
-    it would keep the one-bit oracle whose variance is ~``c^2 n`` for every node, where
-    subset selection's is far smaller for all but nodes holding most parties (measured
-    in docs/protocols/ldp-tree.md).
+    (Choosing by the average alone lowers the average further but can raise ``v`` above
+    the one-bit oracle's; on 001's auc_one data, where every party of a class sits in
+    one leaf, that was measured to cost accuracy. docs/protocols/ldp-tree.md.)
     """
     alpha = check_positive_int(alpha, "alpha")
     epsilon_level = check_epsilon(epsilon_level, "epsilon_level")
@@ -198,6 +199,13 @@ def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
         ks = np.arange(1, cap + 1)
         _, _, m1, m0 = subset_selection_moments(d, epsilon_level, ks)
         values = _mean_per_report(m1, m0, alpha, split, d)
+        if oracle == "auto":
+            worst_ok = _bound_per_report(m1, m0, alpha, split) <= _bound_per_report(
+                *hadamard.report_moments, alpha, split)
+            if not worst_ok.any():
+                out.append(hadamard)
+                continue
+            values = np.where(worst_ok, values, np.inf)
         best = int(np.argmin(values))
         if oracle == "auto" and _mean_per_report(*hadamard.report_moments, alpha,
                                                  split, d) <= values[best]:

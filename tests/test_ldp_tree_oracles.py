@@ -51,7 +51,7 @@ def _mean(m1: float, m0: float, alpha: int, split: str, d: int) -> float:
 
 @pytest.mark.parametrize("split", ["users", "budget-basic"])
 @pytest.mark.parametrize("epsilon", [0.5, 2.0, 6.0])
-def test_auto_takes_the_least_average_variance_within_the_one_bit_bound(split, epsilon):
+def test_auto_takes_the_least_average_variance_below_the_one_bit_oracle(split, epsilon):
     alpha, bits = 7, 40
     eps_l = epsilon if split == "users" else epsilon / alpha
     oracles = tree.level_oracles(alpha, eps_l, "auto", bits, split)
@@ -61,10 +61,11 @@ def test_auto_takes_the_least_average_variance_within_the_one_bit_bound(split, e
         ks = np.arange(1, min(d - 1, bits // alpha) + 1)
         _, _, m1, m0 = subset_selection_moments(d, eps_l, ks)
         hadamard = HadamardResponse(d, eps_l)
-        # Candidates: those whose largest node variance is at most the one-bit oracle's.
-        limit = _bound(*hadamard.report_moments, alpha, split)
+        # Candidates: both report moments at most the one-bit oracle's c^2, so that every
+        # node's variance (linear in its count) is at most the one-bit oracle's.
+        c2 = hadamard.report_moments[0]
         candidates = [_mean(a, b, alpha, split, d) for a, b in zip(m1, m0, strict=True)
-                      if _bound(a, b, alpha, split) <= limit]
+                      if a <= c2 and b <= c2]
         candidates.append(_mean(*hadamard.report_moments, alpha, split, d))
         chosen = _mean(*oracle.report_moments, alpha, split, d)
         assert chosen == pytest.approx(min(candidates), rel=1e-12)
@@ -75,6 +76,10 @@ def test_auto_takes_the_least_average_variance_within_the_one_bit_bound(split, e
         exact = (alpha * (counts * m1_o + (1000 - counts) * m0_o) - counts
                  if split == "users" else counts * (m1_o - 1) + (1000 - counts) * m0_o)
         assert exact.mean() == pytest.approx(1000 * chosen, rel=1e-9)
+        # ... and no node's variance exceeds the one-bit oracle's, whatever its count.
+        one_bit = (alpha * 1000 * c2 - counts if split == "users"
+                   else 1000 * c2 - counts)
+        assert np.all(exact <= one_bit * (1 + 1e-12))
     # The tree's v is the largest level bound (count 0 or n) of the chosen oracles.
     n = 1000
     auto = tree.node_variance_bound(n, alpha, eps_l, split, "auto", bits)

@@ -164,16 +164,17 @@ def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
     the k-subset mechanism with the ``k <= max_report_bits / alpha`` of least exact node
     variance averaged over the level's nodes (:func:`_mean_per_report`; with the split's
     subsampling). ``"auto"``: per level, among the Hadamard response and subset selection
-    with such a ``k`` whose largest node variance over all data (:func:`_level_bound`,
-    a node holding every party) is at most the Hadamard response's, the one of least
-    average exact variance. So ``v`` (Theorem 3, the pruning) is never larger than with
-    001's oracle, and the average node variance is as small as that allows: subset
-    selection on the small levels, more of them as epsilon grows; the Hadamard response
-    where no such ``k`` fits the bit budget or beats it.
+    with such a ``k`` whose report moments ``(m1, m0)`` are both at most the Hadamard
+    response's ``c^2``, the one of least average exact variance. A node's variance is
+    linear in its count with these moments as coefficients (:func:`_level_variance`), so
+    with that restriction every node's variance is at most what 001's oracle gives, for
+    any data (and so is ``v``: Theorem 3, the pruning); among those the average decides:
+    subset selection on the small levels, more of them as epsilon grows, the Hadamard
+    response where no such ``k`` fits the bit budget.
 
-    (Choosing by the average alone lowers the average further but can raise ``v`` above
-    the one-bit oracle's; on 001's auc_one data, where every party of a class sits in
-    one leaf, that was measured to cost accuracy. docs/protocols/ldp-tree.md.)
+    (Choosing by the average alone lowers the average further but raises the variance
+    of nodes holding most parties; on 001's auc_one data, where every party of a class
+    sits in one leaf, that was measured to cost accuracy. docs/protocols/ldp-tree.md.)
     """
     alpha = check_positive_int(alpha, "alpha")
     epsilon_level = check_epsilon(epsilon_level, "epsilon_level")
@@ -200,8 +201,10 @@ def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
         _, _, m1, m0 = subset_selection_moments(d, epsilon_level, ks)
         values = _mean_per_report(m1, m0, alpha, split, d)
         if oracle == "auto":
-            worst_ok = _bound_per_report(m1, m0, alpha, split) <= _bound_per_report(
-                *hadamard.report_moments, alpha, split)
+            # Both report moments at most the one-bit oracle's: every node's variance
+            # (linear in its count, see _level_variance) is then at most 001's, for any data.
+            c2 = hadamard.report_moments[0]
+            worst_ok = (m1 <= c2) & (m0 <= c2)
             if not worst_ok.any():
                 out.append(hadamard)
                 continue

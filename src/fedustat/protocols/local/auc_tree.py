@@ -7,6 +7,14 @@ hierarchical histogram of their scores (001 App. B.2, Alg. 2-3), and the server 
 pruned top-down recursion of 000 eq. 10 on the two estimated trees to estimate
 ``UAUC``; the released AUC is ``UAUC^ / (n+ n-)``. One round, no interaction.
 
+Frequency oracle per level (issue 15). ``oracle="hadamard"`` runs 001's one-bit Hadamard
+response at every level, as described below. ``oracle="auto"`` (the default) takes, per
+level, the one-bit Hadamard response or subset selection (Wang et al. 2016; Ye and Barg
+2018; :mod:`fedustat.privacy.frequency_oracles`) whose exact node variance averaged over
+the level is least among those never above the one-bit oracle's for any node
+(:func:`level_oracles`); reports then travel as encoded oracle rows and the server keeps
+each level's reducible summary (support counts or signed sums).
+
 Party side (one message per party, pure, vectorized over a batch). Level ``l``
 (``1..alpha``) of the tree is the frequency oracle over the ``2^l`` prefixes of length
 ``l``; a party *reports at level l* by running Hadamard response (001 Alg. 2) on its
@@ -610,7 +618,9 @@ class LevelEstimates:
     levels). ``method`` picks how a level is estimated: ``"auto"`` (the cheaper of the
     two by the cost model in the module docstring), ``"fwht"`` (the whole level with
     :meth:`HadamardResponse.estimate_frequencies`) or ``"per-node"`` (the requested nodes
-    with :meth:`HadamardResponse.estimate_frequency`); both give the same numbers.
+    with :meth:`HadamardResponse.estimate_frequency`); both give the same numbers. A level
+    whose oracle is subset selection is estimated from its support counts (one lookup per
+    node, method ``"support counts"``).
 
     ``methods`` and ``operations`` record, per level, what was used and the work done
     (``Cost.server_operations`` counts one unit per report aggregated, per FWHT

@@ -58,7 +58,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fedustat.datasets import poisson_ecdf
-from fedustat.privacy.frequency_oracles import best_frequency_oracle
+from fedustat.privacy.frequency_oracles import LocalHashing, best_frequency_oracle
 from fedustat.privacy.randomizers import HadamardResponse
 from fedustat.protocols.ecdf import dp_ecdf, dp_quantile
 from fedustat.protocols.ecdf.smoothing import smooth
@@ -319,6 +319,16 @@ def hadamard_comparison(domains: Sequence[int] = (64, 1024),
                 if not isinstance(best, HadamardResponse):
                     results.append(_run_ours_oracle(best, codes, counts, runs, [*key, 5]))
                 pick = len(results) - 1
+                # Local hashing: O(log d) bits; its server evaluates every report's hash
+                # on the whole domain (n d work), so it runs under the same cell limit.
+                olh = LocalHashing(d, eps)
+                if n * d <= ue_max_cells:
+                    results.append(_run_ours_oracle(olh, codes, counts, min(runs, 3),
+                                                    [*key, 6]))
+                else:
+                    results.append(_exact_only(f"ours: local hashing g={olh.g} (exact law)",
+                                               olh.report_bits,
+                                               float(olh.count_variance(counts).mean()), n))
                 peers: list[dict[str, Any]] = []
                 if pure_ldp is not None:
                     peers.append(_run_pure_ldp_hm(pure_ldp, d, eps, runs, counts, values_1,
@@ -374,6 +384,10 @@ def hadamard_comparison(domains: Sequence[int] = (64, 1024),
         "oracle of least exact variance; subset selection (Wang et al. 2016; Ye and Barg "
         "2018) reports k values, k ceil(log2 d) bits; exact variance (n_v p(1-p) + "
         "(n - n_v) q(1-q))/(p - q)^2.",
+        "ours: local hashing (Wang et al. 2017, OLH) with an exactly pairwise-uniform "
+        "linear hash over Z_g, g the prime of least exact variance: (L + 2) ceil(log2 g) "
+        "bits; what the chooser returns under a small bit budget (run when n d <= the "
+        "cell limit, at most 3 runs).",
         "ours 1-bit and pure-ldp HM (t=1) are the same mechanism (index j uniform, the sign "
         "of H[j, x] kept w.p. e^eps/(1+e^eps)): exact variance n c^2 - count, "
         "c = (e^eps+1)/(e^eps-1) (001 Lemma 5 with the n - count term).",
@@ -420,8 +434,12 @@ def _run_ours_oracle(oracle: Any, codes: np.ndarray, counts: np.ndarray, runs: i
         ta, est = _timed(lambda: oracle.estimate_from_summary(summary))
         return t_priv, t_agg + ta, est
 
-    label = (f"ours: chooser -> subset sel. k={oracle.k}" if hasattr(oracle, "k")
-             else f"ours: chooser -> {oracle.name}")
+    if isinstance(oracle, LocalHashing):
+        label = f"ours: local hashing g={oracle.g}"
+    elif hasattr(oracle, "k"):
+        label = f"ours: chooser -> subset sel. k={oracle.k}"
+    else:
+        label = f"ours: chooser -> {oracle.name}"
     return _run_oracle(label, oracle.report_bits, runs, counts, run, lambda _k: exact)
 
 

@@ -15,7 +15,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from fedustat.privacy.frequency_oracles import best_frequency_oracle
+from fedustat.privacy.frequency_oracles import LocalHashing, best_frequency_oracle
 from fedustat.privacy.randomizers import HadamardResponse
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_peers.py"
@@ -58,8 +58,10 @@ def test_hadamard_variances_match_exact(bench: ModuleType) -> None:
     peers = ["pure-ldp DE", "pure-ldp OUE", "pure-ldp OLH (exact law)",
              "pure-ldp SUE (exact law)"]
     assert names == ["ours: 1-bit HR", "ours: chooser -> subset sel. k=17",
+                     "ours: local hashing g=3",
                      "pure-ldp HM t=1 (same)", "pure-ldp HR high-priv.", *peers,
                      "ours: 1-bit HR", "ours: chooser -> subset sel. k=1",
+                     "ours: local hashing g=41",
                      "pure-ldp HM t=1 (same)", "pure-ldp HR general", *peers]
     # The benchmark's data: the first draw of its generator.
     codes = bench._zipf_data(d, n, np.random.default_rng(seed))
@@ -81,6 +83,8 @@ def test_hadamard_variances_match_exact(bench: ModuleType) -> None:
             # At most the least pure-ldp variance of the cell (a tie at eps = 4: k = 1 is
             # pure-ldp's direct encoding).
             assert r["best_over_peer_exact"] <= 1 + 1e-12
+        elif r["name"].startswith("ours: local hashing"):
+            var_i = LocalHashing(d, eps).count_variance(counts)
         elif r["name"] in ("pure-ldp DE", "pure-ldp OUE"):
             e = math.exp(eps)
             p, q = ((e / (e + d - 1), 1 / (e + d - 1)) if r["name"] == "pure-ldp DE"

@@ -10,11 +10,12 @@ or our error is smaller):
 
 1. ``exact``: AUC vs ``sklearn.metrics.roc_auc_score`` and Kendall's tau-b vs
    ``scipy.stats.kendalltau`` at n = 10^6 (the table of ``bench_exact.py``, reused).
-2. ``hadamard``: our Hadamard frequency oracle (001 App. B.2.1, Alg. 2-3) vs pure-ldp's
-   Hadamard mechanism with t = 1 (the same one-bit mechanism) and pure-ldp's Hadamard
-   response (Acharya, Sun and Zhang's HR, a different mechanism) at equal epsilon: time to
-   privatize and aggregate, and the empirical variance of the count estimates next to
-   each mechanism's exact variance.
+2. ``hadamard``: our frequency oracles (001's one-bit Hadamard response and the oracle of
+   least exact variance, subset selection) vs pure-ldp's Hadamard mechanism with t = 1
+   (the same one-bit mechanism), its Hadamard response (Acharya, Sun and Zhang), direct
+   encoding, OUE, OLH and SUE at equal epsilon: time to privatize and aggregate, the
+   empirical variance of the count estimates next to each mechanism's exact variance, and
+   our best over pure-ldp's best per cell.
 3. ``ecdf``: our DP ECDF (003 Sec. 3.1, Eq. 2) and quantiles (003 Alg. 1) vs OpenDP's
    b-ary tree (``make_b_ary_tree`` + ``make_consistent_b_ary_tree`` + ``make_cdf`` /
    ``make_quantiles_from_counts``), OpenDP's exponential-mechanism quantile
@@ -30,6 +31,9 @@ or our error is smaller):
    debiased) on issue 15's setting (n = 2000, 256 thresholds, exact AUC 0.801): bias, RMSE,
    reported standard error and interval coverage of the AUC, L1 distance of the curve. No
    peer library releases a DP ROC curve, so the table compares our options.
+8. ``ldp_tree``: ``ldp-tree``'s AUC error vs epsilon in 001's Fig. 5 setting with 001's
+   one-bit Hadamard response and with the default per-level oracle (no peer: the
+   before/after of issue 15).
 
 ``--quick`` finishes in about 45 s here, the full run in about 8 minutes (2 shared cores;
 ``quantiles`` alone about 4). A peer
@@ -62,12 +66,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fedustat.datasets import poisson_ecdf
-from fedustat.privacy.frequency_oracles import best_frequency_oracle
+from fedustat.privacy.frequency_oracles import LocalHashing, best_frequency_oracle
 from fedustat.privacy.randomizers import HadamardResponse
 from fedustat.protocols.ecdf import dp_ecdf, dp_quantile
 from fedustat.protocols.ecdf.smoothing import smooth
 
-COMPARISONS = ("exact", "hadamard", "ecdf", "smoothing", "fedauc", "quantiles", "roc")
+COMPARISONS = ("exact", "hadamard", "ecdf", "smoothing", "fedauc", "quantiles", "roc",
+               "ldp_tree")
 QUANTILE_LEVELS = (0.25, 0.5, 0.75, 0.9)
 
 
@@ -323,6 +328,16 @@ def hadamard_comparison(domains: Sequence[int] = (64, 1024),
                 if not isinstance(best, HadamardResponse):
                     results.append(_run_ours_oracle(best, codes, counts, runs, [*key, 5]))
                 pick = len(results) - 1
+                # Local hashing: O(log d) bits; its server evaluates every report's hash
+                # on the whole domain (n d work), so it runs under the same cell limit.
+                olh = LocalHashing(d, eps)
+                if n * d <= ue_max_cells:
+                    results.append(_run_ours_oracle(olh, codes, counts, min(runs, 3),
+                                                    [*key, 6]))
+                else:
+                    results.append(_exact_only(f"ours: local hashing g={olh.g} (exact law)",
+                                               olh.report_bits,
+                                               float(olh.count_variance(counts).mean()), n))
                 peers: list[dict[str, Any]] = []
                 if pure_ldp is not None:
                     peers.append(_run_pure_ldp_hm(pure_ldp, d, eps, runs, counts, values_1,
@@ -378,6 +393,10 @@ def hadamard_comparison(domains: Sequence[int] = (64, 1024),
         "oracle of least exact variance; subset selection (Wang et al. 2016; Ye and Barg "
         "2018) reports k values, k ceil(log2 d) bits; exact variance (n_v p(1-p) + "
         "(n - n_v) q(1-q))/(p - q)^2.",
+        "ours: local hashing (Wang et al. 2017, OLH) with an exactly pairwise-uniform "
+        "linear hash over Z_g, g the prime of least exact variance: (L + 2) ceil(log2 g) "
+        "bits; what the chooser returns under a small bit budget (run when n d <= the "
+        "cell limit, at most 3 runs).",
         "ours 1-bit and pure-ldp HM (t=1) are the same mechanism (index j uniform, the sign "
         "of H[j, x] kept w.p. e^eps/(1+e^eps)): exact variance n c^2 - count, "
         "c = (e^eps+1)/(e^eps-1) (001 Lemma 5 with the n - count term).",
@@ -424,8 +443,12 @@ def _run_ours_oracle(oracle: Any, codes: np.ndarray, counts: np.ndarray, runs: i
         ta, est = _timed(lambda: oracle.estimate_from_summary(summary))
         return t_priv, t_agg + ta, est
 
-    label = (f"ours: chooser -> subset sel. k={oracle.k}" if hasattr(oracle, "k")
-             else f"ours: chooser -> {oracle.name}")
+    if isinstance(oracle, LocalHashing):
+        label = f"ours: local hashing g={oracle.g}"
+    elif hasattr(oracle, "k"):
+        label = f"ours: chooser -> subset sel. k={oracle.k}"
+    else:
+        label = f"ours: chooser -> {oracle.name}"
     return _run_oracle(label, oracle.report_bits, runs, counts, run, lambda _k: exact)
 
 
@@ -1151,6 +1174,81 @@ def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
 # --------------------------------------------------------------------------- main
 
 
+# --------------------------------------------------------------------------- 6. ldp-tree
+
+
+def ldp_tree_comparison(alphas: Sequence[int] = (10, 16), n_per_class: int = 100_000,
+                        epsilons: Sequence[float] = (0.5, 1.0, 2.0, 4.0),
+                        data_sets: Sequence[str] = ("ur", "auc_one"), runs: int = 10,
+                        seed: int = 0) -> Table:
+    """``ldp-tree``'s AUC error in 001's Fig. 5 setting (App. D.1: the synthetic data
+    sets, users split, d = 2^alpha) with 001's one-bit Hadamard response
+    (``oracle="hadamard"``, before) and the per-level oracle of least exact variance
+    (``oracle="auto"``, the default since issue 15), on the same data and seeds."""
+    from fedustat import datasets
+    from fedustat.api import estimate
+    from fedustat.stats import auc_kernel, roc_auc
+
+    kernel = auc_kernel()
+    table = Table(
+        "6. ldp-tree AUC error vs epsilon (001 Fig. 5 setting): one-bit Hadamard vs auto",
+        ["data", "d", "n/class", "eps", "oracle", "runs", "RMSE", "+-s.e.", "mean |err|",
+         "mean std_error", "Thm 3 RMSE bound", "bits/party", "time/run (s)",
+         "RMSE ratio auto/hadamard"])
+    for name in data_sets:
+        for alpha in alphas:
+            ds = getattr(datasets, name)(alpha, n_per_class, rng=seed)
+            scores = np.asarray(ds["score"], dtype=np.float64)
+            labels = np.asarray(ds["label"]).astype(np.int64)
+            data, truth = kernel.pack(scores, labels), roc_auc(scores, labels)
+            for eps in epsilons:
+                _progress(f"ldp_tree {name} d=2^{alpha} eps={eps:g}")
+                rmse: dict[str, float] = {}
+                for oracle in ("hadamard", "auto"):
+                    errors, ses, times = [], [], []
+                    for r in range(runs):
+                        run_rng = np.random.default_rng([seed, alpha, r])
+                        params = {"epsilon": eps, "protocol": "ldp-tree", "d": 1 << alpha,
+                                  "oracle": oracle, "rng": run_rng}
+                        t, est = _timed(lambda p=params, x=data: estimate(kernel, x, **p))
+                        errors.append(est.value - truth)
+                        ses.append(est.std_error)
+                        times.append(t)
+                    sq = np.square(errors)
+                    rmse[oracle] = math.sqrt(float(sq.mean()))
+                    # s.e. of the RMSE by the delta method: sd(err^2) / (2 RMSE sqrt(R)).
+                    se = (float(sq.std(ddof=1)) / (2 * rmse[oracle] * math.sqrt(runs))
+                          if runs > 1 and rmse[oracle] > 0 else None)
+                    table.add([name, f"2^{alpha}", n_per_class, _fmt(eps), oracle, runs,
+                               rmse[oracle], se, float(np.mean(np.abs(errors))),
+                               float(np.mean(ses)), est.diagnostics["rmse_bound"],
+                               int(est.cost.bits_per_party), statistics.median(times),
+                               _ratio(rmse["auto"], rmse["hadamard"])
+                               if oracle == "auto" else None],
+                              data=name, alpha=alpha, epsilon=eps, oracle=oracle,
+                              rmse=rmse[oracle], se=se, runs=runs,
+                              bits=int(est.cost.bits_per_party),
+                              oracle_per_level=est.diagnostics["oracle_per_level"])
+            table.gap()
+    if table.rows and not any(table.rows[-1]):
+        table.rows.pop()
+    table.notes += [
+        "001 App. D.1 / Fig. 5: synthetic data sets (ur: uniform random scores, auc_one: "
+        "the two classes at two scores, AUC 1), users split, errors against the data's own "
+        "AUC; the paper uses 10^6 parties per class and 20 runs.",
+        "hadamard: 001's one-bit Hadamard response at every level (what `fedustat "
+        "reproduce 001-fig5-6` runs); auto: per level, among the one-bit oracle and the "
+        "subset-selection oracles whose every node variance is at most the one-bit "
+        "oracle's, the one of least exact node variance averaged over the level "
+        "(fedustat.protocols.local.auc_tree.level_oracles), reports of at most 64 bits.",
+        "Thm 3 RMSE bound: from the largest exact node variance of the chosen oracles, "
+        "hence never above the one-bit oracle's.",
+        "auc_one's error is dominated by a few runs (heavy tails): its RMSE over 10 runs "
+        "moves by a factor 2 between seeds; compare it over many runs.",
+    ]
+    return table
+
+
 @dataclass(frozen=True)
 class Config:
     """Sizes of one run; ``QUICK`` and ``FULL`` are the two presets."""
@@ -1178,6 +1276,8 @@ class Config:
     roc_reps: int = 400
     roc_smoothed_reps: int = 100
     roc_smoothed_bootstrap: int = 50
+    tree_n_per_class: int = 100_000
+    tree_runs: int = 30
 
 
 QUICK = Config(exact_n=1_000_000, exact_repeats=1, exact_brute_n=1000,
@@ -1187,7 +1287,8 @@ QUICK = Config(exact_n=1_000_000, exact_repeats=1, exact_brute_n=1000,
                smooth_max_exp=14, smooth_thm1_reps=500, quantile_bins=(4096,),
                quantile_epsilons=(1.0,), quantile_reps=10, quantile_single_reps=40,
                quantile_tree_reps=5, roc_epsilons=(1.0,), roc_reps=100,
-               roc_smoothed_reps=20, roc_smoothed_bootstrap=30)
+               roc_smoothed_reps=20, roc_smoothed_bootstrap=30,
+               tree_n_per_class=20_000, tree_runs=5)
 FULL = Config(exact_n=1_000_000, exact_repeats=3, exact_brute_n=2000,
               hr_domains=(64, 1024), hr_sizes=(100_000, 1_000_000), hr_epsilons=(1.0, 4.0),
               hr_reps=lambda n: 10 if n <= 100_000 else 3, hr_ue_max_cells=110_000_000,
@@ -1221,6 +1322,9 @@ def run_one(config: Config, name: str, seed: int = 0) -> Table:
     elif name == "roc":
         table = roc_comparison(config.roc_epsilons, config.roc_reps, config.roc_smoothed_reps,
                                config.roc_smoothed_bootstrap, seed)
+    elif name == "ldp_tree":
+        table = ldp_tree_comparison(n_per_class=config.tree_n_per_class,
+                                    runs=config.tree_runs, seed=seed)
     else:
         raise ValueError(f"unknown comparison {name!r}; choose from {COMPARISONS}")
     table.notes.append(f"(this comparison ran in {time.perf_counter() - start:.1f} s)")

@@ -230,7 +230,10 @@ def protocol_cases() -> list[ReleaseCase]:
                        domain=DOMAIN6),
         _protocol_case("gini", "ldp-ghazi", GINI, unit_values(), k=8),
         _protocol_case("gini", "ghazi-shuffle", GINI, unit_values(), k=8),
-        _protocol_case("auc", "ldp-tree", auc, integer_scores(), d=16),
+        _protocol_case("auc", "ldp-tree", auc, integer_scores(), d=16, oracle="hadamard"),
+        # The default per-level oracles: at eps = 1 and 120 parties the recursion stops at
+        # the root, whose children's estimates then sum to the report counts.
+        _protocol_case("auc-auto", "ldp-tree", auc, integer_scores(), epsilon=4.0, d=16),
         _protocol_case("kendall", "pairs-2pc", kendall_tau_kernel("a"), pairs_xy(n=40), P=2),
         _protocol_case("auc", "pairs-2pc", auc, labelled(n=40), P=2),
         _protocol_case("gini", "umpc", GINI, unit_values(n=40)),

@@ -15,7 +15,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from fedustat.privacy.frequency_oracles import best_frequency_oracle
+from fedustat.privacy.frequency_oracles import LocalHashing, best_frequency_oracle
 from fedustat.privacy.randomizers import HadamardResponse
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_peers.py"
@@ -58,8 +58,10 @@ def test_hadamard_variances_match_exact(bench: ModuleType) -> None:
     peers = ["pure-ldp DE", "pure-ldp OUE", "pure-ldp OLH (exact law)",
              "pure-ldp SUE (exact law)"]
     assert names == ["ours: 1-bit HR", "ours: chooser -> subset sel. k=17",
+                     "ours: local hashing g=3",
                      "pure-ldp HM t=1 (same)", "pure-ldp HR high-priv.", *peers,
                      "ours: 1-bit HR", "ours: chooser -> subset sel. k=1",
+                     "ours: local hashing g=41",
                      "pure-ldp HM t=1 (same)", "pure-ldp HR general", *peers]
     # The benchmark's data: the first draw of its generator.
     codes = bench._zipf_data(d, n, np.random.default_rng(seed))
@@ -81,6 +83,8 @@ def test_hadamard_variances_match_exact(bench: ModuleType) -> None:
             # At most the least pure-ldp variance of the cell (a tie at eps = 4: k = 1 is
             # pure-ldp's direct encoding).
             assert r["best_over_peer_exact"] <= 1 + 1e-12
+        elif r["name"].startswith("ours: local hashing"):
+            var_i = LocalHashing(d, eps).count_variance(counts)
         elif r["name"] in ("pure-ldp DE", "pure-ldp OUE"):
             e = math.exp(eps)
             p, q = ((e / (e + d - 1), 1 / (e + d - 1)) if r["name"] == "pure-ldp DE"
@@ -104,6 +108,21 @@ def test_hadamard_leaves_global_random_state(bench: ModuleType) -> None:
     np.random.seed(123)
     bench.hadamard_comparison(domains=(64,), sizes=(200,), epsilons=(4.0,), reps=1)
     assert np.random.random() == expected
+
+
+def test_ldp_tree_comparison_rows(bench: ModuleType) -> None:
+    table = bench.ldp_tree_comparison(alphas=(6,), n_per_class=2000, epsilons=(1.0, 4.0),
+                                      data_sets=("ur",), runs=3, seed=0)
+    records = _peer_records(table)
+    assert [(r["epsilon"], r["oracle"]) for r in records] == [
+        (1.0, "hadamard"), (1.0, "auto"), (4.0, "hadamard"), (4.0, "auto")]
+    for r in records:
+        assert r["runs"] == 3 and 0 < r["rmse"] < 0.5
+        if r["oracle"] == "hadamard":
+            assert r["bits"] == 6 + 3 and set(r["oracle_per_level"]) == {"hadamard"}
+        else:
+            assert any(o.startswith("subset-selection") for o in r["oracle_per_level"])
+    assert "RMSE ratio auto/hadamard" in table.render()
 
 
 def test_ecdf_comparison_rows(bench: ModuleType) -> None:

@@ -19,6 +19,7 @@ import pytest
 from fedustat.privacy import DeploymentNoise, HadamardResponse, verify_ldp
 from fedustat.privacy.frequency_oracles import (
     ORACLES,
+    LocalHashing,
     SubsetSelection,
     best_frequency_oracle,
     frequency_oracle,
@@ -92,6 +93,77 @@ def test_floyd_paths_give_distinct_sorted_subsets_with_uniform_others(d, k):
     freq = np.bincount(reports.ravel(), minlength=d)[1:] / reps
     q = ss.other_probability
     np.testing.assert_array_less(np.abs(freq - q), 5 * math.sqrt(q * (1 - q) / reps))
+
+
+@pytest.mark.parametrize(("d", "g"), [(2, 2), (4, 3), (5, 2), (9, 3), (6, 5)])
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_local_hashing_passes_exact_ldp_check(d, g, epsilon):
+    olh = LocalHashing(d, epsilon, g=g)
+    # The joint law of (hash, report), every hash enumerated.
+    result = verify_ldp(olh)
+    assert result.passed, str(result)
+    assert result.observed_epsilon == pytest.approx(epsilon, rel=1e-9)
+    assert not verify_ldp(olh, epsilon=0.9 * epsilon).passed
+    # Given any hash (drawn independently of the input), the report is randomized
+    # response over g values: each conditional law is epsilon-LDP too.
+    for coefficients in itertools.product(range(g), repeat=olh.n_digits + 1):
+        check = verify_ldp(lambda x, c=coefficients: olh.conditional_distribution(x, c),
+                           list(range(d)), epsilon)
+        assert check.passed
+
+
+@pytest.mark.parametrize(("d", "g"), [(9, 3), (10, 5), (7, 2)])
+def test_local_hashing_family_is_exactly_pairwise_uniform(d, g):
+    # For x != v, h(x) - h(v) is uniform on Z_g over the whole family: P(collision) = 1/g,
+    # which makes the estimator exactly unbiased.
+    olh = LocalHashing(d, 1.0, g=g)
+    family = np.array(list(itertools.product(range(g), repeat=olh.n_digits + 1)))
+    values = np.arange(d)
+    hashes = np.array([olh._hash(np.repeat(c[None, :], d, 0), values) for c in family])
+    for x in range(d):
+        for v in range(d):
+            if x != v:
+                diff = np.bincount((hashes[:, x] - hashes[:, v]) % g, minlength=g)
+                assert np.all(diff == len(family) // g)
+
+
+@pytest.mark.parametrize("noise", ["simulation", "deployment"])
+def test_local_hashing_sampler_has_the_stated_law(noise):
+    olh = LocalHashing(3, 1.0, g=2)  # 2 digits: 2^4 = 16 outputs
+    reps = 64_000 if noise == "simulation" else 16_000
+    source = DeploymentNoise() if noise == "deployment" else np.random.default_rng(12)
+    reports = olh.randomize(np.full(reps, 2), source)
+    codes = (reports * (2 ** np.arange(reports.shape[1] - 1, -1, -1))).sum(axis=1)
+    freq = np.bincount(codes, minlength=olh.output_size) / reps
+    exact = olh.output_distribution(2)
+    np.testing.assert_array_less(np.abs(freq - exact), 5 * np.sqrt(exact * (1 - exact) / reps))
+
+
+@pytest.mark.parametrize(("d", "eps"), [(16, 1.0), (40, 3.0)])
+def test_local_hashing_counts_are_unbiased_with_the_exact_variance(d, eps):
+    olh = LocalHashing(d, eps)
+    rng = np.random.default_rng([9, d])
+    data = rng.integers(0, d, 300)
+    counts = np.bincount(data, minlength=d)
+    reps = 2000
+    est = np.array([olh.estimate_counts(olh.randomize(data, rng)) for _ in range(reps)])
+    p, q = olh.include_probability, olh.other_probability
+    variance = olh.count_variance(counts)
+    for v in range(d):
+        # Each report supports v independently: w.p. p if it holds v, q = 1/g otherwise.
+        var_v, spread = bernoulli_sum_moments(np.where(data == v, p, q), 1.0 / (p - q))
+        assert var_v == pytest.approx(variance[v], rel=1e-9)
+        assert abs(est[:, v].mean() - counts[v]) < 5 * math.sqrt(var_v / reps)
+        assert abs(est[:, v].var() - var_v) < 5 * math.sqrt(spread / reps)
+
+
+def test_local_hashing_wins_under_a_bit_budget():
+    # 64 bits: subset selection keeps k <= 6 values of 10 bits, the one-bit oracle has
+    # variance c^2; local hashing (g = 3, 18 bits) is within 2.4% of OUE.
+    pick = best_frequency_oracle(1024, 1.0, max_report_bits=64)
+    assert isinstance(pick, LocalHashing) and pick.g == 3 and pick.report_bits == 18
+    assert pick.mean_count_variance(1) < 0.81 * HadamardResponse(1024, 1.0).mean_count_variance(1)
+    assert pick.mean_count_variance(1) < 1.024 * (4 * math.e / (math.e - 1) ** 2 + 1 / 1024)
 
 
 # ------------------------------------------------------- unbiasedness and variance
@@ -227,33 +299,36 @@ def test_chooser_is_at_most_the_peers_best_and_the_true_minimum(d, eps):
     ours = best.mean_count_variance(1)
     assert ours <= min(_peer_variances(d, eps).values()) * (1 + 1e-12)
     # The minimum over every candidate, by brute force.
-    candidates = [SubsetSelection(d, eps, k) for k in range(1, d)] + [HadamardResponse(d, eps)]
+    candidates = ([SubsetSelection(d, eps, k) for k in range(1, d)]
+                  + [HadamardResponse(d, eps), LocalHashing(d, eps)])
     assert ours == pytest.approx(min(o.mean_count_variance(1) for o in candidates), rel=1e-12)
 
 
 def test_chooser_worst_criterion_and_bit_budget():
     d, eps = 64, 4.0
-    worst = best_frequency_oracle(d, eps, criterion="worst")
+    two = ("subset-selection", "hadamard")
+    worst = best_frequency_oracle(d, eps, criterion="worst", candidates=two)
     ks = np.arange(1, d)
     _, _, m1, m0 = subset_selection_moments(d, eps, ks)
     assert worst.max_count_variance(1) == pytest.approx(
         min(np.maximum(m0, m1 - 1).min(), HadamardResponse(d, eps).max_count_variance(1)))
     # 10-bit values: 40 bits allow k <= 4, where the Hadamard response (11 bits) wins.
-    capped = best_frequency_oracle(1024, 1.0, max_report_bits=40)
+    capped = best_frequency_oracle(1024, 1.0, max_report_bits=40, candidates=two)
     assert isinstance(capped, HadamardResponse) and capped.report_bits == 11
     # At eps = 4 subset selection with k <= 4 beats it.
-    capped = best_frequency_oracle(1024, 4.0, max_report_bits=40)
+    capped = best_frequency_oracle(1024, 4.0, max_report_bits=40, candidates=two)
     assert isinstance(capped, SubsetSelection) and capped.k == 4
     # 7 bits: k = 1 (direct encoding, variance about 22 per report) or the Hadamard
     # response (about 4.7): the latter.
-    only_hr = best_frequency_oracle(64, 1.0, max_report_bits=7)
+    only_hr = best_frequency_oracle(64, 1.0, max_report_bits=7, candidates=two)
     assert isinstance(only_hr, HadamardResponse)
     # Not a power of two: subset selection only.
     assert isinstance(best_frequency_oracle(10, 0.1), SubsetSelection)
 
 
 def test_factory_names():
-    assert set(ORACLES) == {"subset-selection", "hadamard"}
+    assert set(ORACLES) == {"subset-selection", "local-hashing", "hadamard"}
+    assert frequency_oracle("local-hashing", 8, 1.0, g=5).g == 5
     assert isinstance(frequency_oracle("hadamard", 8, 1.0), HadamardResponse)
     assert frequency_oracle("subset-selection", 8, 1.0, k=2).k == 2
 
@@ -278,6 +353,12 @@ def test_factory_names():
      "exact enumeration is limited"),
     (lambda: HadamardResponse(8, 1.0).decode([[0, 2]]), ValueError, "bits has values"),
     (lambda: frequency_oracle("olh", 8, 1.0), ValueError, "oracle must be one of"),
+    (lambda: LocalHashing(8, 1.0, g=4), ValueError, "g must be a prime"),
+    (lambda: LocalHashing(8, 1.0, g=3).decode([[0, 1, 2, 3]]), ValueError,
+     r"entries outside 0\.\.2"),
+    (lambda: LocalHashing(8, 1.0, g=3).decode([[0, 1]]), ValueError, r"shape \(n, 4\)"),
+    (lambda: LocalHashing(1024, 4.0).output_distribution(0), ValueError,
+     "exact enumeration is limited"),
     (lambda: frequency_oracle("hadamard", 8, 1.0, k=2), TypeError, "takes no parameters"),
     (lambda: best_frequency_oracle(8, 1.0, candidates=["rappor"]), ValueError,
      "candidates must be"),

@@ -32,9 +32,18 @@ Z = 5.0
 
 
 def _bound(m1: float, m0: float, alpha: int, split: str) -> float:
+    """Largest node variance over all data, per party (count 0 or n)."""
     if split == "users":
         return max(alpha * m0, alpha * m1 - 1)
     return max(m0, m1 - 1)
+
+
+def _mean(m1: float, m0: float, alpha: int, split: str, d: int) -> float:
+    """Node variance averaged over the d nodes of a level, per party (count n/d)."""
+    f = 1 / d
+    if split == "users":
+        return alpha * (f * m1 + (1 - f) * m0) - f
+    return f * (m1 - 1) + (1 - f) * m0
 
 
 # ------------------------------------------------------------------ the choice per level
@@ -42,20 +51,36 @@ def _bound(m1: float, m0: float, alpha: int, split: str) -> float:
 
 @pytest.mark.parametrize("split", ["users", "budget-basic"])
 @pytest.mark.parametrize("epsilon", [0.5, 2.0, 6.0])
-def test_auto_takes_the_least_variance_bound_per_level(split, epsilon):
+def test_auto_takes_the_least_average_variance_below_the_one_bit_oracle(split, epsilon):
     alpha, bits = 7, 40
     eps_l = epsilon if split == "users" else epsilon / alpha
     oracles = tree.level_oracles(alpha, eps_l, "auto", bits, split)
+    rng = np.random.default_rng(2)
     for level, oracle in enumerate(oracles, 1):
         d = 1 << level
-        ks = np.arange(1, min(d - 1, bits // level) + 1)
+        ks = np.arange(1, min(d - 1, bits // alpha) + 1)
         _, _, m1, m0 = subset_selection_moments(d, eps_l, ks)
-        candidates = [_bound(a, b, alpha, split) for a, b in zip(m1, m0, strict=True)]
-        candidates.append(_bound(*HadamardResponse(d, eps_l).report_moments, alpha, split))
-        chosen = _bound(*oracle.report_moments, alpha, split)
+        hadamard = HadamardResponse(d, eps_l)
+        # Candidates: both report moments at most the one-bit oracle's c^2, so that every
+        # node's variance (linear in its count) is at most the one-bit oracle's.
+        c2 = hadamard.report_moments[0]
+        candidates = [_mean(a, b, alpha, split, d) for a, b in zip(m1, m0, strict=True)
+                      if a <= c2 and b <= c2]
+        candidates.append(_mean(*hadamard.report_moments, alpha, split, d))
+        chosen = _mean(*oracle.report_moments, alpha, split, d)
         assert chosen == pytest.approx(min(candidates), rel=1e-12)
-        assert oracle.report_bits <= max(bits, level + 1)
-    # The tree's v is the largest level bound, never above the one-bit oracle's.
+        assert oracle.report_width * alpha <= max(bits, 2 * alpha)
+        # The average is the same for any data: check it on random counts.
+        counts = rng.multinomial(1000, np.full(d, 1 / d))
+        m1_o, m0_o = oracle.report_moments
+        exact = (alpha * (counts * m1_o + (1000 - counts) * m0_o) - counts
+                 if split == "users" else counts * (m1_o - 1) + (1000 - counts) * m0_o)
+        assert exact.mean() == pytest.approx(1000 * chosen, rel=1e-9)
+        # ... and no node's variance exceeds the one-bit oracle's, whatever its count.
+        one_bit = (alpha * 1000 * c2 - counts if split == "users"
+                   else 1000 * c2 - counts)
+        assert np.all(exact <= one_bit * (1 + 1e-12))
+    # The tree's v is the largest level bound (count 0 or n) of the chosen oracles.
     n = 1000
     auto = tree.node_variance_bound(n, alpha, eps_l, split, "auto", bits)
     assert auto == pytest.approx(max(n * _bound(*o.report_moments, alpha, split)
@@ -68,7 +93,7 @@ def test_named_oracles_and_large_epsilon_choice():
                for o in tree.level_oracles(5, 1.0, "hadamard"))
     assert all(isinstance(o, SubsetSelection)
                for o in tree.level_oracles(5, 1.0, "subset-selection"))
-    # At eps = 4 on small levels subset selection has the smaller bound by far.
+    # At eps = 4 on small levels subset selection has the smaller variance by far.
     auto = tree.level_oracles(4, 4.0, "auto")
     assert isinstance(auto[0], SubsetSelection) and auto[0].k == 1
     # A level whose values do not fit the bit budget falls back to the Hadamard response.
@@ -261,12 +286,13 @@ def _message(proto: tree.LdpAucTree, **fields: np.ndarray) -> Message:
 def test_bad_inputs():
     with pytest.raises(ValueError, match="oracle must be one of"):
         tree.LdpAucTree(KERNEL, 1.0, d=8, oracle="olh")
-    with pytest.raises(ValueError, match="cannot hold one value of level 3"):
+    with pytest.raises(ValueError, match="cannot hold one 3-bit value"):
         tree.TreeReportRandomizer(8, 1.0, oracle="subset-selection", max_report_bits=2)
     with pytest.raises(ValueError, match="max_report_bits must be >= 1"):
         tree.level_oracles(3, 1.0, "auto", 0)
-    proto = tree.LdpAucTree(KERNEL, 4.0, d=8, oracle="subset-selection")
+    proto = tree.LdpAucTree(KERNEL, 0.5, d=8, oracle="subset-selection")
     width = proto.randomizer.report_width
+    assert proto.randomizer.oracle(1).report_width == 1 < width
     good = np.zeros((2, width), np.int64)
     good[:, 0] = 1
     with pytest.raises(ValueError, match=r"report levels must be in 1\.\.3"):

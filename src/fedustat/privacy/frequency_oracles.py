@@ -6,6 +6,13 @@
   differential privacy", IEEE Trans. IT 64(8)). A party with input ``x`` reports a
   subset ``S`` of ``k`` values with ``P(S) ∝ e^eps`` if ``x ∈ S`` and ``∝ 1`` otherwise.
   ``k = 1`` is k-ary randomized response (direct encoding).
+* :class:`LocalHashing`: optimal local hashing (Wang, Blocki, Li and Jha 2017, "Locally
+  differentially private protocols for frequency estimation", USENIX Security, Sec. 4.4):
+  the party hashes its input into ``g`` values with a hash function it draws itself and
+  reports the function and a randomized-response report of the hash, ``O(log d)`` bits.
+  The hash family here is exactly pairwise uniform (a linear form over the prime field
+  ``Z_g`` of the input's base-``g`` digits), so the estimator is exactly unbiased and its
+  variance exact; ``g`` is the prime of least exact variance near ``e^eps + 1``.
 * The one-bit :class:`~fedustat.privacy.randomizers.HadamardResponse` (001 App. B.2.1):
   ``log2 d + 1`` bits per report whatever epsilon.
 
@@ -54,6 +61,7 @@ from fedustat.privacy.randomizers import (
 __all__ = [
     "CRITERIA",
     "ORACLES",
+    "LocalHashing",
     "SubsetSelection",
     "best_frequency_oracle",
     "frequency_oracle",
@@ -61,7 +69,7 @@ __all__ = [
 ]
 
 #: Names accepted by :func:`frequency_oracle` and :func:`best_frequency_oracle`.
-ORACLES = ("subset-selection", "hadamard")
+ORACLES = ("subset-selection", "local-hashing", "hadamard")
 #: What the chooser minimizes: the variance averaged over the domain ("mean") or its
 #: largest value over all data sets ("worst").
 CRITERIA = ("mean", "worst")
@@ -289,6 +297,207 @@ def _floyd(m: int, k: int, n: int, source: NoiseSource) -> np.ndarray:
     return out
 
 
+def _primes_upto(limit: int) -> np.ndarray:
+    sieve = np.ones(limit + 1, dtype=bool)
+    sieve[:2] = False
+    for i in range(2, math.isqrt(limit) + 1):
+        if sieve[i]:
+            sieve[i * i::i] = False
+    return np.flatnonzero(sieve)
+
+
+def local_hashing_moments(epsilon: float, g: Any) -> tuple[np.ndarray, np.ndarray,
+                                                           np.ndarray, np.ndarray]:
+    """``(p, q, m1, m0)`` of local hashing into ``g`` values (vectorized over ``g``).
+
+    ``p = e^eps / (e^eps + g - 1)`` (the report equals the input's hash), ``q = 1/g``
+    (any other value's hash equals the report: the family is pairwise uniform); the
+    moments as for :func:`subset_selection_moments`.
+    """
+    g = np.asarray(g, dtype=np.float64)
+    em = math.exp(-epsilon)
+    p = 1.0 / (1.0 + (g - 1.0) * em)
+    q = 1.0 / g
+    gap = p - q
+    return p, q, p * (1.0 - p) / gap**2 + 1.0, q * (1.0 - q) / gap**2
+
+
+def _digits_count(d: int, g: int) -> int:
+    """Base-``g`` digits of the values ``0..d-1``."""
+    n_digits, span = 1, g
+    while span < d:
+        n_digits, span = n_digits + 1, span * g
+    return n_digits
+
+
+class LocalHashing(FrequencyOracle):
+    """Optimal local hashing (Wang, Blocki, Li and Jha 2017, Sec. 4.4), pure epsilon-LDP.
+
+    A party with input ``x`` draws a hash function ``h`` of the family
+    ``h_{a,b}(x) = (a_1 x_1 + ... + a_L x_L + b) mod g``, with ``x_1..x_L`` the base-``g``
+    digits of ``x`` and ``a``, ``b`` uniform in ``Z_g`` (``g`` prime), and reports
+    ``(a, b, y)``: ``y = h(x)`` with probability ``p = e^eps/(e^eps + g - 1)``, otherwise
+    one of the ``g - 1`` other values uniformly. For ``x != v`` some digit differs and
+    ``a_i (x_i - v_i)`` is uniform on ``Z_g`` (``g`` prime), so ``h(v) - h(x)`` is uniform:
+    a value other than the input is supported (``h(v) = y``) with probability exactly
+    ``q = 1/g``, and ``(C_v - n/g)/(p - 1/g)`` is exactly unbiased.
+
+    Privacy: ``(a, b)`` is drawn independently of the input, so
+    ``P(a, b, y | x) = P(a, b) P(y | x, a, b)`` and the ratio of two inputs' probabilities
+    of an output is that of the conditional law given the hash, randomized response over
+    ``g`` values: at most ``e^eps``. :meth:`output_distribution` enumerates the joint law
+    (small ``d`` and ``g``) and :meth:`conditional_distribution` the law given a hash.
+
+    Parameters
+    ----------
+    d:
+        Domain size (>= 2).
+    epsilon:
+        Privacy budget (> 0).
+    g:
+        Hash range, a prime; ``None`` takes the prime of least exact variance
+        (``criterion``) up to ``4 (e^eps + 1)``.
+
+    Outputs: ``(a_1..a_L, b, y)`` in mixed radix ``g``, ``a_1`` most significant.
+    """
+
+    name = "local-hashing"
+
+    def __init__(self, d: int, epsilon: float, g: int | None = None, *,
+                 criterion: str = "mean") -> None:
+        self.d = check_positive_int(d, "d", minimum=2)
+        self.epsilon = check_epsilon(epsilon, "epsilon")
+        if g is None:
+            limit = int(min(4.0 * (math.exp(min(self.epsilon, 30.0)) + 1.0), 1 << 20)) + 3
+            primes = _primes_upto(limit)
+            _, _, m1, m0 = local_hashing_moments(self.epsilon, primes)
+            g = int(primes[int(np.argmin(_criterion_value(
+                m1, m0, self.d, _check_criterion(criterion))))])
+        g = check_positive_int(g, "g", minimum=2)
+        if len(_primes_upto(g)) == 0 or _primes_upto(g)[-1] != g:
+            raise ValueError(f"g must be a prime (the hash family is linear over Z_g), "
+                             f"got {g}")
+        self.g = g
+        self.n_digits = _digits_count(self.d, g)
+        p, q, m1, m0 = local_hashing_moments(self.epsilon, g)
+        self._p, self._q = float(p), float(q)
+        self._moments = (float(m1), float(m0))
+        self._weights = g ** np.arange(self.n_digits - 1, -1, -1, dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return f"LocalHashing(d={self.d}, epsilon={self.epsilon:g}, g={self.g})"
+
+    @property
+    def output_size(self) -> int:
+        return self.g ** (self.n_digits + 2)
+
+    @property
+    def include_probability(self) -> float:
+        """``p``: the report is the input's hash."""
+        return self._p
+
+    @property
+    def other_probability(self) -> float:
+        """``q = 1/g``: a value other than the input hashes onto the report."""
+        return self._q
+
+    @property
+    def report_moments(self) -> tuple[float, float]:
+        return self._moments
+
+    @property
+    def report_width(self) -> int:
+        return self.n_digits + 2
+
+    @property
+    def element_bits(self) -> int:
+        return _bits(self.g)
+
+    def _digits(self, values: np.ndarray) -> np.ndarray:
+        """Base-``g`` digits (most significant first), shape ``(len(values), L)``."""
+        return (values[:, None] // self._weights[None, :]) % self.g
+
+    def _hash(self, coefficients: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """``h_{a,b}(v)`` for each row ``(a, b)`` and its value ``v`` (same length)."""
+        a, b = coefficients[:, :-1], coefficients[:, -1]
+        return ((a * self._digits(values)).sum(axis=1) + b) % self.g
+
+    def randomize(self, x: Any, rng: RandomLike | NoiseSource = None) -> np.ndarray:
+        """Randomize a batch; returns ``(n, L + 2)`` rows ``(a_1..a_L, b, y)``."""
+        codes = _as_codes(x, self.d)
+        source = as_noise(rng)
+        n = codes.size
+        coefficients = source.integers(self.g, (n, self.n_digits + 1))
+        hashed = self._hash(coefficients, codes)
+        keep = source.bernoulli(self._p, n)
+        other = source.integers(self.g - 1, n)
+        report = np.where(keep, hashed, (hashed + 1 + other) % self.g)
+        return np.column_stack([coefficients, report]).astype(np.int64)
+
+    def conditional_distribution(self, x: Any, coefficients: Any) -> np.ndarray:
+        """Law of ``y`` given the hash ``(a, b)`` (randomized response over ``g`` values)."""
+        scalar = np.ndim(x) == 0
+        codes = _as_codes(x, self.d)
+        coeffs = np.broadcast_to(np.asarray(coefficients, np.int64),
+                                 (codes.size, self.n_digits + 1))
+        hashed = self._hash(coeffs, codes)
+        probs = np.full((codes.size, self.g), (1.0 - self._p) / (self.g - 1))
+        probs[np.arange(codes.size), hashed] = self._p
+        return probs[0] if scalar else probs
+
+    def output_distribution(self, x: Any) -> np.ndarray:
+        if self.output_size > MAX_ENUMERATED_SUBSETS:
+            raise ValueError(f"local hashing has {self.output_size} outputs; exact "
+                             f"enumeration is limited to {MAX_ENUMERATED_SUBSETS}")
+        scalar = np.ndim(x) == 0
+        codes = _as_codes(x, self.d)
+        hashes = np.array(list(itertools.product(range(self.g), repeat=self.n_digits + 1)),
+                          dtype=np.int64)
+        rows = []
+        for code in codes:  # small enumerated domains only
+            cond = self.conditional_distribution(np.full(len(hashes), code), hashes)
+            rows.append((cond / len(hashes)).ravel())
+        probs = np.vstack(rows)
+        return probs[0] if scalar else probs
+
+    def encode(self, reports: Any) -> np.ndarray:
+        return np.asarray(reports, dtype=np.int64).reshape(-1, self.report_width)
+
+    def decode(self, encoded: Any) -> np.ndarray:
+        """Check every entry is in ``0..g-1``."""
+        arr = np.asarray(encoded)
+        if arr.ndim != 2 or arr.shape[1] != self.report_width:
+            raise ValueError(f"local-hashing reports must have shape (n, "
+                             f"{self.report_width}), got {arr.shape}")
+        if arr.shape[0] == 0:
+            return np.zeros((0, self.report_width), np.int64)
+        rows = as_int_array(arr, "reports", ndim=2)
+        if rows.min() < 0 or rows.max() >= self.g:
+            raise ValueError(f"reports have entries outside 0..{self.g - 1}")
+        return rows
+
+    def summarize(self, reports: Any) -> OracleSummary:
+        """Support counts ``C_v = #{reports with h(v) = y}`` for every value (``n d L``
+        work: each report's hash is evaluated on the whole domain, in blocks)."""
+        rows = self.decode(reports)
+        support = np.zeros(self.d, dtype=np.int64)
+        digits = self._digits(np.arange(self.d, dtype=np.int64))  # (d, L)
+        step = max(1, _CHUNK_CELLS // (self.d * self.n_digits))
+        for start in range(0, rows.shape[0], step):
+            block = rows[start:start + step]
+            hashed = (digits @ block[:, :self.n_digits].T + block[:, self.n_digits]) % self.g
+            support += (hashed == block[:, -1]).sum(axis=1)
+        keys = np.flatnonzero(support)
+        return OracleSummary(keys, support[keys], rows.shape[0])
+
+    def estimate_from_summary(self, summary: OracleSummary, nodes: Any = None) -> np.ndarray:
+        """``(C_v - n/g) / (p - 1/g)`` for each queried value (default: all of them)."""
+        support = (summary.dense(self.d) if nodes is None
+                   else summary.at(_as_codes(nodes, self.d, "nodes")
+                                   if np.size(nodes) else np.zeros(0, np.int64)))
+        return (support - summary.n * self._q) / (self._p - self._q)
+
+
 def frequency_oracle(name: str, d: int, epsilon: float, **params: Any) -> FrequencyOracle:
     """The oracle ``name`` (one of :data:`ORACLES`) over ``0..d-1`` at ``epsilon``.
 
@@ -297,6 +506,8 @@ def frequency_oracle(name: str, d: int, epsilon: float, **params: Any) -> Freque
     """
     if name == "subset-selection":
         return SubsetSelection(d, epsilon, **params)
+    if name == "local-hashing":
+        return LocalHashing(d, epsilon, **params)
     if name == "hadamard":
         if params:
             raise TypeError(f"the Hadamard oracle takes no parameters, got {sorted(params)}")
@@ -310,8 +521,9 @@ def best_frequency_oracle(d: int, epsilon: float, *, criterion: str = "mean",
     """The oracle of least exact count variance over ``0..d-1`` at ``epsilon``.
 
     Compares, by :attr:`FrequencyOracle.report_moments`, the one-bit Hadamard response
-    (if ``d`` is a power of two) and subset selection with every ``k`` whose report
-    (``k ceil(log2 d)`` bits) fits ``max_report_bits``. Ties go to the earlier
+    (if ``d`` is a power of two), local hashing with its best prime ``g`` (if its report,
+    ``(L + 2) ceil(log2 g)`` bits, fits) and subset selection with every ``k`` whose
+    report (``k ceil(log2 d)`` bits) fits ``max_report_bits``. Ties go to the earlier
     candidate. The variance is linear in the counts, so the comparison holds for every
     ``n`` (``"mean"``: averaged over the domain; ``"worst"``: the largest over all data).
 
@@ -344,6 +556,10 @@ def best_frequency_oracle(d: int, epsilon: float, *, criterion: str = "mean",
             if not _is_power_of_two(d):
                 continue
             oracle: FrequencyOracle = HadamardResponse(d, epsilon)
+            if max_report_bits is not None and oracle.report_bits > max_report_bits:
+                continue
+        elif name == "local-hashing":
+            oracle = LocalHashing(d, epsilon, criterion=criterion)
             if max_report_bits is not None and oracle.report_bits > max_report_bits:
                 continue
         else:

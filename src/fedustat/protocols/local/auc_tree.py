@@ -7,6 +7,14 @@ hierarchical histogram of their scores (001 App. B.2, Alg. 2-3), and the server 
 pruned top-down recursion of 000 eq. 10 on the two estimated trees to estimate
 ``UAUC``; the released AUC is ``UAUC^ / (n+ n-)``. One round, no interaction.
 
+Frequency oracle per level (issue 15). ``oracle="hadamard"`` runs 001's one-bit Hadamard
+response at every level, as described below. ``oracle="auto"`` (the default) takes, per
+level, the one-bit Hadamard response or subset selection (Wang et al. 2016; Ye and Barg
+2018; :mod:`fedustat.privacy.frequency_oracles`) whose exact node variance averaged over
+the level is least among those never above the one-bit oracle's for any node
+(:func:`level_oracles`); reports then travel as encoded oracle rows and the server keeps
+each level's reducible summary (support counts or signed sums).
+
 Party side (one message per party, pure, vectorized over a batch). Level ``l``
 (``1..alpha``) of the tree is the frequency oracle over the ``2^l`` prefixes of length
 ``l``; a party *reports at level l* by running Hadamard response (001 Alg. 2) on its
@@ -125,9 +133,10 @@ SPLITS = ("users", "budget-basic", "budget-advanced")
 # "hadamard": 001's one-bit Hadamard response at every level (the paper as written);
 # "subset-selection": the k-subset mechanism at every level.
 ORACLE_CHOICES = ("auto", "hadamard", "subset-selection")
-# Largest report a party sends with oracle="auto" or "subset-selection" (a k-subset of
-# level l costs k l bits); beyond it the one-bit Hadamard response (l + 1 bits) is used.
-DEFAULT_MAX_REPORT_BITS = 256
+# Largest per-level report with oracle="auto" or "subset-selection": a k-subset travels as
+# k entries of alpha bits, so k <= max_report_bits / alpha (the one-bit Hadamard response,
+# two entries, is always allowed).
+DEFAULT_MAX_REPORT_BITS = 64
 ADJACENCY = "any two scores of one party; labels public"
 # Bins used when real scores come with public bounds but no d (2^10, as in 000 Fig. 3).
 DEFAULT_BINNED_DOMAIN = 1 << 10
@@ -160,11 +169,20 @@ def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
     """The frequency oracle of each level ``1..alpha`` (level ``l`` over ``2^l`` nodes).
 
     ``"hadamard"``: 001's one-bit Hadamard response everywhere. ``"subset-selection"``:
-    the k-subset mechanism with the ``k <= max_report_bits / l`` whose node variance
-    bound (:func:`_level_bound`, the ``v`` of Theorem 3) is least. ``"auto"``: per
-    level, the Hadamard response or subset selection with such a ``k``, whichever has
-    the least bound: subset selection wins at large epsilon and small levels, the
-    Hadamard response when the bit budget leaves ``k`` too small.
+    the k-subset mechanism with the ``k <= max_report_bits / alpha`` of least exact node
+    variance averaged over the level's nodes (:func:`_mean_per_report`; with the split's
+    subsampling). ``"auto"``: per level, among the Hadamard response and subset selection
+    with such a ``k`` whose report moments ``(m1, m0)`` are both at most the Hadamard
+    response's ``c^2``, the one of least average exact variance. A node's variance is
+    linear in its count with these moments as coefficients (:func:`_level_variance`), so
+    with that restriction every node's variance is at most what 001's oracle gives, for
+    any data (and so is ``v``: Theorem 3, the pruning); among those the average decides:
+    subset selection on the small levels, more of them as epsilon grows, the Hadamard
+    response where no such ``k`` fits the bit budget.
+
+    (Choosing by the average alone lowers the average further but raises the variance
+    of nodes holding most parties; on 001's auc_one data, where every party of a class
+    sits in one leaf, that was measured to cost accuracy. docs/protocols/ldp-tree.md.)
     """
     alpha = check_positive_int(alpha, "alpha")
     epsilon_level = check_epsilon(epsilon_level, "epsilon_level")
@@ -179,23 +197,43 @@ def level_oracles(alpha: int, epsilon_level: float, oracle: str = "auto",
         if oracle == "hadamard":
             out.append(hadamard)
             continue
-        cap = d - 1 if max_report_bits is None else min(d - 1, max_report_bits // level)
+        # Report entries travel with alpha bits (the deepest level's values).
+        cap = d - 1 if max_report_bits is None else min(d - 1, max_report_bits // alpha)
         if cap < 1:
             if oracle == "subset-selection":
-                raise ValueError(f"max_report_bits={max_report_bits} cannot hold one value "
-                                 f"of level {level} ({level} bits)")
+                raise ValueError(f"max_report_bits={max_report_bits} cannot hold one "
+                                 f"{alpha}-bit value")
             out.append(hadamard)
             continue
         ks = np.arange(1, cap + 1)
         _, _, m1, m0 = subset_selection_moments(d, epsilon_level, ks)
-        bounds = _bound_per_report(m1, m0, alpha, split)
-        best = int(np.argmin(bounds))
-        if oracle == "auto" and _bound_per_report(*hadamard.report_moments, alpha,
-                                                  split) <= bounds[best]:
+        values = _mean_per_report(m1, m0, alpha, split, d)
+        if oracle == "auto":
+            # Both report moments at most the one-bit oracle's: every node's variance
+            # (linear in its count, see _level_variance) is then at most 001's, for any data.
+            c2 = hadamard.report_moments[0]
+            worst_ok = (m1 <= c2) & (m0 <= c2)
+            if not worst_ok.any():
+                out.append(hadamard)
+                continue
+            values = np.where(worst_ok, values, np.inf)
+        best = int(np.argmin(values))
+        if oracle == "auto" and _mean_per_report(*hadamard.report_moments, alpha,
+                                                 split, d) <= values[best]:
             out.append(hadamard)
         else:
             out.append(SubsetSelection(d, epsilon_level, int(ks[best])))
     return out
+
+
+def _mean_per_report(m1: Any, m0: Any, alpha: int, split: str, d: int) -> Any:
+    """The exact node variance of a level of ``d`` nodes averaged over its nodes, divided
+    by ``n``: the variance is linear in the count and the counts sum to ``n``, so the
+    average is the variance at the count ``n/d``, whatever the data (vectorized)."""
+    frac = 1.0 / d
+    if split == "users":
+        return alpha * (frac * np.asarray(m1) + (1 - frac) * np.asarray(m0)) - frac
+    return frac * (np.asarray(m1) - 1) + (1 - frac) * np.asarray(m0)
 
 
 def _bound_per_report(m1: Any, m0: Any, alpha: int, split: str) -> Any:
@@ -580,7 +618,9 @@ class LevelEstimates:
     levels). ``method`` picks how a level is estimated: ``"auto"`` (the cheaper of the
     two by the cost model in the module docstring), ``"fwht"`` (the whole level with
     :meth:`HadamardResponse.estimate_frequencies`) or ``"per-node"`` (the requested nodes
-    with :meth:`HadamardResponse.estimate_frequency`); both give the same numbers.
+    with :meth:`HadamardResponse.estimate_frequency`); both give the same numbers. A level
+    whose oracle is subset selection is estimated from its support counts (one lookup per
+    node, method ``"support counts"``).
 
     ``methods`` and ``operations`` record, per level, what was used and the work done
     (``Cost.server_operations`` counts one unit per report aggregated, per FWHT
@@ -739,14 +779,19 @@ class LdpAucTree(Protocol):
         selection, see :func:`level_oracles`), ``"hadamard"`` (001 App. B.2.1 as
         written, its wire format) or ``"subset-selection"``.
     max_report_bits:
-        Largest per-level report of the multi-bit oracles (default 256 bits).
+        Largest per-level report of the multi-bit oracles (default 64 bits: k <= 64 /
+        alpha values of alpha bits).
     """
 
     name = "ldp-tree"
     # Everything the aggregator computes from the reports: the level each party reports
     # on is its own coin, and the per-level counts follow from the reports.
     released_fields = (*Protocol.released_fields, "diagnostics.uauc",
-                       "diagnostics.reports_per_level_*", "cost.server_operations")
+                       "diagnostics.reports_per_level_*", "cost.server_operations",
+                       # The recursion's shape follows the (DP) node estimates.
+                       "diagnostics.recursed_per_level", "diagnostics.discarded_per_level",
+                       "diagnostics.queried_per_level", "diagnostics.active_leaves",
+                       "diagnostics.estimation_*")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, d: int, delta: float = 0.0,
                  split: str = "users", a: float | None = None,
@@ -972,6 +1017,7 @@ class LdpAucTree(Protocol):
                 return lambda level, h: np.maximum(_level_variance(
                     self.randomizer.oracle(level), n_class, alpha, split, h), 0.0)
             variances = {"variance_pos": node_var(n_pos), "variance_neg": node_var(n_neg)}
+
         rec = pruned_uauc(est_pos, est_neg, alpha=alpha, n_pos=n_pos, n_neg=n_neg,
                           v_pos=v_pos, v_neg=v_neg, a=a, **variances)
         pairs = float(n_pos) * n_neg

@@ -251,3 +251,35 @@ def test_advisor_reports_the_pick_and_its_predicted_error() -> None:
     assert pred.mse == pytest.approx(float(np.mean(expected[pick].rank_mse)))
     assert pred.parameters["steps"] == pytest.approx(expected[pick].mean_steps, abs=1e-4)
     assert pred.registered and pred.eligible
+
+
+class _CountingNoise(SimulationNoise):
+    """Simulation noise that records how many uniforms each call asked for."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.sizes: list[int] = []
+
+    def uniform(self, size):  # type: ignore[no-untyped-def]
+        self.sizes.append(int(np.prod(size)))
+        return super().uniform(size)
+
+
+@pytest.mark.parametrize("method", ["exponential", "joint"])
+def test_draws_do_not_depend_on_the_data(method: str) -> None:
+    # Fixed work: the same number and sizes of draws for very different data sets.
+    tau = np.arange(1.0, 101.0)
+    seen = []
+    for data in (np.full(50, 3.0), np.arange(1.0, 101.0), np.repeat([10.0, 90.0], 40)):
+        noise = _CountingNoise(0)
+        dp_quantiles(data, [0.2, 0.5, 0.9], epsilon=1.0, thresholds=tau, method=method,
+                     noise=noise)
+        seen.append(noise.sizes)
+    assert seen[0] == seen[1] == seen[2]
+    assert seen[0] == ([100, 100] * 3 if method == "exponential" else [1, 1, 1])
+
+
+def test_rng_and_noise_together_are_refused() -> None:
+    with pytest.raises(ValueError, match="either rng or noise"):
+        dp_quantiles([1.0, 2.0], 0.5, epsilon=1.0, thresholds=[1.0, 2.0], rng=0,
+                     noise=SimulationNoise(0))

@@ -1,4 +1,8 @@
 """Quantiles by inverting a private ECDF (003 Sec. 4.3, Alg. 1); post-processing only.
+
+To release quantiles from the data directly (usually far more accurate at the same
+epsilon), see :func:`fedustat.protocols.ecdf.private_quantiles.dp_quantiles`, which keeps
+this inversion as its ``"curve"`` method.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ replace-one-record adjacency (n public, as for :func:`~fedustat.protocols.ecdf.d
     order and accepts candidate ``t`` with probability ``exp(eps (u(t) - u*) / (2 Delta))``;
     its expected utility is never below the exponential mechanism's (their Thm 2), and it
     is the report-noisy-max mechanism with exponential noise (Ding et al. 2021). The
-    utility is minus the distance, in ranks, from the target rank to the block of ranks
-    the candidate holds (:func:`rank_costs`), whose exact replace-one sensitivity is 1
+    utility is minus the signed distance, in ranks, from the target rank to the block of
+    ranks the candidate holds (:func:`rank_costs`), whose exact replace-one sensitivity is 1
     for every level (OpenDP's ``make_private_quantile`` bounds the sensitivity of its own
     score by ``d_in max(alpha, 1 - alpha)``, 1.8 at ``alpha = 0.9`` and ``d_in = 2``).
 ``"joint"``
@@ -82,17 +82,21 @@ def target_ranks(levels: np.ndarray, n: int) -> np.ndarray:
 
 
 def rank_costs(counts: np.ndarray, rank: int) -> np.ndarray:
-    """Distance in ranks from ``rank`` to each candidate's block of ranks.
+    """Signed distance in ranks from ``rank`` to each candidate's block of ranks.
 
     Candidate ``t_k`` holds the ranks ``C(t_{k-1}) + 1 .. C(t_k)`` (``C`` the counts of
     records ``<= t``, ``C(t_{-1}) = 0``): it is the generalized-inverse answer exactly
-    when its cost is 0. The cost is ``max(0, C(t_{k-1}) + 1 - r, r - C(t_k))`` (at least 1
-    for a candidate holding no record). Replacing one record moves every ``C`` by at most
-    one, hence every cost by at most one: the replace-one sensitivity is 1.
+    when its cost is at most 0. The cost is ``max(C(t_{k-1}) + 1 - r, r - C(t_k))``: the
+    distance from rank ``r`` to the block outside it and, inside it, minus the depth of
+    ``r`` in the block (how many ranks it is from the block's nearer end). Not clamping at
+    0 rewards the answer by the depth of its block, so a wide block of tied records stands
+    further above its neighbours; every other candidate's cost is unchanged. The cost is
+    a maximum of two terms that each move by at most one when one record is replaced
+    (every ``C`` moves by at most one), so the replace-one sensitivity stays 1.
     """
     c = np.asarray(counts, dtype=np.int64)
     prev = np.concatenate([[0], c[:-1]])
-    return np.maximum(0, np.maximum(prev + 1 - rank, rank - c))
+    return np.maximum(prev + 1 - rank, rank - c)
 
 
 # ------------------------------------------------------------------------ permute-and-flip

@@ -34,11 +34,11 @@ def _ecdf_fss(*, epsilon: float, thresholds: Any = None, query: Any = None,
               n_servers: int = 2, contributors: int | None = None, min_honest: int = 1,
               frac_bits: int | None = None, ring_bits: int = 64,
               randomness: Randomness = "simulation", bounds: Any = None,
-              precision: float | None = None) -> FssECDF:
+              precision: float | None = None, method: str | None = None) -> FssECDF:
     return FssECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
                    contributors=contributors, min_honest=min_honest, frac_bits=frac_bits,
                    ring_bits=ring_bits, randomness=randomness, bounds=bounds,
-                   precision=precision)
+                   precision=precision, method=method)
 
 
 register_curve("ecdf-secagg", _ecdf_secagg, model=PrivacyModel.CENTRAL,

@@ -214,6 +214,32 @@ def test_rmse_over_seeds_matches_the_exact_variance():
     assert expected == pytest.approx(central, rel=0.03)
 
 
+@pytest.mark.parametrize(("contributors", "min_honest", "dealer"),
+                         [(1, 1, True), (2, 2, False), (2, 1, False)])
+def test_confidence_band_covers(contributors, min_honest, dealer):
+    """Pointwise 90% bands: the mean fraction of covered points over seeded runs, with a
+    tolerance of 5 standard errors of that mean (from the runs' own spread). A dealer's
+    Laplace draw has the exact law; K/h > 1 discrete parts per node have lighter tails
+    than the Laplace law used, so their bands may only over-cover."""
+    x = poisson_data(60, seed=11)
+    exact = ecdf_counts(x, GRID) / x.size
+    covered = []
+    for r in range(1000):
+        if dealer:
+            draw = draw_node_noise(PLAN, EPS, SimulationNoise(np.random.default_rng(r)))
+            curve = pointwise_ecdf(x, GRID, epsilon=EPS, tree_noise=draw, rng=r)
+        else:
+            curve = pointwise_ecdf(x, GRID, epsilon=EPS, contributors=contributors,
+                                   min_honest=min_honest, rng=r)
+        lo, hi = curve.confidence_band(0.9)
+        covered.append(float(np.mean((lo <= exact) & (exact <= hi))))
+    mean = float(np.mean(covered))
+    tol = 5.0 * float(np.std(covered, ddof=1)) / math.sqrt(len(covered))
+    assert mean >= 0.9 - tol
+    if contributors == min_honest:
+        assert mean <= 0.9 + tol
+
+
 @pytest.mark.parametrize(("contributors", "min_honest"), [(3, 3), (2, 1)])
 def test_distributed_node_noise_has_each_levels_law(contributors, min_honest):
     draws = np.stack([distributed_node_noise(PLAN, EPS, contributors=contributors,

@@ -61,10 +61,22 @@ ways to create the shares:
   The dealer knows the noise, so it must be independent of the servers and never see a
   release (the trust placed in the secure layer's dealer).
 
-Nothing is opened but the noisy counts at the queried points: individual values are
-information-theoretically hidden from any ``m - 1`` servers in the pointwise protocol,
-and computationally (AES-based PRG of the DCF) from either single server in the FSS
-protocol; the FSS servers must not collude.
+The hierarchical tree (``method="hierarchical"``, the default for the whole grid)
+------------------------------------------------------------------------------------
+The central default (:mod:`~fedustat.protocols.ecdf.hierarchical`: a b-ary histogram tree,
+Laplace ``2 / (eps w_l)`` per level, least squares, Hay et al. 2010 Sec. 4) fits the same
+evaluations: a node over the bins ``[s, e)`` holds ``c_{e-1} - c_{s-1}``, linear in the
+prefix counts, so each server forms its share of every node from its shares of the counts
+at every grid point (:func:`node_shares`), adds its share of the node's noise (one scale
+per level, :func:`~fedustat.protocols.ecdf.shared_noise.distributed_node_noise`) and the
+querier opens the noisy node vector, the central mechanism's output (eps-DP by the same
+argument, with the discrete Laplace's shift ratio ``e^(1/s_l)`` per node); the least squares
+in the clear (:func:`nodes_to_counts`) is post-processing.
+
+Nothing is opened but the noisy counts at the queried points (or the noisy nodes):
+individual values are information-theoretically hidden from any ``m - 1`` servers in the
+pointwise protocol, and computationally (AES-based PRG of the DCF) from either single
+server in the FSS protocol; the FSS servers must not collude.
 
 Run as protocol steps (:class:`~fedustat.protocols.ecdf.PointwiseECDF`,
 :class:`~fedustat.protocols.ecdf.FssECDF`, simulated or networked), the servers are the

@@ -7,6 +7,14 @@ secret and the node noise held as additive shares by the servers, so the servers
 :func:`distributed_tree_noise`) or by a noise dealer that shares a given draw
 (:func:`share_tree_noise`); :mod:`fedustat.protocols.ecdf.federated` states why each is
 eps-DP. The helpers here also size the ring so that counts plus noise never wrap.
+
+The hierarchical release (the central default, :mod:`~fedustat.protocols.ecdf.hierarchical`)
+needs one noise per node of its b-ary tree with one scale per level (``2 / (eps w_l)``, the
+root ``2 / eps``): :func:`distributed_node_noise` and :func:`share_node_noise` give the same
+promises level by level (additive shares: no server's share says anything about a node's
+noise; an observer who knows up to ``K - h`` contributors' parts still faces one discrete
+Laplace of the level's scale per node), and the ring check bounds one node's noise at the
+largest level scale (the opened values are nodes, not sums of ``L + 1`` nodes).
 """
 
 from __future__ import annotations

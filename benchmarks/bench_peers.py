@@ -34,6 +34,8 @@ or our error is smaller):
 8. ``ldp_tree``: ``ldp-tree``'s AUC error vs epsilon in 001's Fig. 5 setting with 001's
    one-bit Hadamard response and with the default per-level oracle (no peer: the
    before/after of issue 15).
+9. ``fedecdf``: the federated ECDF (secure aggregation, 003 Sec. 4.1) on the hierarchical
+   tree vs 003's tree and vs the central release.
 
 ``--quick`` finishes in about 45 s here, the full run in about 8 minutes (2 shared cores;
 ``quantiles`` alone about 4). A peer
@@ -68,11 +70,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fedustat.datasets import poisson_ecdf
 from fedustat.privacy.frequency_oracles import LocalHashing, best_frequency_oracle
 from fedustat.privacy.randomizers import HadamardResponse
-from fedustat.protocols.ecdf import dp_ecdf, dp_quantile
+from fedustat.protocols.ecdf import dp_ecdf, dp_quantile, pointwise_ecdf
 from fedustat.protocols.ecdf.smoothing import smooth
 
 COMPARISONS = ("exact", "hadamard", "ecdf", "smoothing", "fedauc", "quantiles", "roc",
-               "ldp_tree")
+               "ldp_tree", "fedecdf")
 QUANTILE_LEVELS = (0.25, 0.5, 0.75, 0.9)
 
 
@@ -864,7 +866,7 @@ def ecdf_comparison(n_bins_list: Sequence[int] = (4096,), epsilons: Sequence[flo
     return table
 
 
-# --------------------------------------------------------------------------- quantiles
+# --------------------------------------------------------------------------- 6. quantiles
 
 
 def quantile_levels(m: int) -> tuple[float, ...]:
@@ -970,7 +972,7 @@ def quantile_comparison(n_bins_list: Sequence[int] = (4096,),
     dp, odp_label = _load_opendp()
     dpl_quantile, dpl_label = _load_diffprivlib_quantile()
     table = Table(
-        "Private quantiles: ours vs OpenDP and diffprivlib (equal total epsilon, "
+        "6. Private quantiles: ours vs OpenDP and diffprivlib (equal total epsilon, "
         "replace-one)",
         ["N", "n", "eps", "m", "method", "runs", "MAE", "s.e.", "exact E|err|", "time (s)",
          "ours/best peer"])
@@ -1099,7 +1101,7 @@ def fedauc_comparison() -> Table:
     return table
 
 
-# --------------------------------------------------------------------------- 6. ROC curve
+# --------------------------------------------------------------------------- 7. ROC curve
 
 
 def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
@@ -1122,7 +1124,7 @@ def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
     tau = np.linspace(-5.0, 5.0, 256)
     fpr0, tpr0, _ = roc_curve_on_grid(y, s, tau)
     grid_auc = float(np.trapezoid(tpr0, fpr0))
-    table = Table("6. DP ROC curve (003 Sec. 5.1): estimators of the curve and its AUC",
+    table = Table("7. DP ROC curve (003 Sec. 5.1): estimators of the curve and its AUC",
                   ["eps", "estimator", "runs", "mean AUC", "bias", "bias/SE", "bias z",
                    "RMSE", "sd", "mean SE", "95% CI cover", "L1 curve"])
     for eps in epsilons:
@@ -1171,10 +1173,9 @@ def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
     return table
 
 
-# --------------------------------------------------------------------------- main
 
 
-# --------------------------------------------------------------------------- 6. ldp-tree
+# --------------------------------------------------------------------------- 8. ldp-tree
 
 
 def ldp_tree_comparison(alphas: Sequence[int] = (10, 16), n_per_class: int = 100_000,
@@ -1191,7 +1192,7 @@ def ldp_tree_comparison(alphas: Sequence[int] = (10, 16), n_per_class: int = 100
 
     kernel = auc_kernel()
     table = Table(
-        "6. ldp-tree AUC error vs epsilon (001 Fig. 5 setting): one-bit Hadamard vs auto",
+        "8. ldp-tree AUC error vs epsilon (001 Fig. 5 setting): one-bit Hadamard vs auto",
         ["data", "d", "n/class", "eps", "oracle", "runs", "RMSE", "+-s.e.", "mean |err|",
          "mean std_error", "Thm 3 RMSE bound", "bits/party", "time/run (s)",
          "RMSE ratio auto/hadamard"])
@@ -1249,6 +1250,86 @@ def ldp_tree_comparison(alphas: Sequence[int] = (10, 16), n_per_class: int = 100
     return table
 
 
+# ------------------------------------------------------- 9. federated ECDF (secagg)
+
+
+def fedecdf_comparison(n_bins_list: Sequence[int] = (1024, 4096),
+                       epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 10,
+                       lam: float = 3.0, seed: int = 0) -> Table:
+    """The federated ECDF (secure aggregation, 003 Sec. 4.1) on the hierarchical tree vs
+    003's tree, and vs the central release, at equal epsilon (replace-one).
+
+    Data as the ECDF comparison (003's X_pois(3) on N values, grid 1..N). Each federated
+    run is the whole protocol in one process (``pointwise_ecdf``: parties share their
+    indicators among m = 2 servers, distributed noise from K = 2 contributors); its noise
+    only differs from the central one by the contributors' parts: ``min_honest=1`` (the
+    default: each part alone is a full discrete Laplace, twice the central variance) or
+    ``min_honest=2`` (one discrete Laplace per node, the central variance). CDF RMSE over
+    the grid and runs; "exact" is the RMSE the variance formulas predict.
+    """
+    table = Table("9. Federated ECDF (secure aggregation): hierarchical tree vs 003's tree "
+                  "and vs the central release (equal epsilon, replace-one)",
+                  ["N", "n", "eps", "release", "CDF RMSE", "exact RMSE",
+                   "RMSE / central hier.", "exact / central hier.", "time (s)"])
+    rows = [
+        ("federated hierarchical (default, K=2, h=1)", "hierarchical", 1, True),
+        ("federated hierarchical (K=2, h=2)", "hierarchical", 2, True),
+        ("federated 003 tree (K=2, h=1)", "003-tree", 1, True),
+        ("federated 003 tree (K=2, h=2)", "003-tree", 2, True),
+        ("central hierarchical (dp_ecdf default)", "hierarchical", 0, False),
+        ("central 003 tree", "003-tree", 0, False),
+    ]
+    for n_bins in n_bins_list:
+        x = poisson_ecdf(n_bins, lam, rng=seed).columns["x"]
+        n = int(x.size)
+        tau = np.arange(1, n_bins + 1, dtype=np.float64)
+        truth = np.searchsorted(np.sort(x), tau, side="right") / n
+        for eps in epsilons:
+            _progress(f"fedecdf N={n_bins} n={n} eps={eps:g}")
+            rng = np.random.default_rng([seed, n_bins, round(eps * 1000), 7])
+            results = []
+            for label, method, honest, federated in rows:
+                sq, times, exact_var = [], [], 0.0
+                for _ in range(reps):
+                    start = time.perf_counter()
+                    if federated:
+                        curve: Any = pointwise_ecdf(x, tau, epsilon=eps, method=method,
+                                                    contributors=2, min_honest=honest,
+                                                    rng=rng)
+                    else:
+                        curve = dp_ecdf(x, tau, epsilon=eps, method=method, rng=rng)
+                    times.append(time.perf_counter() - start)
+                    sq.append(float(np.mean((curve.values - truth) ** 2)))
+                    exact_var = float(np.mean(np.broadcast_to(curve.point_variances,
+                                                              (n_bins,))))
+                results.append((label, math.sqrt(float(np.mean(sq))), math.sqrt(exact_var),
+                                float(np.median(times))))
+            central, central_exact = results[4][1], results[4][2]
+            for label, rmse, exact, secs in results:
+                table.add([n_bins, n, _fmt(eps), label, rmse, exact, _ratio(rmse, central),
+                           _ratio(exact, central_exact), secs], N=n_bins, n=n,
+                          epsilon=eps, release=label, cdf_rmse=rmse, exact_rmse=exact,
+                          seconds=secs)
+            table.gap()
+    if table.rows and not any(table.rows[-1]):
+        table.rows.pop()
+    table.notes += [
+        f"{reps} releases per row and cell; ratios divide by the central hierarchical row.",
+        "federated hierarchical: every party shares its indicators at all N points; each "
+        "server turns its count shares into shares of the b-ary tree's nodes, adds its "
+        "shares of the per-level node noise and opens the noisy node vector; least squares "
+        "in the clear (protocols/ecdf/secagg.py, method='hierarchical'). 003 tree: "
+        "method='003-tree' (003 Eq. 2 at every point).",
+        "h=2: both contributors' parts are needed for one discrete Laplace per node (the "
+        "central variance); h=1: each part alone is one (eps-DP against either "
+        "contributor), twice the variance.",
+    ]
+    return table
+
+
+# --------------------------------------------------------------------------- main
+
+
 @dataclass(frozen=True)
 class Config:
     """Sizes of one run; ``QUICK`` and ``FULL`` are the two presets."""
@@ -1278,6 +1359,9 @@ class Config:
     roc_smoothed_bootstrap: int = 50
     tree_n_per_class: int = 100_000
     tree_runs: int = 30
+    fedecdf_bins: tuple[int, ...] = (1024, 4096)
+    fedecdf_epsilons: tuple[float, ...] = (0.5, 1.0, 4.0)
+    fedecdf_reps: int = 10
 
 
 QUICK = Config(exact_n=1_000_000, exact_repeats=1, exact_brute_n=1000,
@@ -1288,7 +1372,8 @@ QUICK = Config(exact_n=1_000_000, exact_repeats=1, exact_brute_n=1000,
                quantile_epsilons=(1.0,), quantile_reps=10, quantile_single_reps=40,
                quantile_tree_reps=5, roc_epsilons=(1.0,), roc_reps=100,
                roc_smoothed_reps=20, roc_smoothed_bootstrap=30,
-               tree_n_per_class=20_000, tree_runs=5)
+               tree_n_per_class=20_000, tree_runs=5, fedecdf_bins=(1024,),
+               fedecdf_epsilons=(1.0,), fedecdf_reps=5)
 FULL = Config(exact_n=1_000_000, exact_repeats=3, exact_brute_n=2000,
               hr_domains=(64, 1024), hr_sizes=(100_000, 1_000_000), hr_epsilons=(1.0, 4.0),
               hr_reps=lambda n: 10 if n <= 100_000 else 3, hr_ue_max_cells=110_000_000,
@@ -1325,6 +1410,9 @@ def run_one(config: Config, name: str, seed: int = 0) -> Table:
     elif name == "ldp_tree":
         table = ldp_tree_comparison(n_per_class=config.tree_n_per_class,
                                     runs=config.tree_runs, seed=seed)
+    elif name == "fedecdf":
+        table = fedecdf_comparison(config.fedecdf_bins, config.fedecdf_epsilons,
+                                   config.fedecdf_reps, seed=seed)
     else:
         raise ValueError(f"unknown comparison {name!r}; choose from {COMPARISONS}")
     table.notes.append(f"(this comparison ran in {time.perf_counter() - start:.1f} s)")

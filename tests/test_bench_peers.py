@@ -151,6 +151,21 @@ def test_ecdf_comparison_rows(bench: ModuleType) -> None:
     assert records[0]["rmse_vs_opendp_best"] == pytest.approx(records[0]["cdf_rmse"] / best)
 
 
+def test_fedecdf_comparison_rows(bench: ModuleType) -> None:
+    table = bench.fedecdf_comparison(n_bins_list=(64,), epsilons=(1.0,), reps=2, seed=0)
+    rows = {r["release"]: r for r in table.records if r}
+    assert len(rows) == 6
+    central = rows["central hierarchical (dp_ecdf default)"]["exact_rmse"]
+    # One discrete Laplace per node (h = K): the central variance, within the integer
+    # discrete Laplace's few percent; h = 1 doubles the variance.
+    assert rows["federated hierarchical (K=2, h=2)"]["exact_rmse"] == pytest.approx(central,
+                                                                                    rel=0.03)
+    assert rows["federated hierarchical (default, K=2, h=1)"]["exact_rmse"] == pytest.approx(
+        math.sqrt(2) * central, rel=0.03)
+    assert rows["federated 003 tree (K=2, h=2)"]["exact_rmse"] > 2 * central
+    assert all(r["cdf_rmse"] > 0 and r["seconds"] > 0 for r in rows.values())
+
+
 def test_opendp_tree_spends_exactly_epsilon(bench: ModuleType) -> None:
     pytest.importorskip("opendp")
     dp, _ = bench._load_opendp()

@@ -188,7 +188,8 @@ def test_fss_bits_equal_the_formula_and_queries_do_not_depend_on_n():
     key_bits = 128 + d * (128 + 2 + ring_bits) + ring_bits
     query_costs = []
     for n in (20, 300):
-        servers = fss_ecdf_setup(poisson_data(n, seed=n), GRID, epsilon=EPS, rng=n)
+        servers = fss_ecdf_setup(poisson_data(n, seed=n), GRID, epsilon=EPS, rng=n,
+                                 method="003-tree")
         assert servers.keys[0].bits_per_key == key_bits == servers.keys[1].bits_per_key
         setup = servers.setup_cost
         assert setup.bits_per_party == setup.max_bits_per_party == 2 * key_bits
@@ -379,7 +380,7 @@ def test_dcf_sum_at_counts_thresholds_above_each_point():
 
 def test_fss_servers_answer_later_queries_from_the_same_curve():
     x = poisson_data()
-    servers = fss_ecdf_setup(x, GRID, epsilon=EPS, rng=31)
+    servers = fss_ecdf_setup(x, GRID, epsilon=EPS, rng=31, method="003-tree")
     full = servers.query()
     first = servers.query([2, 4, 6])
     second = servers.query(np.array([6, 7, 24]))

@@ -1060,23 +1060,36 @@ def _dp_quantiles(q: Query) -> Prediction | None:
 SECAGG_SERVERS = 2  # fedustat.protocols.ecdf's default m (contributors K = m)
 
 
+def _secagg_ecdf_mse(q: Query, epsilon: float, count: int) -> float:
+    """The federated default (hierarchical tree, distributed integer noise): the exact
+    mean variance over the N points with each level's node variance ``K/h 2t/(1-t)^2``,
+    ``t = exp(-1/s_l)`` (002 Protocol B.1 per level, ``h = 1``; protocols/ecdf/
+    shared_noise.py ``distributed_node_noise``)."""
+    from fedustat.protocols.ecdf.hierarchical import default_plan, point_variances_with
+
+    plan = default_plan(q.grid_points)
+    t = np.exp(-1.0 / plan.scales(epsilon))
+    var = SECAGG_SERVERS * 2.0 * t / (1.0 - t) ** 2
+    return float(np.mean(point_variances_with(plan, var))) / float(count) ** 2
+
+
 def _ecdf_secagg(q: Query) -> Prediction | None:
-    """003 Sec. 4.1: the same tree-noise curve, counts aggregated in secret by m servers.
+    """003 Sec. 4.1 with the central default's tree: the noisy nodes of the hierarchical
+    release, counts aggregated in secret by m servers.
 
     The node noise is 002 Protocol B.1's distributed discrete Laplace from K = m
     contributors with ``min_honest = 1`` (the module's default, which keeps the release
     eps-DP when the servers are the contributors): each contributor's part is a full
-    discrete Laplace, so the variance is K times 003 Thm 1's (and the discrete Laplace
-    variance ``2t/(1-t)^2`` equals ``2 b^2`` up to ``(resolution / b)^2 / 12``)."""
+    discrete Laplace per node, so the variance is about K times the central release's."""
     if q.statistic not in ("ecdf", "quantile"):
         return None
     L = tree_depth(q.grid_points)
-    mse = SECAGG_SERVERS * _ecdf_mse(q, q.epsilon, q.n)
+    mse = _secagg_ecdf_mse(q, q.epsilon, q.n)
     kind = EXACT if q.statistic == "ecdf" else APPROX
     return Prediction(
         "ecdf-secagg", PrivacyModel.CENTRAL, q.epsilon, 0.0, mse, kind,
-        f"003 Thm 1 x {SECAGG_SERVERS} (Protocol B.1 noise from {SECAGG_SERVERS} "
-        "contributors, min_honest = 1)",
+        f"hierarchical tree, exact mean variance with Protocol B.1 noise from "
+        f"{SECAGG_SERVERS} contributors per node (min_honest = 1)",
         components={"per_point": mse}, bits_per_party=SECAGG_SERVERS * q.grid_points * 64,
         rounds=3, parameters={"N": q.grid_points, "L": L, "servers": SECAGG_SERVERS},
         notes=("every party secret-shares its N indicators with the servers (003 Sec. 4.1): "

@@ -61,10 +61,22 @@ ways to create the shares:
   The dealer knows the noise, so it must be independent of the servers and never see a
   release (the trust placed in the secure layer's dealer).
 
-Nothing is opened but the noisy counts at the queried points: individual values are
-information-theoretically hidden from any ``m - 1`` servers in the pointwise protocol,
-and computationally (AES-based PRG of the DCF) from either single server in the FSS
-protocol; the FSS servers must not collude.
+The hierarchical tree (``method="hierarchical"``, the default for the whole grid)
+------------------------------------------------------------------------------------
+The central default (:mod:`~fedustat.protocols.ecdf.hierarchical`: a b-ary histogram tree,
+Laplace ``2 / (eps w_l)`` per level, least squares, Hay et al. 2010 Sec. 4) fits the same
+evaluations: a node over the bins ``[s, e)`` holds ``c_{e-1} - c_{s-1}``, linear in the
+prefix counts, so each server forms its share of every node from its shares of the counts
+at every grid point (:func:`node_shares`), adds its share of the node's noise (one scale
+per level, :func:`~fedustat.protocols.ecdf.shared_noise.distributed_node_noise`) and the
+querier opens the noisy node vector, the central mechanism's output (eps-DP by the same
+argument, with the discrete Laplace's shift ratio ``e^(1/s_l)`` per node); the least squares
+in the clear (:func:`nodes_to_counts`) is post-processing.
+
+Nothing is opened but the noisy counts at the queried points (or the noisy nodes):
+individual values are information-theoretically hidden from any ``m - 1`` servers in the
+pointwise protocol, and computationally (AES-based PRG of the DCF) from either single
+server in the FSS protocol; the FSS servers must not collude.
 
 Run as protocol steps (:class:`~fedustat.protocols.ecdf.PointwiseECDF`,
 :class:`~fedustat.protocols.ecdf.FssECDF`, simulated or networked), the servers are the
@@ -94,7 +106,13 @@ import numpy as np
 from fedustat._validation import (
     as_float_array,
 )
-from fedustat.privacy.errors import ErrorDistribution, LaplaceError, NormalError, error_sum
+from fedustat.privacy.errors import (
+    ErrorDistribution,
+    LaplaceError,
+    NormalError,
+    error_sum,
+    laplace_sum,
+)
 from fedustat.privacy.guarantee import (
     PrivacyGuarantee,
     PrivacyModel,
@@ -105,6 +123,15 @@ from fedustat.privacy.guarantee import (
     trusted_dealer,
 )
 from fedustat.protocols.base import PEER_FROM, Cost, Estimate, Message, Role, normal_std_error
+from fedustat.protocols.ecdf.hierarchical import (
+    HierarchicalPlan,
+    default_plan,
+    estimate_with_variances,
+    linear_node_weights,
+    node_intervals,
+    point_variances_with,
+    split_levels,
+)
 from fedustat.protocols.ecdf.release import ECDF_ADJACENCY, PrivateECDF
 from fedustat.protocols.ecdf.shared_noise import NoiseLaw, SharedTreeNoise
 from fedustat.protocols.ecdf.smoothing import SmoothedECDF, smooth_counts
@@ -116,9 +143,13 @@ from fedustat.stats.ecdf import DyadicTree, absolute_grid, check_thresholds, ste
 
 __all__ = [
     "DEFAULT_BATCH",
+    "FEDERATED_METHODS",
     "FederatedECDF",
     "index_bits",
 ]
+
+#: The federated releases' methods (as the central ``ECDF_METHODS``).
+FEDERATED_METHODS = ("hierarchical", "003-tree")
 
 DEFAULT_BATCH = 4096  # parties per batch in the in-process runners (memory, not results)
 
@@ -147,6 +178,34 @@ def query_indices(query: Any, n_points: int) -> np.ndarray:
     if idx.size == 0:
         raise ValueError("query selects no threshold; ask for at least one grid position")
     return idx
+
+
+def resolve_federated_method(method: Any, query: np.ndarray, n_points: int,
+                             noise: Any = None, tree_noise: Any = None
+                             ) -> tuple[str, HierarchicalPlan | None]:
+    """The release method and, for ``"hierarchical"``, its tree. None: the method of the
+    noise given (003's ``TreeNoise`` or shares of it: ``"003-tree"``; a ``NodeNoise`` or
+    shares of one: ``"hierarchical"`` on its plan); without noise, ``"hierarchical"`` when
+    the query covers every grid point (the tree needs every bin) and ``"003-tree"`` for a
+    subset query (each queried point then costs its ``L + 1`` nodes only). An explicit
+    ``"hierarchical"`` with a subset query evaluates every point and returns the queried
+    ones (post-processing of the full release). The tree is the noise's plan, else
+    :func:`~fedustat.protocols.ecdf.hierarchical.default_plan` (the central default's)."""
+    given_plan = getattr(noise, "plan", None) if noise is not None else None
+    if tree_noise is not None:
+        given_plan = getattr(tree_noise, "plan", None)
+    if method is None:
+        if noise is not None or tree_noise is not None:
+            method = "003-tree" if given_plan is None else "hierarchical"
+        else:
+            method = "hierarchical" if query.size == n_points else "003-tree"
+    if method not in FEDERATED_METHODS:
+        raise ValueError(f"method must be one of {FEDERATED_METHODS}, got {method!r}")
+    if method == "003-tree":
+        return method, None
+    if isinstance(given_plan, HierarchicalPlan) and given_plan.n_points == n_points:
+        return method, given_plan
+    return method, default_plan(n_points)
 
 
 def index_bits(n_points: int) -> int:
@@ -211,6 +270,12 @@ class FederatedECDF:
         One-time traffic: the noise shares, and for FSS the key upload (measured).
     diagnostics:
         Bits by message kind, timings, evaluation counts, the trust statement.
+    method, plan:
+        ``"003-tree"`` (003 Eq. 2 at the queried points) or ``"hierarchical"`` (the
+        opened noisy node vector of ``plan``'s tree and its least-squares estimate, the
+        central ``dp_ecdf(method="hierarchical")`` mechanism); ``plan`` is None for 003.
+    level_variances:
+        Hierarchical: one node's noise variance per level, ``l = 0 .. H`` (counts squared).
     """
 
     #: Fields that depend on the data: the noisy counts at the queried points and the curve
@@ -234,11 +299,46 @@ class FederatedECDF:
     cost: Cost
     setup_cost: Cost
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    method: str = "003-tree"
+    plan: HierarchicalPlan | None = None
+    level_variances: tuple[float, ...] = ()
+
+    @property
+    def point_variances(self) -> np.ndarray:
+        """Noise variance of ``F_hat`` at each queried point (exact).
+
+        003: ``(L + 1)`` node variances / n^2 everywhere (Eq. 2). Hierarchical: the
+        effective resistance of the point with the actual per-level node variances
+        (:func:`~fedustat.protocols.ecdf.hierarchical.point_variances_with`) / n^2.
+        """
+        if self.distribution == "none":
+            return np.zeros(self.indices.size)
+        if self.plan is not None:
+            full = point_variances_with(self.plan, np.asarray(self.level_variances))
+            return full[self.indices] / self.n**2
+        return np.full(self.indices.size, self.tree.n_levels * self.node_variance / self.n**2)
 
     @property
     def variance(self) -> float:
-        """Noise variance of ``F_hat`` at each point: ``(L + 1)`` node variances / n^2."""
+        """Noise variance of ``F_hat``: ``(L + 1)`` node variances / n^2 (003, every
+        point); the largest of :attr:`point_variances` (hierarchical)."""
+        if self.plan is not None:
+            return float(np.max(self.point_variances))
         return self.tree.n_levels * self.node_variance / self.n**2
+
+    def _node_laws(self, weights: np.ndarray) -> ErrorDistribution:
+        """Hierarchical: the law of ``sum_k weights_k eta_k`` over the noisy nodes.
+
+        Each node's noise is replaced by a Laplace law of the same variance
+        (:func:`~fedustat.privacy.errors.laplace_sum`: normal when no node carries more
+        than 10% of the variance, the exact Laplace sum otherwise). Exact for a dealer's
+        Laplace draw (up to the ``2^-c`` rounding); for ``K / h > 1`` discrete Laplace
+        parts per node the true law has lighter tails than that Laplace, so its
+        intervals are conservative.
+        """
+        _, _, levels = node_intervals(self.plan)
+        var = np.asarray(self.level_variances)[levels]
+        return laplace_sum(weights * np.sqrt(var / 2.0))
 
     @property
     def std_error(self) -> float:
@@ -269,13 +369,25 @@ class FederatedECDF:
 
     def point_error(self) -> ErrorDistribution:
         """The law of ``F_hat(tau) - F_n(tau)`` at any one grid point: the ``L + 1``
-        covering nodes' noise (003 Eq. 2) divided by ``n``."""
+        covering nodes' noise (003 Eq. 2) divided by ``n``. Hierarchical: at the queried
+        point of largest variance, ``sum_k w_k eta_k / n`` with the least-squares weights
+        of every node (:meth:`_node_laws`)."""
+        if self.plan is not None and self.distribution != "none":
+            worst = int(self.indices[int(np.argmax(self.point_variances))])
+            e = np.zeros(self.grid.size)
+            e[worst] = 1.0
+            weights = linear_node_weights(self.plan, e, np.asarray(self.level_variances))
+            return self._node_laws(weights / self.n)
         return self.node_error(1.0 / self.n, self.tree.n_levels)
 
     def confidence_band(self, confidence_level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Pointwise intervals ``(low, high)`` at the queried thresholds from
-        :meth:`point_error` (each point covers at ``confidence_level``; not simultaneous)."""
-        half = self.point_error().half_width(confidence_level)
+        :meth:`point_error` (each point covers at ``confidence_level``; not simultaneous;
+        hierarchical: the worst point's law scaled to each point's standard deviation)."""
+        half: Any = self.point_error().half_width(confidence_level)
+        if self.plan is not None and self.distribution != "none":
+            sd = np.sqrt(self.point_variances)
+            half = half * sd / np.max(sd)
         return self.values - half, self.values + half
 
     def __call__(self, t: Any) -> np.ndarray:
@@ -293,6 +405,20 @@ class FederatedECDF:
             raise ValueError(f"to_private_ecdf needs the curve at every grid point; this "
                              f"query has {self.indices.size} of {self.grid.size} (query=None "
                              f"evaluates them all)")
+        if self.plan is not None:
+            eps = self.privacy.epsilon
+            central = self.plan.level_variances(eps)
+            # Integer discrete Laplace (c = 0) is up to ~2% less variable than Laplace at
+            # the root's scale 2/eps; beyond 5% (K/h > 1) PrivateECDF would misstate it.
+            if self.distribution != "none" and not np.allclose(
+                    self.level_variances, central, rtol=0.05):
+                raise ValueError("this hierarchical release's node variances differ from the "
+                                 "central release's (several contributors' parts per node, "
+                                 "min_honest < contributors); PrivateECDF would misstate its "
+                                 "error: use this FederatedECDF's variances")
+            return PrivateECDF(self.grid, self.values, self.n, self.tree, self.scale,
+                               "laplace", self.privacy, self.noise_kind, "hierarchical",
+                               self.plan, eps if self.distribution != "none" else math.inf)
         return PrivateECDF(self.grid, self.values, self.n, self.tree,
                            math.sqrt(self.node_variance / 2.0), "laplace", self.privacy,
                            self.noise_kind)
@@ -300,6 +426,10 @@ class FederatedECDF:
     def smooth(self, p: int = 2, *, method: Literal["auto", "active-set", "highs",
                                                     "cvxopt"] = "auto") -> SmoothedECDF:
         """003 Eq. 3 on the queried points (post-processing, same guarantee)."""
+        if self.plan is not None:
+            raise ValueError("003's smoothing (Eq. 3) corrects 003's tree noise; this release "
+                             "is hierarchical: release with method='003-tree' to smooth it, or "
+                             "use isotonic_projection(curve.to_private_ecdf())")
         full = np.zeros(self.grid.size)
         full[self.indices] = self.counts
         idx, smoothed, nu, info = smooth_counts(full, self.tree, self.n, p=p,
@@ -396,10 +526,57 @@ def open_counts(count_shares: np.ndarray, indices: np.ndarray,
     return fixed_point.decode(reconstruct(units, ring=ring))
 
 
+def node_shares(units: np.ndarray, tree_plan: HierarchicalPlan, fixed_point: FixedPoint
+                ) -> np.ndarray:
+    """Shares of every noisy node from shares of the prefix counts (..., N), locally: a
+    node over bins ``[s, e)`` is ``c_{e-1} - c_{s-1}`` (``c_{-1} = 0``), linear, so each
+    server applies it to its own share (mod 2^l). Shape (..., #nodes)."""
+    ring = fixed_point.ring
+    starts, ends, _ = node_intervals(tree_plan)
+    arr = np.asarray(units, dtype=np.uint64)
+    ext = np.concatenate([np.zeros((*arr.shape[:-1], 1), np.uint64), arr], axis=-1)
+    return ring.sub(ext[..., ends], ext[..., starts])
+
+
+def open_nodes(count_shares: np.ndarray, tree_plan: HierarchicalPlan,
+               noise: SharedTreeNoise | None, fixed_point: FixedPoint,
+               transcript: Transcript) -> np.ndarray:
+    """Servers: their shares of the counts at every grid point to fixed point, to node
+    shares (:func:`node_shares`), plus their node-noise shares; sent to the querier, who
+    adds them (one round, ``m #nodes l`` bits). Returns the noisy nodes in counts."""
+    ring = fixed_point.ring
+    units = node_shares(ring.mul(count_shares, np.uint64(1 << fixed_point.frac_bits)),
+                        tree_plan, fixed_point)
+    if noise is not None:
+        units = ring.add(units, noise.shares)
+    transcript.record_to_server("ecdf.release", ring.bits * units.shape[-1])
+    return fixed_point.decode(reconstruct(units, ring=ring))
+
+
+def nodes_to_counts(nodes: np.ndarray, tree_plan: HierarchicalPlan,
+                    noise: SharedTreeNoise | NoiseLaw | None) -> np.ndarray:
+    """The querier's least squares in the clear (post-processing of the opened node
+    vector): prefix counts at every grid point, weighted by the noise's per-level
+    variances (the central release's when they are Laplace of the plan's scales)."""
+    if noise is None:
+        # Exact nodes: the leaves are the bins, their prefix sums the exact counts.
+        return np.cumsum(np.asarray(nodes, dtype=np.float64)[:tree_plan.n_points])
+    var = np.asarray(noise.level_variances)
+    return estimate_with_variances(tree_plan, split_levels(tree_plan, nodes), var)
+
+
 def release_curve(protocol: str, grid: np.ndarray, tree: DyadicTree, indices: np.ndarray,
              counts: np.ndarray, n: int, epsilon: float, fixed_point: FixedPoint,
              noise: SharedTreeNoise | NoiseLaw | None, cost: Cost, setup_cost: Cost,
-             diagnostics: dict[str, Any], relayed: bool = False) -> FederatedECDF:
+             diagnostics: dict[str, Any], relayed: bool = False,
+             tree_plan: HierarchicalPlan | None = None) -> FederatedECDF:
+    """The released curve at ``indices``; hierarchical (``tree_plan``): ``counts`` are
+    the opened noisy nodes, turned into prefix counts here."""
+    levels: tuple[float, ...] = ()
+    if tree_plan is not None:
+        counts = nodes_to_counts(counts, tree_plan, noise)[indices]
+        if noise is not None:
+            levels = tuple(float(v) for v in noise.level_variances)
     if noise is None:
         scale, dist, kind, node_var = 0.0, "none", "none", 0.0
     else:
@@ -409,10 +586,16 @@ def release_curve(protocol: str, grid: np.ndarray, tree: DyadicTree, indices: np
                        "noise_min_honest": noise.min_honest,
                        "noise_tolerated_colluders": noise.tolerated_colluders}
     servers = 2 if noise is None else noise.n_servers
+    if tree_plan is not None:
+        diagnostics = {**diagnostics, "method": "hierarchical",
+                       "branching": tree_plan.branching, "height": tree_plan.height,
+                       "noisy_nodes": tree_plan.n_noisy_nodes}
     return FederatedECDF(grid[indices], counts / n, counts, indices, grid, n, tree, scale, dist,
                          fixed_point.resolution, node_var,
                          _guarantee(epsilon, protocol, servers, noise, relayed), kind,
-                         protocol, cost, setup_cost, diagnostics)
+                         protocol, cost, setup_cost, diagnostics,
+                         "003-tree" if tree_plan is None else "hierarchical", tree_plan,
+                         levels)
 
 
 def curve_estimate(curve: FederatedECDF) -> Estimate:
@@ -421,8 +604,12 @@ def curve_estimate(curve: FederatedECDF) -> Estimate:
     ``value`` is the mean of ``F_hat`` over the queried points (``F_hat(tau)`` itself for a
     single threshold); its standard error counts each node once per queried point it
     covers: ``Var = sum_nodes w_node^2 var_node / (|B| n)^2``. The curve is
-    ``diagnostics["curve"]``.
+    ``diagnostics["curve"]``. Hierarchical: the mean's node weights by one least-squares
+    pass (:func:`~fedustat.protocols.ecdf.hierarchical.linear_node_weights`),
+    ``Var = sum_k weight_k^2 v_k``, the law as :meth:`FederatedECDF.point_error`.
     """
+    if curve.plan is not None:
+        return _hierarchical_estimate(curve)
     weights = np.bincount(curve.tree.point_nodes(curve.indices).ravel(),
                           minlength=curve.tree.n_nodes).astype(np.float64)
     var = float(np.sum(weights**2)) * curve.node_variance / (curve.indices.size * curve.n) ** 2
@@ -433,6 +620,23 @@ def curve_estimate(curve: FederatedECDF) -> Estimate:
     parts = [curve.node_error(float(w) / denom, int(c)) for w, c in zip(used, counts,
                                                                          strict=True)]
     error = error_sum(parts) if parts else NormalError(0.0)
+    return Estimate(value=float(np.mean(curve.values)), quantity="ecdf",
+                    protocol=curve.protocol, privacy=curve.privacy,
+                    std_error=normal_std_error(var), error=error, cost=curve.cost,
+                    diagnostics={**curve.diagnostics, "curve": curve},
+                    noise=curve.noise_kind)
+
+
+def _hierarchical_estimate(curve: FederatedECDF) -> Estimate:
+    if curve.distribution == "none":
+        var, error = 0.0, NormalError(0.0)
+    else:
+        w = np.zeros(curve.grid.size)
+        w[curve.indices] = 1.0 / (curve.indices.size * curve.n)
+        weights = linear_node_weights(curve.plan, w, np.asarray(curve.level_variances))
+        _, _, levels = node_intervals(curve.plan)
+        var = float(np.sum(weights**2 * np.asarray(curve.level_variances)[levels]))
+        error = curve._node_laws(weights)
     return Estimate(value=float(np.mean(curve.values)), quantity="ecdf",
                     protocol=curve.protocol, privacy=curve.privacy,
                     std_error=normal_std_error(var), error=error, cost=curve.cost,

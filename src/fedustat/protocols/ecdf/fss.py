@@ -8,6 +8,7 @@ steps the two servers are the parties 0 and 1 and the keys reach them in a relay
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,21 +33,27 @@ from fedustat.protocols.ecdf.federated import (
     grid_from_bounds,
     grid_positions,
     index_bits,
+    node_shares,
     open_counts,
+    open_nodes,
     open_sums,
     query_indices,
     release_curve,
+    resolve_federated_method,
     rows_for,
     rows_to_servers,
     upload_sums,
 )
+from fedustat.protocols.ecdf.hierarchical import HierarchicalPlan, NodeNoise
 from fedustat.protocols.ecdf.shared_noise import (
     Randomness,
     SharedTreeNoise,
     check_randomness,
     check_ring,
+    contributor_node_units,
     contributor_point_units,
     draw_noise,
+    held_node_units,
     held_point_units,
     noise_law,
     resolve_noise_plan,
@@ -92,6 +99,10 @@ class FssECDFServers:
     last_query_seconds: list[float] = field(default_factory=list)
 
     protocol: str = "ecdf-fss"
+    #: Hierarchical release (None: 003's tree): the first query opens the noisy nodes of
+    #: this tree, every later query is answered from that released curve.
+    tree_plan: HierarchicalPlan | None = None
+    released: FederatedECDF | None = None
 
     def query(self, query: Any = None) -> FederatedECDF:
         """Evaluate the private ECDF at the grid positions ``query`` (None: all).
@@ -102,8 +113,16 @@ class FssECDFServers:
         ``x_i > tau_b``), scales it to fixed point, adds its noise share and sends it to
         the querier (``2 |B| l`` bits). Independent of n: 2 rounds, ``2 |B| (w + l)`` bits.
         Every answer is an entry of the same eps-DP curve, whatever the number of queries.
+
+        Hierarchical (``tree_plan``): the first query evaluates every grid point, forms the
+        node shares (``c_{e-1} - c_{s-1}``) plus the node-noise shares and opens the noisy
+        node vector (``2 #nodes l`` bits); the querier's least squares gives the whole
+        curve, and this and every later query return its entries (post-processing: no
+        further traffic, no further DCF evaluation).
         """
         idx = query_indices(query, self.grid.size)
+        if self.tree_plan is not None:
+            return self._hierarchical_query(idx)
         transcript = Transcript(2)
         w = index_bits(self.grid.size)
         transcript.view(1).record(phase="online", kind="ecdf.query",
@@ -132,6 +151,48 @@ class FssECDFServers:
         return release_curve(self.protocol, self.grid, self.tree, idx, counts, self.n,
                              self.epsilon, self.fixed_point, self.noise, cost, self.setup_cost,
                              diagnostics)
+
+
+    def _hierarchical_query(self, idx: np.ndarray) -> FederatedECDF:
+        assert self.tree_plan is not None
+        if self.released is None:
+            points = np.arange(self.grid.size, dtype=np.int64)
+            transcript = Transcript(2)
+            w = index_bits(self.grid.size)
+            transcript.view(1).record(phase="online", kind="ecdf.query",
+                                      sent=np.array([[2 * w]]),
+                                      received=np.zeros((1, 1), np.int64))
+            ring = self.fixed_point.ring
+            count_shares = np.empty((2, points.size), dtype=np.uint64)
+            seconds = []
+            for j in (0, 1):
+                start = time.perf_counter()
+                above = dcf_sum_at(j, self.keys[j], points.astype(np.uint64))
+                base = np.uint64(self.n) if j == 0 else np.uint64(0)
+                count_shares[j] = ring.sub(ring.reduce(base), above)
+                seconds.append(time.perf_counter() - start)
+            nodes = open_nodes(count_shares, self.tree_plan, self.noise, self.fixed_point,
+                               transcript)
+            self.last_query_seconds = seconds
+            online = transcript.total_bits("online")
+            cost = Cost(total_bits=online, rounds=transcript.rounds,
+                        server_operations=2 * self.n * points.size)
+            diagnostics = {**self.diagnostics, "bits_query": 2 * w,
+                           "bits_servers_to_querier": online - 2 * w,
+                           "dcf_evaluations_per_server": self.n * points.size}
+            self.released = release_curve(self.protocol, self.grid, self.tree, points, nodes,
+                                          self.n, self.epsilon, self.fixed_point, self.noise,
+                                          cost, self.setup_cost, diagnostics,
+                                          tree_plan=self.tree_plan)
+            cost_now = cost
+        else:
+            cost_now = Cost()  # post-processing of the released curve: nothing travels
+        self.queries += 1
+        full = self.released
+        return dataclasses.replace(
+            full, thresholds=full.grid[idx], values=full.values[idx], counts=full.counts[idx],
+            indices=idx, cost=cost_now,
+            diagnostics={**full.diagnostics, "query_number": self.queries})
 
 
 @dataclass
@@ -193,21 +254,27 @@ class FssECDF(Protocol):
 
     def __init__(self, thresholds: Any = None, query: Any = None, *, epsilon: float,
                  n_servers: int = 2, noise: SharedTreeNoise | None = None,
-                 tree_noise: TreeNoise | None = None, contributors: int | None = None,
+                 tree_noise: TreeNoise | NodeNoise | None = None,
+                 contributors: int | None = None,
                  min_honest: int = 1, frac_bits: int | None = None, ring_bits: int = 64,
                  randomness: Randomness = "simulation", bounds: Any = None,
-                 precision: float | None = None) -> None:
+                 precision: float | None = None, method: str | None = None) -> None:
         if n_servers != 2:
             raise ValueError(f"n_servers must be 2: the comparison keys (DCF, Boyle et al. "
                              f"2021) are a two-party FSS scheme, got {n_servers!r}")
         self.thresholds, self.bounds = grid_from_bounds(thresholds, bounds, precision)
         self.tree = DyadicTree(self.thresholds.size)
         self.query = query_indices(query, self.thresholds.size)
+        self.method, self.tree_plan = resolve_federated_method(
+            method, self.query, self.thresholds.size, noise, tree_noise)
+        # The hierarchical tree needs every bin: the key holders evaluate every point.
+        self.points = (np.arange(self.thresholds.size, dtype=np.int64)
+                       if self.tree_plan is not None else self.query)
         self.epsilon = check_epsilon(epsilon, allow_inf=True)
         self.n_servers = 2
         self.fixed_point, self.noise, self._plan = resolve_noise_plan(
             self.tree, self.epsilon, 2, noise, tree_noise, contributors, min_honest,
-            frac_bits, ring_bits)
+            frac_bits, ring_bits, self.tree_plan)
         self.randomness = check_randomness(randomness)
         # Positions run over 0..N (N: above the grid), so d bits with 2^d > N.
         self.domain_bits = int(self.thresholds.size).bit_length()
@@ -280,13 +347,23 @@ class FssECDF(Protocol):
         servers = sorted(state.keys)
         sums = [self._count_share(state, j, inbox if distributed else None) for j in servers]
         state.step = 3
-        return state, upload_sums(sums, servers, self.query.size, self.fixed_point)
+        width = self.query.size if self.tree_plan is None else self.tree_plan.n_noisy_nodes
+        return state, upload_sums(sums, servers, width, self.fixed_point)
 
     def _noise_round(self, state: _FssParties, rng: np.random.Generator) -> Message:
         """Relay round: each contributor's noise part at the points, shared between the
         two computing parties; other parties send no rows."""
         mine = state.parties[state.parties < self._plan["contributors"]]
         noise_rng = "os" if self.randomness == "os" else rng
+        if self.tree_plan is not None:
+            parts = np.zeros((mine.size, self.tree_plan.n_noisy_nodes), dtype=np.uint64)
+            for r in range(mine.size):
+                parts[r] = contributor_node_units(self._plan, self.epsilon, self.fixed_point,
+                                                  noise_rng)
+            source = as_share_rng("os") if self.randomness == "os" else rng
+            shares = share(parts, 2, source, ring=self.ring)  # (2, rows, nodes)
+            return rows_to_servers({"noise": np.moveaxis(shares, 0, 1)},
+                                   {"noise": self.ring.bits}, mine)
         parts = np.zeros((mine.size, self.query.size), dtype=np.uint64)
         for r in range(mine.size):
             parts[r] = contributor_point_units(self._plan, self.tree, self.epsilon,
@@ -311,12 +388,17 @@ class FssECDF(Protocol):
         """Computing party ``j``: ``2^c`` times its share of the count ``<= tau_b`` (``n``
         minus the DCF sum, 003 Sec. 4.2) plus its noise shares."""
         ring = self.ring
-        above = dcf_sum_at(j, state.keys[j], self.query.astype(np.uint64))
+        above = dcf_sum_at(j, state.keys[j], self.points.astype(np.uint64))
         base = np.uint64(self._n) if j == 0 else np.uint64(0)
         units = ring.mul(ring.sub(ring.reduce(base), above),
                          np.uint64(1 << self.fixed_point.frac_bits))
-        units = ring.add(units, held_point_units(self._plan, self.noise, self.fixed_point,
-                                                 self.tree, self.query, j))
+        if self.tree_plan is not None:
+            # Hierarchical: shares of the nodes (linear in the counts) plus node noise.
+            units = ring.add(node_shares(units, self.tree_plan, self.fixed_point),
+                             held_node_units(self._plan, self.noise, self.fixed_point, j))
+        else:
+            units = ring.add(units, held_point_units(self._plan, self.noise, self.fixed_point,
+                                                     self.tree, self.query, j))
         if inbox is not None:
             rows = rows_for(inbox, j, np.arange(self._plan["contributors"]), "noise shares")
             units = ring.add(units, ring.sum(np.asarray(rows["noise"], np.uint64), axis=0))
@@ -369,13 +451,15 @@ class FssECDF(Protocol):
                        "secrecy": "computational (AES-128 PRG of the DCF keys) against either "
                                   "server alone; the two servers must not collude"}
         return FssECDFServers(keys, self.thresholds, self.tree, state.n, self.epsilon,
-                              self.fixed_point, noise, setup, diagnostics)
+                              self.fixed_point, noise, setup, diagnostics,
+                              tree_plan=self.tree_plan)
 
     def server_step(self, state: _FssServerState, inbox: Message,
                     rng: np.random.Generator) -> tuple[_FssServerState, Estimate]:
         """The querier opens ``count + noise`` from the two computing parties' shares."""
-        counts = open_sums(inbox, 2, self.query.size, self.fixed_point)
-        n, b = state.n, self.query.size
+        width = self.query.size if self.tree_plan is None else self.tree_plan.n_noisy_nodes
+        counts = open_sums(inbox, 2, width, self.fixed_point)
+        n, b = state.n, self.points.size
         law = noise_law(self._plan, self.tree, self.epsilon, 2, self.fixed_point, self.noise,
                         self.randomness)
         setup_bits = 0 if self.noise is None else self.noise.setup_bits
@@ -392,26 +476,30 @@ class FssECDF(Protocol):
                                   "computing party alone; the two must not collude"}
         curve = release_curve(self.name, self.thresholds, self.tree, self.query, counts, n,
                               self.epsilon, self.fixed_point, law, cost, setup, diagnostics,
-                              relayed=True)
+                              relayed=True, tree_plan=self.tree_plan)
         return state, curve_estimate(curve).with_cost(Cost(server_operations=2 * n * b,
                                                            offline_bits=setup_bits))
 
 
 def fss_ecdf_setup(values: Any, thresholds: Any, *, epsilon: float,
-                   noise: SharedTreeNoise | None = None, tree_noise: TreeNoise | None = None,
+                   noise: SharedTreeNoise | None = None,
+                   tree_noise: TreeNoise | NodeNoise | None = None,
                    contributors: int | None = None, min_honest: int = 1,
                    frac_bits: int | None = None, ring_bits: int = 64,
                    batch_size: int = DEFAULT_BATCH, rng: RandomLike = None,
-                   randomness: Randomness = "simulation") -> FssECDFServers:
+                   randomness: Randomness = "simulation", method: str | None = None
+                   ) -> FssECDFServers:
     """003 Sec. 4.2's preprocessing: every party uploads its two DCF keys, once.
 
     Runs the party steps of :class:`FssECDF` batch by batch; the returned servers answer
     any later query with :meth:`FssECDFServers.query`. ``setup_cost`` is measured from
     the key messages (``2 K_DCF(d)`` bits per party) plus the noise shares.
+    ``method``: ``"hierarchical"`` (default: the servers hold node noise of the b-ary tree
+    and open the noisy nodes once) or ``"003-tree"`` (003 Sec. 4.2 as written).
     """
     protocol = FssECDF(thresholds, None, epsilon=epsilon, noise=noise, tree_noise=tree_noise,
                        contributors=contributors, min_honest=min_honest, frac_bits=frac_bits,
-                       ring_bits=ring_bits, randomness=randomness)
+                       ring_bits=ring_bits, randomness=randomness, method=method)
     x = as_float_array(values, "values")
     size = check_positive_int(batch_size, "batch_size")
     root = as_seed_sequence(rng)
@@ -431,19 +519,26 @@ def fss_ecdf_setup(values: Any, thresholds: Any, *, epsilon: float,
 
 
 def fss_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: float,
-             noise: SharedTreeNoise | None = None, tree_noise: TreeNoise | None = None,
+             noise: SharedTreeNoise | None = None,
+             tree_noise: TreeNoise | NodeNoise | None = None,
              contributors: int | None = None, min_honest: int = 1,
              frac_bits: int | None = None, ring_bits: int = 64,
              batch_size: int = DEFAULT_BATCH, rng: RandomLike = None,
-             randomness: Randomness = "simulation") -> FederatedECDF:
+             randomness: Randomness = "simulation", method: str | None = None
+             ) -> FederatedECDF:
     """003 Sec. 4.2 in one call: key upload (:func:`fss_ecdf_setup`), then one query.
 
     Parameters as in :class:`PointwiseECDF` (two servers). ``cost`` is the query's
     (``2 |B| (w + l)`` bits, 2 rounds, independent of n); ``setup_cost`` the key upload
-    and the noise shares.
+    and the noise shares. ``method`` as :class:`PointwiseECDF` (default: hierarchical when
+    the query covers every grid point).
     """
+    grid_size = np.asarray(thresholds).size
+    chosen, _ = resolve_federated_method(method, query_indices(query, grid_size), grid_size,
+                                         noise, tree_noise)
     servers = fss_ecdf_setup(values, thresholds, epsilon=epsilon, noise=noise,
                              tree_noise=tree_noise, contributors=contributors,
                              min_honest=min_honest, frac_bits=frac_bits, ring_bits=ring_bits,
-                             batch_size=batch_size, rng=rng, randomness=randomness)
+                             batch_size=batch_size, rng=rng, randomness=randomness,
+                             method=chosen)
     return servers.query(query)

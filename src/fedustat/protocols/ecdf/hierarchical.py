@@ -54,6 +54,7 @@ from fedustat.privacy.noise import NoiseSource
 __all__ = [
     "MAX_COVARIANCE_POINTS",
     "HierarchicalPlan",
+    "NodeNoise",
     "default_plan",
     "hierarchical_noisy_counts",
 ]
@@ -424,3 +425,109 @@ def hierarchical_noisy_counts(counts: np.ndarray, plan: HierarchicalPlan, epsilo
         noise = np.asarray(source.laplace(float(scales[lev]), m), dtype=np.float64)
         observations.append(exact[lev][:m] + noise)
     return plan.estimate(observations, epsilon)
+
+
+# ------------------------------------------------- the tree as a node vector (federated)
+
+
+def node_intervals(plan: HierarchicalPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(start, end, level)`` of every noisy node, in the order of
+    :meth:`HierarchicalPlan.node_weights` (levels 0 .. H-1, real nodes only, the root
+    last): node k covers the bins ``[start_k, end_k)``, so its exact value is
+    ``c_{end_k - 1} - c_{start_k - 1}`` with ``c_{-1} = 0`` (linear in the prefix counts,
+    which is what lets servers holding shares of the counts form shares of the nodes)."""
+    starts, ends, levels = [], [], []
+    for lev in range(plan.height + 1):
+        width = plan.branching**lev
+        s = np.arange(plan.level_nodes(lev), dtype=np.int64) * width
+        starts.append(s)
+        ends.append(np.minimum(s + width, plan.n_points))
+        levels.append(np.full(s.size, lev, dtype=np.int64))
+    return np.concatenate(starts), np.concatenate(ends), np.concatenate(levels)
+
+
+def split_levels(plan: HierarchicalPlan, flat: np.ndarray) -> list[np.ndarray]:
+    """A flat node vector (order of :func:`node_intervals`) as one array per level, the
+    layout :meth:`HierarchicalPlan.estimate` takes; leading axes are kept."""
+    arr = np.asarray(flat, dtype=np.float64)
+    sizes = [plan.level_nodes(lev) for lev in range(plan.height + 1)]
+    if arr.shape[-1] != sum(sizes):
+        raise ValueError(f"the node vector must have {sum(sizes)} entries, got "
+                         f"{arr.shape[-1]}")
+    return np.split(arr, np.cumsum(sizes)[:-1], axis=-1)
+
+
+@dataclass(frozen=True, eq=False)
+class NodeNoise:
+    """A Laplace draw for every noisy node of a hierarchical plan (a dealer's draw for the
+    federated releases; the hierarchical counterpart of 003's ``TreeNoise``).
+
+    Attributes
+    ----------
+    plan, epsilon:
+        The tree and the budget: node k carries ``Lap(plan.scales(epsilon)[level_k])``.
+    values:
+        The noise, flat in the order of :func:`node_intervals`, in counts.
+    kind:
+        ``"simulation"`` or ``"deployment"`` (the source it came from).
+    """
+
+    plan: HierarchicalPlan
+    epsilon: float
+    values: np.ndarray
+    kind: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.plan, HierarchicalPlan):
+            raise TypeError(f"plan must be a HierarchicalPlan, got {type(self.plan).__name__}")
+        v = np.asarray(self.values, dtype=np.float64)
+        if v.shape != (self.plan.n_noisy_nodes,) or not np.all(np.isfinite(v)):
+            raise ValueError(f"values must hold {self.plan.n_noisy_nodes} finite node noises, "
+                             f"got shape {v.shape}")
+        object.__setattr__(self, "values", v)
+
+
+def draw_node_noise(plan: HierarchicalPlan, epsilon: float, source: NoiseSource) -> NodeNoise:
+    """Laplace noise for every noisy node, drawn level by level from ``source`` exactly as
+    :func:`hierarchical_noisy_counts` draws it (so the same seed gives the same noise as
+    the central release), flat in the order of :func:`node_intervals`."""
+    scales = plan.scales(epsilon)
+    values = np.concatenate([np.asarray(source.laplace(float(scales[lev]),
+                                                       plan.level_nodes(lev)),
+                                        dtype=np.float64) for lev in range(plan.height + 1)])
+    return NodeNoise(plan, float(epsilon), values, source.kind)
+
+
+def estimate_with_variances(plan: HierarchicalPlan, observations: list[np.ndarray],
+                            level_variances: np.ndarray) -> np.ndarray:
+    """Least-squares prefix counts for noise of the given variance per level (``l = 0 ..
+    H``): :meth:`HierarchicalPlan.estimate` when the node noise is not exactly Laplace of
+    the plan's scales (e.g. discrete Laplace with several contributors)."""
+    return _gls_prefix(plan, observations, np.asarray(level_variances, dtype=np.float64))
+
+
+def point_variances_with(plan: HierarchicalPlan, level_variances: np.ndarray) -> np.ndarray:
+    """``Var(c_hat_i)`` of :func:`estimate_with_variances` for every point (exact; the
+    effective resistance of the module docstring with these variances)."""
+    return _point_resistances(plan, np.asarray(level_variances, dtype=np.float64))
+
+
+def linear_node_weights(plan: HierarchicalPlan, weights: Any,
+                        level_variances: np.ndarray) -> np.ndarray:
+    """Weight of every noisy node's noise in ``w^T c_hat`` (order of
+    :func:`node_intervals`) for the estimate of :func:`estimate_with_variances`: ``W A
+    G^{-1} C^T w``, one least-squares pass (as :meth:`HierarchicalPlan.node_weights`, for
+    any ``w`` of shape (N,)). ``sum_k weight_k^2 v_k`` is then ``Var(w^T c_hat)``."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (plan.n_points,):
+        raise ValueError(f"weights must have shape ({plan.n_points},), got {w.shape}")
+    var = np.asarray(level_variances, dtype=np.float64)
+    q = np.cumsum(w[::-1])[::-1]  # C^T w: suffix sums
+    if plan.height == 0:
+        return q.copy()
+    obs = [q * var[0]] + [np.zeros(plan.level_nodes(lev)) for lev in range(1, plan.height)]
+    obs.append(np.zeros(1))
+    x = _gls_leaves(plan, obs, var)
+    sums = plan.node_values(np.cumsum(x))
+    return np.concatenate([sums[lev][:plan.level_nodes(lev)] / var[lev]
+                           for lev in range(plan.height + 1)])

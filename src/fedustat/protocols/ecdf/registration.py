@@ -23,28 +23,30 @@ def _ecdf_secagg(*, epsilon: float, thresholds: Any = None, query: Any = None,
                  n_servers: int = 2, contributors: int | None = None, min_honest: int = 1,
                  frac_bits: int | None = None, ring_bits: int = 64,
                  randomness: Randomness = "simulation", bounds: Any = None,
-                 precision: float | None = None) -> PointwiseECDF:
+                 precision: float | None = None, method: str | None = None) -> PointwiseECDF:
     return PointwiseECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
                          contributors=contributors, min_honest=min_honest,
                          frac_bits=frac_bits, ring_bits=ring_bits, randomness=randomness,
-                         bounds=bounds, precision=precision)
+                         bounds=bounds, precision=precision, method=method)
 
 
 def _ecdf_fss(*, epsilon: float, thresholds: Any = None, query: Any = None,
               n_servers: int = 2, contributors: int | None = None, min_honest: int = 1,
               frac_bits: int | None = None, ring_bits: int = 64,
               randomness: Randomness = "simulation", bounds: Any = None,
-              precision: float | None = None) -> FssECDF:
+              precision: float | None = None, method: str | None = None) -> FssECDF:
     return FssECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
                    contributors=contributors, min_honest=min_honest, frac_bits=frac_bits,
                    ring_bits=ring_bits, randomness=randomness, bounds=bounds,
-                   precision=precision)
+                   precision=precision, method=method)
 
 
 register_curve("ecdf-secagg", _ecdf_secagg, model=PrivacyModel.CENTRAL,
                summary="ECDF at a query of grid points: parties secret-share indicators "
-                       "among m computing parties, which add distributed tree noise",
-               source="003 Sec. 4.1; 002 Protocol B.1")
+                       "among m computing parties, which add distributed tree noise "
+                       "(default for the whole grid: the b-ary hierarchical tree with least "
+                       "squares; method='003-tree' for 003 as written)",
+               source="003 Sec. 4.1; 002 Protocol B.1; Hay et al. 2010 Sec. 4")
 register_curve("ecdf-fss", _ecdf_fss, model=PrivacyModel.COMPUTATIONAL,
                summary="ECDF at a query of grid points: parties send DCF keys to two "
                        "computing parties, which evaluate them and add tree noise",

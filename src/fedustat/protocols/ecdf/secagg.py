@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,22 +33,28 @@ from fedustat.protocols.ecdf.federated import (
     grid_from_bounds,
     grid_positions,
     index_bits,
+    node_shares,
     open_counts,
+    open_nodes,
     open_sums,
     query_indices,
     release_curve,
+    resolve_federated_method,
     rows_for,
     rows_to_servers,
     upload_sums,
 )
+from fedustat.protocols.ecdf.hierarchical import NodeNoise
 from fedustat.protocols.ecdf.shared_noise import (
     Randomness,
     SharedTreeNoise,
     check_randomness,
     check_ring,
     check_servers,
+    contributor_node_units,
     contributor_point_units,
     draw_noise,
+    held_node_units,
     held_point_units,
     noise_law,
     resolve_noise_plan,
@@ -73,6 +79,8 @@ class _PointwiseParties:
     positions: np.ndarray
     parties: np.ndarray
     step: int = 0
+    # Hierarchical: a computing party's sum of the indicator shares (its own state).
+    count_units: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -144,6 +152,19 @@ class PointwiseECDF(Protocol):
         Public ``(lo, hi)`` of the values: with ``thresholds=None`` the grid is
         ``absolute_grid(lo, hi, precision)`` (default precision ``(hi - lo) / 2^10``), and
         each party checks its value against the bounds.
+    method:
+        ``"hierarchical"`` (the default when the query covers every grid point): the
+        central default's mechanism, ``dp_ecdf(method="hierarchical")``. Parties share
+        their indicators at every grid point; each computing party turns its share of the
+        prefix counts into shares of the b-ary tree's nodes (``c_{e-1} - c_{s-1}``,
+        linear), adds its shares of the node noise (one Laplace scale per level:
+        :func:`~fedustat.protocols.ecdf.shared_noise.distributed_node_noise`, or a
+        dealer's :class:`~fedustat.protocols.ecdf.hierarchical.NodeNoise` as
+        ``tree_noise``) and uploads ``#nodes`` ring elements; the querier opens the noisy
+        node vector (the central mechanism's output: eps-DP) and runs the least squares
+        in the clear (post-processing). With distributed noise the contributors send their
+        node parts in a second relay round. ``"003-tree"`` (the default for a subset
+        query): 003 Sec. 4.1 as written, ``|B|`` points and the dyadic tree's noise.
     """
 
     name = "ecdf-pointwise-secagg"
@@ -152,18 +173,24 @@ class PointwiseECDF(Protocol):
 
     def __init__(self, thresholds: Any = None, query: Any = None, *, epsilon: float,
                  n_servers: int = 2, noise: SharedTreeNoise | None = None,
-                 tree_noise: TreeNoise | None = None, contributors: int | None = None,
+                 tree_noise: TreeNoise | NodeNoise | None = None,
+                 contributors: int | None = None,
                  min_honest: int = 1, frac_bits: int | None = None, ring_bits: int = 64,
                  randomness: Randomness = "simulation", bounds: Any = None,
-                 precision: float | None = None) -> None:
+                 precision: float | None = None, method: str | None = None) -> None:
         self.thresholds, self.bounds = grid_from_bounds(thresholds, bounds, precision)
         self.tree = DyadicTree(self.thresholds.size)
         self.query = query_indices(query, self.thresholds.size)
+        self.method, self.tree_plan = resolve_federated_method(
+            method, self.query, self.thresholds.size, noise, tree_noise)
+        # The hierarchical tree needs every bin: the parties evaluate every grid point.
+        self.points = (np.arange(self.thresholds.size, dtype=np.int64)
+                       if self.tree_plan is not None else self.query)
         self.epsilon = check_epsilon(epsilon, allow_inf=True)
         self.n_servers = check_servers(n_servers)
         self.fixed_point, self.noise, self._plan = resolve_noise_plan(
             self.tree, self.epsilon, self.n_servers, noise, tree_noise, contributors,
-            min_honest, frac_bits, ring_bits)
+            min_honest, frac_bits, ring_bits, self.tree_plan)
         self.randomness = check_randomness(randomness)
         self._n = 0  # the run's size, from configure (not configuration: n is public)
 
@@ -185,7 +212,7 @@ class PointwiseECDF(Protocol):
     def init_server(self, n_parties: int) -> _PointwiseServers:
         n = check_positive_int(n_parties, "n_parties")
         check_ring(self.fixed_point, n, self.tree, self.epsilon, self.noise, self._plan)
-        return _PointwiseServers(n, np.zeros((self.n_servers, self.query.size), np.uint64),
+        return _PointwiseServers(n, np.zeros((self.n_servers, self.points.size), np.uint64),
                                  self.query)
 
     def configure(self, n_rows: int) -> PointwiseECDF:
@@ -214,6 +241,7 @@ class PointwiseECDF(Protocol):
             if not np.array_equal(idx, self.query):
                 raise ValueError("the broadcast query differs from the query the servers "
                                  "aggregate for; build one PointwiseECDF per query")
+        idx = self.points
         return (state.positions[:, None] <= idx[None, :]).astype(np.uint64)
 
     def party_step(self, state: _PointwiseParties, inbox: Message | None,
@@ -225,6 +253,8 @@ class PointwiseECDF(Protocol):
             return state, self._share_round(state, inbox, rng)
         check_no_rows_for(inbox, self.n_servers)
         servers = [int(p) for p in state.parties if p < self.n_servers]
+        if self.tree_plan is not None:
+            return self._node_step(state, inbox, rng, servers)
         sums = []
         for j in servers:
             rows = rows_for(inbox, j, np.arange(self._n), "indicator shares")
@@ -234,13 +264,56 @@ class PointwiseECDF(Protocol):
         state.step = 2
         return state, upload_sums(sums, servers, self.query.size, self.fixed_point)
 
+    def _node_step(self, state: _PointwiseParties, inbox: Message | None,
+                   rng: np.random.Generator, servers: list[int]
+                   ) -> tuple[_PointwiseParties, Message]:
+        """Hierarchical: after the indicator round, the contributors' node-noise round
+        (distributed noise only), then each computing party's share of the noisy nodes."""
+        distributed = self._plan["mode"] == "distributed"
+        if state.step == 1:
+            # Computing parties keep their sums of the indicator shares (their own state).
+            state.count_units = {j: self.ring.sum(np.asarray(rows_for(
+                inbox, j, np.arange(self._n), "indicator shares")["shares"], np.uint64), axis=0)
+                for j in servers}
+            if distributed:
+                state.step = 2
+                return state, self._node_noise_round(state, rng)
+        assert self.tree_plan is not None
+        sums = []
+        for j in servers:
+            units = self.ring.add(node_shares(state.count_units[j], self.tree_plan,
+                                              self.fixed_point),
+                                  held_node_units(self._plan, self.noise, self.fixed_point, j))
+            if distributed:
+                rows = rows_for(inbox, j, np.arange(self._plan["contributors"]), "noise shares")
+                units = self.ring.add(units, self.ring.sum(np.asarray(rows["noise"], np.uint64),
+                                                           axis=0))
+            sums.append(units)
+        state.step = 3
+        return state, upload_sums(sums, servers, self.tree_plan.n_noisy_nodes, self.fixed_point)
+
+    def _node_noise_round(self, state: _PointwiseParties, rng: np.random.Generator) -> Message:
+        """Relay round: each contributor's Pólya part of every node's noise (002 Protocol
+        B.1 per level), shared among the computing parties; other parties send no rows."""
+        assert self.tree_plan is not None
+        mine = state.parties[state.parties < self._plan["contributors"]]
+        noise_rng = "os" if self.randomness == "os" else rng
+        parts = np.zeros((mine.size, self.tree_plan.n_noisy_nodes), dtype=np.uint64)
+        for r in range(mine.size):
+            parts[r] = contributor_node_units(self._plan, self.epsilon, self.fixed_point,
+                                              noise_rng)
+        source = as_share_rng("os") if self.randomness == "os" else rng
+        shares = share(parts, self.n_servers, source, ring=self.ring)  # (m, rows, nodes)
+        return rows_to_servers({"noise": np.moveaxis(shares, 0, 1)},
+                               {"noise": self.ring.bits}, mine)
+
     def _share_round(self, state: _PointwiseParties, inbox: Message | None,
                      rng: np.random.Generator) -> Message:
         """Relay round: fixed-point indicators (plus a contributor's noise part), shared
         among the computing parties."""
         units = self.ring.mul(self._indicators(state, inbox),
                               np.uint64(1 << self.fixed_point.frac_bits))
-        if self._plan["mode"] == "distributed":
+        if self._plan["mode"] == "distributed" and self.tree_plan is None:
             noise_rng = "os" if self.randomness == "os" else rng
             for r in np.flatnonzero(state.parties < self._plan["contributors"]):
                 units[r] = self.ring.add(units[r], contributor_point_units(
@@ -278,8 +351,11 @@ class PointwiseECDF(Protocol):
                                 self.fixed_point, noise_rng)
         check_ring(self.fixed_point, state.n, self.tree, self.epsilon, noise, self._plan)
         transcript = Transcript(self.n_servers)
-        counts = open_counts(state.sums, state.indices, noise, self.fixed_point, transcript)
-        n, m, b = state.n, self.n_servers, state.indices.size
+        if self.tree_plan is not None:
+            counts = open_nodes(state.sums, self.tree_plan, noise, self.fixed_point, transcript)
+        else:
+            counts = open_counts(state.sums, state.indices, noise, self.fixed_point, transcript)
+        n, m, b = state.n, self.n_servers, self.points.size
         online = transcript.total_bits("online")
         query_rounds = 1 if state.query_bits_per_party else 0
         cost = Cost(bits_per_party=state.upload_bits / n, max_bits_per_party=state.max_upload_bits,
@@ -297,13 +373,16 @@ class PointwiseECDF(Protocol):
                        "secrecy": f"information-theoretic against any {m - 1} of the {m} "
                                   f"servers (additive shares)"}
         return release_curve(self.name, self.thresholds, self.tree, state.indices, counts, n,
-                             self.epsilon, self.fixed_point, noise, cost, setup, diagnostics)
+                             self.epsilon, self.fixed_point, noise, cost, setup, diagnostics,
+                             tree_plan=self.tree_plan)
 
     def server_step(self, state: _PointwiseServers, inbox: Message,
                     rng: np.random.Generator) -> tuple[_PointwiseServers, Estimate]:
         """The querier opens ``count + noise`` from the computing parties' shares."""
-        counts = open_sums(inbox, self.n_servers, self.query.size, self.fixed_point)
-        n, m, b = state.n, self.n_servers, self.query.size
+        width = (self.query.size if self.tree_plan is None
+                 else self.tree_plan.n_noisy_nodes)
+        counts = open_sums(inbox, self.n_servers, width, self.fixed_point)
+        n, m, b = state.n, self.n_servers, self.points.size
         law = noise_law(self._plan, self.tree, self.epsilon, m, self.fixed_point, self.noise,
                         self.randomness)
         setup_bits = 0 if self.noise is None else self.noise.setup_bits
@@ -319,17 +398,19 @@ class PointwiseECDF(Protocol):
                                   f"computing parties (additive shares)"}
         curve = release_curve(self.name, self.thresholds, self.tree, self.query, counts, n,
                               self.epsilon, self.fixed_point, law, cost, setup, diagnostics,
-                              relayed=True)
+                              relayed=True, tree_plan=self.tree_plan)
         return state, curve_estimate(curve).with_cost(Cost(server_operations=m * n * b,
                                                            offline_bits=setup_bits))
 
 
 def pointwise_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: float,
                    n_servers: int = 2, noise: SharedTreeNoise | None = None,
-                   tree_noise: TreeNoise | None = None, contributors: int | None = None,
-                   min_honest: int = 1, frac_bits: int | None = None, ring_bits: int = 64,
+                   tree_noise: TreeNoise | NodeNoise | None = None,
+                   contributors: int | None = None, min_honest: int = 1,
+                   frac_bits: int | None = None, ring_bits: int = 64,
                    batch_size: int = DEFAULT_BATCH, rng: RandomLike = None,
-                   randomness: Randomness = "simulation") -> FederatedECDF:
+                   randomness: Randomness = "simulation", method: str | None = None
+                   ) -> FederatedECDF:
     """003 Sec. 4.1 in one process: the private ECDF at ``query`` by secure aggregation.
 
     Runs :class:`PointwiseECDF` batch by batch (the servers add each batch's shares as it
@@ -339,6 +420,8 @@ def pointwise_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: 
     ``total_bits = n |B| (w + m l) + m |B| l`` and 3 rounds; ``setup_cost`` is the noise
     sharing. Parameters as in :class:`PointwiseECDF`; ``values`` one per party; ``rng``
     seeds the shares, the batches and (for distributed noise) the contributors.
+    ``method="hierarchical"`` (the default for ``query=None``): every party shares its
+    indicators at all N points, the servers send ``m #nodes l`` bits (the noisy nodes).
 
     Returns
     -------
@@ -347,7 +430,7 @@ def pointwise_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: 
     protocol = PointwiseECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
                              noise=noise, tree_noise=tree_noise, contributors=contributors,
                              min_honest=min_honest, frac_bits=frac_bits, ring_bits=ring_bits,
-                             randomness=randomness)
+                             randomness=randomness, method=method)
     x = as_float_array(values, "values")
     size = check_positive_int(batch_size, "batch_size")
     root = as_seed_sequence(rng)

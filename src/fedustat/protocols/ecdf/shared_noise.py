@@ -7,6 +7,14 @@ secret and the node noise held as additive shares by the servers, so the servers
 :func:`distributed_tree_noise`) or by a noise dealer that shares a given draw
 (:func:`share_tree_noise`); :mod:`fedustat.protocols.ecdf.federated` states why each is
 eps-DP. The helpers here also size the ring so that counts plus noise never wrap.
+
+The hierarchical release (the central default, :mod:`~fedustat.protocols.ecdf.hierarchical`)
+needs one noise per node of its b-ary tree with one scale per level (``2 / (eps w_l)``, the
+root ``2 / eps``): :func:`distributed_node_noise` and :func:`share_node_noise` give the same
+promises level by level (additive shares: no server's share says anything about a node's
+noise; an observer who knows up to ``K - h`` contributors' parts still faces one discrete
+Laplace of the level's scale per node), and the ring check bounds one node's noise at the
+largest level scale (the opened values are nodes, not sums of ``L + 1`` nodes).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from fedustat._validation import (
 )
 from fedustat.privacy.mechanisms import polya
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
+from fedustat.protocols.ecdf.hierarchical import HierarchicalPlan, NodeNoise, node_intervals
 from fedustat.protocols.ecdf.tree_noise import TreeNoise, check_tree_noise
 from fedustat.secure.fixedpoint import FixedPoint
 from fedustat.secure.ring import Ring, as_share_rng
@@ -36,7 +45,9 @@ __all__ = [
     "NoiseLaw",
     "Randomness",
     "SharedTreeNoise",
+    "distributed_node_noise",
     "distributed_tree_noise",
+    "share_node_noise",
     "share_tree_noise",
 ]
 
@@ -120,9 +131,40 @@ def _check_capacity(fixed_point: FixedPoint, n: int, tree: DyadicTree, scale: fl
             f"plus the noise bound gives {bound:.6g}; use more ring_bits or fewer frac_bits")
 
 
+def _node_capacity(fixed_point: FixedPoint, n: int, plan: HierarchicalPlan,
+                   scales: np.ndarray | None, shape_ratio: float = 1.0) -> None:
+    """:func:`_check_capacity` for the hierarchical release: the opened values are the
+    nodes, each an exact count in ``0..n`` plus one node noise, so the bound is ``n`` plus
+    :func:`_noise_bound`'s per-node term at the largest of the per-level scales."""
+    bound = float(n)
+    if scales is not None:
+        bound += 2.0 * float(np.max(scales)) * ((_TAIL_LOG2 + 1 + shape_ratio) * math.log(2.0)
+                                                + math.log(plan.n_noisy_nodes))
+    limit = 2.0 ** (fixed_point.bits - 1 - fixed_point.frac_bits)
+    if bound >= limit:
+        raise OverflowError(
+            f"ring_bits={fixed_point.bits} with frac_bits={fixed_point.frac_bits} holds counts "
+            f"below 2^{fixed_point.bits - 1 - fixed_point.frac_bits} = {limit:.6g}, but n = {n} "
+            f"plus the bound on the noise of the tree's nodes (largest level scale "
+            f"{float(np.max(scales)) if scales is not None else 0.0:.6g}) gives {bound:.6g}; "
+            f"use more ring_bits or fewer frac_bits")
+
+
 def check_ring(fixed_point: FixedPoint, n: int, tree: DyadicTree, epsilon: float,
                 noise: SharedTreeNoise | None, plan: dict[str, Any]) -> None:
     """:func:`_check_capacity` for the noise given or planned."""
+    hplan = plan.get("tree_plan")
+    if hplan is not None:
+        if plan["mode"] == "none":
+            _node_capacity(fixed_point, n, hplan, None)
+            return
+        ratio = 1.0
+        if noise is not None:
+            ratio = noise.contributors / noise.min_honest
+        elif plan["mode"] == "distributed":
+            ratio = plan["contributors"] / plan["min_honest"]
+        _node_capacity(fixed_point, n, hplan, hplan.scales(epsilon), ratio)
+        return
     if plan["mode"] == "none":
         _check_capacity(fixed_point, n, tree, None)
     elif noise is not None:
@@ -164,6 +206,11 @@ class SharedTreeNoise:
         ``"simulation"`` or ``"deployment"``.
     setup_bits:
         Bits the contributors sent to the servers (one share per server and node each).
+    plan:
+        None for 003's dyadic tree; for the hierarchical release the
+        :class:`~fedustat.protocols.ecdf.hierarchical.HierarchicalPlan` whose noisy nodes
+        (order of :func:`~fedustat.protocols.ecdf.hierarchical.node_intervals`) the shares
+        cover, each with its level's scale; ``scale`` is then the leaf level's.
     """
 
     shares: np.ndarray
@@ -176,6 +223,7 @@ class SharedTreeNoise:
     min_honest: int
     kind: str
     setup_bits: int
+    plan: HierarchicalPlan | None = None
 
     @property
     def n_servers(self) -> int:
@@ -206,6 +254,23 @@ class SharedTreeNoise:
         one_minus_t = -math.expm1(-unit / self.scale)
         return self.contributors / self.min_honest * unit**2 * 2.0 * t / one_minus_t**2
 
+    @property
+    def level_scales(self) -> np.ndarray:
+        """Laplace scale per level in counts (hierarchical: ``2 / (eps w_l)`` and the
+        root's ``2 / eps``; 003's tree: ``(L + 1) / eps`` on every level)."""
+        if self.plan is not None:
+            return self.plan.scales(self.epsilon)
+        return np.full(self.tree.n_levels, self.scale)
+
+    @property
+    def level_variances(self) -> np.ndarray:
+        """Variance of one node's noise on each level, in counts squared (as
+        :attr:`node_variance`, level by level)."""
+        return np.array([_node_variance(float(b), self.distribution,
+                                        self.contributors / self.min_honest,
+                                        self.fixed_point.resolution)
+                         for b in self.level_scales])
+
     def point_shares(self, indices: np.ndarray) -> np.ndarray:
         """Each server's share of the noise at the grid points ``indices``: the sum of the
         ``L + 1`` covering nodes (003 Eq. 2), computed locally, shape ``(m, |B|)``."""
@@ -215,7 +280,8 @@ class SharedTreeNoise:
     def law(self) -> NoiseLaw:
         """The noise's law and origin, without the shares."""
         return NoiseLaw(self.scale, self.distribution, self.contributors, self.min_honest,
-                        self.kind, self.n_servers, self.fixed_point.resolution)
+                        self.kind, self.n_servers, self.fixed_point.resolution,
+                        None if self.plan is None else tuple(self.level_scales))
 
     def reconstruct(self) -> np.ndarray:
         """The node noise in counts (float): for tests and audits only — publishing it
@@ -240,10 +306,20 @@ class NoiseLaw:
     kind: str
     n_servers: int
     resolution: float
+    level_scales_: tuple[float, ...] | None = None
 
     @property
     def tolerated_colluders(self) -> int:
         return self.contributors - self.min_honest
+
+    @property
+    def level_variances(self) -> np.ndarray:
+        """Variance of one node's noise per level (hierarchical; 003's tree: one level
+        per tree level, all equal)."""
+        scales = (self.level_scales_ if self.level_scales_ is not None else (self.scale,))
+        return np.array([_node_variance(float(b), self.distribution,
+                                        self.contributors / self.min_honest, self.resolution)
+                         for b in scales])
 
     @property
     def node_variance(self) -> float:
@@ -257,6 +333,18 @@ class NoiseLaw:
         return self.contributors / self.min_honest * unit**2 * 2.0 * t / one_minus_t**2
 
 
+def _node_variance(scale: float, distribution: str, shape_ratio: float,
+                   resolution: float) -> float:
+    """One node's noise variance in counts squared: ``2 b^2`` (Laplace), or ``(K / h)
+    2^-2c 2 t / (1 - t)^2`` with ``t = exp(-2^-c / b)`` (Pólya shapes add; ``2 t / (1 -
+    t)^2`` is the discrete Laplace variance per unit)."""
+    if distribution == "laplace":
+        return 2.0 * scale**2
+    t = math.exp(-resolution / scale)
+    one_minus_t = -math.expm1(-resolution / scale)
+    return shape_ratio * resolution**2 * 2.0 * t / one_minus_t**2
+
+
 def noise_law(plan: dict[str, Any], tree: DyadicTree, epsilon: float, n_servers: int,
               fixed_point: FixedPoint, noise: SharedTreeNoise | None,
               randomness: Randomness) -> NoiseLaw | None:
@@ -265,11 +353,19 @@ def noise_law(plan: dict[str, Any], tree: DyadicTree, epsilon: float, n_servers:
         return None
     if noise is not None:
         return noise.law()
+    hplan = plan.get("tree_plan")
+    levels = None if hplan is None else tuple(float(b) for b in hplan.scales(epsilon))
     if plan["mode"] == "dealer":
         draw = plan["tree_noise"]
+        if hplan is not None:
+            return NoiseLaw(levels[0], "laplace", 1, 1, draw.kind, n_servers,
+                            fixed_point.resolution, levels)
         return NoiseLaw(draw.scale, "laplace", 1, 1, draw.kind, n_servers,
                         fixed_point.resolution)
     kind = "deployment" if randomness == "os" else "simulation"
+    if hplan is not None:
+        return NoiseLaw(levels[0], "discrete-laplace", plan["contributors"],
+                        plan["min_honest"], kind, n_servers, fixed_point.resolution, levels)
     return NoiseLaw(tree.n_levels / epsilon, "discrete-laplace", plan["contributors"],
                     plan["min_honest"], kind, n_servers, fixed_point.resolution)
 
@@ -419,14 +515,26 @@ def share_tree_noise(tree_noise: TreeNoise, *, n_servers: int = 2,
 
 
 def resolve_noise_plan(tree: DyadicTree, epsilon: float, n_servers: int,
-                   noise: SharedTreeNoise | None, tree_noise: TreeNoise | None,
+                   noise: SharedTreeNoise | None, tree_noise: TreeNoise | NodeNoise | None,
                    contributors: int | None, min_honest: int, frac_bits: int | None,
-                   ring_bits: int) -> tuple[FixedPoint, SharedTreeNoise | None, dict[str, Any]]:
+                   ring_bits: int, tree_plan: HierarchicalPlan | None = None
+                   ) -> tuple[FixedPoint, SharedTreeNoise | None, dict[str, Any]]:
     """Check the noise arguments; return the fixed point, a ready noise (if given) and
-    the plan for drawing it later."""
+    the plan for drawing it later. ``tree_plan``: the hierarchical release's tree (None:
+    003's dyadic tree); the plan dict carries it as ``"tree_plan"``."""
     if noise is not None and tree_noise is not None:
         raise ValueError("pass either noise (shares already held by the servers) or "
                          "tree_noise (a draw for the dealer to share), not both")
+    if tree_plan is not None:
+        fp, ready, plan = _resolve_node_plan(tree_plan, epsilon, n_servers, noise, tree_noise,
+                                             contributors, min_honest, frac_bits, ring_bits)
+        return fp, ready, {**plan, "tree_plan": tree_plan}
+    if isinstance(tree_noise, NodeNoise):
+        raise ValueError("tree_noise is a hierarchical NodeNoise: it needs "
+                         "method='hierarchical'")
+    if isinstance(noise, SharedTreeNoise) and noise.plan is not None:
+        raise ValueError("noise holds shares of hierarchical node noise: it needs "
+                         "method='hierarchical'")
     if math.isinf(epsilon):
         if noise is not None or tree_noise is not None:
             raise ValueError("epsilon is infinite (the exact curve) but noise was given")
@@ -464,6 +572,17 @@ def draw_noise(plan: dict[str, Any], tree: DyadicTree, epsilon: float, n_servers
                 fixed_point: FixedPoint, rng: Any) -> SharedTreeNoise | None:
     if plan["mode"] == "none":
         return None
+    hplan = plan.get("tree_plan")
+    if hplan is not None:
+        if plan["mode"] == "dealer":
+            return share_node_noise(plan["tree_noise"], n_servers=n_servers,
+                                    frac_bits=fixed_point.frac_bits,
+                                    ring_bits=fixed_point.bits, rng=rng)
+        return distributed_node_noise(hplan, epsilon, n_servers=n_servers,
+                                      contributors=plan["contributors"],
+                                      min_honest=plan["min_honest"],
+                                      frac_bits=fixed_point.frac_bits,
+                                      ring_bits=fixed_point.bits, rng=rng)
     if plan["mode"] == "dealer":
         return share_tree_noise(plan["tree_noise"], n_servers=n_servers,
                                 frac_bits=fixed_point.frac_bits, ring_bits=fixed_point.bits,
@@ -473,3 +592,161 @@ def draw_noise(plan: dict[str, Any], tree: DyadicTree, epsilon: float, n_servers
                                   min_honest=plan["min_honest"],
                                   frac_bits=fixed_point.frac_bits, ring_bits=fixed_point.bits,
                                   rng=rng)
+
+
+# ----------------------------------------------- the hierarchical release's node noise
+
+
+def _same_plan(a: HierarchicalPlan, b: HierarchicalPlan) -> bool:
+    return (a.n_points == b.n_points and a.branching == b.branching
+            and np.allclose(a.weights, b.weights, rtol=1e-12, atol=0.0))
+
+
+def _resolve_node_plan(tree_plan: HierarchicalPlan, epsilon: float, n_servers: int,
+                       noise: SharedTreeNoise | None, tree_noise: Any,
+                       contributors: int | None, min_honest: int, frac_bits: int | None,
+                       ring_bits: int) -> tuple[FixedPoint, SharedTreeNoise | None,
+                                                dict[str, Any]]:
+    """:func:`resolve_noise_plan` for the hierarchical release's node noise."""
+    if math.isinf(epsilon):
+        if noise is not None or tree_noise is not None:
+            raise ValueError("epsilon is infinite (the exact curve) but noise was given")
+        return _fixed_point(ring_bits, 0 if frac_bits is None else frac_bits), None, \
+            {"mode": "none"}
+    if noise is not None:
+        if not isinstance(noise, SharedTreeNoise):
+            raise TypeError(f"noise must be a SharedTreeNoise, got {type(noise).__name__}")
+        if noise.plan is None:
+            raise ValueError("noise holds shares of 003's tree noise: it needs "
+                             "method='003-tree' (or share hierarchical node noise with "
+                             "distributed_node_noise / share_node_noise)")
+        if not _same_plan(noise.plan, tree_plan) or noise.n_servers != n_servers:
+            raise ValueError(f"noise is shared among {noise.n_servers} servers for the tree "
+                             f"(N={noise.plan.n_points}, b={noise.plan.branching}); this "
+                             f"evaluation has {n_servers} servers and the tree "
+                             f"(N={tree_plan.n_points}, b={tree_plan.branching})")
+        if not math.isclose(noise.epsilon, epsilon, rel_tol=1e-12):
+            raise ValueError(f"noise was drawn for epsilon={noise.epsilon:g}, this evaluation "
+                             f"has epsilon={epsilon:g}")
+        if frac_bits is not None and frac_bits != noise.fixed_point.frac_bits:
+            raise ValueError(f"frac_bits={frac_bits} differs from the noise's "
+                             f"{noise.fixed_point.frac_bits}")
+        if ring_bits != noise.fixed_point.bits:
+            raise ValueError(f"ring_bits={ring_bits} differs from the noise's ring "
+                             f"({noise.fixed_point.bits} bits)")
+        return noise.fixed_point, noise, {"mode": "given"}
+    if tree_noise is not None:
+        if not isinstance(tree_noise, NodeNoise):
+            raise TypeError(f"with method='hierarchical', tree_noise must be a NodeNoise "
+                            f"(hierarchical.draw_node_noise), got {type(tree_noise).__name__}")
+        if not _same_plan(tree_noise.plan, tree_plan):
+            raise ValueError(f"tree_noise is for the tree (N={tree_noise.plan.n_points}, "
+                             f"b={tree_noise.plan.branching}); this evaluation's tree is "
+                             f"(N={tree_plan.n_points}, b={tree_plan.branching})")
+        if not math.isclose(tree_noise.epsilon, epsilon, rel_tol=1e-12):
+            raise ValueError(f"tree_noise was drawn for epsilon={tree_noise.epsilon:g}, this "
+                             f"evaluation has epsilon={epsilon:g}")
+        c = DEALER_FRAC_BITS if frac_bits is None else frac_bits
+        return _fixed_point(ring_bits, c), None, {"mode": "dealer", "tree_noise": tree_noise}
+    k, h = _check_contributors(contributors, n_servers, min_honest)
+    c = 0 if frac_bits is None else frac_bits
+    return _fixed_point(ring_bits, c), None, {"mode": "distributed", "contributors": k,
+                                              "min_honest": h}
+
+
+def _node_parts(tree_plan: HierarchicalPlan, epsilon: float, fixed_point: FixedPoint,
+                min_honest: int, rows: int, source: NoiseSource) -> np.ndarray:
+    """``rows`` contributors' Pólya parts ``Polya(1/h, t_l) - Polya(1/h, t_l)`` for every
+    noisy node, ``t_l = exp(-2^-c / s_l)`` with the node's level scale ``s_l`` (002
+    Protocol B.1 per level), in units of ``2^-c``: shape ``(rows, #nodes)``."""
+    scales = tree_plan.scales(epsilon)
+    _, _, levels = node_intervals(tree_plan)
+    out = np.empty((rows, levels.size), dtype=np.int64)
+    for lev, scale in enumerate(scales):
+        cols = np.flatnonzero(levels == lev)
+        t = math.exp(-fixed_point.resolution / float(scale))
+        size = (rows, cols.size)
+        out[:, cols] = (polya(1.0 / min_honest, t, size, rng=source)
+                        - polya(1.0 / min_honest, t, size, rng=source)).astype(np.int64)
+    return out
+
+
+def distributed_node_noise(tree_plan: HierarchicalPlan, epsilon: float, *, n_servers: int = 2,
+                           contributors: int | None = None, min_honest: int = 1,
+                           frac_bits: int = 0, ring_bits: int = 64,
+                           rng: RandomLike | str = None) -> SharedTreeNoise:
+    """The hierarchical release's node noise, drawn by ``K >= 2`` contributors and shared
+    among the servers.
+
+    :func:`distributed_tree_noise` per level: contributor k draws ``X - Y``, ``X, Y ~
+    Polya(1/h, t_l)``, ``t_l = exp(-2^-c / s_l)``, for every noisy node of ``tree_plan``
+    on level ``l`` (``s_l = 2 / (eps w_l)``, the root ``2 / eps``, as
+    :meth:`HierarchicalPlan.scales`) and sends each server an additive share. ``h`` parts
+    add up to one discrete Laplace ``P(k 2^-c) ~ t_l^|k|`` per node, the discrete analogue
+    of the central release's ``Lap(s_l)``: a replaced record shifts at most two nodes per
+    level (one per level and the root when it crosses the last threshold) by one count,
+    ``2^c`` units, a probability ratio ``e^(1/s_l)`` each, so the loss is at most
+    ``2 sum_l 1/s_l = eps`` (hierarchical module docstring). Each contributor's part
+    alone (``h = 1``) is a full discrete Laplace per node; no single server's share tells
+    anything about the noise. Parameters as in :func:`distributed_tree_noise`.
+    """
+    if not isinstance(tree_plan, HierarchicalPlan):
+        raise TypeError(f"tree_plan must be a HierarchicalPlan, got {type(tree_plan).__name__}")
+    eps = check_epsilon(epsilon)
+    m = check_servers(n_servers)
+    k, h = _check_contributors(contributors, m, min_honest)
+    fp = _fixed_point(ring_bits, frac_bits)
+    source, share_rng = _noise_sources(rng)
+    parts = _node_parts(tree_plan, eps, fp, h, k, source)
+    ring = fp.ring
+    shares = share(ring.reduce(parts), m, share_rng, ring=ring)  # (m, K, nodes)
+    tree = DyadicTree(tree_plan.n_points)
+    return SharedTreeNoise(ring.sum(shares, axis=1), tree, fp, eps,
+                           float(tree_plan.scales(eps)[0]), "discrete-laplace", k, h,
+                           source.kind, k * m * parts.shape[1] * ring.bits, tree_plan)
+
+
+def share_node_noise(node_noise: NodeNoise, *, n_servers: int = 2,
+                     frac_bits: int = DEALER_FRAC_BITS, ring_bits: int = 64,
+                     rng: RandomLike | str = None) -> SharedTreeNoise:
+    """A noise dealer rounds a hierarchical Laplace draw to ``2^-c`` and shares it.
+
+    :func:`share_tree_noise` for :class:`~fedustat.protocols.ecdf.hierarchical.NodeNoise`
+    (e.g. :func:`~fedustat.protocols.ecdf.hierarchical.draw_node_noise`, which draws what
+    ``dp_ecdf(method="hierarchical")`` adds for the same seed). Rounding keeps eps-DP
+    (each node's rounded law is the Laplace mass of the cell around each lattice point; a
+    shift by one count maps cells onto cells, ratio at most ``e^(1/s_l)``). The dealer
+    knows the noise: it must be independent of the servers and never see a release.
+    """
+    if not isinstance(node_noise, NodeNoise):
+        raise TypeError(f"node_noise must be a NodeNoise, got {type(node_noise).__name__}")
+    m = check_servers(n_servers)
+    fp = _fixed_point(ring_bits, frac_bits)
+    units = fp.encode(node_noise.values, "node_noise.values")
+    plan = node_noise.plan
+    return SharedTreeNoise(share(units, m, as_share_rng(rng), ring=fp.ring),
+                           DyadicTree(plan.n_points), fp, node_noise.epsilon,
+                           float(plan.scales(node_noise.epsilon)[0]), "laplace", 1, 1,
+                           node_noise.kind, m * units.size * fp.bits, plan)
+
+
+def contributor_node_units(plan: dict[str, Any], epsilon: float, fixed_point: FixedPoint,
+                           rng: np.random.Generator | str) -> np.ndarray:
+    """One contributor's Pólya part of every node's noise (:func:`distributed_node_noise`),
+    in ring units, shape ``(#nodes,)``; ``rng``: its own generator, or ``'os'``."""
+    source, _ = _noise_sources(rng)
+    parts = _node_parts(plan["tree_plan"], epsilon, fixed_point, plan["min_honest"], 1, source)
+    return fixed_point.ring.reduce(parts[0])
+
+
+def held_node_units(plan: dict[str, Any], noise: SharedTreeNoise | None,
+                    fixed_point: FixedPoint, server: int) -> np.ndarray:
+    """Computing party ``server``'s share of node noise held before the run (as
+    :func:`held_point_units`, per node): its row of ``noise``; a dealer's
+    :class:`NodeNoise` given as a parameter is added whole by party 0; else zeros."""
+    if noise is not None:
+        return noise.shares[server]
+    size = plan["tree_plan"].n_noisy_nodes
+    if plan["mode"] == "dealer" and server == 0:
+        return fixed_point.encode(plan["tree_noise"].values, "tree_noise.values")
+    return np.zeros(size, dtype=np.uint64)

@@ -31,6 +31,7 @@ from fedustat._validation import (
 )
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols.ecdf.federated import FederatedECDF
+from fedustat.protocols.ecdf.hierarchical import NodeNoise
 from fedustat.protocols.ecdf.release import PrivateECDF, dp_ecdf_from_counts
 from fedustat.protocols.ecdf.roc import DPROCCurve, dp_roc_curve_from_counts, roc_class_counts
 from fedustat.protocols.ecdf.secagg import PointwiseECDF
@@ -178,12 +179,12 @@ def _add_shares(protocol: PointwiseECDF, *parts: dict[str, Any]) -> dict[str, An
 def pointwise_ecdf_distributed(partitions: Sequence[Partition], thresholds: Any,
                                query: Any = None, *, epsilon: float, n_servers: int = 2,
                                noise: SharedTreeNoise | None = None,
-                               tree_noise: TreeNoise | None = None,
+                               tree_noise: TreeNoise | NodeNoise | None = None,
                                contributors: int | None = None, min_honest: int = 1,
                                frac_bits: int | None = None, ring_bits: int = 64,
                                rng: RandomLike = None, randomness: Randomness = "simulation",
-                               column: int = 0, engine: DaskEngine | None = None
-                               ) -> FederatedECDF:
+                               column: int = 0, engine: DaskEngine | None = None,
+                               method: str | None = None) -> FederatedECDF:
     """:func:`~fedustat.protocols.ecdf.pointwise_ecdf` with one batch per partition.
 
     Batch i shares its parties' indicators with ``SeedSequence(rng).spawn(B + 1)[1 + i]``
@@ -191,12 +192,14 @@ def pointwise_ecdf_distributed(partitions: Sequence[Partition], thresholds: Any,
     ``batch_size`` rows (the last may be smaller) the release equals
     ``pointwise_ecdf(all values, ..., batch_size=batch_size, rng=rng)``. The servers'
     column sums (mod 2^l) reduce on the cluster; the driver holds ``m |B|`` ring
-    elements. Parameters as in :func:`pointwise_ecdf`; ``column`` picks the values.
+    elements. Parameters as in :func:`pointwise_ecdf`; ``column`` picks the values;
+    ``method`` as there (default: the hierarchical tree for the whole grid, where the
+    servers hold ``m N`` ring elements and open the noisy nodes).
     """
     protocol = PointwiseECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
                              noise=noise, tree_noise=tree_noise, contributors=contributors,
                              min_honest=min_honest, frac_bits=frac_bits, ring_bits=ring_bits,
-                             randomness=randomness)
+                             randomness=randomness, method=method)
     parts = _check_partitions(partitions)
     root = as_seed_sequence(rng)
 

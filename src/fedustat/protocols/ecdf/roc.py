@@ -1,7 +1,11 @@
 """DP ROC curves from two private ECDFs (003 Sec. 5.1); the L1 distance of two curves (Sec. 6.5).
 
 Two ``eps/2``-DP ECDFs (scores of the positives and of the negatives) compose to ``eps``-DP
-(the text's "2e" is an OCR slip). The curve and its AUC are post-processing of the two:
+(the text's "2e" is an OCR slip). Each class curve is a hierarchical histogram tree whose
+total (the class size) is private (default, ``curve_method="hierarchical"``; privacy
+derived at :func:`_hierarchical_class_curve`) or 003's tree (Eq. 2, ``"003-tree"``, the
+paper as written and the only one 003's smoothing applies to). The curve and its AUC are
+post-processing of the two:
 the estimators (isotonic by default, a bias-corrected variant, 003's Eq. 3 smoothing, the
 raw curve), the AUC's standard error (exact from the noise covariance for the raw area, a
 parametric bootstrap for the fitted ones) and their measured comparison are in
@@ -29,6 +33,11 @@ from fedustat._validation import (
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols.base import Estimate
+from fedustat.protocols.ecdf.hierarchical import (
+    MAX_COVARIANCE_POINTS,
+    hierarchical_noisy_counts,
+    private_total_plan,
+)
 from fedustat.protocols.ecdf.release import PrivateECDF
 from fedustat.protocols.ecdf.smoothing import smooth_counts
 from fedustat.protocols.ecdf.tree_noise import noisy_counts
@@ -39,8 +48,10 @@ from fedustat.stats.ecdf import (
 )
 
 __all__ = [
+    "DEFAULT_ROC_CURVE_METHOD",
     "DEFAULT_ROC_ESTIMATOR",
     "ROC_ADJACENCY",
+    "ROC_CURVE_METHODS",
     "ROC_ESTIMATORS",
     "DPROCCurve",
     "dp_roc_curve",
@@ -265,6 +276,10 @@ def _rate_band(curve: PrivateECDF, confidence_level: float, simultaneous: bool =
 #: its bias within 0.4 standard errors and its interval covering).
 ROC_ESTIMATORS: tuple[str, ...] = ("isotonic", "debiased", "smoothed", "raw")
 DEFAULT_ROC_ESTIMATOR = "isotonic"
+#: How each class curve is released, default first (the measurements in
+#: docs/protocols/roc-curve.md); 003's smoothing (``estimator="smoothed"``) needs 003's tree.
+ROC_CURVE_METHODS: tuple[str, ...] = ("hierarchical", "003-tree")
+DEFAULT_ROC_CURVE_METHOD = "hierarchical"
 #: Draws of the parametric bootstrap (seeded by the released ECDFs, :func:`_bootstrap_seed`).
 DEFAULT_BOOTSTRAP = 200
 _BOOTSTRAP_SEED = 20260415
@@ -296,6 +311,24 @@ def _noise_factor(curve: PrivateECDF) -> Any:
         w, u = np.linalg.eigh(0.5 * (cov + cov.T))
         return u * np.sqrt(np.clip(w, 0.0, None))
     return curve.tree.matrix() * (math.sqrt(_node_variance(curve)) / curve.n)
+
+
+@dataclass(frozen=True)
+class _DenseCovariance:
+    """A class curve's noise covariance (CDF units), used as is: cheaper than factoring."""
+
+    matrix: np.ndarray
+
+
+def _noise_law(curve: PrivateECDF) -> Any:
+    """What :func:`_raw_auc_std_error` takes for a released class curve: 003's sparse
+    factor (:func:`_noise_factor`), or the dense covariance of any other curve; None when
+    that is larger than :data:`MAX_COVARIANCE_POINTS` points (no exact standard error)."""
+    if getattr(curve, "method", "003-tree") == "003-tree":
+        return _noise_factor(curve)
+    if curve.values.size > MAX_COVARIANCE_POINTS:
+        return None
+    return _DenseCovariance(np.asarray(curve.covariance(), dtype=np.float64))
 
 
 def _node_variance(curve: PrivateECDF) -> float:
@@ -338,6 +371,14 @@ def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any
     expectation (``E[x^T Q x] = mu^T Q mu + tr(Q S_x)``), and so does plugging in ``y``,
     so one trace is subtracted instead of added.
     """
+    if isinstance(gx, _DenseCovariance) or isinstance(gy, _DenseCovariance):
+        sx, sy = _dense_covariance(gx), _dense_covariance(gy)
+        term_x = float((a.T @ x) @ (sy @ (c.T @ x)))
+        term_y = float((a @ y) @ (sx @ (c @ y)))
+        # tr(A S_y C^T S_x) = sum((A S_y C^T) * S_x) for symmetric S_x; O(N^2) with
+        # sparse A and C.
+        a_sy_ct = np.asarray((c @ np.asarray(a @ sy).T).T)
+        return term_x + term_y - float(np.sum(a_sy_ct * sx))
     term_x = (gy.T @ (a.T @ x)) @ (gy.T @ (c.T @ x))
     term_y = (gx.T @ (a @ y)) @ (gx.T @ (c @ y))
     # tr(A S_y C^T S_x) = <G_x^T A G_y, G_x^T C G_y> (Frobenius).
@@ -346,6 +387,13 @@ def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any
     trace = (left.multiply(right).sum() if sp.issparse(left)
              else float(np.sum(np.asarray(left) * np.asarray(right))))
     return float(term_x + term_y - trace)
+
+
+def _dense_covariance(law: Any) -> np.ndarray:
+    if isinstance(law, _DenseCovariance):
+        return law.matrix
+    product = law @ law.T
+    return product.toarray() if sp.issparse(product) else np.asarray(product)
 
 
 def _raw_auc_std_error(x: np.ndarray, y: np.ndarray, gx: Any, gy: Any) -> float:
@@ -417,17 +465,27 @@ def _bootstrap_areas(estimator: str, base_pos: np.ndarray, base_neg: np.ndarray,
     """The estimator's area on ``draws`` parametric-bootstrap releases: the fitted class
     curves plus fresh noise of the release's own law (Efron and Tibshirani 1993, An
     Introduction to the Bootstrap, Ch. 6 and Sec. 10.6 for the bias). Noise per tree node
-    as in 003 Eq. 2, summed over the nodes covering each point."""
+    as in 003 Eq. 2, summed over the nodes covering each point; for a hierarchical curve,
+    Laplace noise on every node of its plan, then its least-squares estimate (linear, so
+    the estimate of the noise alone is the noise of the released curve)."""
     gen = np.random.default_rng(_bootstrap_seed(positives.values, negatives.values))
     n = positives.n
     trees = (positives.tree, negatives.tree)
-    matrices = [curve.tree.matrix() for curve in (positives, negatives)]
+    matrices = [curve.tree.matrix() if curve.plan is None else None
+                for curve in (positives, negatives)]
     areas = np.empty(draws)
     # Blocks of draws keep the memory at O(block N) for any grid.
     for start in range(0, draws, _BOOTSTRAP_BLOCK):
         size = min(_BOOTSTRAP_BLOCK, draws - start)
         noise = []
         for curve, a in zip((positives, negatives), matrices, strict=True):
+            if curve.plan is not None:
+                plan, eps = curve.plan, curve.epsilon
+                scales = plan.scales(eps)
+                nodes = [gen.laplace(0.0, scales[lev], (size, plan.level_nodes(lev)))
+                         for lev in range(plan.height + 1)]
+                noise.append(plan.estimate(nodes, eps) / n)
+                continue
             shape = (size, curve.tree.n_nodes)
             eta = (gen.laplace(0.0, curve.scale, shape) if curve.distribution == "laplace"
                    else gen.normal(0.0, curve.scale, shape))
@@ -453,6 +511,41 @@ def _resolve_estimator(smooth: bool | None, estimator: str | None) -> str:
     return estimator
 
 
+def _resolve_curve_method(curve_method: str | None, estimator: str) -> str:
+    """The class curves' release: 003's tree for 003's smoothing (its Eq. 3 is written for
+    that tree's noise), else the default."""
+    if curve_method is None:
+        return "003-tree" if estimator == "smoothed" else DEFAULT_ROC_CURVE_METHOD
+    if curve_method not in ROC_CURVE_METHODS:
+        raise ValueError(f"curve_method must be one of {ROC_CURVE_METHODS}, got "
+                         f"{curve_method!r}")
+    if estimator == "smoothed" and curve_method != "003-tree":
+        raise ValueError("estimator='smoothed' (003 Eq. 3) smooths 003's tree: it needs "
+                         "curve_method='003-tree'")
+    return curve_method
+
+
+def _hierarchical_class_curve(counts: np.ndarray, n: int, tau: np.ndarray, half: float,
+                              source: NoiseSource, guarantee: PrivacyGuarantee
+                              ) -> PrivateECDF:
+    """One class curve: a hierarchical tree over the bins whose total is private
+    (:func:`~fedustat.protocols.ecdf.hierarchical.private_total_plan`) at ``half = eps/2``.
+
+    Privacy (replace one record, score and label; derived here, Laplace mechanism, Dwork
+    et al. 2006): with per-level scales ``s_l = 1 / (e w_l)`` (root included, ``e`` the
+    class's budget), a record changing its label leaves one tree and joins the other, one
+    node per level and the root in each: ``e_pos + e_neg``; a record keeping its label moves
+    inside its tree, two nodes per level below the root: ``2 e (1 - w_root)``. Both are at
+    most eps for ``e_pos + e_neg = eps`` and ``e <= eps / 2``; any other split would leave
+    the smaller class's curve with fewer than eps/2 and the larger's inner moves costing
+    ``2 e (1 - w_root)``, capped at eps, so eps/2 each is the symmetric choice (the class
+    sizes that would favour another split are private)."""
+    plan = private_total_plan(tau.size)
+    noisy = hierarchical_noisy_counts(counts, plan, half, source)
+    return PrivateECDF(tau, noisy / n, n, DyadicTree(tau.size), float(plan.scales(half)[0]),
+                       "laplace", guarantee, source.kind, "hierarchical", plan, half)
+
+
 def _check_roc_options(p: Any, n_bootstrap: Any) -> None:
     if p not in (1, 2) or isinstance(p, bool):
         raise ValueError(f"p must be 1 or 2 (the norms of 003 Eq. 3), got {p!r}")
@@ -465,12 +558,14 @@ def _check_roc_options(p: Any, n_bootstrap: Any) -> None:
 def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
                  estimator: str | None = None, smooth: bool | None = None, p: int = 2,
                  n_bootstrap: int | None = None, rng: RandomLike = None,
-                 noise: NoiseSource | None = None) -> DPROCCurve:
+                 noise: NoiseSource | None = None,
+                 curve_method: str | None = None) -> DPROCCurve:
     """An eps-DP ROC curve from two private ECDFs with eps/2 each (003 Sec. 5.1).
 
     ``F_TP(t) = |{x : label 1, score <= t}| / n`` and ``F_FP`` likewise for label 0 are
-    released with 003's tree (Eq. 2) at ``eps/2`` each; together eps-DP by composition
-    under "replace one record (score and label)". Everything after is post-processing:
+    released at ``eps/2`` each (a hierarchical tree with a private total, or 003's tree,
+    ``curve_method``); together eps-DP under "replace one record (score and label)".
+    Everything after is post-processing:
     the estimator turns the two noisy curves into ``TPR = 1 - F_TP / F_TP(tau_N)`` and
     ``FPR`` likewise, and :attr:`DPROCCurve.auc` estimates the area under the exact ROC
     curve on the grid, with a standard error (docs/protocols/roc-curve.md).
@@ -505,14 +600,21 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
         for); ``"raw"`` has an exact standard error and ignores it.
     rng, noise:
         Seed / Generator, or a :class:`NoiseSource`.
+    curve_method:
+        ``"hierarchical"`` (default except for ``"smoothed"``): each class curve is a
+        b-ary histogram tree with least-squares consistency whose total is private
+        (:func:`_hierarchical_class_curve`); ``"003-tree"``: 003's tree (Eq. 2), the
+        paper as written and what ``"smoothed"`` uses (None picks it for ``"smoothed"``).
     """
     labels, scores, tau = _check_roc_inputs(y_true, y_score, thresholds)
     eps = check_epsilon(epsilon, allow_inf=True)
     _check_roc_options(p, n_bootstrap)
     chosen = _resolve_estimator(smooth, estimator)
+    method = _resolve_curve_method(curve_method, chosen)
     return dp_roc_curve_from_counts(*roc_class_counts(labels, scores, tau), scores.size,
                                     epsilon=eps, thresholds=tau, estimator=chosen, p=p,
-                                    n_bootstrap=n_bootstrap, rng=rng, noise=noise)
+                                    n_bootstrap=n_bootstrap, rng=rng, noise=noise,
+                                    curve_method=method)
 
 
 def roc_class_counts(labels: np.ndarray, scores: np.ndarray, tau: np.ndarray
@@ -529,7 +631,8 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
                              thresholds: Any, estimator: str | None = None,
                              smooth: bool | None = None, p: int = 2,
                              n_bootstrap: int | None = None, rng: RandomLike = None,
-                             noise: NoiseSource | None = None) -> DPROCCurve:
+                             noise: NoiseSource | None = None,
+                             curve_method: str | None = None) -> DPROCCurve:
     """:func:`dp_roc_curve` from the class counts of :func:`roc_class_counts` over ``n``
     records (a distributed server adds its batches' counts); with the same ``rng`` the
     release is :func:`dp_roc_curve`'s."""
@@ -537,6 +640,7 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
     eps = check_epsilon(epsilon, allow_inf=True)
     _check_roc_options(p, n_bootstrap)
     chosen = _resolve_estimator(smooth, estimator)
+    method = _resolve_curve_method(curve_method, chosen)
     class_counts = [np.asarray(c) for c in (pos_counts, neg_counts)]
     for name, c in zip(("pos_counts", "neg_counts"), class_counts, strict=True):
         if c.shape != tau.shape or c.dtype.kind not in "iu":
@@ -556,14 +660,17 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
                                       "laplace", PrivacyGuarantee.none(), "none"))
             continue
         half = eps / 2.0
+        class_guarantee = PrivacyGuarantee(half, 0.0, PrivacyModel.CENTRAL, ROC_ADJACENCY,
+                                           assumptions=(trusted_curator(),))
+        if method == "hierarchical":
+            curves.append(_hierarchical_class_curve(counts, n, tau, half, source,
+                                                    class_guarantee))
+            continue
         tree = DyadicTree(tau.size)
         scale = tree.n_levels / half
         noisy = noisy_counts(counts, tau.size, scale, source, None)
         curves.append(PrivateECDF(tau, noisy / n, n, tree, scale, "laplace",
-                                  PrivacyGuarantee(half, 0.0, PrivacyModel.CENTRAL,
-                                                   ROC_ADJACENCY,
-                                                   assumptions=(trusted_curator(),)),
-                                  source.kind))
+                                  class_guarantee, source.kind, "003-tree", None, half))
     positives, negatives = curves
     raw_fpr, raw_tpr, thr = _roc_from_ecdfs(positives.values, negatives.values, n, tau)
     if math.isinf(eps):
@@ -578,9 +685,12 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
     x, y = positives.values, negatives.values
     trees = (positives.tree, negatives.tree)
     # The raw area's exact standard error, reported for every estimator (diagnostics).
-    raw_se = _raw_auc_std_error(x, y, _noise_factor(positives), _noise_factor(negatives))
+    laws = (_noise_law(positives), _noise_law(negatives))
+    raw_se = (_raw_auc_std_error(x, y, *laws) if laws[0] is not None and laws[1] is not None
+              else None)
     area, fpr, tpr = _fitted_area(chosen, x, y, n, tau, trees, p)
-    diagnostics: dict[str, Any] = {"estimator": chosen, "n_thresholds": int(tau.size),
+    diagnostics: dict[str, Any] = {"estimator": chosen, "curve_method": method,
+                                   "n_thresholds": int(tau.size),
                                    "noise_scale_per_node": positives.scale,
                                    "smoothing_p": p if chosen == "smoothed" else None,
                                    "curve_area": area,

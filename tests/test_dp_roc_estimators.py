@@ -150,13 +150,15 @@ def test_raw_area_is_unbiased_with_the_exact_standard_error(issue_setting):
 
 
 def test_isotonic_default_bias_is_within_its_standard_error_and_it_covers(issue_setting):
-    """The default's bias is well inside one reported SE (the upper 4-sigma Monte Carlo
-    bound of |bias| stays below the mean SE), its SE matches its spread, its interval
-    covers, and its curve is monotone from (0, 0) to (1, 1)."""
+    """The default (isotonic on hierarchical class curves): its bias is well inside one
+    reported SE (the upper 4-sigma Monte Carlo bound of |bias| stays below the mean SE),
+    its SE matches its spread, its interval covers, and its curve is monotone from (0, 0)
+    to (1, 1)."""
     y, s, grid_auc = issue_setting
     runs = 300
     curves = [dp_roc_curve(y, s, epsilon=1.0, thresholds=TAU, rng=seed) for seed in range(runs)]
     assert {c.estimator for c in curves} == {"isotonic"}
+    assert {c.auc.diagnostics["curve_method"] for c in curves} == {"hierarchical"}
     values = np.array([c.auc.value for c in curves])
     ses = np.array([c.auc.std_error for c in curves])
     sd = values.std(ddof=1)

@@ -19,8 +19,11 @@ from fedustat.protocols.ecdf.hierarchical import (
 )
 from fedustat.protocols.ecdf.roc import (
     DEFAULT_ROC_CURVE_METHOD,
+    _area_matrix,
     _bootstrap_areas,
+    _DenseCovariance,
     _noise_law,
+    _operator_trace,
     _raw_auc_std_error,
     roc_class_counts,
 )
@@ -118,7 +121,8 @@ def test_private_total_plan_costs_epsilon_per_added_record() -> None:
 @pytest.mark.parametrize("plan", PRIVATE_PLANS, ids=lambda p: f"N{p.n_points}b{p.branching}")
 def test_private_total_estimate_and_variances_are_exact(plan: HierarchicalPlan) -> None:
     """The two-pass estimate equals the weighted least squares from scratch, and the
-    covariance, point variances, linear variances and node weights equal
+    covariance, point variances, linear variances, covariance products and node weights
+    equal
     ``C (A^T W A)^{-1} C^T``."""
     eps = 0.8
     a, var = _dense(plan, eps)
@@ -132,6 +136,8 @@ def test_private_total_estimate_and_variances_are_exact(plan: HierarchicalPlan) 
     weights = rng.normal(size=(3, plan.n_points))
     np.testing.assert_allclose(plan.linear_variance(weights, eps),
                                np.einsum("ij,jk,ik->i", weights, cov, weights), rtol=1e-9)
+    np.testing.assert_allclose(plan.covariance_times(weights, eps), weights @ cov,
+                               rtol=1e-9, atol=1e-9)
     y = a @ rng.integers(0, 5, plan.n_points) + rng.normal(0.0, 3.0, a.shape[0])
     split, pos = [], 0
     for lev in range(plan.height + 1):
@@ -244,6 +250,31 @@ def test_bootstrap_draws_the_hierarchical_noise(small) -> None:
                               _noise_law(c.positives), _noise_law(c.negatives))
            for c in releases[:200]]
     assert float(np.mean(ses)) == pytest.approx(sd_direct, rel=0.15)
+
+
+def test_trace_without_the_dense_matrices(small) -> None:
+    """The raw SE's noise-by-noise trace from the plans' covariance operators equals the
+    dense ``tr(M S_y M^T S_x)``; the probe estimate used above EXACT_TRACE_POINTS is
+    within 5 of its standard deviations ``sqrt(2 (||P_s||_F^2 - sum P_ii^2) / k)``
+    (Hutchinson 1989) of it, and the SE with operators equals the dense one."""
+    y, s, _ = small
+    tau = np.linspace(0.0, 1.0, 40)
+    c = dp_roc_curve(y, s, epsilon=0.7, thresholds=tau, estimator="raw", rng=2)
+    sx, sy = _noise_law(c.positives), _noise_law(c.negatives)
+    dx, dy = (_DenseCovariance(c.positives.covariance()),
+              _DenseCovariance(c.negatives.covariance()))
+    m = _area_matrix(tau.size)
+    p = (m @ (m @ dy.matrix).T).T @ dx.matrix  # M S_y M^T S_x
+    exact = float(np.trace(p))
+    assert _operator_trace(m, m, sx, sy) == pytest.approx(exact, rel=1e-9)
+    probes_k = 400
+    probes = np.random.default_rng(0).choice([-1.0, 1.0], size=(probes_k, tau.size))
+    sym = 0.5 * (p + p.T)
+    sd = math.sqrt(2.0 * (np.sum(sym**2) - np.sum(np.diag(p) ** 2)) / probes_k)
+    assert abs(_operator_trace(m, m, sx, sy, probes) - exact) <= 5.0 * sd
+    x, z = c.positives.values, c.negatives.values
+    assert _raw_auc_std_error(x, z, sx, sy) == pytest.approx(
+        _raw_auc_std_error(x, z, dx, dy), rel=1e-9)
 
 
 def test_smoothed_stays_on_003s_tree(small) -> None:

@@ -214,6 +214,25 @@ class HierarchicalPlan:
             out[lo:lo + step] = np.einsum("ij,ij->i", qq, x)
         return float(out[0]) if w.ndim == 1 else out
 
+    def covariance_times(self, vectors: Any, epsilon: float) -> np.ndarray:
+        """``V Cov(c_hat)`` for ``V`` of shape (k, N), without the dense matrix: each row
+        ``v`` gives ``C G^{-1} C^T v`` (suffix sums, one least-squares pass, prefix sums;
+        module docstring), O(k b^H) time and memory per chunk of rows."""
+        v = np.asarray(vectors, dtype=np.float64)
+        if v.ndim != 2 or v.shape[1] != self.n_points:
+            raise ValueError(f"vectors must have shape (k, {self.n_points}), got {v.shape}")
+        var = self.level_variances(epsilon)
+        out = np.empty_like(v)
+        step = max(1, _CHUNK_CELLS // self.padded)
+        for lo in range(0, v.shape[0], step):
+            q = np.cumsum(v[lo:lo + step, ::-1], axis=1)[:, ::-1]  # C^T v
+            obs = [q * var[0]] + [np.zeros((q.shape[0], self.level_nodes(lev)))
+                                  for lev in range(1, self.height)]
+            if self.height:
+                obs.append(np.zeros((q.shape[0], 1)))
+            out[lo:lo + step] = np.cumsum(_gls_leaves(self, obs, var), axis=1)
+        return out
+
     def node_weights(self, epsilon: float, index: int) -> np.ndarray:
         """Weight of every noisy node's noise in ``c_hat_index`` (levels in order, real
         nodes only, the root last): ``W A G^{-1} C^T e_i``, one least-squares pass (the

@@ -315,17 +315,38 @@ def _noise_factor(curve: PrivateECDF) -> Any:
 
 @dataclass(frozen=True)
 class _DenseCovariance:
-    """A class curve's noise covariance (CDF units), used as is: cheaper than factoring."""
+    """A class curve's noise covariance ``S`` (CDF units), used as is."""
 
     matrix: np.ndarray
+
+    def times(self, rows: np.ndarray) -> np.ndarray:
+        """``V S`` for rows ``V`` (k, N)."""
+        return rows @ self.matrix
+
+
+@dataclass(frozen=True)
+class _PlanCovariance:
+    """A hierarchical class curve's noise covariance, applied without the dense matrix:
+    ``Cov(c_hat) / n^2`` (:meth:`HierarchicalPlan.covariance_times`)."""
+
+    plan: Any
+    epsilon: float
+    n: int
+
+    def times(self, rows: np.ndarray) -> np.ndarray:
+        return self.plan.covariance_times(rows, self.epsilon) / float(self.n) ** 2
 
 
 def _noise_law(curve: PrivateECDF) -> Any:
     """What :func:`_raw_auc_std_error` takes for a released class curve: 003's sparse
-    factor (:func:`_noise_factor`), or the dense covariance of any other curve; None when
-    that is larger than :data:`MAX_COVARIANCE_POINTS` points (no exact standard error)."""
+    factor (:func:`_noise_factor`), a hierarchical plan's covariance operator, or the dense
+    covariance of any other curve that has one (None if that is larger than
+    :data:`MAX_COVARIANCE_POINTS` points: no exact standard error)."""
     if getattr(curve, "method", "003-tree") == "003-tree":
         return _noise_factor(curve)
+    plan = getattr(curve, "plan", None)
+    if plan is not None:
+        return _PlanCovariance(plan, float(curve.epsilon), int(curve.n))
     if curve.values.size > MAX_COVARIANCE_POINTS:
         return None
     return _DenseCovariance(np.asarray(curve.covariance(), dtype=np.float64))
@@ -360,7 +381,8 @@ def _area_matrix(n_points: int) -> sp.csr_matrix:
     return ((eye + below).T @ (eye - below)).tocsr()
 
 
-def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any) -> float:
+def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any,
+                  probes: np.ndarray | None = None) -> float:
     """Unbiased estimate of ``Cov(x^T A y, x^T C y)`` for independent noisy x, y.
 
     With ``x = mu_x + xi``, ``y = mu_y + zeta`` (zero-mean, covariances ``S_x = G_x G_x^T``,
@@ -371,14 +393,11 @@ def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any
     expectation (``E[x^T Q x] = mu^T Q mu + tr(Q S_x)``), and so does plugging in ``y``,
     so one trace is subtracted instead of added.
     """
-    if isinstance(gx, _DenseCovariance) or isinstance(gy, _DenseCovariance):
-        sx, sy = _dense_covariance(gx), _dense_covariance(gy)
-        term_x = float((a.T @ x) @ (sy @ (c.T @ x)))
-        term_y = float((a @ y) @ (sx @ (c @ y)))
-        # tr(A S_y C^T S_x) = sum((A S_y C^T) * S_x) for symmetric S_x; O(N^2) with
-        # sparse A and C.
-        a_sy_ct = np.asarray((c @ np.asarray(a @ sy).T).T)
-        return term_x + term_y - float(np.sum(a_sy_ct * sx))
+    if _is_operator(gx) or _is_operator(gy):
+        sx, sy = _as_operator(gx), _as_operator(gy)
+        term_x = float(sy.times((a.T @ x)[None, :])[0] @ (c.T @ x))
+        term_y = float(sx.times((a @ y)[None, :])[0] @ (c @ y))
+        return term_x + term_y - _operator_trace(a, c, sx, sy, probes)
     term_x = (gy.T @ (a.T @ x)) @ (gy.T @ (c.T @ x))
     term_y = (gx.T @ (a @ y)) @ (gx.T @ (c @ y))
     # tr(A S_y C^T S_x) = <G_x^T A G_y, G_x^T C G_y> (Frobenius).
@@ -389,11 +408,60 @@ def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any
     return float(term_x + term_y - trace)
 
 
-def _dense_covariance(law: Any) -> np.ndarray:
-    if isinstance(law, _DenseCovariance):
-        return law.matrix
+def _is_operator(law: Any) -> bool:
+    return isinstance(law, _DenseCovariance | _PlanCovariance)
+
+
+def _as_operator(law: Any) -> Any:
+    """A factor ``G`` as the covariance ``G G^T`` it stands for (mixed laws)."""
+    if _is_operator(law):
+        return law
     product = law @ law.T
-    return product.toarray() if sp.issparse(product) else np.asarray(product)
+    return _DenseCovariance(product.toarray() if sp.issparse(product) else np.asarray(product))
+
+
+# Rows of the trace's blocks: k x N arrays of this many cells at most.
+_TRACE_BLOCK_CELLS = 1 << 21
+#: Up to this many thresholds the trace is exact (O(N^2)); above, a seeded estimate.
+EXACT_TRACE_POINTS = 2048
+_TRACE_PROBES = 256
+
+
+def _operator_trace(a: Any, c: Any, sx: Any, sy: Any,
+                    probes: np.ndarray | None = None) -> float:
+    """``tr(A S_y C^T S_x) = sum_j (e_j^T A S_y) . (e_j^T S_x C)`` (symmetric S_x, S_y),
+    over blocks of rows j: N products with each covariance, O(block N) memory. With
+    ``probes`` (k x N, independent +-1 entries) the unbiased estimate
+    ``mean_k (z_k^T A S_y) . (z_k^T S_x C)`` instead (Hutchinson 1989, Commun. Stat.
+    Simul. Comput. 18(3); its variance is ``2 (||P_s||_F^2 - sum_i P_ii^2) / k``,
+    ``P_s`` the symmetric part of ``P = A S_y C^T S_x``)."""
+    n_points = a.shape[0]
+    a_rows = sp.csr_matrix(a)
+    rows = probes
+    count = rows.shape[0] if rows is not None else n_points
+    step = max(1, _TRACE_BLOCK_CELLS // max(n_points, 1))
+    total = 0.0
+    for lo in range(0, count, step):
+        hi = min(count, lo + step)
+        if rows is None:
+            unit = np.zeros((hi - lo, n_points))
+            unit[np.arange(hi - lo), np.arange(lo, hi)] = 1.0
+            left = sy.times(a_rows[lo:hi].toarray())  # rows e_j^T A S_y
+        else:
+            unit = rows[lo:hi]
+            left = sy.times(np.asarray((a_rows.T @ unit.T).T))  # rows z^T A S_y
+        right = np.asarray((c.T @ sx.times(unit).T).T)  # rows z^T S_x C
+        total += float(np.sum(left * right))
+    return total / count if rows is not None else total
+
+
+def _trace_probes(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """Rademacher probes for grids above :data:`EXACT_TRACE_POINTS`, seeded by the
+    released curves (post-processing, like the bootstrap); None: exact trace."""
+    if x.size <= EXACT_TRACE_POINTS:
+        return None
+    gen = np.random.default_rng(_bootstrap_seed(x, y))
+    return gen.choice(np.array([-1.0, 1.0]), size=(_TRACE_PROBES, x.size))
 
 
 def _raw_auc_std_error(x: np.ndarray, y: np.ndarray, gx: Any, gy: Any) -> float:
@@ -409,9 +477,12 @@ def _raw_auc_std_error(x: np.ndarray, y: np.ndarray, gx: Any, gy: Any) -> float:
     z, w = float(x @ (m @ y)), 2.0 * float(x[-1] * y[-1])
     if w <= 0:
         return math.nan
-    var_z = _bilinear_cov(x, y, m, m, gx, gy)
-    var_w = _bilinear_cov(x, y, last, last, gx, gy)
-    cov_zw = _bilinear_cov(x, y, m, last, gx, gy)
+    # Covariance operators (hierarchical curves) above EXACT_TRACE_POINTS: the trace of
+    # the noise-by-noise term is estimated (_operator_trace); 003's factor is exact.
+    probes = (_trace_probes(x, y) if _is_operator(gx) or _is_operator(gy) else None)
+    var_z = _bilinear_cov(x, y, m, m, gx, gy, probes)
+    var_w = _bilinear_cov(x, y, last, last, gx, gy, probes)
+    cov_zw = _bilinear_cov(x, y, m, last, gx, gy, probes)
     r = z / w
     return math.sqrt(max(var_z - 2.0 * r * cov_zw + r * r * var_w, 0.0)) / abs(w)
 

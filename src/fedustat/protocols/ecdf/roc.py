@@ -606,11 +606,11 @@ def _hierarchical_class_curve(counts: np.ndarray, n: int, tau: np.ndarray, half:
     et al. 2006): with per-level scales ``s_l = 1 / (e w_l)`` (root included, ``e`` the
     class's budget), a record changing its label leaves one tree and joins the other, one
     node per level and the root in each: ``e_pos + e_neg``; a record keeping its label moves
-    inside its tree, two nodes per level below the root: ``2 e (1 - w_root)``. Both are at
-    most eps for ``e_pos + e_neg = eps`` and ``e <= eps / 2``; any other split would leave
-    the smaller class's curve with fewer than eps/2 and the larger's inner moves costing
-    ``2 e (1 - w_root)``, capped at eps, so eps/2 each is the symmetric choice (the class
-    sizes that would favour another split are private)."""
+    inside its tree, two nodes per level below the root: ``2 e (1 - w_root)``. So any
+    split with ``e_pos + e_neg <= eps`` and each ``e <= eps / (2 (1 - w_root))`` is eps-DP;
+    eps/2 each is the symmetric one, and the class sizes that would favour another are
+    private. The root's share is chosen by the exact variance and comes out near 0, where
+    both constraints bind: no budget is left unused."""
     plan = private_total_plan(tau.size)
     noisy = hierarchical_noisy_counts(counts, plan, half, source)
     return PrivateECDF(tau, noisy / n, n, DyadicTree(tau.size), float(plan.scales(half)[0]),

@@ -27,8 +27,9 @@ or our error is smaller):
 6. ``quantiles``: private quantiles at m = 1, 4 and 16 levels and equal total epsilon: our
    ``dp_quantiles`` (default and each method) vs OpenDP's exponential mechanism and b-ary
    tree quantiles and diffprivlib's ``tools.quantile``, with the ratio ours / best peer.
-7. ``roc``: the DP ROC curve (003 Sec. 5.1) per estimator (raw, 003's smoothing, isotonic,
-   debiased) on issue 15's setting (n = 2000, 256 thresholds, exact AUC 0.801): bias, RMSE,
+7. ``roc``: the DP ROC curve (003 Sec. 5.1) per class-curve release (hierarchical with a
+   private total, 003's tree) and estimator (raw, 003's smoothing, isotonic, debiased) on
+   issue 15's setting (n = 2000, 256 thresholds, exact AUC 0.801): bias, RMSE,
    reported standard error and interval coverage of the AUC, L1 distance of the curve. No
    peer library releases a DP ROC curve, so the table compares our options.
 8. ``ldp_tree``: ``ldp-tree``'s AUC error vs epsilon in 001's Fig. 5 setting with 001's
@@ -1146,17 +1147,25 @@ def fedauc_comparison() -> Table:
 def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
                    smoothed_reps: int = 100, smoothed_bootstrap: int = 50,
                    seed: int = 0) -> Table:
-    """The DP ROC curve's estimators on issue 15's setting, at each epsilon.
+    """The DP ROC curve's class-curve releases and estimators on issue 15's setting, at
+    each epsilon.
 
     Binormal scores of 800 positives and 1,200 negatives (population AUC 0.8, data seed 0;
     exact AUC 0.8012, 0.8012 on the grid), 256 thresholds evenly spaced on the public
-    bounds [-5, 5]. Per estimator: mean AUC, bias against the grid's exact AUC, bias over
-    the mean reported standard error, the bias's Monte Carlo z, RMSE, mean reported SE,
-    coverage of the 95% interval, mean L1 distance of the curve (003 Sec. 6.5).
+    bounds [-5, 5]. Per class-curve release (``curve_method``: the hierarchical tree with a
+    private total, 003's tree; 003's smoothing only on 003's tree) and estimator: mean AUC,
+    bias against the grid's exact AUC, bias over the mean reported standard error, the
+    bias's Monte Carlo z, RMSE, mean reported SE, coverage of the 95% interval, mean L1
+    distance of the curve (003 Sec. 6.5).
     """
     from fedustat.datasets import classifier_scores
     from fedustat.protocols.ecdf import dp_roc_curve, roc_curve_on_grid
-    from fedustat.protocols.ecdf.roc import DEFAULT_ROC_ESTIMATOR, ROC_ESTIMATORS
+    from fedustat.protocols.ecdf.roc import (
+        DEFAULT_ROC_CURVE_METHOD,
+        DEFAULT_ROC_ESTIMATOR,
+        ROC_CURVE_METHODS,
+        ROC_ESTIMATORS,
+    )
 
     data = classifier_scores(800, 1200, 0.8, rng=0)
     y, s = data.columns["label"], data.columns["score"]
@@ -1164,17 +1173,19 @@ def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
     fpr0, tpr0, _ = roc_curve_on_grid(y, s, tau)
     grid_auc = float(np.trapezoid(tpr0, fpr0))
     table = Table("7. DP ROC curve (003 Sec. 5.1): estimators of the curve and its AUC",
-                  ["eps", "estimator", "runs", "mean AUC", "bias", "bias/SE", "bias z",
+                  ["eps", "curves", "estimator", "runs", "mean AUC", "bias", "bias/SE", "bias z",
                    "RMSE", "sd", "mean SE", "95% CI cover", "L1 curve"])
+    cells = [(method, name) for method in ROC_CURVE_METHODS for name in ROC_ESTIMATORS
+             if name != "smoothed" or method == "003-tree"]
     for eps in epsilons:
-        for name in ROC_ESTIMATORS:
+        for method, name in cells:
             runs = smoothed_reps if name == "smoothed" else reps
             extra = {"n_bootstrap": smoothed_bootstrap} if name == "smoothed" else {}
             values, ses, covered, l1 = [], [], 0, []
             for r in range(runs):
                 rng = np.random.default_rng([seed, 15, int(eps * 1000), r])
                 curve = dp_roc_curve(y, s, epsilon=eps, thresholds=tau, estimator=name,
-                                     rng=rng, **extra)
+                                     curve_method=method, rng=rng, **extra)
                 values.append(curve.auc.value)
                 ses.append(curve.auc.std_error)
                 low, high = curve.auc_interval()
@@ -1185,16 +1196,18 @@ def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
             bias = float(v.mean() - grid_auc)
             sd = float(v.std(ddof=1))
             mean_se = float(np.mean(ses))
-            label = name + (" (default)" if name == DEFAULT_ROC_ESTIMATOR else "")
+            default = name == DEFAULT_ROC_ESTIMATOR and method == DEFAULT_ROC_CURVE_METHOD
+            label = name + (" (default)" if default else "")
             rmse = float(np.sqrt(np.mean((v - grid_auc) ** 2)))
             l1_mean = float(np.mean(l1)) if l1 else None
-            table.add([f"{eps:g}", label, runs, float(v.mean()), bias, bias / mean_se,
+            table.add([f"{eps:g}", method, label, runs, float(v.mean()), bias, bias / mean_se,
                        bias / (sd / math.sqrt(runs)), rmse, sd, mean_se, covered / runs,
                        l1_mean],
-                      epsilon=eps, estimator=name, runs=runs, mean_auc=float(v.mean()),
+                      epsilon=eps, curve_method=method, estimator=name, runs=runs,
+                      mean_auc=float(v.mean()),
                       bias=bias, rmse=rmse, sd=sd, mean_se=mean_se, coverage=covered / runs,
                       l1=l1_mean)
-            _progress(f"roc eps={eps:g} {name}: RMSE {rmse:.4f}")
+            _progress(f"roc eps={eps:g} {method} {name}: RMSE {rmse:.4f}")
         table.gap()
     table.notes += [
         f"exact AUC on the grid {grid_auc:.4f} (of the scores: 0.8012); bias = mean AUC - "
@@ -1202,6 +1215,9 @@ def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
         "by the Monte Carlo standard error of the mean (sd / sqrt(runs)).",
         "L1 curve: integral |TPR - TPR_exact| dFPR (003 Sec. 6.5); '-' for raw, whose curve "
         "can cross itself.",
+        "curves: how each class curve is released at eps/2 (hierarchical: b-ary tree with "
+        "least squares and a private total, protocols/ecdf/hierarchical.py; 003-tree: 003 "
+        "Eq. 2); smoothed (003 Eq. 3) is written for 003's tree and runs on it only.",
         f"smoothed (003 Eq. 3, p = 2) takes a {smoothed_bootstrap}-draw bootstrap for its "
         "SE (by default it reports none) and fewer runs: its solver is slower.",
         "No peer library releases a DP ROC curve: diffprivlib 0.6 and OpenDP 0.16 have no "

@@ -20,6 +20,7 @@ from fedustat.protocols.ecdf.roc import (
     ROC_ESTIMATORS,
     _area_matrix,
     _bootstrap_seed,
+    _DenseCovariance,
     _dyadic_covariance,
     _noise_factor,
     _raw_auc_std_error,
@@ -74,7 +75,7 @@ def test_dyadic_covariance_is_the_tree_noise_covariance():
     sample covariance of R draws has sd sqrt((s_ii s_jj + s_ij^2) / R) for normal noise;
     5 sd allow for the Laplace tails)."""
     curve = dp_roc_curve(*_small(), epsilon=2.0, thresholds=np.linspace(0, 1, 11),
-                         estimator="raw", rng=0).positives
+                         estimator="raw", curve_method="003-tree", rng=0).positives
     cov = _dyadic_covariance(curve)
     g = _noise_factor(curve)
     np.testing.assert_allclose((g @ g.T).toarray(), cov, rtol=1e-12, atol=0.0)
@@ -90,7 +91,7 @@ def test_dyadic_covariance_is_the_tree_noise_covariance():
 def test_a_curve_with_its_own_covariance_is_used():
     """A class curve that carries ``covariance()`` is factored from it (any noise design)."""
     curve = dp_roc_curve(*_small(), epsilon=2.0, thresholds=np.linspace(0, 1, 11),
-                         estimator="raw", rng=0).positives
+                         estimator="raw", curve_method="003-tree", rng=0).positives
     target = 0.5 * _dyadic_covariance(curve) + 1e-6 * np.eye(11)
 
     class WithCovariance:
@@ -106,11 +107,17 @@ def test_a_curve_with_its_own_covariance_is_used():
     np.testing.assert_allclose(g @ g.T, target, rtol=1e-9, atol=1e-15)
     # The AUC's SE from a dense covariance equals the sparse tree factor's.
     release = dp_roc_curve(*_small(), epsilon=2.0, thresholds=np.linspace(0, 1, 11),
-                           estimator="raw", rng=0)
+                           estimator="raw", curve_method="003-tree", rng=0)
     x, y = release.positives.values, release.negatives.values
     dense = np.linalg.cholesky(_dyadic_covariance(curve))
     sparse = _noise_factor(curve)
     assert _raw_auc_std_error(x, y, dense, dense) == pytest.approx(
+        _raw_auc_std_error(x, y, sparse, sparse), rel=1e-10)
+    # The covariance itself (what hierarchical curves pass) gives the same value.
+    as_cov = _DenseCovariance(_dyadic_covariance(curve))
+    assert _raw_auc_std_error(x, y, as_cov, as_cov) == pytest.approx(
+        _raw_auc_std_error(x, y, sparse, sparse), rel=1e-10)
+    assert _raw_auc_std_error(x, y, as_cov, sparse) == pytest.approx(
         _raw_auc_std_error(x, y, sparse, sparse), rel=1e-10)
     assert release.auc.std_error == _raw_auc_std_error(x, y, sparse, sparse)
 
@@ -143,13 +150,15 @@ def test_raw_area_is_unbiased_with_the_exact_standard_error(issue_setting):
 
 
 def test_isotonic_default_bias_is_within_its_standard_error_and_it_covers(issue_setting):
-    """The default's bias is well inside one reported SE (the upper 4-sigma Monte Carlo
-    bound of |bias| stays below the mean SE), its SE matches its spread, its interval
-    covers, and its curve is monotone from (0, 0) to (1, 1)."""
+    """The default (isotonic on hierarchical class curves): its bias is well inside one
+    reported SE (the upper 4-sigma Monte Carlo bound of |bias| stays below the mean SE),
+    its SE matches its spread, its interval covers, and its curve is monotone from (0, 0)
+    to (1, 1)."""
     y, s, grid_auc = issue_setting
     runs = 300
     curves = [dp_roc_curve(y, s, epsilon=1.0, thresholds=TAU, rng=seed) for seed in range(runs)]
     assert {c.estimator for c in curves} == {"isotonic"}
+    assert {c.auc.diagnostics["curve_method"] for c in curves} == {"hierarchical"}
     values = np.array([c.auc.value for c in curves])
     ses = np.array([c.auc.std_error for c in curves])
     sd = values.std(ddof=1)

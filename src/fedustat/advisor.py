@@ -982,14 +982,25 @@ def _ecdf(name: str, smooth: bool) -> Predictor:
         if q.statistic == "roc":
             # Two eps/2-DP class ECDFs (003 Sec. 5.1), each over all n records; TPR(t) =
             # 1 - F_TP(t)/F_TP(tau_N): delta method, covariance dropped and F_TP(t) <=
-            # F_TP(tau_N), so Var(TPR) <= 2 v / pi+^2 with v the Thm 1 variance at eps/2.
-            v = _ecdf_mse(q, q.epsilon / 2.0, q.n)
+            # F_TP(tau_N), so Var(TPR) <= 2 v / pi+^2 with v the largest point variance
+            # at eps/2: 003 Thm 1 for 003's tree (smoothed), else the default class
+            # curve's exact one (dp_roc_curve's hierarchical tree with a private total).
+            if smooth:
+                v = _ecdf_mse(q, q.epsilon / 2.0, q.n)
+            else:
+                from fedustat.protocols.ecdf.hierarchical import private_total_plan
+
+                plan = private_total_plan(q.grid_points)
+                v = float(np.max(plan.point_variances(q.epsilon / 2.0))) / float(q.n) ** 2
+                params.update(method="hierarchical", b=plan.branching)
             tpr = 2.0 * v * (q.n / q.n_pos) ** 2
             fpr = 2.0 * v * (q.n / q.n_neg) ** 2
             mse = 0.5 * (tpr + fpr)
             comps = {"tpr": tpr, "fpr": fpr}
             kind = APPROX
-            formula = "003 Thm 1 at eps/2 per class (Sec. 5.1), delta method"
+            formula = ("003 Thm 1 at eps/2 per class (Sec. 5.1), delta method" if smooth
+                       else "hierarchical class curves at eps/2 (exact largest point "
+                       "variance), delta method")
             cols = 2
         elif not smooth:
             # dp_ecdf's default release; smoothing (003 Eq. 3) needs 003's tree.

@@ -36,6 +36,13 @@ including the root. With per-node Laplace scales ``s_l = 2 / (eps w_l)`` on leve
 ``l = 0 .. H-1`` (``sum w_l = 1``) and ``s_root = 2 / eps``, both changes cost at most
 ``2 sum_l 1/s_l = eps`` and ``sum_l 1/s_l + 1/s_root = eps``: eps-DP (Laplace mechanism
 on the node vector, Dwork et al. 2006). The root costs nothing beyond the lower levels.
+
+Private total (``public_total=False``, for a curve over a subset of the records whose size
+is private, e.g. one class of a ROC curve). The root gets its own budget share: weights
+``w_0 .. w_{H-1}, w_root`` sum to 1 and every level, the root included, has scale
+``s_l = 1 / (eps w_l)``. Adding or removing one record changes one node per level, the
+root included, by 1: ``sum_l 1/s_l = eps`` (eps-DP, add/remove one record). Moving a
+record inside the tree changes two nodes per level below the root: ``2 eps (1 - w_root)``.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ __all__ = [
     "NodeNoise",
     "default_plan",
     "hierarchical_noisy_counts",
+    "private_total_plan",
 ]
 
 #: :meth:`HierarchicalPlan.covariance` builds a dense N x N matrix; beyond this it refuses.
@@ -78,35 +86,47 @@ class HierarchicalPlan:
         b >= 2.
     weights:
         ``w_l`` for the levels ``l = 0 .. H-1`` below the root (leaves first), positive,
-        summing to 1: level l's nodes get Laplace scale ``2 / (eps w_l)``.
+        summing to 1: level l's nodes get Laplace scale ``2 / (eps w_l)``. With
+        ``public_total=False`` one more entry, the root's, last: every level, the root
+        included, gets scale ``1 / (eps w_l)`` (module docstring).
+    public_total:
+        True (the ECDF over all n records): the root's noise costs nothing beyond the
+        lower levels. False: the tree's total is private and the root has its own share.
     """
 
     n_points: int
     branching: int
     weights: tuple[float, ...]
+    public_total: bool = True
 
     def __post_init__(self) -> None:
         n = check_positive_int(self.n_points, "n_points")
         b = self.branching
         if isinstance(b, bool) or not isinstance(b, int | np.integer) or b < 2:
             raise ValueError(f"branching must be an integer >= 2, got {b!r}")
+        if not isinstance(self.public_total, bool | np.bool_):
+            raise ValueError(f"public_total must be True or False, got {self.public_total!r}")
         height = _height(n, int(b))
         w = tuple(float(x) for x in self.weights)
-        if len(w) != height:
+        if self.public_total and len(w) != height:
             raise ValueError(f"weights must have one entry per level below the root "
                              f"({height} for N={n}, b={b}), got {len(w)}")
-        if height and (min(w) <= 0 or not math.isclose(sum(w), 1.0, rel_tol=1e-9)):
+        if not self.public_total and len(w) != height + 1:
+            raise ValueError(f"weights must have one entry per level, the root last "
+                             f"({height + 1} for N={n}, b={b}, private total), got {len(w)}")
+        if w and (min(w) <= 0 or not math.isclose(sum(w), 1.0, rel_tol=1e-9)):
             raise ValueError(f"weights must be positive and sum to 1, got {w}")
         object.__setattr__(self, "n_points", n)
         object.__setattr__(self, "branching", int(b))
         object.__setattr__(self, "weights", w)
+        object.__setattr__(self, "public_total", bool(self.public_total))
 
     # ------------------------------------------------------------------ structure
 
     @property
     def height(self) -> int:
         """H: levels below the root; the root is level H."""
-        return len(self.weights)
+        return len(self.weights) - (0 if self.public_total else 1)
 
     @property
     def padded(self) -> int:
@@ -126,7 +146,11 @@ class HierarchicalPlan:
 
         Two nodes per level change when a record moves inside the grid, one node per
         level (root included) when it moves past the last threshold (module docstring).
+        Private total: ``1 / (eps w_l)`` on every level, the root included.
         """
+        if not self.public_total:
+            # One node per level, the root included, per added or removed record.
+            return np.array([1.0 / (epsilon * w) for w in self.weights])
         if self.height == 0:
             return np.array([1.0 / epsilon])  # a single bin: one count, sensitivity 1
         return np.array([2.0 / (epsilon * w) for w in self.weights] + [2.0 / epsilon])
@@ -190,6 +214,25 @@ class HierarchicalPlan:
             x = _gls_leaves(self, obs, var)
             out[lo:lo + step] = np.einsum("ij,ij->i", qq, x)
         return float(out[0]) if w.ndim == 1 else out
+
+    def covariance_times(self, vectors: Any, epsilon: float) -> np.ndarray:
+        """``V Cov(c_hat)`` for ``V`` of shape (k, N), without the dense matrix: each row
+        ``v`` gives ``C G^{-1} C^T v`` (suffix sums, one least-squares pass, prefix sums;
+        module docstring), O(k b^H) time and memory per chunk of rows."""
+        v = np.asarray(vectors, dtype=np.float64)
+        if v.ndim != 2 or v.shape[1] != self.n_points:
+            raise ValueError(f"vectors must have shape (k, {self.n_points}), got {v.shape}")
+        var = self.level_variances(epsilon)
+        out = np.empty_like(v)
+        step = max(1, _CHUNK_CELLS // self.padded)
+        for lo in range(0, v.shape[0], step):
+            q = np.cumsum(v[lo:lo + step, ::-1], axis=1)[:, ::-1]  # C^T v
+            obs = [q * var[0]] + [np.zeros((q.shape[0], self.level_nodes(lev)))
+                                  for lev in range(1, self.height)]
+            if self.height:
+                obs.append(np.zeros((q.shape[0], 1)))
+            out[lo:lo + step] = np.cumsum(_gls_leaves(self, obs, var), axis=1)
+        return out
 
     def node_weights(self, epsilon: float, index: int) -> np.ndarray:
         """Weight of every noisy node's noise in ``c_hat_index`` (levels in order, real
@@ -393,6 +436,49 @@ def default_plan(n_points: int) -> HierarchicalPlan:
     # Tuning costs ~15 passes per b: the best two, or the best one on large grids.
     keep = 2 if n_points <= _LARGE_GRID else 1
     plans = [_tuned_top(n_points, b) for _, b in ranked[:keep]]
+    return min(plans, key=lambda plan: plan.mean_variance())
+
+
+def _with_root(n_points: int, b: int, root_share: float) -> HierarchicalPlan:
+    """Private total: equal budgets on the levels below the root, ``root_share`` on it."""
+    h = _height(n_points, b)
+    lower = np.full(h, (1.0 - root_share) / h) if h else np.zeros(0)
+    return HierarchicalPlan(n_points, b, (*lower.tolist(), root_share), public_total=False)
+
+
+def _tuned_root(n_points: int, b: int) -> HierarchicalPlan:
+    """The root's share minimizing the exact mean prefix variance (private total)."""
+    if _height(n_points, b) == 0:
+        return HierarchicalPlan(n_points, b, (1.0,), public_total=False)
+    # Not convex in the share (measured: two local minima at b = 16): a coarse grid,
+    # then a bounded search between the best point's neighbours.
+    grid = (1e-3, 0.01, 0.03, 0.1, 0.2, 0.3, 0.45, 0.6)
+    scores = [_with_root(n_points, b, r).mean_variance() for r in grid]
+    k = int(np.argmin(scores))
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+    res = minimize_scalar(lambda r: _with_root(n_points, b, r).mean_variance(),
+                          bounds=(lo, hi), method="bounded", options={"xatol": 1e-4})
+    best = float(res.x) if res.fun < scores[k] else grid[k]
+    return _with_root(n_points, b, best)
+
+
+@functools.lru_cache(maxsize=32)
+def private_total_plan(n_points: int) -> HierarchicalPlan:
+    """A plan whose total is private (``public_total=False``), chosen like
+    :func:`default_plan` by the exact mean variance of the N prefix counts: for each
+    branching factor, equal budgets below the root and the root's share tuned (the
+    total is every prefix count's largest term, so its share matters most); the best b.
+
+    Used for the class curves of the DP ROC curve (:mod:`fedustat.protocols.ecdf.roc`),
+    whose totals, the class sizes, are private under replace-one.
+    """
+    n_points = check_positive_int(n_points, "n_points")
+    if n_points == 1:
+        return HierarchicalPlan(1, 2, (1.0,), public_total=False)
+    ranked = sorted((_with_root(n_points, b, 0.2).mean_variance(), b)
+                    for b in _candidate_branchings(n_points))
+    keep = 3 if n_points <= _LARGE_GRID else 1
+    plans = [_tuned_root(n_points, b) for _, b in ranked[:keep]]
     return min(plans, key=lambda plan: plan.mean_variance())
 
 

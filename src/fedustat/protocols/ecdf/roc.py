@@ -1,7 +1,11 @@
 """DP ROC curves from two private ECDFs (003 Sec. 5.1); the L1 distance of two curves (Sec. 6.5).
 
 Two ``eps/2``-DP ECDFs (scores of the positives and of the negatives) compose to ``eps``-DP
-(the text's "2e" is an OCR slip). The curve and its AUC are post-processing of the two:
+(the text's "2e" is an OCR slip). Each class curve is a hierarchical histogram tree whose
+total (the class size) is private (default, ``curve_method="hierarchical"``; privacy
+derived at :func:`_hierarchical_class_curve`) or 003's tree (Eq. 2, ``"003-tree"``, the
+paper as written and the only one 003's smoothing applies to). The curve and its AUC are
+post-processing of the two:
 the estimators (isotonic by default, a bias-corrected variant, 003's Eq. 3 smoothing, the
 raw curve), the AUC's standard error (exact from the noise covariance for the raw area, a
 parametric bootstrap for the fitted ones) and their measured comparison are in
@@ -29,6 +33,11 @@ from fedustat._validation import (
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols.base import Estimate
+from fedustat.protocols.ecdf.hierarchical import (
+    MAX_COVARIANCE_POINTS,
+    hierarchical_noisy_counts,
+    private_total_plan,
+)
 from fedustat.protocols.ecdf.release import PrivateECDF
 from fedustat.protocols.ecdf.smoothing import smooth_counts
 from fedustat.protocols.ecdf.tree_noise import noisy_counts
@@ -39,8 +48,10 @@ from fedustat.stats.ecdf import (
 )
 
 __all__ = [
+    "DEFAULT_ROC_CURVE_METHOD",
     "DEFAULT_ROC_ESTIMATOR",
     "ROC_ADJACENCY",
+    "ROC_CURVE_METHODS",
     "ROC_ESTIMATORS",
     "DPROCCurve",
     "dp_roc_curve",
@@ -265,6 +276,10 @@ def _rate_band(curve: PrivateECDF, confidence_level: float, simultaneous: bool =
 #: its bias within 0.4 standard errors and its interval covering).
 ROC_ESTIMATORS: tuple[str, ...] = ("isotonic", "debiased", "smoothed", "raw")
 DEFAULT_ROC_ESTIMATOR = "isotonic"
+#: How each class curve is released, default first (the measurements in
+#: docs/protocols/roc-curve.md); 003's smoothing (``estimator="smoothed"``) needs 003's tree.
+ROC_CURVE_METHODS: tuple[str, ...] = ("hierarchical", "003-tree")
+DEFAULT_ROC_CURVE_METHOD = "hierarchical"
 #: Draws of the parametric bootstrap (seeded by the released ECDFs, :func:`_bootstrap_seed`).
 DEFAULT_BOOTSTRAP = 200
 _BOOTSTRAP_SEED = 20260415
@@ -298,6 +313,45 @@ def _noise_factor(curve: PrivateECDF) -> Any:
     return curve.tree.matrix() * (math.sqrt(_node_variance(curve)) / curve.n)
 
 
+@dataclass(frozen=True)
+class _DenseCovariance:
+    """A class curve's noise covariance ``S`` (CDF units), used as is."""
+
+    matrix: np.ndarray
+
+    def times(self, rows: np.ndarray) -> np.ndarray:
+        """``V S`` for rows ``V`` (k, N)."""
+        return rows @ self.matrix
+
+
+@dataclass(frozen=True)
+class _PlanCovariance:
+    """A hierarchical class curve's noise covariance, applied without the dense matrix:
+    ``Cov(c_hat) / n^2`` (:meth:`HierarchicalPlan.covariance_times`)."""
+
+    plan: Any
+    epsilon: float
+    n: int
+
+    def times(self, rows: np.ndarray) -> np.ndarray:
+        return self.plan.covariance_times(rows, self.epsilon) / float(self.n) ** 2
+
+
+def _noise_law(curve: PrivateECDF) -> Any:
+    """What :func:`_raw_auc_std_error` takes for a released class curve: 003's sparse
+    factor (:func:`_noise_factor`), a hierarchical plan's covariance operator, or the dense
+    covariance of any other curve that has one (None if that is larger than
+    :data:`MAX_COVARIANCE_POINTS` points: no exact standard error)."""
+    if getattr(curve, "method", "003-tree") == "003-tree":
+        return _noise_factor(curve)
+    plan = getattr(curve, "plan", None)
+    if plan is not None:
+        return _PlanCovariance(plan, float(curve.epsilon), int(curve.n))
+    if curve.values.size > MAX_COVARIANCE_POINTS:
+        return None
+    return _DenseCovariance(np.asarray(curve.covariance(), dtype=np.float64))
+
+
 def _node_variance(curve: PrivateECDF) -> float:
     # Laplace(b) has variance 2 b^2; the Gaussian option's scale is its sigma.
     return 2.0 * curve.scale**2 if curve.distribution == "laplace" else curve.scale**2
@@ -327,7 +381,8 @@ def _area_matrix(n_points: int) -> sp.csr_matrix:
     return ((eye + below).T @ (eye - below)).tocsr()
 
 
-def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any) -> float:
+def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any,
+                  probes: np.ndarray | None = None) -> float:
     """Unbiased estimate of ``Cov(x^T A y, x^T C y)`` for independent noisy x, y.
 
     With ``x = mu_x + xi``, ``y = mu_y + zeta`` (zero-mean, covariances ``S_x = G_x G_x^T``,
@@ -338,6 +393,11 @@ def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any
     expectation (``E[x^T Q x] = mu^T Q mu + tr(Q S_x)``), and so does plugging in ``y``,
     so one trace is subtracted instead of added.
     """
+    if _is_operator(gx) or _is_operator(gy):
+        sx, sy = _as_operator(gx), _as_operator(gy)
+        term_x = float(sy.times((a.T @ x)[None, :])[0] @ (c.T @ x))
+        term_y = float(sx.times((a @ y)[None, :])[0] @ (c @ y))
+        return term_x + term_y - _operator_trace(a, c, sx, sy, probes)
     term_x = (gy.T @ (a.T @ x)) @ (gy.T @ (c.T @ x))
     term_y = (gx.T @ (a @ y)) @ (gx.T @ (c @ y))
     # tr(A S_y C^T S_x) = <G_x^T A G_y, G_x^T C G_y> (Frobenius).
@@ -346,6 +406,62 @@ def _bilinear_cov(x: np.ndarray, y: np.ndarray, a: Any, c: Any, gx: Any, gy: Any
     trace = (left.multiply(right).sum() if sp.issparse(left)
              else float(np.sum(np.asarray(left) * np.asarray(right))))
     return float(term_x + term_y - trace)
+
+
+def _is_operator(law: Any) -> bool:
+    return isinstance(law, _DenseCovariance | _PlanCovariance)
+
+
+def _as_operator(law: Any) -> Any:
+    """A factor ``G`` as the covariance ``G G^T`` it stands for (mixed laws)."""
+    if _is_operator(law):
+        return law
+    product = law @ law.T
+    return _DenseCovariance(product.toarray() if sp.issparse(product) else np.asarray(product))
+
+
+# Rows of the trace's blocks: k x N arrays of this many cells at most.
+_TRACE_BLOCK_CELLS = 1 << 21
+#: Up to this many thresholds the trace is exact (O(N^2)); above, a seeded estimate.
+EXACT_TRACE_POINTS = 2048
+_TRACE_PROBES = 256
+
+
+def _operator_trace(a: Any, c: Any, sx: Any, sy: Any,
+                    probes: np.ndarray | None = None) -> float:
+    """``tr(A S_y C^T S_x) = sum_j (e_j^T A S_y) . (e_j^T S_x C)`` (symmetric S_x, S_y),
+    over blocks of rows j: N products with each covariance, O(block N) memory. With
+    ``probes`` (k x N, independent +-1 entries) the unbiased estimate
+    ``mean_k (z_k^T A S_y) . (z_k^T S_x C)`` instead (Hutchinson 1989, Commun. Stat.
+    Simul. Comput. 18(3); its variance is ``2 (||P_s||_F^2 - sum_i P_ii^2) / k``,
+    ``P_s`` the symmetric part of ``P = A S_y C^T S_x``)."""
+    n_points = a.shape[0]
+    a_rows = sp.csr_matrix(a)
+    rows = probes
+    count = rows.shape[0] if rows is not None else n_points
+    step = max(1, _TRACE_BLOCK_CELLS // max(n_points, 1))
+    total = 0.0
+    for lo in range(0, count, step):
+        hi = min(count, lo + step)
+        if rows is None:
+            unit = np.zeros((hi - lo, n_points))
+            unit[np.arange(hi - lo), np.arange(lo, hi)] = 1.0
+            left = sy.times(a_rows[lo:hi].toarray())  # rows e_j^T A S_y
+        else:
+            unit = rows[lo:hi]
+            left = sy.times(np.asarray((a_rows.T @ unit.T).T))  # rows z^T A S_y
+        right = np.asarray((c.T @ sx.times(unit).T).T)  # rows z^T S_x C
+        total += float(np.sum(left * right))
+    return total / count if rows is not None else total
+
+
+def _trace_probes(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """Rademacher probes for grids above :data:`EXACT_TRACE_POINTS`, seeded by the
+    released curves (post-processing, like the bootstrap); None: exact trace."""
+    if x.size <= EXACT_TRACE_POINTS:
+        return None
+    gen = np.random.default_rng(_bootstrap_seed(x, y))
+    return gen.choice(np.array([-1.0, 1.0]), size=(_TRACE_PROBES, x.size))
 
 
 def _raw_auc_std_error(x: np.ndarray, y: np.ndarray, gx: Any, gy: Any) -> float:
@@ -361,9 +477,12 @@ def _raw_auc_std_error(x: np.ndarray, y: np.ndarray, gx: Any, gy: Any) -> float:
     z, w = float(x @ (m @ y)), 2.0 * float(x[-1] * y[-1])
     if w <= 0:
         return math.nan
-    var_z = _bilinear_cov(x, y, m, m, gx, gy)
-    var_w = _bilinear_cov(x, y, last, last, gx, gy)
-    cov_zw = _bilinear_cov(x, y, m, last, gx, gy)
+    # Covariance operators (hierarchical curves) above EXACT_TRACE_POINTS: the trace of
+    # the noise-by-noise term is estimated (_operator_trace); 003's factor is exact.
+    probes = (_trace_probes(x, y) if _is_operator(gx) or _is_operator(gy) else None)
+    var_z = _bilinear_cov(x, y, m, m, gx, gy, probes)
+    var_w = _bilinear_cov(x, y, last, last, gx, gy, probes)
+    cov_zw = _bilinear_cov(x, y, m, last, gx, gy, probes)
     r = z / w
     return math.sqrt(max(var_z - 2.0 * r * cov_zw + r * r * var_w, 0.0)) / abs(w)
 
@@ -417,17 +536,27 @@ def _bootstrap_areas(estimator: str, base_pos: np.ndarray, base_neg: np.ndarray,
     """The estimator's area on ``draws`` parametric-bootstrap releases: the fitted class
     curves plus fresh noise of the release's own law (Efron and Tibshirani 1993, An
     Introduction to the Bootstrap, Ch. 6 and Sec. 10.6 for the bias). Noise per tree node
-    as in 003 Eq. 2, summed over the nodes covering each point."""
+    as in 003 Eq. 2, summed over the nodes covering each point; for a hierarchical curve,
+    Laplace noise on every node of its plan, then its least-squares estimate (linear, so
+    the estimate of the noise alone is the noise of the released curve)."""
     gen = np.random.default_rng(_bootstrap_seed(positives.values, negatives.values))
     n = positives.n
     trees = (positives.tree, negatives.tree)
-    matrices = [curve.tree.matrix() for curve in (positives, negatives)]
+    matrices = [curve.tree.matrix() if curve.plan is None else None
+                for curve in (positives, negatives)]
     areas = np.empty(draws)
     # Blocks of draws keep the memory at O(block N) for any grid.
     for start in range(0, draws, _BOOTSTRAP_BLOCK):
         size = min(_BOOTSTRAP_BLOCK, draws - start)
         noise = []
         for curve, a in zip((positives, negatives), matrices, strict=True):
+            if curve.plan is not None:
+                plan, eps = curve.plan, curve.epsilon
+                scales = plan.scales(eps)
+                nodes = [gen.laplace(0.0, scales[lev], (size, plan.level_nodes(lev)))
+                         for lev in range(plan.height + 1)]
+                noise.append(plan.estimate(nodes, eps) / n)
+                continue
             shape = (size, curve.tree.n_nodes)
             eta = (gen.laplace(0.0, curve.scale, shape) if curve.distribution == "laplace"
                    else gen.normal(0.0, curve.scale, shape))
@@ -453,6 +582,41 @@ def _resolve_estimator(smooth: bool | None, estimator: str | None) -> str:
     return estimator
 
 
+def _resolve_curve_method(curve_method: str | None, estimator: str) -> str:
+    """The class curves' release: 003's tree for 003's smoothing (its Eq. 3 is written for
+    that tree's noise), else the default."""
+    if curve_method is None:
+        return "003-tree" if estimator == "smoothed" else DEFAULT_ROC_CURVE_METHOD
+    if curve_method not in ROC_CURVE_METHODS:
+        raise ValueError(f"curve_method must be one of {ROC_CURVE_METHODS}, got "
+                         f"{curve_method!r}")
+    if estimator == "smoothed" and curve_method != "003-tree":
+        raise ValueError("estimator='smoothed' (003 Eq. 3) smooths 003's tree: it needs "
+                         "curve_method='003-tree'")
+    return curve_method
+
+
+def _hierarchical_class_curve(counts: np.ndarray, n: int, tau: np.ndarray, half: float,
+                              source: NoiseSource, guarantee: PrivacyGuarantee
+                              ) -> PrivateECDF:
+    """One class curve: a hierarchical tree over the bins whose total is private
+    (:func:`~fedustat.protocols.ecdf.hierarchical.private_total_plan`) at ``half = eps/2``.
+
+    Privacy (replace one record, score and label; derived here, Laplace mechanism, Dwork
+    et al. 2006): with per-level scales ``s_l = 1 / (e w_l)`` (root included, ``e`` the
+    class's budget), a record changing its label leaves one tree and joins the other, one
+    node per level and the root in each: ``e_pos + e_neg``; a record keeping its label moves
+    inside its tree, two nodes per level below the root: ``2 e (1 - w_root)``. So any
+    split with ``e_pos + e_neg <= eps`` and each ``e <= eps / (2 (1 - w_root))`` is eps-DP;
+    eps/2 each is the symmetric one, and the class sizes that would favour another are
+    private. The root's share is chosen by the exact variance and comes out near 0, where
+    both constraints bind: no budget is left unused."""
+    plan = private_total_plan(tau.size)
+    noisy = hierarchical_noisy_counts(counts, plan, half, source)
+    return PrivateECDF(tau, noisy / n, n, DyadicTree(tau.size), float(plan.scales(half)[0]),
+                       "laplace", guarantee, source.kind, "hierarchical", plan, half)
+
+
 def _check_roc_options(p: Any, n_bootstrap: Any) -> None:
     if p not in (1, 2) or isinstance(p, bool):
         raise ValueError(f"p must be 1 or 2 (the norms of 003 Eq. 3), got {p!r}")
@@ -465,12 +629,14 @@ def _check_roc_options(p: Any, n_bootstrap: Any) -> None:
 def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
                  estimator: str | None = None, smooth: bool | None = None, p: int = 2,
                  n_bootstrap: int | None = None, rng: RandomLike = None,
-                 noise: NoiseSource | None = None) -> DPROCCurve:
+                 noise: NoiseSource | None = None,
+                 curve_method: str | None = None) -> DPROCCurve:
     """An eps-DP ROC curve from two private ECDFs with eps/2 each (003 Sec. 5.1).
 
     ``F_TP(t) = |{x : label 1, score <= t}| / n`` and ``F_FP`` likewise for label 0 are
-    released with 003's tree (Eq. 2) at ``eps/2`` each; together eps-DP by composition
-    under "replace one record (score and label)". Everything after is post-processing:
+    released at ``eps/2`` each (a hierarchical tree with a private total, or 003's tree,
+    ``curve_method``); together eps-DP under "replace one record (score and label)".
+    Everything after is post-processing:
     the estimator turns the two noisy curves into ``TPR = 1 - F_TP / F_TP(tau_N)`` and
     ``FPR`` likewise, and :attr:`DPROCCurve.auc` estimates the area under the exact ROC
     curve on the grid, with a standard error (docs/protocols/roc-curve.md).
@@ -505,14 +671,21 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
         for); ``"raw"`` has an exact standard error and ignores it.
     rng, noise:
         Seed / Generator, or a :class:`NoiseSource`.
+    curve_method:
+        ``"hierarchical"`` (default except for ``"smoothed"``): each class curve is a
+        b-ary histogram tree with least-squares consistency whose total is private
+        (:func:`_hierarchical_class_curve`); ``"003-tree"``: 003's tree (Eq. 2), the
+        paper as written and what ``"smoothed"`` uses (None picks it for ``"smoothed"``).
     """
     labels, scores, tau = _check_roc_inputs(y_true, y_score, thresholds)
     eps = check_epsilon(epsilon, allow_inf=True)
     _check_roc_options(p, n_bootstrap)
     chosen = _resolve_estimator(smooth, estimator)
+    method = _resolve_curve_method(curve_method, chosen)
     return dp_roc_curve_from_counts(*roc_class_counts(labels, scores, tau), scores.size,
                                     epsilon=eps, thresholds=tau, estimator=chosen, p=p,
-                                    n_bootstrap=n_bootstrap, rng=rng, noise=noise)
+                                    n_bootstrap=n_bootstrap, rng=rng, noise=noise,
+                                    curve_method=method)
 
 
 def roc_class_counts(labels: np.ndarray, scores: np.ndarray, tau: np.ndarray
@@ -529,7 +702,8 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
                              thresholds: Any, estimator: str | None = None,
                              smooth: bool | None = None, p: int = 2,
                              n_bootstrap: int | None = None, rng: RandomLike = None,
-                             noise: NoiseSource | None = None) -> DPROCCurve:
+                             noise: NoiseSource | None = None,
+                             curve_method: str | None = None) -> DPROCCurve:
     """:func:`dp_roc_curve` from the class counts of :func:`roc_class_counts` over ``n``
     records (a distributed server adds its batches' counts); with the same ``rng`` the
     release is :func:`dp_roc_curve`'s."""
@@ -537,6 +711,7 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
     eps = check_epsilon(epsilon, allow_inf=True)
     _check_roc_options(p, n_bootstrap)
     chosen = _resolve_estimator(smooth, estimator)
+    method = _resolve_curve_method(curve_method, chosen)
     class_counts = [np.asarray(c) for c in (pos_counts, neg_counts)]
     for name, c in zip(("pos_counts", "neg_counts"), class_counts, strict=True):
         if c.shape != tau.shape or c.dtype.kind not in "iu":
@@ -556,14 +731,17 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
                                       "laplace", PrivacyGuarantee.none(), "none"))
             continue
         half = eps / 2.0
+        class_guarantee = PrivacyGuarantee(half, 0.0, PrivacyModel.CENTRAL, ROC_ADJACENCY,
+                                           assumptions=(trusted_curator(),))
+        if method == "hierarchical":
+            curves.append(_hierarchical_class_curve(counts, n, tau, half, source,
+                                                    class_guarantee))
+            continue
         tree = DyadicTree(tau.size)
         scale = tree.n_levels / half
         noisy = noisy_counts(counts, tau.size, scale, source, None)
         curves.append(PrivateECDF(tau, noisy / n, n, tree, scale, "laplace",
-                                  PrivacyGuarantee(half, 0.0, PrivacyModel.CENTRAL,
-                                                   ROC_ADJACENCY,
-                                                   assumptions=(trusted_curator(),)),
-                                  source.kind))
+                                  class_guarantee, source.kind, "003-tree", None, half))
     positives, negatives = curves
     raw_fpr, raw_tpr, thr = _roc_from_ecdfs(positives.values, negatives.values, n, tau)
     if math.isinf(eps):
@@ -578,9 +756,12 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
     x, y = positives.values, negatives.values
     trees = (positives.tree, negatives.tree)
     # The raw area's exact standard error, reported for every estimator (diagnostics).
-    raw_se = _raw_auc_std_error(x, y, _noise_factor(positives), _noise_factor(negatives))
+    laws = (_noise_law(positives), _noise_law(negatives))
+    raw_se = (_raw_auc_std_error(x, y, *laws) if laws[0] is not None and laws[1] is not None
+              else None)
     area, fpr, tpr = _fitted_area(chosen, x, y, n, tau, trees, p)
-    diagnostics: dict[str, Any] = {"estimator": chosen, "n_thresholds": int(tau.size),
+    diagnostics: dict[str, Any] = {"estimator": chosen, "curve_method": method,
+                                   "n_thresholds": int(tau.size),
                                    "noise_scale_per_node": positives.scale,
                                    "smoothing_p": p if chosen == "smoothed" else None,
                                    "curve_area": area,

@@ -258,16 +258,18 @@ def test_dp_ecdf_from_partitions_equals_in_process(engine, epsilon):
     assert n == sum(SIZES)
 
 
-@pytest.mark.parametrize(("epsilon", "smooth"), [(1.0, True), (3.0, False), (2.0, None),
-                                                 (float("inf"), True)])
-def test_dp_roc_curve_from_partitions_equals_in_process(engine, epsilon, smooth):
+@pytest.mark.parametrize(("epsilon", "smooth", "curve_method"),
+                         [(1.0, True, None), (3.0, False, None), (2.0, None, None),
+                          (2.0, False, "003-tree"), (float("inf"), True, None)])
+def test_dp_roc_curve_from_partitions_equals_in_process(engine, epsilon, smooth,
+                                                        curve_method):
     parts = generated_partitions(labelled, SIZES, seed=22)
     data = load_all(parts)
     tau = np.linspace(0.0, 1.0, 21)
     want = dp_roc_curve(data[:, 1], data[:, 0], epsilon=epsilon, thresholds=tau,
-                        smooth=smooth, rng=5)
+                        smooth=smooth, curve_method=curve_method, rng=5)
     got = dp_roc_curve_distributed(parts, epsilon=epsilon, thresholds=tau, smooth=smooth,
-                                   rng=5, engine=engine)
+                                   curve_method=curve_method, rng=5, engine=engine)
     for field in ("fpr", "tpr", "thresholds", "raw_fpr", "raw_tpr"):
         np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
     assert got.auc == want.auc

@@ -130,6 +130,7 @@ def dp_roc_curve_distributed(partitions: Sequence[Partition], *, epsilon: float,
                              smooth: bool | None = None, p: int = 2,
                              n_bootstrap: int | None = None,
                              rng: RandomLike = None, noise: NoiseSource | None = None,
+                             curve_method: str | None = None,
                              engine: DaskEngine | None = None) -> DPROCCurve:
     """:func:`~fedustat.protocols.ecdf.dp_roc_curve` of partitions holding rows
     ``(score, label)``: the two classes' counts summed on the cluster, the release on the
@@ -145,7 +146,7 @@ def dp_roc_curve_distributed(partitions: Sequence[Partition], *, epsilon: float,
     return dp_roc_curve_from_counts(np.asarray(pos, np.int64), np.asarray(neg, np.int64),
                                     int(n), epsilon=eps, thresholds=tau, estimator=estimator,
                                     smooth=smooth, p=p, n_bootstrap=n_bootstrap, rng=rng,
-                                    noise=noise)
+                                    noise=noise, curve_method=curve_method)
 
 
 def _batch_shares(protocol: PointwiseECDF, partition: Partition, column: int, offset: int,

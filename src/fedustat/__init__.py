@@ -23,6 +23,7 @@ from fedustat.protocols.ecdf import (
     dp_hosmer_lemeshow,
     dp_prefix_sums,
     dp_quantile,
+    dp_quantiles,
     dp_roc_curve,
 )
 from fedustat.protocols.ecdf.smoothing import isotonic_projection, smooth
@@ -39,6 +40,7 @@ __all__ = [
     "dp_hosmer_lemeshow",
     "dp_prefix_sums",
     "dp_quantile",
+    "dp_quantiles",
     "dp_roc_curve",
     "duplicate_pair_ratio",
     "estimate",

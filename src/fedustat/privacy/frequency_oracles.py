@@ -125,7 +125,31 @@ def _best_k(d: int, epsilon: float, criterion: str, max_k: int) -> int:
     return int(ks[int(np.argmin(_criterion_value(m1, m0, d, criterion)))])
 
 
-class SubsetSelection(FrequencyOracle):
+class _SupportOracle(FrequencyOracle):
+    """An oracle whose report supports the party's input with probability ``p`` and any
+    other value with probability ``q`` (Wang et al. 2017's pure protocols, Sec. 3): the
+    count of value ``v`` is estimated from the number of reports supporting ``v``."""
+
+    _p: float
+    _q: float
+    _moments: tuple[float, float]
+
+    @property
+    def include_probability(self) -> float:
+        """``p``: the probability that a report supports the party's own input."""
+        return self._p
+
+    @property
+    def other_probability(self) -> float:
+        """``q``: the probability that a report supports a value other than the input."""
+        return self._q
+
+    @property
+    def report_moments(self) -> tuple[float, float]:
+        return self._moments
+
+
+class SubsetSelection(_SupportOracle):
     """The k-subset mechanism (Wang et al. 2016; Ye and Barg 2018), pure epsilon-LDP.
 
     A party with input ``x`` reports a set ``S`` of ``k`` distinct values of
@@ -180,20 +204,6 @@ class SubsetSelection(FrequencyOracle):
     @property
     def output_size(self) -> int:
         return math.comb(self.d, self.k)
-
-    @property
-    def include_probability(self) -> float:
-        """``p = P(x ∈ S)`` for the party's own input."""
-        return self._p
-
-    @property
-    def other_probability(self) -> float:
-        """``q = P(v ∈ S)`` for a value ``v`` other than the input."""
-        return self._q
-
-    @property
-    def report_moments(self) -> tuple[float, float]:
-        return self._moments
 
     @property
     def report_width(self) -> int:
@@ -330,7 +340,7 @@ def _digits_count(d: int, g: int) -> int:
     return n_digits
 
 
-class LocalHashing(FrequencyOracle):
+class LocalHashing(_SupportOracle):
     """Optimal local hashing (Wang, Blocki, Li and Jha 2017, Sec. 4.4), pure epsilon-LDP.
 
     A party with input ``x`` draws a hash function ``h`` of the family
@@ -390,20 +400,6 @@ class LocalHashing(FrequencyOracle):
     @property
     def output_size(self) -> int:
         return self.g ** (self.n_digits + 2)
-
-    @property
-    def include_probability(self) -> float:
-        """``p``: the report is the input's hash."""
-        return self._p
-
-    @property
-    def other_probability(self) -> float:
-        """``q = 1/g``: a value other than the input hashes onto the report."""
-        return self._q
-
-    @property
-    def report_moments(self) -> tuple[float, float]:
-        return self._moments
 
     @property
     def report_width(self) -> int:

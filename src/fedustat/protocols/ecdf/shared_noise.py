@@ -514,6 +514,16 @@ def share_tree_noise(tree_noise: TreeNoise, *, n_servers: int = 2,
                            tree_noise.kind, m * tree.n_nodes * fp.bits)
 
 
+
+def _check_noise_ring(noise: SharedTreeNoise, frac_bits: int | None, ring_bits: int) -> None:
+    """Shares of given noise live in their own fixed-point ring: the evaluation must use it."""
+    if frac_bits is not None and frac_bits != noise.fixed_point.frac_bits:
+        raise ValueError(f"frac_bits={frac_bits} differs from the noise's "
+                         f"{noise.fixed_point.frac_bits}")
+    if ring_bits != noise.fixed_point.bits:
+        raise ValueError(f"ring_bits={ring_bits} differs from the noise's ring "
+                         f"({noise.fixed_point.bits} bits)")
+
 def resolve_noise_plan(tree: DyadicTree, epsilon: float, n_servers: int,
                    noise: SharedTreeNoise | None, tree_noise: TreeNoise | NodeNoise | None,
                    contributors: int | None, min_honest: int, frac_bits: int | None,
@@ -551,12 +561,7 @@ def resolve_noise_plan(tree: DyadicTree, epsilon: float, n_servers: int,
         if not math.isclose(noise.scale, scale, rel_tol=1e-12):
             raise ValueError(f"noise has scale {noise.scale:g} but epsilon requires "
                              f"(L+1)/epsilon = {scale:g}")
-        if frac_bits is not None and frac_bits != noise.fixed_point.frac_bits:
-            raise ValueError(f"frac_bits={frac_bits} differs from the noise's "
-                             f"{noise.fixed_point.frac_bits}")
-        if ring_bits != noise.fixed_point.bits:
-            raise ValueError(f"ring_bits={ring_bits} differs from the noise's ring "
-                             f"({noise.fixed_point.bits} bits)")
+        _check_noise_ring(noise, frac_bits, ring_bits)
         return noise.fixed_point, noise, {"mode": "given"}
     if tree_noise is not None:
         check_tree_noise(tree_noise, tree.n_points, scale)
@@ -628,12 +633,7 @@ def _resolve_node_plan(tree_plan: HierarchicalPlan, epsilon: float, n_servers: i
         if not math.isclose(noise.epsilon, epsilon, rel_tol=1e-12):
             raise ValueError(f"noise was drawn for epsilon={noise.epsilon:g}, this evaluation "
                              f"has epsilon={epsilon:g}")
-        if frac_bits is not None and frac_bits != noise.fixed_point.frac_bits:
-            raise ValueError(f"frac_bits={frac_bits} differs from the noise's "
-                             f"{noise.fixed_point.frac_bits}")
-        if ring_bits != noise.fixed_point.bits:
-            raise ValueError(f"ring_bits={ring_bits} differs from the noise's ring "
-                             f"({noise.fixed_point.bits} bits)")
+        _check_noise_ring(noise, frac_bits, ring_bits)
         return noise.fixed_point, noise, {"mode": "given"}
     if tree_noise is not None:
         if not isinstance(tree_noise, NodeNoise):

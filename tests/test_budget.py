@@ -337,3 +337,15 @@ def test_estimate_gaussian_release_spends_rho() -> None:
     fedustat.estimate(kernel, kernel.pack(s, y), epsilon=1.0, delta=1e-6,
                       protocol="fedauc-gaussian", rng=4, budget=acct)
     assert acct.spent_rho == pytest.approx(gaussian_rho(1.0, 1e-6), rel=1e-12)
+
+
+def test_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "budget.md").read_text()
+    blocks = text.split("```python\n")[1:]
+    assert len(blocks) == 1
+    exec(compile(blocks[0].split("```")[0], "docs/budget.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "refused:" in out and "nothing was spent" in out
+    assert "'auc again'" in out

@@ -349,3 +349,43 @@ def test_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "refused:" in out and "nothing was spent" in out
     assert "'auc again'" in out
+
+
+# The secure protocols warn that undeclared bounds mean the fixed-point encoding.
+@pytest.mark.filterwarnings("ignore:auc. no bounds declared:UserWarning")
+@pytest.mark.parametrize("kernel_name,protocol,params", [
+    ("auc", "central-laplace", {}),
+    ("auc", "fedauc-adaptive", {}),
+    ("auc", "fedauc-gaussian", {}),
+    ("auc", "fedauc-laplace", {}),
+    ("auc", "fedauc-laplace-global", {}),
+    ("auc", "fedauc-laplace-local", {}),
+    ("auc", "fedauc-rr", {}),
+    ("auc", "ldp-quantized", {"bounds": (0.0, 1.0)}),
+    ("auc", "ldp-tree", {"bounds": (0.0, 1.0)}),
+    ("auc", "pairs-2pc", {}),
+    ("auc", "umpc", {}),
+    ("gini", "ghazi-shuffle", {}),
+    ("gini", "ldp-ghazi", {}),
+])
+def test_predicted_guarantee_matches_the_release(kernel_name: str, protocol: str,
+                                                 params: dict) -> None:
+    # estimate() checks a predicted guarantee before the run; the release's own guarantee
+    # must then be accepted by spend (else the check would have let a refused release run).
+    gen = np.random.default_rng(5)
+    y = gen.integers(0, 2, 64)
+    s = gen.uniform(size=64)
+    if kernel_name == "auc":
+        kernel = fedustat.stats.auc_kernel()
+        data = kernel.pack(s, y)
+    else:
+        kernel = fedustat.stats.gini_kernel((0.0, 1.0))
+        data = kernel.pack(s)
+    model = {entry.name: entry.model for entry in fedustat.protocols.registry.available()}
+    adjacency = "label" if model[protocol] is PrivacyModel.LABEL else kernel.adjacency
+    acct = BudgetAccountant(10.0, 1e-3, adjacency=adjacency, model="computational")
+    rel = fedustat.estimate(kernel, data, epsilon=1.0, delta=1e-6, protocol=protocol,
+                            rng=1, budget=acct, **params)
+    assert acct.ledger[-1].guarantee == rel.privacy
+    assert acct.spent[0] == pytest.approx(1.0, rel=1e-15)
+

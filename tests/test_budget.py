@@ -82,6 +82,7 @@ def test_advanced_rule_heterogeneous_formula_and_basic_fallback() -> None:
 
 def test_advanced_remaining_is_the_largest_release_that_fits() -> None:
     acct = BudgetAccountant(1.0, 1e-5, rule="advanced", delta_slack=1e-6)
+    assert acct.remaining == (1.0, pytest.approx(9e-6, rel=1e-12))
     for _ in range(100):
         acct.spend(g(0.01))
     left, delta_left = acct.remaining
@@ -89,6 +90,11 @@ def test_advanced_remaining_is_the_largest_release_that_fits() -> None:
     acct.check(g(left))
     with pytest.raises(BudgetExceededError):
         acct.check(g(left * (1 + 1e-9)))
+    acct.spend(g(left))
+    # Full: the sqrt term grows like x^2 in one more small x, so only a sliver is left.
+    assert acct.remaining[0] < 1e-5
+    with pytest.raises(BudgetExceededError):
+        acct.check(g(1e-4))
 
 
 def test_zcdp_rule_pure_and_gaussian_releases() -> None:

@@ -430,6 +430,9 @@ class BudgetAccountant:
 
         if excess(self.epsilon * 1e-15) > 0:
             return 0.0, delta_left
+        # One release never costs less than its epsilon, so the total bounds the answer.
+        if excess(self.epsilon) < 0:
+            return self.epsilon, delta_left
         eps = optimize.bisect(excess, self.epsilon * 1e-15, self.epsilon, xtol=1e-13)
         while excess(eps) > 0:  # never report more than fits
             eps = math.nextafter(eps, 0.0)

@@ -116,6 +116,17 @@ def test_zcdp_rule_pure_and_gaussian_releases() -> None:
         acct.check(g(left * (1 + 1e-6)))
 
 
+def test_zcdp_group_privacy_multiplies_rho_by_k_squared() -> None:
+    acct = BudgetAccountant(5.0, 1e-6, rule="zcdp", adjacency="record")
+    acct.spend(g(0.3, adjacency="add or remove one record"))
+    acct.spend(g(0.5, 1e-8, adjacency="add or remove one record"), gaussian=True)
+    # Bun & Steinke Prop 1.9: k = 2 steps of add/remove make one replacement.
+    assert acct.spent_rho == pytest.approx(4 * (0.3**2 / 2 + gaussian_rho(0.5, 1e-8)),
+                                           rel=1e-12)
+    back = BudgetAccountant.from_json(acct.to_json())
+    assert back.spent_rho == pytest.approx(acct.spent_rho, rel=1e-15)
+
+
 def test_gaussian_rho_does_not_depend_on_the_sensitivity() -> None:
     for sens in (0.1, 1.0, 7.0):
         sigma = GaussianMechanism(sens, 0.8, 1e-6).sigma

@@ -7,6 +7,7 @@ with the API's result for the same seed.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import math
@@ -412,3 +413,31 @@ def test_column_bounds_must_name_kernel_columns() -> None:
     with pytest.raises(SystemExit, match="--column-bounds/--column-values name bmi"):
         main(["estimate", "--statistic", "kendall", "--protocol", "ldp-quantized",
               "--column-bounds", "bmi=10,60"])
+
+
+# ------------------------------------------------------------------ help and version
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"fedustat {fedustat.__version__}"
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(actions[0].choices) if actions else {}
+
+
+def test_no_help_text_shows_a_default_of_none(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    commands = _subparsers(parser)
+    assert {"estimate", "advise", "compare", "reproduce", "serve", "party"} <= set(commands)
+    for name, sub in [("", parser), *commands.items()]:
+        text = sub.format_help()
+        assert "(default: None)" not in text, name
+        assert "default: False" not in text, name
+    # Options with a real default still say it.
+    assert "(default: 1.0)" in commands["estimate"].format_help()
+    assert "(default: 0)" in commands["reproduce"].format_help()

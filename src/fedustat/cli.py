@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fedustat import datasets
+from fedustat import __version__, datasets
 from fedustat.advisor import STATISTICS as ADVISED_STATISTICS
 from fedustat.advisor import TRUST_MODELS, advise
 from fedustat.api import NOISE_CHOICES, estimate
@@ -580,17 +580,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default only when there is one to show.
+
+    A default of None (the option is simply absent), False (a switch), a required option
+    or a help text that already says what happens by default gets no "(default: ...)".
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (action.default is None or action.default is False or action.required
+                or action.default is argparse.SUPPRESS or "default" in text.lower()):
+            return text
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedustat",
         description="Private statistics over data held by many parties.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     est = sub.add_parser(
         "estimate", help="compute a statistic exactly and with a private protocol",
         description="Compute a statistic from a bundled data set or a CSV/Parquet file, "
                     "exactly and with a private protocol, and print a table.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_HelpFormatter)
     est.add_argument("--statistic", choices=["all", *STATISTICS], default="all",
                      help="which statistic: " + "; ".join(
                          f"{s.name} = {s.help}" for s in STATISTICS.values()))
@@ -601,7 +618,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a CSV (header row) or Parquet file instead of bundled data")
     est.add_argument("--columns", default=None,
                      help="comma-separated column names in the kernel's order, e.g. "
-                          "score,label for auc or x,y for kendall")
+                          "score,label for auc or x,y for kendall (default: the bundled "
+                          "set's columns for the statistic)")
     est.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon > 0")
     est.add_argument("--delta", type=float, default=0.0, help="privacy parameter delta in [0, 1)")
     est.add_argument("--protocol", default="central-laplace",
@@ -652,7 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "that can compute the statistic, with its bits per party and rounds, "
                     "and recommend the most accurate one that meets the trust model and the "
                     "communication budget (docs/compare.md lists the formulas).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_HelpFormatter)
     adv.add_argument("--statistic", required=True, choices=list(ADVISED_STATISTICS),
                      help="the statistic: " + "; ".join(
                          f"{k} = {v}" for k, v in ADVISED_STATISTICS.items()))
@@ -692,7 +710,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "epsilon with repetitions, on a bundled real data set (or a CSV/Parquet "
                     "file), print one table per statistic and write a self-contained report "
                     "(report.md, figures, results.csv/json) to --out.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_HelpFormatter)
     cmp_.add_argument("--statistic", action="append", metavar="NAME",
                       help="statistic(s) to compare, repeatable or comma-separated: "
                            f"{', '.join(COMPARED_STATISTICS)}, variance, or all (default)")
@@ -733,7 +751,8 @@ def build_parser() -> argparse.ArgumentParser:
         "reproduce", help="reproduce an experiment of the papers (--list to see them)",
         description="Run one experiment of the papers at the paper's axes and repetitions "
                     "(or reduced with --quick), print our numbers beside the paper's and "
-                    "write report.md and figures to --out.")
+                    "write report.md and figures to --out.",
+        formatter_class=_HelpFormatter)
     rep.add_argument("name", nargs="?", default=None, help="experiment name (see --list)")
     rep.add_argument("--list", action="store_true", help="list the experiments and exit")
     rep.add_argument("--quick", action="store_true",
@@ -991,7 +1010,7 @@ def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
 
 def _add_network_commands(sub: Any) -> None:
     certs = sub.add_parser("certs", help="create a CA and certificates for a test deployment",
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=_HelpFormatter)
     certs.add_argument("--out", required=True, help="directory to write them to")
     certs.add_argument("--parties", type=_positive_int, required=True,
                        help="number of party certificates (party-0 ...)")
@@ -1004,7 +1023,7 @@ def _add_network_commands(sub: Any) -> None:
     certs.set_defaults(func=cmd_certs)
 
     srv = sub.add_parser("serve", help="run the aggregator of a networked run",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=_HelpFormatter)
     _add_protocol_options(srv)
     srv.add_argument("--parties", type=_positive_int, required=True,
                      help="number of party processes (certificates party-0 ...)")
@@ -1016,7 +1035,7 @@ def _add_network_commands(sub: Any) -> None:
     srv.set_defaults(func=cmd_serve)
 
     party = sub.add_parser("party", help="take part in a networked run with your own data",
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=_HelpFormatter)
     _add_protocol_options(party)
     party.add_argument("--server", required=True, help="HOST:PORT of the server")
     party.add_argument("--identity", required=True,
@@ -1028,7 +1047,7 @@ def _add_network_commands(sub: Any) -> None:
 
     svc = sub.add_parser("service", help="run a record-less service role of a networked run "
                                          "(e.g. the shuffler of ghazi-shuffle)",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=_HelpFormatter)
     _add_protocol_options(svc)
     svc.add_argument("--role", choices=SERVICE_ROLES, required=True,
                      help="which service (its certificate carries this name)")

@@ -29,7 +29,7 @@ TOL = 1e-12
 STATISTICS = ["auc", "kendall", "gini", "variance", "duplicate", "renyi2", "vus"]
 JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_low",
              "ci95_high", "error", "protocol", "privacy", "bits_per_party", "noise", "trust"}
-OPTIONS = ["--statistic", "--data", "--file", "--columns", "--epsilon", "--delta",
+OPTIONS = ["--statistic", "--data", "--file", "--evaluate", "--columns", "--epsilon", "--delta",
            "--column-bounds", "--column-values", "--precision", "--noise",
            "--protocol", "--param", "--bounds", "--seed", "--format",
            "--engine", "--workers", "--partitions"]
@@ -98,7 +98,13 @@ def fails(capsys: pytest.CaptureFixture[str], *argv: str, match: str) -> str:
     return code
 
 
-def table_rows(text: str) -> list[list[str]]:
+HEADERS = ["statistic", "data", "n", "exact", "estimate", "std_error", "95% CI", "error",
+           "protocol", "bits/party"]
+#: The table of release-only mode (a user's file without --evaluate).
+RELEASE_HEADERS = [h for h in HEADERS if h not in ("exact", "error")]
+
+
+def table_rows(text: str, exact: bool = True) -> list[list[str]]:
     lines = text.splitlines()
     dashes = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "} and line)
     header = [h for h in lines[dashes - 1].split("  ") if h.strip()]
@@ -108,9 +114,7 @@ def table_rows(text: str) -> list[list[str]]:
         if len(cells) != len(header):
             break
         rows.append(cells)
-    assert [h.strip() for h in header] == ["statistic", "data", "n", "exact", "estimate",
-                                           "std_error", "95% CI", "error", "protocol",
-                                           "bits/party"]
+    assert [h.strip() for h in header] == (HEADERS if exact else RELEASE_HEADERS)
     return rows
 
 
@@ -198,7 +202,7 @@ def scores_csv(tmp_path: Path) -> CsvFile:
 def test_auc_from_a_csv_file(capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
     path, score, label, _ = scores_csv
     row = run_json(capsys, "--statistic", "auc", "--file", str(path), "--columns",
-                   "score,label", "--epsilon", "2", "--seed", "1")[0]
+                   "score,label", "--epsilon", "2", "--seed", "1", "--evaluate")[0]
     assert row["data"] == f"{path}:score,label"
     assert row["n"] == 50
     assert row["exact"] == pytest.approx(roc_auc_score(label, score), rel=TOL)
@@ -206,7 +210,7 @@ def test_auc_from_a_csv_file(capsys: pytest.CaptureFixture[str], scores_csv: Csv
     assert row["estimate"] == api.value
     # The table format works on a file too.
     out = run(capsys, "estimate", "--statistic", "auc", "--file", str(path), "--columns",
-              "score,label")
+              "score,label", "--evaluate")
     assert table_rows(out)[0][0] == "auc"
 
 
@@ -214,13 +218,13 @@ def test_gini_and_variance_from_a_csv_file_with_bounds(capsys: pytest.CaptureFix
                                                        scores_csv: CsvFile) -> None:
     path, _, _, income = scores_csv
     gini = run_json(capsys, "--statistic", "gini", "--file", str(path), "--columns", "income",
-                    "--bounds", "0,100")[0]
+                    "--bounds", "0,100", "--evaluate")[0]
     assert gini["exact"] == pytest.approx(pair_mean(income, lambda a, b: np.abs(a - b)),
                                           rel=TOL)
     assert gini["std_error"] == pytest.approx(
         math.sqrt(2) * 2 / 50 * gini_kernel((0, 100)).sensitivity, rel=1e-6)
     var = run_json(capsys, "--statistic", "variance", "--file", str(path), "--columns",
-                   "income", "--bounds", "0,100")[0]
+                   "income", "--bounds", "0,100", "--evaluate")[0]
     assert var["exact"] == pytest.approx(np.var(income, ddof=1), rel=TOL)
     assert var["std_error"] == pytest.approx(
         math.sqrt(2) * 2 / 50 * variance_kernel((0, 100)).sensitivity, rel=1e-6)
@@ -233,8 +237,73 @@ def test_auc_from_a_parquet_file(capsys: pytest.CaptureFixture[str], tmp_path: P
     label = np.array([0, 1, 0, 1, 0, 1])
     path = tmp_path / "s.parquet"
     pq.write_table(pa.table({"s": score, "y": label}), path)
-    row = run_json(capsys, "--statistic", "auc", "--file", str(path), "--columns", "s,y")[0]
+    row = run_json(capsys, "--statistic", "auc", "--file", str(path), "--columns", "s,y",
+                   "--evaluate")[0]
     assert row["exact"] == pytest.approx(roc_auc_score(label, score), rel=TOL)
+
+
+# ------------------------------------------------------------------ release-only mode
+
+
+def test_a_file_gets_the_release_only_unless_evaluate_is_given(
+        capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    path, score, label, _ = scores_csv
+    exact = roc_auc_score(label, score)
+    args = ("--statistic", "auc", "--file", str(path), "--columns", "score,label",
+            "--epsilon", "2", "--seed", "1")
+    (row,) = run_json(capsys, *args)
+    # The same keys as always, the exact value and the error withheld.
+    assert set(row) == JSON_KEYS
+    assert row["exact"] is None and row["error"] is None
+    api = fedustat.roc_auc_score(label, score, epsilon=2.0, rng=1)
+    assert row["estimate"] == api.value and row["std_error"] == api.std_error
+    assert row["ci95_low"] < row["estimate"] < row["ci95_high"]
+    assert row["privacy"].startswith("(eps=2) central DP")
+    # --evaluate adds the exact value and the error; the release itself is unchanged.
+    (evaluated,) = run_json(capsys, *args, "--evaluate")
+    assert evaluated["exact"] == pytest.approx(exact, rel=TOL)
+    assert evaluated["error"] == pytest.approx(api.value - exact, rel=TOL, abs=TOL)
+    assert {k: v for k, v in evaluated.items() if k not in ("exact", "error")} == \
+        {k: v for k, v in row.items() if k not in ("exact", "error")}
+
+
+def test_release_only_table_has_no_exact_column_nor_value(
+        capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    path, score, label, _ = scores_csv
+    exact = f"{roc_auc_score(label, score):.4f}"
+    args = ("estimate", "--statistic", "auc", "--file", str(path), "--columns", "score,label")
+    out = run(capsys, *args)
+    (row,) = table_rows(out, exact=False)
+    assert out.startswith("The central-laplace release (epsilon=1")
+    assert row[0] == "auc" and row[2] == "50"
+    assert exact not in out
+    assert "exact: not shown (release only, for your own data); --evaluate" in out
+    assert "privacy: (eps=1) central DP" in out
+    evaluated = run(capsys, *args, "--evaluate")
+    (row,) = table_rows(evaluated)
+    assert row[3] == exact
+    assert "exact: not shown" not in evaluated
+
+
+def test_bundled_data_still_show_the_exact_value(capsys: pytest.CaptureFixture[str],
+                                                 exact_values: dict[str, float]) -> None:
+    (row,) = run_json(capsys, "--statistic", "auc", "--data", "breast_cancer_scores")
+    assert row["exact"] == pytest.approx(exact_values["auc"], rel=TOL)
+
+
+def test_evaluate_is_refused_with_partitions(capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--engine", "local", "--partitions",
+          str(tmp_path), "--evaluate", match="--evaluate computes the exact value from the "
+          "rows in this process; with --partitions the rows stay with the workers")
+
+
+def test_help_says_evaluate_reads_the_raw_data(capsys: pytest.CaptureFixture[str]) -> None:
+    est = _subparsers(build_parser())["estimate"]
+    text = " ".join(est.format_help().split())
+    assert "exact (non-private) value of --file's raw rows" in text
+    assert "is NOT private" in text
+    assert "Bundled data sets are public demo data and always show the exact value" in text
 
 
 # ------------------------------------------------------------------ estimate errors

@@ -307,13 +307,15 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     kernel = _kernel(spec, args)
     engine_options = _engine_options(spec, kernel, args)
     stored = engine_options.get("partitions")
+    exact: float | None = None
     if stored is None:
         source, data = _records(spec, kernel, args)
         n = int(data.shape[0])
-        exact: float | None = estimate(kernel, data, epsilon=math.inf, protocol="exact").value
+        if _evaluates(args):
+            exact = estimate(kernel, data, epsilon=math.inf, protocol="exact").value
     else:
         # The rows stay in the partitions, read by the workers: no exact value here.
-        source, data, exact = str(args.partitions), None, None
+        source, data = str(args.partitions), None
         n = sum(part.n_rows_stored() for part in stored)
     params = _protocol_params(spec, kernel, args)
     deployment = args.noise == "deployment"
@@ -346,22 +348,39 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
+def _evaluates(args: argparse.Namespace) -> bool:
+    """Whether to compute the exact (non-private) value beside the release.
+
+    A user's own data (``--file``, ``--partitions``) gets the release only, its interval and
+    guarantee: the exact value is a non-private function of the raw rows, so it is shown
+    only when ``--evaluate`` asks for it. Bundled data sets are public demo data; their
+    exact value is shown so that the release's error can be seen.
+    """
+    user_data = bool(args.file) or args.partitions is not None
+    return args.evaluate or not user_data
+
+
 def _seed(args: argparse.Namespace) -> int:
     return 0 if args.seed is None else args.seed
 
 
 def _format_table(rows: list[dict[str, Any]]) -> str:
+    # The exact and error columns appear only when some row has an exact value (release-only
+    # mode on a user's file leaves them out rather than printing dashes).
+    with_exact = any(r["exact"] is not None for r in rows)
     headers = ["statistic", "data", "n", "exact", "estimate", "std_error", "95% CI",
                "error", "protocol", "bits/party"]
+    if not with_exact:
+        headers = [h for h in headers if h not in ("exact", "error")]
     lines = []
     for r in rows:
         se = "-" if r["std_error"] is None else f"{r['std_error']:.4f}"
         ci = "-" if math.isnan(r["ci95_low"]) else f"[{r['ci95_low']:.4f}, {r['ci95_high']:.4f}]"
         exact = "-" if r["exact"] is None else f"{r['exact']:.4f}"
         error = "-" if r["error"] is None else f"{r['error']:+.4f}"
-        lines.append([r["statistic"], r["data"], str(r["n"]),
-                      exact, f"{r['estimate']:.4f}", se, ci,
-                      error, r["protocol"], f"{r['bits_per_party']:g}"])
+        cells = [r["statistic"], r["data"], str(r["n"]), exact, f"{r['estimate']:.4f}", se,
+                 ci, error, r["protocol"], f"{r['bits_per_party']:g}"]
+        lines.append(cells if with_exact else [c for i, c in enumerate(cells) if i not in (3, 7)])
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
     out.append("  ".join("-" * w for w in widths))
@@ -405,6 +424,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if args.partitions is not None and (len(names) > 1 or args.file or args.data):
         raise SystemExit("error: with --partitions choose one --statistic, and give no "
                          "--file or --data (the partitions are the data)")
+    if args.evaluate and args.partitions is not None:
+        raise SystemExit("error: --evaluate computes the exact value from the rows in this "
+                         "process; with --partitions the rows stay with the workers (use "
+                         "--file to evaluate)")
     rows, refused = [], []
     for name in names:
         try:
@@ -420,7 +443,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
     else:
         seed = "" if args.noise == "deployment" else f", seed={_seed(args)}"
-        print(f"Exact statistics and the {args.protocol} release "
+        what = ("Exact statistics and the" if any(r["exact"] is not None for r in rows)
+                else "The")
+        print(f"{what} {args.protocol} release "
               f"(epsilon={args.epsilon:g}, delta={args.delta:g}{seed})")
         print(_format_table(rows))
         print("std_error and the 95% CI describe the error the protocol adds to the exact "
@@ -438,9 +463,12 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             e = json.loads(info)
             print(f"engine: {e['kind']} at {e['scheduler']}, {e['workers']} worker(s), "
                   f"{e['partitions']} partition(s)")
-        if any(r["exact"] is None for r in rows):
+        if args.partitions is not None:
             print("exact: not computed (the rows stay in the partitions, read by the "
                   "workers only)")
+        elif not _evaluates(args):
+            print("exact: not shown (release only, for your own data); --evaluate also "
+                  "computes the exact value from the raw rows, which is not private")
         for reason in refused:
             print(f"not computed: {reason}")
     return 0
@@ -605,8 +633,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     est = sub.add_parser(
         "estimate", help="compute a statistic exactly and with a private protocol",
-        description="Compute a statistic from a bundled data set or a CSV/Parquet file, "
-                    "exactly and with a private protocol, and print a table.",
+        description="Release a statistic of a CSV/Parquet file with a private protocol "
+                    "(the release, its 95%% interval and its guarantee; --evaluate adds the "
+                    "exact value), or of a bundled demo data set, where the exact value is "
+                    "shown beside the release.",
         formatter_class=_HelpFormatter)
     est.add_argument("--statistic", choices=["all", *STATISTICS], default="all",
                      help="which statistic: " + "; ".join(
@@ -615,7 +645,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="bundled data set (see `fedustat datasets`); default: the "
                           "statistic's own bundled set")
     est.add_argument("--file", default=None,
-                     help="a CSV (header row) or Parquet file instead of bundled data")
+                     help="a CSV (header row) or Parquet file instead of bundled data; only "
+                          "the release, its interval and guarantee are printed (see "
+                          "--evaluate)")
+    est.add_argument("--evaluate", action="store_true",
+                     help="evaluation only: also compute the exact (non-private) value of "
+                          "--file's raw rows and the release's error. The output then "
+                          "reveals the raw data's statistic and is NOT private; never share "
+                          "it. Bundled data sets are public demo data and always show the "
+                          "exact value")
     est.add_argument("--columns", default=None,
                      help="comma-separated column names in the kernel's order, e.g. "
                           "score,label for auc or x,y for kendall (default: the bundled "

@@ -510,3 +510,77 @@ def test_no_help_text_shows_a_default_of_none(capsys: pytest.CaptureFixture[str]
     # Options with a real default still say it.
     assert "(default: 1.0)" in commands["estimate"].format_help()
     assert "(default: 0)" in commands["reproduce"].format_help()
+
+
+# ------------------------------------------------------------------ hints in flags
+
+
+@pytest.fixture
+def small_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "small.csv"
+    path.write_text("score,label,x\n0.1,0,1\n0.4,1,2\n0.35,0,1\n0.8,1,3\n0.5,0,2\n0.9,1,3\n")
+    return path
+
+
+def test_column_bounds_hint_names_the_flag_and_the_column(
+        capsys: pytest.CaptureFixture[str], small_csv: Path) -> None:
+    code = fails(capsys, "estimate", "--statistic", "auc", "--protocol", "ldp-quantized",
+                 "--file", str(small_csv), "--columns", "score,label",
+                 match="column 'score' of kernel 'auc' needs declared --column-bounds "
+                       "score=LO,HI .* or --column-values score=V1,V2,...")
+    assert "bounds=(" not in code and "domain=" not in code
+    # The hint works as written.
+    assert main(["estimate", "--statistic", "auc", "--protocol", "ldp-quantized", "--file",
+                 str(small_csv), "--columns", "score,label", "--column-bounds",
+                 "score=0,1"]) == 0
+
+
+def test_domain_hint_names_the_column_values_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    code = fails(capsys, "estimate", "--statistic", "duplicate", "--protocol",
+                 "ldp-quantized", "--column-values", "x=0,1",
+                 match=r"x has values that are not in the declared domain: 2; declare every "
+                       r"possible value in --column-values x=V1,V2,\.\.\.")
+    assert "domain=" not in code
+
+
+def test_precision_hint_names_the_bounds_flag(capsys: pytest.CaptureFixture[str],
+                                              small_csv: Path) -> None:
+    args = ["estimate", "--statistic", "auc", "--protocol", "pairs-2pc", "--precision", "12",
+            "--file", str(small_csv), "--columns", "score,label"]
+    code = fails(capsys, *args, match="precision needs --bounds LO,HI: the ring is sized")
+    assert "bounds=(" not in code
+    assert main([*args, "--bounds", "0,1"]) == 0
+
+
+def test_score_domain_hint_names_param_d_and_bounds(capsys: pytest.CaptureFixture[str],
+                                                    small_csv: Path) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--protocol", "ldp-tree", "--file",
+          str(small_csv), "--columns", "score,label",
+          match=r"domain size d \(--param d=D\) .* or public score --bounds LO,HI to bin")
+
+
+def test_compare_hints_name_flags(capsys: pytest.CaptureFixture[str], small_csv: Path) -> None:
+    code = fails(capsys, "compare", "--statistic", "gini", "--file", str(small_csv),
+                 "--columns", "x", "--out", "", "--no-progress",
+                 match=r"gini needs public bounds of the values \(--bounds LO,HI\)")
+    assert "bounds=(" not in code
+    fails(capsys, "compare", "--statistic", "auc", "--column-bounds", "q=0,1", "--out", "",
+          "--no-progress", match="--column-bounds names 'q'")
+
+
+def test_flag_hint_rewrites_keyword_spellings_only() -> None:
+    from fedustat.cli import flag_hint
+
+    # The curve releases' grid (reached through the networked roles).
+    assert flag_hint("pass exactly one of thresholds (the public candidate grid) or "
+                     "bounds=(low, high) (public bounds for an even grid)") == (
+        "pass exactly one of thresholds (the public candidate grid) or --bounds LO,HI "
+        "(public bounds for an even grid)")
+    assert flag_hint("give the public grid: thresholds, or bounds=(lo, hi) (and precision=, "
+                     "the grid spacing)") == ("give the public grid: thresholds, or --bounds "
+                                              "LO,HI (and --precision P, the grid spacing)")
+    # Messages already in flags are left alone.
+    for text in ("error: give bounds with --bounds, not --param bounds=...",
+                 "error: --param must look like key=value, got 'k'",
+                 "error: --precision=12 is not a parameter"):
+        assert flag_hint(text) == text

@@ -13,6 +13,7 @@ import argparse
 import inspect
 import json
 import math
+import re
 import resource
 import sys
 from collections.abc import Callable, Sequence
@@ -470,7 +471,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             print("exact: not shown (release only, for your own data); --evaluate also "
                   "computes the exact value from the raw rows, which is not private")
         for reason in refused:
-            print(f"not computed: {reason}")
+            print(f"not computed: {flag_hint(reason)}")
     return 0
 
 
@@ -1139,6 +1140,39 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Python keyword spellings in the library's messages, and the flags a CLI user types
+#: instead. ``{column}`` is the column the message names (or COLUMN). Applied by
+#: :func:`flag_hint` to every message that reaches the command line.
+_FLAG_SPELLINGS: tuple[tuple[str, str], ...] = (
+    # A column's bounds: per column when the message names one, else the single --bounds.
+    (r"(?<![\w-])bounds=\((?:lo|low), ?(?:hi|high)\)", "{bounds}"),
+    (r"(?<![\w-])domain=(?:\[\.\.\.\])?", "--column-values {column}=V1,V2,..."),
+    (r"(?<![\w-])precision=(?!\w)", "--precision P"),
+    (r"(?<![\w-])column_bounds\b", "--column-bounds"),
+    (r"(?<![\w-])column_values\b", "--column-values"),
+    (r"(?<![\w-])thresholds=(?!\w)", "--param thresholds=T1,T2,..."),
+    (r"public score domain size d\b", "public score domain size d (--param d=D)"),
+)
+
+
+def flag_hint(message: str) -> str:
+    """A library message with its Python keyword hints spelled as command-line flags.
+
+    The library speaks to Python callers (``bounds=(lo, hi)``, ``domain=[...]``); at the
+    command line the same advice is ``--column-bounds x=LO,HI`` or ``--bounds LO,HI``,
+    ``--column-values x=V1,V2,...``, ``--precision P``. One mapping here rather than
+    CLI-specific wording inside the library.
+    """
+    named = (re.search(r"column '([^']+)'", message)
+             or re.search(r"(\w+) has values that are not in the declared domain", message))
+    column = named.group(1) if named else "COLUMN"
+    bounds = f"--column-bounds {column}=LO,HI" if named else "--bounds LO,HI"
+    for pattern, flag in _FLAG_SPELLINGS:
+        replacement = flag.format(column=column, bounds=bounds)
+        message = re.sub(pattern, lambda _m, r=replacement: r, message)
+    return message
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; a bad input ends with one ``error: ...`` line on stderr and
     exit status 1 (argparse's own usage errors: status 2), never a traceback."""
@@ -1146,11 +1180,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
+    except SystemExit as exc:
+        # Messages of the library reach the user through SystemExit("error: ..."): say
+        # their hints in flags.
+        if isinstance(exc.code, str):
+            raise SystemExit(flag_hint(exc.code)) from None
+        raise
     except (ValueError, TypeError, OverflowError, MemoryError, OSError, ImportError) as exc:
         # Every command checks its input with a specific message; this is the last line of
         # defence so that an unforeseen bad input still reads as one line, not a traceback.
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SystemExit(f"error: {message}") from None
+        raise SystemExit(flag_hint(f"error: {message}")) from None
 
 
 if __name__ == "__main__":

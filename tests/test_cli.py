@@ -574,13 +574,15 @@ def test_flag_hint_rewrites_keyword_spellings_only() -> None:
     # The curve releases' grid (reached through the networked roles).
     assert flag_hint("pass exactly one of thresholds (the public candidate grid) or "
                      "bounds=(low, high) (public bounds for an even grid)") == (
-        "pass exactly one of thresholds (the public candidate grid) or --bounds LO,HI "
-        "(public bounds for an even grid)")
+        "pass exactly one of --param thresholds=T1,T2,... (the public candidate grid) or "
+        "--bounds LO,HI (public bounds for an even grid)")
     assert flag_hint("give the public grid: thresholds, or bounds=(lo, hi) (and precision=, "
-                     "the grid spacing)") == ("give the public grid: thresholds, or --bounds "
-                                              "LO,HI (and --precision P, the grid spacing)")
+                     "the grid spacing)") == (
+        "give the public grid: --param thresholds=T1,T2,..., or --bounds LO,HI (and "
+        "--precision P, the grid spacing)")
     # Messages already in flags are left alone.
     for text in ("error: give bounds with --bounds, not --param bounds=...",
                  "error: --param must look like key=value, got 'k'",
-                 "error: --precision=12 is not a parameter"):
+                 "error: --precision=12 is not a parameter",
+                 "error: --param thresholds must be comma-separated numbers, got '0,1,x'"):
         assert flag_hint(text) == text

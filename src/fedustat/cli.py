@@ -1151,6 +1151,8 @@ _FLAG_SPELLINGS: tuple[tuple[str, str], ...] = (
     (r"(?<![\w-])column_bounds\b", "--column-bounds"),
     (r"(?<![\w-])column_values\b", "--column-values"),
     (r"(?<![\w-])thresholds=(?!\w)", "--param thresholds=T1,T2,..."),
+    # The curve releases' grid: "one of thresholds (...)", "the public grid: thresholds,".
+    (r"(?<=one of )thresholds\b|(?<=grid: )thresholds\b", "--param thresholds=T1,T2,..."),
     (r"public score domain size d\b", "public score domain size d (--param d=D)"),
 )
 

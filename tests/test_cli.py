@@ -586,3 +586,62 @@ def test_flag_hint_rewrites_keyword_spellings_only() -> None:
                  "error: --precision=12 is not a parameter",
                  "error: --param thresholds must be comma-separated numbers, got '0,1,x'"):
         assert flag_hint(text) == text
+
+
+# ------------------------------------------------------------------ reproduce
+
+
+def test_reproduce_json_is_the_experiment_result(capsys: pytest.CaptureFixture[str]) -> None:
+    from fedustat import reproduce
+
+    assert main(["reproduce", "003-thm1", "--quick", "--seed", "2", "--out", "",
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    (entry,) = json.loads(captured.out)
+    assert captured.err == ""  # no bar when stderr is not a terminal
+    exp = reproduce.get_experiment("003-thm1")
+    want = exp.run(quick=True, seed=2)
+    assert {k: entry[k] for k in ("name", "paper", "target", "data", "title")} == {
+        "name": exp.name, "paper": exp.paper, "target": exp.target, "data": exp.data,
+        "title": want.title}
+    assert entry["headers"] == want.headers
+    # Seeded: the same rows as a direct run, through a JSON round trip.
+    assert entry["rows"] == json.loads(json.dumps(want.rows, default=lambda v: v.item()))
+    assert entry["notes"] == want.notes
+    assert entry["quick"] is True and entry["seed"] == 2 and entry["report"] is None
+    assert entry["seconds"] >= 0.0
+    # --format json is the same output.
+    assert main(["reproduce", "003-thm1", "--quick", "--seed", "2", "--out", "",
+                 "--format", "json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert [{k: v for k, v in e.items() if k != "seconds"} for e in again] == \
+        [{k: v for k, v in entry.items() if k != "seconds"}]
+
+
+def test_reproduce_progress_bar_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "003-thm1", "--quick", "--out", "", "--progress"]) == 0
+    captured = capsys.readouterr()
+    assert "003-thm1" in captured.err and "1/1" in captured.err
+    assert "Theorem 1" in captured.out and "wall time" in captured.out
+    assert "1/1" not in captured.out
+    assert main(["reproduce", "003-thm1", "--quick", "--out", "", "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_reproduce_several_experiments_write_one_report_each(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "reports"
+    assert main(["reproduce", "003-thm1", "000-fig3", "--quick", "--out", str(out),
+                 "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert [e["name"] for e in entries] == ["003-thm1", "000-fig3"]
+    for e in entries:
+        assert e["report"] == str(out / e["name"] / "report.md")
+        assert (out / e["name"] / "report.md").exists()
+
+
+def test_reproduce_needs_a_known_name(capsys: pytest.CaptureFixture[str]) -> None:
+    fails(capsys, "reproduce", match=r"name an experiment or pass --list; available: "
+                                     r"000-fig3, .*, or all")
+    fails(capsys, "reproduce", "003-thm1", "nope", match="unknown experiment 'nope'")

@@ -792,7 +792,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(or reduced with --quick), print our numbers beside the paper's and "
                     "write report.md and figures to --out.",
         formatter_class=_HelpFormatter)
-    rep.add_argument("name", nargs="?", default=None, help="experiment name (see --list)")
+    rep.add_argument("names", nargs="*", metavar="NAME",
+                     help="experiment name(s) (see --list), or all")
     rep.add_argument("--list", action="store_true", help="list the experiments and exit")
     rep.add_argument("--quick", action="store_true",
                      help="reduced grid and repetitions (seconds instead of minutes)")
@@ -800,7 +801,17 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--noise", choices=list(NOISE_CHOICES), default="simulation",
                      help="only simulation: the papers' experiments are seeded studies")
     rep.add_argument("--out", default=None,
-                     help="report folder (default fedustat-reproduce/NAME; '' = none)")
+                     help="report folder (default fedustat-reproduce/NAME; OUT/NAME for "
+                          "several experiments; '' = none)")
+    rep.add_argument("--format", choices=["table", "json"], default="table",
+                     help="table: each experiment's table and notes as it finishes; json: "
+                          "one list of experiments (name, paper, target, data, title, "
+                          "headers, rows, notes, quick, seed, seconds, report) at the end")
+    rep.add_argument("--json", dest="format", action="store_const", const="json",
+                     help="the same as --format json")
+    rep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="a progress bar over the experiments on stderr (default: only "
+                          "when stderr is a terminal)")
     rep.set_defaults(func=cmd_reproduce)
 
     ds = sub.add_parser("datasets", help="list the bundled data sets")
@@ -1113,31 +1124,129 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"{exp.name:<14} {exp.paper}, {exp.target}")
             print(f"{'':<14} data: {exp.data}")
         return 0
-    if args.name is None:
+    if not args.names:
         raise SystemExit("error: name an experiment or pass --list; available: "
-                         + ", ".join(e.name for e in reproduce.available()))
-    try:
-        exp = reproduce.get_experiment(args.name)
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
+                         + ", ".join(e.name for e in reproduce.available()) + ", or all")
     if args.seed < 0:
         raise SystemExit(f"error: --seed must be non-negative, got {args.seed}")
-    result = exp.run(quick=args.quick, seed=args.seed)
-    print(f"{exp.paper}, {exp.target}: {result.title}")
-    print(result.table())
-    for note in result.notes:
-        print(f"- {note}")
-    out = f"fedustat-reproduce/{exp.name}" if args.out is None else args.out
-    message = f"wall time {result.seconds:.1f} s"
-    if out:
+    if "all" in args.names:
+        experiments = reproduce.available()
+    else:
         try:
-            path = reproduce.write_report(result, out)
-        except ImportError as exc:
-            raise SystemExit(f"error: the report's figures need matplotlib ({exc}); install "
-                             "fedustat[plot] or pass --out ''") from None
-        message += f"; report written to {path}"
-    print(message)
+            experiments = [reproduce.get_experiment(n) for n in dict.fromkeys(args.names)]
+        except ValueError as exc:
+            raise SystemExit(f"error: {exc}") from None
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    done: list[dict[str, Any]] = []
+    with _Progress(len(experiments), show) as bar:
+        for exp in experiments:
+            bar.describe(exp.name)
+            result = exp.run(quick=args.quick, seed=args.seed)
+            report = _reproduce_report(reproduce, result, exp.name, args.out,
+                                       several=len(experiments) > 1)
+            if args.format == "json":
+                done.append(_reproduce_json(exp, result, report))
+            else:
+                bar.write_above(_reproduce_text(exp, result, report))
+            bar.advance()
+    if args.format == "json":
+        print(json.dumps(done, indent=2, default=_json_scalar))
     return 0
+
+
+def _reproduce_report(reproduce: Any, result: Any, name: str, out: str | None,
+                      several: bool) -> str | None:
+    """Write the report to ``out`` (``out/NAME`` for several experiments; '' = none)."""
+    if out == "":
+        return None
+    folder = (Path("fedustat-reproduce") / name if out is None
+              else Path(out) / name if several else Path(out))
+    try:
+        return str(reproduce.write_report(result, folder))
+    except ImportError as exc:
+        raise SystemExit(f"error: the report's figures need matplotlib ({exc}); install "
+                         "fedustat[plot] or pass --out ''") from None
+
+
+def _reproduce_text(exp: Any, result: Any, report: str | None) -> str:
+    lines = [f"{exp.paper}, {exp.target}: {result.title}", result.table()]
+    lines += [f"- {note}" for note in result.notes]
+    message = f"wall time {result.seconds:.1f} s"
+    if report is not None:
+        message += f"; report written to {report}"
+    return "\n".join([*lines, message])
+
+
+def _reproduce_json(exp: Any, result: Any, report: str | None) -> dict[str, Any]:
+    """One experiment's result as JSON: its table (the paper's numbers in the columns named
+    ``paper ...``), notes, how it was run and where its report is."""
+    return {"name": exp.name, "paper": exp.paper, "target": exp.target, "data": exp.data,
+            "title": result.title, "headers": list(result.headers),
+            "rows": [list(row) for row in result.rows], "notes": list(result.notes),
+            "quick": result.quick, "seed": result.seed, "seconds": result.seconds,
+            "report": report}
+
+
+def _json_scalar(value: Any) -> Any:
+    """NumPy scalars as Python numbers; anything else JSON cannot hold as its text."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+class _Progress:
+    """A progress bar over experiments on stderr, its elapsed time ticking while one runs.
+
+    The experiments report no intermediate steps, so the bar counts finished experiments
+    and a background thread refreshes it once a second (the elapsed time stays current
+    during a long one). Disabled, it prints the text it is given and nothing else.
+    """
+
+    def __init__(self, total: int, show: bool) -> None:
+        self.show = show
+        self.bar: Any = None
+        self._stop: Any = None
+        self._thread: Any = None
+        if show:
+            import threading
+
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, file=sys.stderr, unit="experiment",
+                            dynamic_ncols=True)
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self.bar.refresh()
+
+    def __enter__(self) -> _Progress:
+        if self._thread is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self._stop.set()
+            self._thread.join()
+            self.bar.close()
+
+    def describe(self, name: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description(name)
+
+    def advance(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def write_above(self, text: str) -> None:
+        """Print to stdout without breaking the bar on stderr."""
+        if self.bar is not None:
+            self.bar.clear()
+        print(text, flush=True)
+        if self.bar is not None:
+            self.bar.refresh()
 
 
 #: Python keyword spellings in the library's messages, and the flags a CLI user types

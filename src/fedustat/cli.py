@@ -674,12 +674,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "given")
     est.add_argument("--column-values", action="append", metavar="COLUMN=V1,V2,...",
                      help="public list of the values of a discrete kernel column "
-                          "(repeatable), e.g. --column-values x=0,1,2")
+                          "(repeatable), e.g. --column-values x=0,1,2; bundled defaults are "
+                          "used when --data/--file/--columns are not given")
     est.add_argument("--bounds", default=None,
                      help="public bounds LO,HI of the values for gini and variance")
     est.add_argument("--precision", default=None,
                      help="fixed-point precision, for protocols whose constructor takes "
-                          "'precision' (an error for the others)")
+                          "'precision' (an error for the others); default: the protocol's "
+                          "own")
     est.add_argument("--noise", choices=list(NOISE_CHOICES), default="simulation",
                      help="simulation: seeded NumPy draws, fast and reproducible, NOT for "
                           "protecting people; deployment: OS CSPRNG for shares, masks and "
@@ -693,7 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--engine", default=None, metavar="local|tcp://HOST:PORT",
                      help="run the protocol's batches of parties on a Dask cluster: 'local' "
                           "starts one for this run, an address uses a running scheduler "
-                          "(needs pip install 'fedustat[engine]'; see docs/engine.md)")
+                          "(needs pip install 'fedustat[engine]'; see docs/engine.md); default: "
+                          "every party simulated in this process")
     est.add_argument("--workers", type=int, default=None,
                      help="worker processes of --engine local (default 2)")
     est.add_argument("--partitions", default=None, metavar="DIR",
@@ -726,7 +729,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "with a DP output; label = the server may see scores but not labels; "
                           "curator = a trusted aggregator; any = consider every protocol")
     adv.add_argument("--max-bits", type=float, default=None,
-                     help="communication budget: most bits a party may send")
+                     help="communication budget: most bits a party may send (default: no "
+                          "limit)")
     adv.add_argument("--bounds", default=None,
                      help="public bounds LO,HI of the values (required for gini and variance); "
                           "for kendall one pair per column separated by ';'")
@@ -759,7 +763,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--file", default=None, help="a CSV (header row) or Parquet file")
     cmp_.add_argument("--columns", default=None,
                       help="comma-separated columns in the statistic's order "
-                           "(score,label for auc and roc; x,y for kendall; x otherwise)")
+                           "(score,label for auc and roc; x,y for kendall; x otherwise); "
+                           "default: the bundled data set's columns for the statistic")
     cmp_.add_argument("--bounds", default=None,
                       help="public bounds LO,HI of the single continuous column")
     cmp_.add_argument("--column-bounds", action="append", metavar="COLUMN=LO,HI",
@@ -1047,7 +1052,8 @@ def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--column-values", action="append", metavar="COLUMN=V1,V2,...",
                      help="public list of the values of a discrete kernel column")
     cmd.add_argument("--bounds", default=None, help="public bounds LO,HI of the values")
-    cmd.add_argument("--precision", default=None, help="fixed-point precision")
+    cmd.add_argument("--precision", default=None,
+                     help="fixed-point precision (default: the protocol's own)")
     cmd.add_argument("--certs", required=True,
                      help="directory with ca.pem and this role's certificate and key")
     cmd.add_argument("--timeout", type=float, default=60.0,

@@ -285,6 +285,19 @@ def test_release_only_table_has_no_exact_column_nor_value(
     assert "exact: not shown" not in evaluated
 
 
+def test_a_non_private_release_of_a_file_needs_evaluate(
+        capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    path, score, label, _ = scores_csv
+    args = ("--statistic", "auc", "--file", str(path), "--columns", "score,label")
+    for extra in (("--epsilon", "inf"), ("--protocol", "exact")):
+        fails(capsys, "estimate", *args, *extra,
+              match="--epsilon inf and --protocol exact print the exact, non-private value "
+                    "of your data; add --evaluate to confirm")
+        (row,) = run_json(capsys, *args, *extra, "--evaluate")
+        assert row["estimate"] == pytest.approx(roc_auc_score(label, score), rel=TOL)
+        assert row["privacy"] == "not private"
+
+
 def test_bundled_data_still_show_the_exact_value(capsys: pytest.CaptureFixture[str],
                                                  exact_values: dict[str, float]) -> None:
     (row,) = run_json(capsys, "--statistic", "auc", "--data", "breast_cancer_scores")

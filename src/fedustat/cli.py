@@ -429,6 +429,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         raise SystemExit("error: --evaluate computes the exact value from the rows in this "
                          "process; with --partitions the rows stay with the workers (use "
                          "--file to evaluate)")
+    if not _evaluates(args) and (math.isinf(args.epsilon) or args.protocol == "exact"):
+        # epsilon = inf and the exact protocol release the exact value itself: on a user's
+        # own data that is evaluation, not a release, and must be asked for by name.
+        confirm = ("it is not computed on --partitions" if args.partitions is not None
+                   else "add --evaluate to confirm that this is an evaluation, not a release")
+        raise SystemExit("error: --epsilon inf and --protocol exact print the exact, "
+                         f"non-private value of your data; {confirm}")
     rows, refused = [], []
     for name in names:
         try:

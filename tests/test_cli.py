@@ -658,3 +658,22 @@ def test_reproduce_needs_a_known_name(capsys: pytest.CaptureFixture[str]) -> Non
     fails(capsys, "reproduce", match=r"name an experiment or pass --list; available: "
                                      r"000-fig3, .*, or all")
     fails(capsys, "reproduce", "003-thm1", "nope", match="unknown experiment 'nope'")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--statistic", "gini", "--n", "100"],
+     "error: --bounds is required for gini: public LO,HI of the values"),
+    (["--statistic", "auc"], "error: auc needs the class sizes --n-pos and --n-neg"),
+    (["--statistic", "duplicate", "--n", "100"], "error: --domain-size is required for "
+                                                "duplicate"),
+    (["--statistic", "gini", "--n", "100", "--bounds", "0,1", "--domain-size", "3"],
+     "error: gini is computed on a continuous column with bounds; --domain-size does not "
+     "apply"),
+    (["--statistic", "gini", "--n", "100", "--bounds", "0,1", "--n-pos", "3"],
+     "error: --n-pos / --n-neg apply to labelled statistics"),
+], ids=["bounds", "class-sizes", "domain-size", "domain-size-continuous", "n-pos"])
+def test_advise_hints_name_its_options(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                       message: str) -> None:
+    code = fails(capsys, "advise", "--epsilon", "1", *argv, match=".")
+    assert code.startswith(message), code
+    assert not any(word in code for word in ("n_pos", "n_neg", "domain_size", "(lo, hi)"))

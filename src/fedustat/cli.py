@@ -1276,6 +1276,14 @@ _FLAG_SPELLINGS: tuple[tuple[str, str], ...] = (
     # The curve releases' grid: "one of thresholds (...)", "the public grid: thresholds,".
     (r"(?<=one of )thresholds\b|(?<=grid: )thresholds\b", "--param thresholds=T1,T2,..."),
     (r"public score domain size d\b", "public score domain size d (--param d=D)"),
+    # The advisor's keyword arguments (``fedustat advise``): the snake_case names are the
+    # options' own, so they are rewritten wherever they stand alone.
+    (r"(?<![\w-])n_pos(?![\w\[])", "--n-pos"),
+    (r"(?<![\w-])n_neg(?![\w\[])", "--n-neg"),
+    (r"(?<![\w-])domain_size(?![\w\[])", "--domain-size"),
+    (r"(?<![\w-])max_bits_per_party(?![\w\[])", "--max-bits"),
+    (r"(?<=error: )bounds (?=is required|names unknown|for \w+ must)", "--bounds "),
+    (r"public \(lo, hi\)", "public LO,HI"),
 )
 
 

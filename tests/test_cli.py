@@ -677,3 +677,19 @@ def test_advise_hints_name_its_options(capsys: pytest.CaptureFixture[str], argv:
     code = fails(capsys, "advise", "--epsilon", "1", *argv, match=".")
     assert code.startswith(message), code
     assert not any(word in code for word in ("n_pos", "n_neg", "domain_size", "(lo, hi)"))
+
+
+def test_library_warnings_are_one_line_with_flags(capsys: pytest.CaptureFixture[str],
+                                                  small_csv: Path) -> None:
+    # U-MPC without declared bounds warns that it falls back to 002's fixed-point format.
+    args = ["estimate", "--statistic", "kendall", "--protocol", "umpc", "--file",
+            str(small_csv), "--columns", "score,x"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    (line,) = err.splitlines()
+    assert line.startswith("warning: kendall_tau_a: no bounds declared")
+    assert line.endswith("Declare --bounds LO,HI and --precision P (the smallest difference "
+                         "that matters)")
+    # The hint works as written: no warning with the bounds declared.
+    assert main([*args, "--bounds", "0,3", "--precision", "0.01"]) == 0
+    assert capsys.readouterr().err == ""

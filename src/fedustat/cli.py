@@ -16,6 +16,7 @@ import math
 import re
 import resource
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1305,13 +1306,21 @@ def flag_hint(message: str) -> str:
     return message
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    print(f"warning: {flag_hint(str(message))}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; a bad input ends with one ``error: ...`` line on stderr and
     exit status 1 (argparse's own usage errors: status 2), never a traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        with warnings.catch_warnings():
+            # The library's warnings, one line each, their hints in flags too.
+            warnings.showwarning = _show_warning
+            return int(args.func(args))
     except SystemExit as exc:
         # Messages of the library reach the user through SystemExit("error: ..."): say
         # their hints in flags.

@@ -693,3 +693,42 @@ def test_library_warnings_are_one_line_with_flags(capsys: pytest.CaptureFixture[
     # The hint works as written: no warning with the bounds declared.
     assert main([*args, "--bounds", "0,3", "--precision", "0.01"]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--statistic", "vus", "--protocol", "umpc", "--param", "comparison=fss"],
+     "error: vus with protocol umpc: --param comparison=fss is a two-party construction; "
+     "kernel 'vus' has groups of 3: use --param comparison=circuit (or 'auto')"),
+    (["--statistic", "auc", "--protocol", "fedauc-laplace", "--param", "mechanism=gaussian"],
+     "error: auc with protocol fedauc-laplace: --param mechanism=gaussian needs delta > 0 "
+     "((epsilon, delta)-LabelDP); use --param mechanism=laplace for pure epsilon"),
+    (["--statistic", "auc", "--protocol", "ldp-tree", "--param", "d=64", "--param",
+      "split=budget-advanced"],
+     "error: auc with protocol ldp-tree: --param split=budget-advanced needs delta > 0 "
+     "(advanced composition gives (epsilon, delta)-LDP); use --param split=budget-basic"),
+], ids=["comparison", "mechanism", "split"])
+def test_protocol_parameter_hints_are_param_flags(capsys: pytest.CaptureFixture[str],
+                                                  argv: list[str], message: str) -> None:
+    code = fails(capsys, "estimate", *argv, match=".")
+    assert code.startswith(message), code
+
+
+def test_keyword_hints_of_the_library_become_options() -> None:
+    from fedustat.cli import flag_hint
+    from fedustat.protocols import registry
+    from fedustat.stats import kernels
+
+    # The real message of an LDP protocol asked for an infinite budget.
+    with pytest.raises(ValueError) as info:
+        registry.make("ldp-quantized", kernels.auc_kernel(), epsilon=math.inf,
+                      bounds={"score": (0.0, 1.0)})
+    assert "protocol='exact'" in str(info.value)
+    assert "(use --protocol exact for the non-private value)" in flag_hint(str(info.value))
+    assert flag_hint("column 'score' has no number of bins; pass k= or let the protocol "
+                     "derive it") == ("column 'score' has no number of bins; pass --param "
+                                      "k=K or let the protocol derive it")
+    assert flag_hint("P=3 does not apply with all_pairs=True") == \
+        "P=3 does not apply with --param all_pairs=true"
+    # Keywords that are no protocol parameter are left as they are.
+    text = "give the data either as data= (in memory) or as partitions= (stored data)"
+    assert flag_hint(text) == text

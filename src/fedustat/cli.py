@@ -1303,7 +1303,32 @@ def flag_hint(message: str) -> str:
     for pattern, flag in _FLAG_SPELLINGS:
         replacement = flag.format(column=column, bounds=bounds)
         message = re.sub(pattern, lambda _m, r=replacement: r, message)
-    return message
+    return re.sub(r"(?<![\w-])(\w+)=('[^']*'|True|False|(?=[\s),;]|$))", _keyword_flag,
+                  message)
+
+
+#: Keyword arguments with an option of their own (``protocol='exact'`` is --protocol exact).
+_OWN_OPTIONS = ("protocol", "noise", "engine")
+
+
+def _keyword_flag(match: re.Match[str]) -> str:
+    """``name='value'``, ``name=True`` or a bare ``name=`` as the option that sets it:
+    its own option, or ``--param`` for a protocol parameter; anything else unchanged."""
+    name, value = match.group(1), match.group(2)
+    value = value.strip("'").lower() if value in ("True", "False") else value.strip("'")
+    if name in _OWN_OPTIONS and value:
+        return f"--{name} {value}"
+    if name not in _protocol_parameter_names():
+        return match.group(0)
+    return f"--param {name}={value or name.upper()}"
+
+
+def _protocol_parameter_names() -> frozenset[str]:
+    """Every registered protocol's keyword parameters (given with ``--param``)."""
+    names: set[str] = set()
+    for entry in registry.available():
+        names.update(registry.parameters(entry.name))
+    return frozenset(names - {"bounds", "domain", "precision", "noise"})
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str,

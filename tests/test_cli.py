@@ -732,3 +732,14 @@ def test_keyword_hints_of_the_library_become_options() -> None:
     # Keywords that are no protocol parameter are left as they are.
     text = "give the data either as data= (in memory) or as partitions= (stored data)"
     assert flag_hint(text) == text
+
+
+def test_reproduce_list_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from fedustat import reproduce
+
+    assert main(["reproduce", "--list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [e["name"] for e in listed] == [e.name for e in reproduce.available()]
+    first = reproduce.available()[0]
+    assert listed[0] == {"name": first.name, "paper": first.paper, "target": first.target,
+                         "data": first.data, "summary": first.summary}

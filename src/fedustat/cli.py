@@ -1,7 +1,8 @@
 """The ``fedustat`` command line.
 
-``fedustat estimate`` computes statistics from a CSV/Parquet file or a bundled data set,
-exactly and with a private protocol; ``fedustat advise`` predicts every protocol's error
+``fedustat estimate`` releases statistics of a CSV/Parquet file with a private protocol
+(the exact value only with ``--evaluate``), or of a bundled demo data set beside their
+exact value; ``fedustat advise`` predicts every protocol's error
 and cost and recommends one; ``fedustat compare`` runs every applicable protocol side by
 side and writes a report; ``fedustat datasets`` and ``fedustat protocols`` list what is
 available.
@@ -1133,6 +1134,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from fedustat import reproduce
 
     _simulation_only(args, "reproduce")
+    if args.list and args.format == "json":
+        print(json.dumps([{"name": e.name, "paper": e.paper, "target": e.target,
+                           "data": e.data, "summary": e.summary}
+                          for e in reproduce.available()], indent=2))
+        return 0
     if args.list:
         for exp in reproduce.available():
             print(f"{exp.name:<14} {exp.paper}, {exp.target}")

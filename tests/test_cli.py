@@ -7,6 +7,7 @@ with the API's result for the same seed.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import math
@@ -28,7 +29,7 @@ TOL = 1e-12
 STATISTICS = ["auc", "kendall", "gini", "variance", "duplicate", "renyi2", "vus"]
 JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_low",
              "ci95_high", "error", "protocol", "privacy", "bits_per_party", "noise", "trust"}
-OPTIONS = ["--statistic", "--data", "--file", "--columns", "--epsilon", "--delta",
+OPTIONS = ["--statistic", "--data", "--file", "--evaluate", "--columns", "--epsilon", "--delta",
            "--column-bounds", "--column-values", "--precision", "--noise",
            "--protocol", "--param", "--bounds", "--seed", "--format",
            "--engine", "--workers", "--partitions"]
@@ -97,7 +98,13 @@ def fails(capsys: pytest.CaptureFixture[str], *argv: str, match: str) -> str:
     return code
 
 
-def table_rows(text: str) -> list[list[str]]:
+HEADERS = ["statistic", "data", "n", "exact", "estimate", "std_error", "95% CI", "error",
+           "protocol", "bits/party"]
+#: The table of release-only mode (a user's file without --evaluate).
+RELEASE_HEADERS = [h for h in HEADERS if h not in ("exact", "error")]
+
+
+def table_rows(text: str, exact: bool = True) -> list[list[str]]:
     lines = text.splitlines()
     dashes = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "} and line)
     header = [h for h in lines[dashes - 1].split("  ") if h.strip()]
@@ -107,9 +114,7 @@ def table_rows(text: str) -> list[list[str]]:
         if len(cells) != len(header):
             break
         rows.append(cells)
-    assert [h.strip() for h in header] == ["statistic", "data", "n", "exact", "estimate",
-                                           "std_error", "95% CI", "error", "protocol",
-                                           "bits/party"]
+    assert [h.strip() for h in header] == (HEADERS if exact else RELEASE_HEADERS)
     return rows
 
 
@@ -197,7 +202,7 @@ def scores_csv(tmp_path: Path) -> CsvFile:
 def test_auc_from_a_csv_file(capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
     path, score, label, _ = scores_csv
     row = run_json(capsys, "--statistic", "auc", "--file", str(path), "--columns",
-                   "score,label", "--epsilon", "2", "--seed", "1")[0]
+                   "score,label", "--epsilon", "2", "--seed", "1", "--evaluate")[0]
     assert row["data"] == f"{path}:score,label"
     assert row["n"] == 50
     assert row["exact"] == pytest.approx(roc_auc_score(label, score), rel=TOL)
@@ -205,7 +210,7 @@ def test_auc_from_a_csv_file(capsys: pytest.CaptureFixture[str], scores_csv: Csv
     assert row["estimate"] == api.value
     # The table format works on a file too.
     out = run(capsys, "estimate", "--statistic", "auc", "--file", str(path), "--columns",
-              "score,label")
+              "score,label", "--evaluate")
     assert table_rows(out)[0][0] == "auc"
 
 
@@ -213,13 +218,13 @@ def test_gini_and_variance_from_a_csv_file_with_bounds(capsys: pytest.CaptureFix
                                                        scores_csv: CsvFile) -> None:
     path, _, _, income = scores_csv
     gini = run_json(capsys, "--statistic", "gini", "--file", str(path), "--columns", "income",
-                    "--bounds", "0,100")[0]
+                    "--bounds", "0,100", "--evaluate")[0]
     assert gini["exact"] == pytest.approx(pair_mean(income, lambda a, b: np.abs(a - b)),
                                           rel=TOL)
     assert gini["std_error"] == pytest.approx(
         math.sqrt(2) * 2 / 50 * gini_kernel((0, 100)).sensitivity, rel=1e-6)
     var = run_json(capsys, "--statistic", "variance", "--file", str(path), "--columns",
-                   "income", "--bounds", "0,100")[0]
+                   "income", "--bounds", "0,100", "--evaluate")[0]
     assert var["exact"] == pytest.approx(np.var(income, ddof=1), rel=TOL)
     assert var["std_error"] == pytest.approx(
         math.sqrt(2) * 2 / 50 * variance_kernel((0, 100)).sensitivity, rel=1e-6)
@@ -232,8 +237,86 @@ def test_auc_from_a_parquet_file(capsys: pytest.CaptureFixture[str], tmp_path: P
     label = np.array([0, 1, 0, 1, 0, 1])
     path = tmp_path / "s.parquet"
     pq.write_table(pa.table({"s": score, "y": label}), path)
-    row = run_json(capsys, "--statistic", "auc", "--file", str(path), "--columns", "s,y")[0]
+    row = run_json(capsys, "--statistic", "auc", "--file", str(path), "--columns", "s,y",
+                   "--evaluate")[0]
     assert row["exact"] == pytest.approx(roc_auc_score(label, score), rel=TOL)
+
+
+# ------------------------------------------------------------------ release-only mode
+
+
+def test_a_file_gets_the_release_only_unless_evaluate_is_given(
+        capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    path, score, label, _ = scores_csv
+    exact = roc_auc_score(label, score)
+    args = ("--statistic", "auc", "--file", str(path), "--columns", "score,label",
+            "--epsilon", "2", "--seed", "1")
+    (row,) = run_json(capsys, *args)
+    # The same keys as always, the exact value and the error withheld.
+    assert set(row) == JSON_KEYS
+    assert row["exact"] is None and row["error"] is None
+    api = fedustat.roc_auc_score(label, score, epsilon=2.0, rng=1)
+    assert row["estimate"] == api.value and row["std_error"] == api.std_error
+    assert row["ci95_low"] < row["estimate"] < row["ci95_high"]
+    assert row["privacy"].startswith("(eps=2) central DP")
+    # --evaluate adds the exact value and the error; the release itself is unchanged.
+    (evaluated,) = run_json(capsys, *args, "--evaluate")
+    assert evaluated["exact"] == pytest.approx(exact, rel=TOL)
+    assert evaluated["error"] == pytest.approx(api.value - exact, rel=TOL, abs=TOL)
+    assert {k: v for k, v in evaluated.items() if k not in ("exact", "error")} == \
+        {k: v for k, v in row.items() if k not in ("exact", "error")}
+
+
+def test_release_only_table_has_no_exact_column_nor_value(
+        capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    path, score, label, _ = scores_csv
+    exact = f"{roc_auc_score(label, score):.4f}"
+    args = ("estimate", "--statistic", "auc", "--file", str(path), "--columns", "score,label")
+    out = run(capsys, *args)
+    (row,) = table_rows(out, exact=False)
+    assert out.startswith("The central-laplace release (epsilon=1")
+    assert row[0] == "auc" and row[2] == "50"
+    assert exact not in out
+    assert "exact: not shown (release only, for your own data); --evaluate" in out
+    assert "privacy: (eps=1) central DP" in out
+    evaluated = run(capsys, *args, "--evaluate")
+    (row,) = table_rows(evaluated)
+    assert row[3] == exact
+    assert "exact: not shown" not in evaluated
+
+
+def test_a_non_private_release_of_a_file_needs_evaluate(
+        capsys: pytest.CaptureFixture[str], scores_csv: CsvFile) -> None:
+    path, score, label, _ = scores_csv
+    args = ("--statistic", "auc", "--file", str(path), "--columns", "score,label")
+    for extra in (("--epsilon", "inf"), ("--protocol", "exact")):
+        fails(capsys, "estimate", *args, *extra,
+              match="--epsilon inf and --protocol exact print the exact, non-private value "
+                    "of your data; add --evaluate to confirm")
+        (row,) = run_json(capsys, *args, *extra, "--evaluate")
+        assert row["estimate"] == pytest.approx(roc_auc_score(label, score), rel=TOL)
+        assert row["privacy"] == "not private"
+
+
+def test_bundled_data_still_show_the_exact_value(capsys: pytest.CaptureFixture[str],
+                                                 exact_values: dict[str, float]) -> None:
+    (row,) = run_json(capsys, "--statistic", "auc", "--data", "breast_cancer_scores")
+    assert row["exact"] == pytest.approx(exact_values["auc"], rel=TOL)
+
+
+def test_evaluate_is_refused_with_partitions(capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--engine", "local", "--partitions",
+          str(tmp_path), "--evaluate", match="--evaluate computes the exact value from the "
+          "rows in this process; with --partitions the rows stay with the workers")
+
+
+def test_help_says_evaluate_reads_the_raw_data(capsys: pytest.CaptureFixture[str]) -> None:
+    est = _subparsers(build_parser())["estimate"]
+    text = " ".join(est.format_help().split())
+    assert "exact (non-private) value of --file's raw rows" in text
+    assert "is NOT private" in text
+    assert "Bundled data sets are public demo data and always show the exact value" in text
 
 
 # ------------------------------------------------------------------ estimate errors
@@ -412,3 +495,251 @@ def test_column_bounds_must_name_kernel_columns() -> None:
     with pytest.raises(SystemExit, match="--column-bounds/--column-values name bmi"):
         main(["estimate", "--statistic", "kendall", "--protocol", "ldp-quantized",
               "--column-bounds", "bmi=10,60"])
+
+
+# ------------------------------------------------------------------ help and version
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"fedustat {fedustat.__version__}"
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(actions[0].choices) if actions else {}
+
+
+def test_no_help_text_shows_a_default_of_none(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    commands = _subparsers(parser)
+    assert {"estimate", "advise", "compare", "reproduce", "serve", "party"} <= set(commands)
+    for name, sub in [("", parser), *commands.items()]:
+        text = sub.format_help()
+        assert "(default: None)" not in text, name
+        assert "default: False" not in text, name
+    # Options with a real default still say it.
+    assert "(default: 1.0)" in commands["estimate"].format_help()
+    assert "(default: 0)" in commands["reproduce"].format_help()
+
+
+# ------------------------------------------------------------------ hints in flags
+
+
+@pytest.fixture
+def small_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "small.csv"
+    path.write_text("score,label,x\n0.1,0,1\n0.4,1,2\n0.35,0,1\n0.8,1,3\n0.5,0,2\n0.9,1,3\n")
+    return path
+
+
+def test_column_bounds_hint_names_the_flag_and_the_column(
+        capsys: pytest.CaptureFixture[str], small_csv: Path) -> None:
+    code = fails(capsys, "estimate", "--statistic", "auc", "--protocol", "ldp-quantized",
+                 "--file", str(small_csv), "--columns", "score,label",
+                 match="column 'score' of kernel 'auc' needs declared --column-bounds "
+                       "score=LO,HI .* or --column-values score=V1,V2,...")
+    assert "bounds=(" not in code and "domain=" not in code
+    # The hint works as written.
+    assert main(["estimate", "--statistic", "auc", "--protocol", "ldp-quantized", "--file",
+                 str(small_csv), "--columns", "score,label", "--column-bounds",
+                 "score=0,1"]) == 0
+
+
+def test_domain_hint_names_the_column_values_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    code = fails(capsys, "estimate", "--statistic", "duplicate", "--protocol",
+                 "ldp-quantized", "--column-values", "x=0,1",
+                 match=r"x has values that are not in the declared domain: 2; declare every "
+                       r"possible value in --column-values x=V1,V2,\.\.\.")
+    assert "domain=" not in code
+
+
+def test_precision_hint_names_the_bounds_flag(capsys: pytest.CaptureFixture[str],
+                                              small_csv: Path) -> None:
+    args = ["estimate", "--statistic", "auc", "--protocol", "pairs-2pc", "--precision", "12",
+            "--file", str(small_csv), "--columns", "score,label"]
+    code = fails(capsys, *args, match="precision needs --bounds LO,HI: the ring is sized")
+    assert "bounds=(" not in code
+    assert main([*args, "--bounds", "0,1"]) == 0
+
+
+def test_score_domain_hint_names_param_d_and_bounds(capsys: pytest.CaptureFixture[str],
+                                                    small_csv: Path) -> None:
+    fails(capsys, "estimate", "--statistic", "auc", "--protocol", "ldp-tree", "--file",
+          str(small_csv), "--columns", "score,label",
+          match=r"domain size d \(--param d=D\) .* or public score --bounds LO,HI to bin")
+
+
+def test_compare_hints_name_flags(capsys: pytest.CaptureFixture[str], small_csv: Path) -> None:
+    code = fails(capsys, "compare", "--statistic", "gini", "--file", str(small_csv),
+                 "--columns", "x", "--out", "", "--no-progress",
+                 match=r"gini needs public bounds of the values \(--bounds LO,HI\)")
+    assert "bounds=(" not in code
+    fails(capsys, "compare", "--statistic", "auc", "--column-bounds", "q=0,1", "--out", "",
+          "--no-progress", match="--column-bounds names 'q'")
+
+
+def test_flag_hint_rewrites_keyword_spellings_only() -> None:
+    from fedustat.cli import flag_hint
+
+    # The curve releases' grid (reached through the networked roles).
+    assert flag_hint("pass exactly one of thresholds (the public candidate grid) or "
+                     "bounds=(low, high) (public bounds for an even grid)") == (
+        "pass exactly one of --param thresholds=T1,T2,... (the public candidate grid) or "
+        "--bounds LO,HI (public bounds for an even grid)")
+    assert flag_hint("give the public grid: thresholds, or bounds=(lo, hi) (and precision=, "
+                     "the grid spacing)") == (
+        "give the public grid: --param thresholds=T1,T2,..., or --bounds LO,HI (and "
+        "--precision P, the grid spacing)")
+    # Messages already in flags are left alone.
+    for text in ("error: give bounds with --bounds, not --param bounds=...",
+                 "error: --param must look like key=value, got 'k'",
+                 "error: --precision=12 is not a parameter",
+                 "error: --param thresholds must be comma-separated numbers, got '0,1,x'"):
+        assert flag_hint(text) == text
+
+
+# ------------------------------------------------------------------ reproduce
+
+
+def test_reproduce_json_is_the_experiment_result(capsys: pytest.CaptureFixture[str]) -> None:
+    from fedustat import reproduce
+
+    assert main(["reproduce", "003-thm1", "--quick", "--seed", "2", "--out", "",
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    (entry,) = json.loads(captured.out)
+    assert captured.err == ""  # no bar when stderr is not a terminal
+    exp = reproduce.get_experiment("003-thm1")
+    want = exp.run(quick=True, seed=2)
+    assert {k: entry[k] for k in ("name", "paper", "target", "data", "title")} == {
+        "name": exp.name, "paper": exp.paper, "target": exp.target, "data": exp.data,
+        "title": want.title}
+    assert entry["headers"] == want.headers
+    # Seeded: the same rows as a direct run, through a JSON round trip.
+    assert entry["rows"] == json.loads(json.dumps(want.rows, default=lambda v: v.item()))
+    assert entry["notes"] == want.notes
+    assert entry["quick"] is True and entry["seed"] == 2 and entry["report"] is None
+    assert entry["seconds"] >= 0.0
+    # --format json is the same output.
+    assert main(["reproduce", "003-thm1", "--quick", "--seed", "2", "--out", "",
+                 "--format", "json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert [{k: v for k, v in e.items() if k != "seconds"} for e in again] == \
+        [{k: v for k, v in entry.items() if k != "seconds"}]
+
+
+def test_reproduce_progress_bar_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "003-thm1", "--quick", "--out", "", "--progress"]) == 0
+    captured = capsys.readouterr()
+    assert "003-thm1" in captured.err and "1/1" in captured.err
+    assert "Theorem 1" in captured.out and "wall time" in captured.out
+    assert "1/1" not in captured.out
+    assert main(["reproduce", "003-thm1", "--quick", "--out", "", "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_reproduce_several_experiments_write_one_report_each(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "reports"
+    assert main(["reproduce", "003-thm1", "000-fig3", "--quick", "--out", str(out),
+                 "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert [e["name"] for e in entries] == ["003-thm1", "000-fig3"]
+    for e in entries:
+        assert e["report"] == str(out / e["name"] / "report.md")
+        assert (out / e["name"] / "report.md").exists()
+
+
+def test_reproduce_needs_a_known_name(capsys: pytest.CaptureFixture[str]) -> None:
+    fails(capsys, "reproduce", match=r"name an experiment or pass --list; available: "
+                                     r"000-fig3, .*, or all")
+    fails(capsys, "reproduce", "003-thm1", "nope", match="unknown experiment 'nope'")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--statistic", "gini", "--n", "100"],
+     "error: --bounds is required for gini: public LO,HI of the values"),
+    (["--statistic", "auc"], "error: auc needs the class sizes --n-pos and --n-neg"),
+    (["--statistic", "duplicate", "--n", "100"], "error: --domain-size is required for "
+                                                "duplicate"),
+    (["--statistic", "gini", "--n", "100", "--bounds", "0,1", "--domain-size", "3"],
+     "error: gini is computed on a continuous column with bounds; --domain-size does not "
+     "apply"),
+    (["--statistic", "gini", "--n", "100", "--bounds", "0,1", "--n-pos", "3"],
+     "error: --n-pos / --n-neg apply to labelled statistics"),
+], ids=["bounds", "class-sizes", "domain-size", "domain-size-continuous", "n-pos"])
+def test_advise_hints_name_its_options(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                       message: str) -> None:
+    code = fails(capsys, "advise", "--epsilon", "1", *argv, match=".")
+    assert code.startswith(message), code
+    assert not any(word in code for word in ("n_pos", "n_neg", "domain_size", "(lo, hi)"))
+
+
+def test_library_warnings_are_one_line_with_flags(capsys: pytest.CaptureFixture[str],
+                                                  small_csv: Path) -> None:
+    # U-MPC without declared bounds warns that it falls back to 002's fixed-point format.
+    args = ["estimate", "--statistic", "kendall", "--protocol", "umpc", "--file",
+            str(small_csv), "--columns", "score,x"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    (line,) = err.splitlines()
+    assert line.startswith("warning: kendall_tau_a: no bounds declared")
+    assert line.endswith("Declare --bounds LO,HI and --precision P (the smallest difference "
+                         "that matters)")
+    # The hint works as written: no warning with the bounds declared.
+    assert main([*args, "--bounds", "0,3", "--precision", "0.01"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--statistic", "vus", "--protocol", "umpc", "--param", "comparison=fss"],
+     "error: vus with protocol umpc: --param comparison=fss is a two-party construction; "
+     "kernel 'vus' has groups of 3: use --param comparison=circuit (or 'auto')"),
+    (["--statistic", "auc", "--protocol", "fedauc-laplace", "--param", "mechanism=gaussian"],
+     "error: auc with protocol fedauc-laplace: --param mechanism=gaussian needs delta > 0 "
+     "((epsilon, delta)-LabelDP); use --param mechanism=laplace for pure epsilon"),
+    (["--statistic", "auc", "--protocol", "ldp-tree", "--param", "d=64", "--param",
+      "split=budget-advanced"],
+     "error: auc with protocol ldp-tree: --param split=budget-advanced needs delta > 0 "
+     "(advanced composition gives (epsilon, delta)-LDP); use --param split=budget-basic"),
+], ids=["comparison", "mechanism", "split"])
+def test_protocol_parameter_hints_are_param_flags(capsys: pytest.CaptureFixture[str],
+                                                  argv: list[str], message: str) -> None:
+    code = fails(capsys, "estimate", *argv, match=".")
+    assert code.startswith(message), code
+
+
+def test_keyword_hints_of_the_library_become_options() -> None:
+    from fedustat.cli import flag_hint
+    from fedustat.protocols import registry
+    from fedustat.stats import kernels
+
+    # The real message of an LDP protocol asked for an infinite budget.
+    with pytest.raises(ValueError) as info:
+        registry.make("ldp-quantized", kernels.auc_kernel(), epsilon=math.inf,
+                      bounds={"score": (0.0, 1.0)})
+    assert "protocol='exact'" in str(info.value)
+    assert "(use --protocol exact for the non-private value)" in flag_hint(str(info.value))
+    assert flag_hint("column 'score' has no number of bins; pass k= or let the protocol "
+                     "derive it") == ("column 'score' has no number of bins; pass --param "
+                                      "k=K or let the protocol derive it")
+    assert flag_hint("P=3 does not apply with all_pairs=True") == \
+        "P=3 does not apply with --param all_pairs=true"
+    # Keywords that are no protocol parameter are left as they are.
+    text = "give the data either as data= (in memory) or as partitions= (stored data)"
+    assert flag_hint(text) == text
+
+
+def test_reproduce_list_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from fedustat import reproduce
+
+    assert main(["reproduce", "--list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [e["name"] for e in listed] == [e.name for e in reproduce.available()]
+    first = reproduce.available()[0]
+    assert listed[0] == {"name": first.name, "paper": first.paper, "target": first.target,
+                         "data": first.data, "summary": first.summary}

@@ -239,7 +239,8 @@ def test_cli_estimate_local_engine_on_a_file_and_its_table(cluster, tmp_path, ca
     path = tmp_path / "scores.parquet"
     pq.write_table(pa.table({"score": rows[:, 0], "label": rows[:, 1]}), path)
     args = ["estimate", "--statistic", "auc", "--protocol", "fedauc-rr", "--file", str(path),
-            "--columns", "score,label", "--seed", "3", "--engine", "local", "--workers", "1"]
+            "--columns", "score,label", "--evaluate", "--seed", "3", "--engine", "local",
+            "--workers", "1"]
     (row,) = _cli_json(capsys, [*args, "--format", "json"])
     want = fedustat.estimate(auc_kernel(), rows, epsilon=1.0, rng=3, batch_size=[200, 200],
                              protocol="fedauc-rr")

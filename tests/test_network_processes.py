@@ -397,7 +397,8 @@ def test_the_curve_registry_shares_one_name_space_with_the_protocols():
 @pytest.mark.parametrize(("extra", "message"), [
     (["--statistic", "auc", "--bounds", "0,12"],
      "error: ecdf-fss releases a curve of one column; it takes no --statistic"),
-    ([], "error: ecdf-fss: give the public grid: thresholds, or bounds=(lo, hi)"),
+    ([], "error: ecdf-fss: give the public grid: --param thresholds=T1,T2,..., or --bounds "
+         "LO,HI (and --precision P"),
     (["--param", "thresholds=0,1,x"],
      "error: --param thresholds must be comma-separated numbers, got '0,1,x'"),
     (["--bounds", "0,12", "--param", "n_servers=3"],

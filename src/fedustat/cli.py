@@ -1,7 +1,8 @@
 """The ``fedustat`` command line.
 
-``fedustat estimate`` computes statistics from a CSV/Parquet file or a bundled data set,
-exactly and with a private protocol; ``fedustat advise`` predicts every protocol's error
+``fedustat estimate`` releases statistics of a CSV/Parquet file with a private protocol
+(the exact value only with ``--evaluate``), or of a bundled demo data set beside their
+exact value; ``fedustat advise`` predicts every protocol's error
 and cost and recommends one; ``fedustat compare`` runs every applicable protocol side by
 side and writes a report; ``fedustat datasets`` and ``fedustat protocols`` list what is
 available.
@@ -13,8 +14,10 @@ import argparse
 import inspect
 import json
 import math
+import re
 import resource
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from fedustat import datasets
+from fedustat import __version__, datasets
 from fedustat.advisor import STATISTICS as ADVISED_STATISTICS
 from fedustat.advisor import TRUST_MODELS, advise
 from fedustat.api import NOISE_CHOICES, estimate
@@ -307,13 +310,15 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     kernel = _kernel(spec, args)
     engine_options = _engine_options(spec, kernel, args)
     stored = engine_options.get("partitions")
+    exact: float | None = None
     if stored is None:
         source, data = _records(spec, kernel, args)
         n = int(data.shape[0])
-        exact: float | None = estimate(kernel, data, epsilon=math.inf, protocol="exact").value
+        if _evaluates(args):
+            exact = estimate(kernel, data, epsilon=math.inf, protocol="exact").value
     else:
         # The rows stay in the partitions, read by the workers: no exact value here.
-        source, data, exact = str(args.partitions), None, None
+        source, data = str(args.partitions), None
         n = sum(part.n_rows_stored() for part in stored)
     params = _protocol_params(spec, kernel, args)
     deployment = args.noise == "deployment"
@@ -346,22 +351,39 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
+def _evaluates(args: argparse.Namespace) -> bool:
+    """Whether to compute the exact (non-private) value beside the release.
+
+    A user's own data (``--file``, ``--partitions``) gets the release only, its interval and
+    guarantee: the exact value is a non-private function of the raw rows, so it is shown
+    only when ``--evaluate`` asks for it. Bundled data sets are public demo data; their
+    exact value is shown so that the release's error can be seen.
+    """
+    user_data = bool(args.file) or args.partitions is not None
+    return args.evaluate or not user_data
+
+
 def _seed(args: argparse.Namespace) -> int:
     return 0 if args.seed is None else args.seed
 
 
 def _format_table(rows: list[dict[str, Any]]) -> str:
+    # The exact and error columns appear only when some row has an exact value (release-only
+    # mode on a user's file leaves them out rather than printing dashes).
+    with_exact = any(r["exact"] is not None for r in rows)
     headers = ["statistic", "data", "n", "exact", "estimate", "std_error", "95% CI",
                "error", "protocol", "bits/party"]
+    if not with_exact:
+        headers = [h for h in headers if h not in ("exact", "error")]
     lines = []
     for r in rows:
         se = "-" if r["std_error"] is None else f"{r['std_error']:.4f}"
         ci = "-" if math.isnan(r["ci95_low"]) else f"[{r['ci95_low']:.4f}, {r['ci95_high']:.4f}]"
         exact = "-" if r["exact"] is None else f"{r['exact']:.4f}"
         error = "-" if r["error"] is None else f"{r['error']:+.4f}"
-        lines.append([r["statistic"], r["data"], str(r["n"]),
-                      exact, f"{r['estimate']:.4f}", se, ci,
-                      error, r["protocol"], f"{r['bits_per_party']:g}"])
+        cells = [r["statistic"], r["data"], str(r["n"]), exact, f"{r['estimate']:.4f}", se,
+                 ci, error, r["protocol"], f"{r['bits_per_party']:g}"]
+        lines.append(cells if with_exact else [c for i, c in enumerate(cells) if i not in (3, 7)])
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
     out.append("  ".join("-" * w for w in widths))
@@ -405,6 +427,17 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if args.partitions is not None and (len(names) > 1 or args.file or args.data):
         raise SystemExit("error: with --partitions choose one --statistic, and give no "
                          "--file or --data (the partitions are the data)")
+    if args.evaluate and args.partitions is not None:
+        raise SystemExit("error: --evaluate computes the exact value from the rows in this "
+                         "process; with --partitions the rows stay with the workers (use "
+                         "--file to evaluate)")
+    if not _evaluates(args) and (math.isinf(args.epsilon) or args.protocol == "exact"):
+        # epsilon = inf and the exact protocol release the exact value itself: on a user's
+        # own data that is evaluation, not a release, and must be asked for by name.
+        confirm = ("it is not computed on --partitions" if args.partitions is not None
+                   else "add --evaluate to confirm that this is an evaluation, not a release")
+        raise SystemExit("error: --epsilon inf and --protocol exact print the exact, "
+                         f"non-private value of your data; {confirm}")
     rows, refused = [], []
     for name in names:
         try:
@@ -420,7 +453,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
     else:
         seed = "" if args.noise == "deployment" else f", seed={_seed(args)}"
-        print(f"Exact statistics and the {args.protocol} release "
+        what = ("Exact statistics and the" if any(r["exact"] is not None for r in rows)
+                else "The")
+        print(f"{what} {args.protocol} release "
               f"(epsilon={args.epsilon:g}, delta={args.delta:g}{seed})")
         print(_format_table(rows))
         print("std_error and the 95% CI describe the error the protocol adds to the exact "
@@ -438,11 +473,14 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             e = json.loads(info)
             print(f"engine: {e['kind']} at {e['scheduler']}, {e['workers']} worker(s), "
                   f"{e['partitions']} partition(s)")
-        if any(r["exact"] is None for r in rows):
+        if args.partitions is not None:
             print("exact: not computed (the rows stay in the partitions, read by the "
                   "workers only)")
+        elif not _evaluates(args):
+            print("exact: not shown (release only, for your own data); --evaluate also "
+                  "computes the exact value from the raw rows, which is not private")
         for reason in refused:
-            print(f"not computed: {reason}")
+            print(f"not computed: {flag_hint(reason)}")
     return 0
 
 
@@ -580,17 +618,36 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default only when there is one to show.
+
+    A default of None (the option is simply absent), False (a switch), a required option
+    or a help text that already says what happens by default gets no "(default: ...)".
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (action.default is None or action.default is False or action.required
+                or action.default is argparse.SUPPRESS or "default" in text.lower()):
+            return text
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedustat",
         description="Private statistics over data held by many parties.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     est = sub.add_parser(
         "estimate", help="compute a statistic exactly and with a private protocol",
-        description="Compute a statistic from a bundled data set or a CSV/Parquet file, "
-                    "exactly and with a private protocol, and print a table.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        description="Release a statistic of a CSV/Parquet file with a private protocol "
+                    "(the release, its 95%% interval and its guarantee; --evaluate adds the "
+                    "exact value), or of a bundled demo data set, where the exact value is "
+                    "shown beside the release.",
+        formatter_class=_HelpFormatter)
     est.add_argument("--statistic", choices=["all", *STATISTICS], default="all",
                      help="which statistic: " + "; ".join(
                          f"{s.name} = {s.help}" for s in STATISTICS.values()))
@@ -598,10 +655,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="bundled data set (see `fedustat datasets`); default: the "
                           "statistic's own bundled set")
     est.add_argument("--file", default=None,
-                     help="a CSV (header row) or Parquet file instead of bundled data")
+                     help="a CSV (header row) or Parquet file instead of bundled data; only "
+                          "the release, its interval and guarantee are printed (see "
+                          "--evaluate)")
+    est.add_argument("--evaluate", action="store_true",
+                     help="evaluation only: also compute the exact (non-private) value of "
+                          "--file's raw rows and the release's error. The output then "
+                          "reveals the raw data's statistic and is NOT private; never share "
+                          "it. Bundled data sets are public demo data and always show the "
+                          "exact value")
     est.add_argument("--columns", default=None,
                      help="comma-separated column names in the kernel's order, e.g. "
-                          "score,label for auc or x,y for kendall")
+                          "score,label for auc or x,y for kendall (default: the bundled "
+                          "set's columns for the statistic)")
     est.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon > 0")
     est.add_argument("--delta", type=float, default=0.0, help="privacy parameter delta in [0, 1)")
     est.add_argument("--protocol", default="central-laplace",
@@ -617,12 +683,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "given")
     est.add_argument("--column-values", action="append", metavar="COLUMN=V1,V2,...",
                      help="public list of the values of a discrete kernel column "
-                          "(repeatable), e.g. --column-values x=0,1,2")
+                          "(repeatable), e.g. --column-values x=0,1,2; bundled defaults are "
+                          "used when --data/--file/--columns are not given")
     est.add_argument("--bounds", default=None,
                      help="public bounds LO,HI of the values for gini and variance")
     est.add_argument("--precision", default=None,
                      help="fixed-point precision, for protocols whose constructor takes "
-                          "'precision' (an error for the others)")
+                          "'precision' (an error for the others); default: the protocol's "
+                          "own")
     est.add_argument("--noise", choices=list(NOISE_CHOICES), default="simulation",
                      help="simulation: seeded NumPy draws, fast and reproducible, NOT for "
                           "protecting people; deployment: OS CSPRNG for shares, masks and "
@@ -636,7 +704,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--engine", default=None, metavar="local|tcp://HOST:PORT",
                      help="run the protocol's batches of parties on a Dask cluster: 'local' "
                           "starts one for this run, an address uses a running scheduler "
-                          "(needs pip install 'fedustat[engine]'; see docs/engine.md)")
+                          "(needs pip install 'fedustat[engine]'; see docs/engine.md); default: "
+                          "every party simulated in this process")
     est.add_argument("--workers", type=int, default=None,
                      help="worker processes of --engine local (default 2)")
     est.add_argument("--partitions", default=None, metavar="DIR",
@@ -652,7 +721,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "that can compute the statistic, with its bits per party and rounds, "
                     "and recommend the most accurate one that meets the trust model and the "
                     "communication budget (docs/compare.md lists the formulas).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_HelpFormatter)
     adv.add_argument("--statistic", required=True, choices=list(ADVISED_STATISTICS),
                      help="the statistic: " + "; ".join(
                          f"{k} = {v}" for k, v in ADVISED_STATISTICS.items()))
@@ -669,7 +738,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "with a DP output; label = the server may see scores but not labels; "
                           "curator = a trusted aggregator; any = consider every protocol")
     adv.add_argument("--max-bits", type=float, default=None,
-                     help="communication budget: most bits a party may send")
+                     help="communication budget: most bits a party may send (default: no "
+                          "limit)")
     adv.add_argument("--bounds", default=None,
                      help="public bounds LO,HI of the values (required for gini and variance); "
                           "for kendall one pair per column separated by ';'")
@@ -692,7 +762,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "epsilon with repetitions, on a bundled real data set (or a CSV/Parquet "
                     "file), print one table per statistic and write a self-contained report "
                     "(report.md, figures, results.csv/json) to --out.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_HelpFormatter)
     cmp_.add_argument("--statistic", action="append", metavar="NAME",
                       help="statistic(s) to compare, repeatable or comma-separated: "
                            f"{', '.join(COMPARED_STATISTICS)}, variance, or all (default)")
@@ -702,7 +772,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--file", default=None, help="a CSV (header row) or Parquet file")
     cmp_.add_argument("--columns", default=None,
                       help="comma-separated columns in the statistic's order "
-                           "(score,label for auc and roc; x,y for kendall; x otherwise)")
+                           "(score,label for auc and roc; x,y for kendall; x otherwise); "
+                           "default: the bundled data set's columns for the statistic")
     cmp_.add_argument("--bounds", default=None,
                       help="public bounds LO,HI of the single continuous column")
     cmp_.add_argument("--column-bounds", action="append", metavar="COLUMN=LO,HI",
@@ -733,8 +804,10 @@ def build_parser() -> argparse.ArgumentParser:
         "reproduce", help="reproduce an experiment of the papers (--list to see them)",
         description="Run one experiment of the papers at the paper's axes and repetitions "
                     "(or reduced with --quick), print our numbers beside the paper's and "
-                    "write report.md and figures to --out.")
-    rep.add_argument("name", nargs="?", default=None, help="experiment name (see --list)")
+                    "write report.md and figures to --out.",
+        formatter_class=_HelpFormatter)
+    rep.add_argument("names", nargs="*", metavar="NAME",
+                     help="experiment name(s) (see --list), or all")
     rep.add_argument("--list", action="store_true", help="list the experiments and exit")
     rep.add_argument("--quick", action="store_true",
                      help="reduced grid and repetitions (seconds instead of minutes)")
@@ -742,7 +815,17 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--noise", choices=list(NOISE_CHOICES), default="simulation",
                      help="only simulation: the papers' experiments are seeded studies")
     rep.add_argument("--out", default=None,
-                     help="report folder (default fedustat-reproduce/NAME; '' = none)")
+                     help="report folder (default fedustat-reproduce/NAME; OUT/NAME for "
+                          "several experiments; '' = none)")
+    rep.add_argument("--format", choices=["table", "json"], default="table",
+                     help="table: each experiment's table and notes as it finishes; json: "
+                          "one list of experiments (name, paper, target, data, title, "
+                          "headers, rows, notes, quick, seed, seconds, report) at the end")
+    rep.add_argument("--json", dest="format", action="store_const", const="json",
+                     help="the same as --format json")
+    rep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="a progress bar over the experiments on stderr (default: only "
+                          "when stderr is a terminal)")
     rep.set_defaults(func=cmd_reproduce)
 
     ds = sub.add_parser("datasets", help="list the bundled data sets")
@@ -978,7 +1061,8 @@ def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--column-values", action="append", metavar="COLUMN=V1,V2,...",
                      help="public list of the values of a discrete kernel column")
     cmd.add_argument("--bounds", default=None, help="public bounds LO,HI of the values")
-    cmd.add_argument("--precision", default=None, help="fixed-point precision")
+    cmd.add_argument("--precision", default=None,
+                     help="fixed-point precision (default: the protocol's own)")
     cmd.add_argument("--certs", required=True,
                      help="directory with ca.pem and this role's certificate and key")
     cmd.add_argument("--timeout", type=float, default=60.0,
@@ -991,7 +1075,7 @@ def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
 
 def _add_network_commands(sub: Any) -> None:
     certs = sub.add_parser("certs", help="create a CA and certificates for a test deployment",
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=_HelpFormatter)
     certs.add_argument("--out", required=True, help="directory to write them to")
     certs.add_argument("--parties", type=_positive_int, required=True,
                        help="number of party certificates (party-0 ...)")
@@ -1004,7 +1088,7 @@ def _add_network_commands(sub: Any) -> None:
     certs.set_defaults(func=cmd_certs)
 
     srv = sub.add_parser("serve", help="run the aggregator of a networked run",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=_HelpFormatter)
     _add_protocol_options(srv)
     srv.add_argument("--parties", type=_positive_int, required=True,
                      help="number of party processes (certificates party-0 ...)")
@@ -1016,7 +1100,7 @@ def _add_network_commands(sub: Any) -> None:
     srv.set_defaults(func=cmd_serve)
 
     party = sub.add_parser("party", help="take part in a networked run with your own data",
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=_HelpFormatter)
     _add_protocol_options(party)
     party.add_argument("--server", required=True, help="HOST:PORT of the server")
     party.add_argument("--identity", required=True,
@@ -1028,7 +1112,7 @@ def _add_network_commands(sub: Any) -> None:
 
     svc = sub.add_parser("service", help="run a record-less service role of a networked run "
                                          "(e.g. the shuffler of ghazi-shuffle)",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=_HelpFormatter)
     _add_protocol_options(svc)
     svc.add_argument("--role", choices=SERVICE_ROLES, required=True,
                      help="which service (its certificate carries this name)")
@@ -1050,36 +1134,212 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from fedustat import reproduce
 
     _simulation_only(args, "reproduce")
+    if args.list and args.format == "json":
+        print(json.dumps([{"name": e.name, "paper": e.paper, "target": e.target,
+                           "data": e.data, "summary": e.summary}
+                          for e in reproduce.available()], indent=2))
+        return 0
     if args.list:
         for exp in reproduce.available():
             print(f"{exp.name:<14} {exp.paper}, {exp.target}")
             print(f"{'':<14} data: {exp.data}")
         return 0
-    if args.name is None:
+    if not args.names:
         raise SystemExit("error: name an experiment or pass --list; available: "
-                         + ", ".join(e.name for e in reproduce.available()))
-    try:
-        exp = reproduce.get_experiment(args.name)
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
+                         + ", ".join(e.name for e in reproduce.available()) + ", or all")
     if args.seed < 0:
         raise SystemExit(f"error: --seed must be non-negative, got {args.seed}")
-    result = exp.run(quick=args.quick, seed=args.seed)
-    print(f"{exp.paper}, {exp.target}: {result.title}")
-    print(result.table())
-    for note in result.notes:
-        print(f"- {note}")
-    out = f"fedustat-reproduce/{exp.name}" if args.out is None else args.out
-    message = f"wall time {result.seconds:.1f} s"
-    if out:
+    if "all" in args.names:
+        experiments = reproduce.available()
+    else:
         try:
-            path = reproduce.write_report(result, out)
-        except ImportError as exc:
-            raise SystemExit(f"error: the report's figures need matplotlib ({exc}); install "
-                             "fedustat[plot] or pass --out ''") from None
-        message += f"; report written to {path}"
-    print(message)
+            experiments = [reproduce.get_experiment(n) for n in dict.fromkeys(args.names)]
+        except ValueError as exc:
+            raise SystemExit(f"error: {exc}") from None
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    done: list[dict[str, Any]] = []
+    with _Progress(len(experiments), show) as bar:
+        for exp in experiments:
+            bar.describe(exp.name)
+            result = exp.run(quick=args.quick, seed=args.seed)
+            report = _reproduce_report(reproduce, result, exp.name, args.out,
+                                       several=len(experiments) > 1)
+            if args.format == "json":
+                done.append(_reproduce_json(exp, result, report))
+            else:
+                bar.write_above(_reproduce_text(exp, result, report))
+            bar.advance()
+    if args.format == "json":
+        print(json.dumps(done, indent=2, default=_json_scalar))
     return 0
+
+
+def _reproduce_report(reproduce: Any, result: Any, name: str, out: str | None,
+                      several: bool) -> str | None:
+    """Write the report to ``out`` (``out/NAME`` for several experiments; '' = none)."""
+    if out == "":
+        return None
+    folder = (Path("fedustat-reproduce") / name if out is None
+              else Path(out) / name if several else Path(out))
+    try:
+        return str(reproduce.write_report(result, folder))
+    except ImportError as exc:
+        raise SystemExit(f"error: the report's figures need matplotlib ({exc}); install "
+                         "fedustat[plot] or pass --out ''") from None
+
+
+def _reproduce_text(exp: Any, result: Any, report: str | None) -> str:
+    lines = [f"{exp.paper}, {exp.target}: {result.title}", result.table()]
+    lines += [f"- {note}" for note in result.notes]
+    message = f"wall time {result.seconds:.1f} s"
+    if report is not None:
+        message += f"; report written to {report}"
+    return "\n".join([*lines, message])
+
+
+def _reproduce_json(exp: Any, result: Any, report: str | None) -> dict[str, Any]:
+    """One experiment's result as JSON: its table (the paper's numbers in the columns named
+    ``paper ...``), notes, how it was run and where its report is."""
+    return {"name": exp.name, "paper": exp.paper, "target": exp.target, "data": exp.data,
+            "title": result.title, "headers": list(result.headers),
+            "rows": [list(row) for row in result.rows], "notes": list(result.notes),
+            "quick": result.quick, "seed": result.seed, "seconds": result.seconds,
+            "report": report}
+
+
+def _json_scalar(value: Any) -> Any:
+    """NumPy scalars as Python numbers; anything else JSON cannot hold as its text."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+class _Progress:
+    """A progress bar over experiments on stderr, its elapsed time ticking while one runs.
+
+    The experiments report no intermediate steps, so the bar counts finished experiments
+    and a background thread refreshes it once a second (the elapsed time stays current
+    during a long one). Disabled, it prints the text it is given and nothing else.
+    """
+
+    def __init__(self, total: int, show: bool) -> None:
+        self.show = show
+        self.bar: Any = None
+        self._stop: Any = None
+        self._thread: Any = None
+        if show:
+            import threading
+
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, file=sys.stderr, unit="experiment",
+                            dynamic_ncols=True)
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self.bar.refresh()
+
+    def __enter__(self) -> _Progress:
+        if self._thread is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self._stop.set()
+            self._thread.join()
+            self.bar.close()
+
+    def describe(self, name: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description(name)
+
+    def advance(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def write_above(self, text: str) -> None:
+        """Print to stdout without breaking the bar on stderr."""
+        if self.bar is not None:
+            self.bar.clear()
+        print(text, flush=True)
+        if self.bar is not None:
+            self.bar.refresh()
+
+
+#: Python keyword spellings in the library's messages, and the flags a CLI user types
+#: instead. ``{column}`` is the column the message names (or COLUMN). Applied by
+#: :func:`flag_hint` to every message that reaches the command line.
+_FLAG_SPELLINGS: tuple[tuple[str, str], ...] = (
+    # A column's bounds: per column when the message names one, else the single --bounds.
+    (r"(?<![\w-])bounds=\((?:lo|low), ?(?:hi|high)\)", "{bounds}"),
+    (r"(?<![\w-])domain=(?:\[\.\.\.\])?", "--column-values {column}=V1,V2,..."),
+    (r"(?<![\w-])precision=(?!\w)", "--precision P"),
+    (r"(?<![\w-])column_bounds\b", "--column-bounds"),
+    (r"(?<![\w-])column_values\b", "--column-values"),
+    (r"(?<![\w-])thresholds=(?!\w)", "--param thresholds=T1,T2,..."),
+    # The curve releases' grid: "one of thresholds (...)", "the public grid: thresholds,".
+    (r"(?<=one of )thresholds\b|(?<=grid: )thresholds\b", "--param thresholds=T1,T2,..."),
+    (r"public score domain size d\b", "public score domain size d (--param d=D)"),
+    # The advisor's keyword arguments (``fedustat advise``): the snake_case names are the
+    # options' own, so they are rewritten wherever they stand alone.
+    (r"(?<![\w-])n_pos(?![\w\[])", "--n-pos"),
+    (r"(?<![\w-])n_neg(?![\w\[])", "--n-neg"),
+    (r"(?<![\w-])domain_size(?![\w\[])", "--domain-size"),
+    (r"(?<![\w-])max_bits_per_party(?![\w\[])", "--max-bits"),
+    (r"(?<=error: )bounds (?=is required|names unknown|for \w+ must)", "--bounds "),
+    (r"public \(lo, hi\)", "public LO,HI"),
+)
+
+
+def flag_hint(message: str) -> str:
+    """A library message with its Python keyword hints spelled as command-line flags.
+
+    The library speaks to Python callers (``bounds=(lo, hi)``, ``domain=[...]``); at the
+    command line the same advice is ``--column-bounds x=LO,HI`` or ``--bounds LO,HI``,
+    ``--column-values x=V1,V2,...``, ``--precision P``. One mapping here rather than
+    CLI-specific wording inside the library.
+    """
+    named = (re.search(r"column '([^']+)'", message)
+             or re.search(r"(\w+) has values that are not in the declared domain", message))
+    column = named.group(1) if named else "COLUMN"
+    bounds = f"--column-bounds {column}=LO,HI" if named else "--bounds LO,HI"
+    for pattern, flag in _FLAG_SPELLINGS:
+        replacement = flag.format(column=column, bounds=bounds)
+        message = re.sub(pattern, lambda _m, r=replacement: r, message)
+    return re.sub(r"(?<![\w-])(\w+)=('[^']*'|True|False|(?=[\s),;]|$))", _keyword_flag,
+                  message)
+
+
+#: Keyword arguments with an option of their own (``protocol='exact'`` is --protocol exact).
+_OWN_OPTIONS = ("protocol", "noise", "engine")
+
+
+def _keyword_flag(match: re.Match[str]) -> str:
+    """``name='value'``, ``name=True`` or a bare ``name=`` as the option that sets it:
+    its own option, or ``--param`` for a protocol parameter; anything else unchanged."""
+    name, value = match.group(1), match.group(2)
+    value = value.strip("'").lower() if value in ("True", "False") else value.strip("'")
+    if name in _OWN_OPTIONS and value:
+        return f"--{name} {value}"
+    if name not in _protocol_parameter_names():
+        return match.group(0)
+    return f"--param {name}={value or name.upper()}"
+
+
+def _protocol_parameter_names() -> frozenset[str]:
+    """Every registered protocol's keyword parameters (given with ``--param``)."""
+    names: set[str] = set()
+    for entry in registry.available():
+        names.update(registry.parameters(entry.name))
+    return frozenset(names - {"bounds", "domain", "precision", "noise"})
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    print(f"warning: {flag_hint(str(message))}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1088,12 +1348,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        with warnings.catch_warnings():
+            # The library's warnings, one line each, their hints in flags too.
+            warnings.showwarning = _show_warning
+            return int(args.func(args))
+    except SystemExit as exc:
+        # Messages of the library reach the user through SystemExit("error: ..."): say
+        # their hints in flags.
+        if isinstance(exc.code, str):
+            raise SystemExit(flag_hint(exc.code)) from None
+        raise
     except (ValueError, TypeError, OverflowError, MemoryError, OSError, ImportError) as exc:
         # Every command checks its input with a specific message; this is the last line of
         # defence so that an unforeseen bad input still reads as one line, not a traceback.
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SystemExit(f"error: {message}") from None
+        raise SystemExit(flag_hint(f"error: {message}")) from None
 
 
 if __name__ == "__main__":

@@ -586,8 +586,7 @@ class Protocol(ABC):
     #: dotted paths (``"diagnostics.u_statistic"``). Every other field is public
     #: configuration; ``tests/test_release_privacy.py`` runs each protocol on neighbouring
     #: data sets with one seed and fails on any other field that differs.
-    released_fields: ClassVar[tuple[str, ...]] = ("value", "std_error", "error", "error.*",
-                                                  "unclipped")
+    released_fields: ClassVar[tuple[str, ...]] = ("value", "std_error", "error", "error.*")
     #: Fields that depend on public randomness only (a sampled design, a public coin, a
     #: simulated client split): they change with the seed, never with the data.
     public_coin_fields: ClassVar[tuple[str, ...]] = ()

@@ -245,6 +245,7 @@ def test_kendalltau_unpacks_like_scipy_and_is_the_full_release() -> None:
     assert len(result) == 2 and list(result) == [tau, p]
     assert isinstance(result, Estimate) and result.value == tau
     assert str(result).startswith("kendall_tau_a = ")
+    assert result.to_dict()["pvalue"] == p and json.loads(result.to_json())["pvalue"] == p
     assert result.confidence_interval() == (tau, tau)
 
 

@@ -301,6 +301,10 @@ class KendallTauResult(Estimate):
     def __getitem__(self, index: int) -> float:
         return (float(self.statistic), float(self.pvalue))[index]
 
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        """:meth:`Estimate.to_dict` with the p-value (computed from the release alone)."""
+        return {**super().to_dict(confidence_level), "pvalue": float(self.pvalue)}
+
 
 def kendall_tau_pvalue(release: Estimate, n: int) -> float:
     """Two-sided p-value of tau = 0 from a private tau release of ``n`` (public) records.

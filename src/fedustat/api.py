@@ -310,7 +310,7 @@ def kendall_tau_pvalue(release: Estimate, n: int) -> float:
     """Two-sided p-value of tau = 0 from a private tau release of ``n`` (public) records.
 
     Under independence, tau-a without ties is asymptotically normal with variance
-    ``2(2n + 5) / (9n(n - 1))`` (Kendall 1938, Biometrika 30, Sec. 5; Kendall and Gibbons,
+    ``2(2n + 5) / (9n(n - 1))`` (Kendall 1938, Biometrika 30, 81-93; Kendall and Gibbons,
     Rank Correlation Methods, 1990, Ch. 4); ties only shrink it, so the test is then
     conservative. The release adds its error Z (independent of the data, law
     ``release.error``), so the null law of the released tau is that normal convolved with
@@ -350,7 +350,8 @@ def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: s
     The result unpacks like SciPy's (``tau, p = fedustat.kendalltau(x, y, epsilon=1)``,
     also ``.statistic`` and ``.pvalue``) and is the full release: a
     :class:`KendallTauResult`, an :class:`~fedustat.protocols.base.Estimate`. The p-value
-    tests tau = 0 from the release alone (:func:`kendall_tau_pvalue`).
+    tests tau = 0 from the release alone (:func:`kendall_tau_pvalue`); with ties it uses
+    the no-tie null variance (conservative), as the tie counts are private.
     """
     kernel = kernels.kendall_tau_kernel(variant)
     records = kernel.pack(x, y)

@@ -16,6 +16,7 @@ from fedustat.api import (
     rand_score,
     roc_auc_score,
 )
+from fedustat.privacy.budget import BudgetAccountant, BudgetExceededError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.protocols.base import Cost, Estimate
 from fedustat.protocols.ecdf import (
@@ -31,6 +32,8 @@ from fedustat.protocols.ecdf.smoothing import isotonic_projection, smooth
 __version__ = "0.1.0"
 
 __all__ = [
+    "BudgetAccountant",
+    "BudgetExceededError",
     "Cost",
     "Estimate",
     "PrivacyGuarantee",

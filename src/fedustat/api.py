@@ -28,6 +28,8 @@ from scipy import integrate
 from scipy import stats as sps
 
 from fedustat._validation import RandomLike, check_delta, check_epsilon, check_positive_int
+from fedustat.privacy.budget import BudgetAccountant
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource
 from fedustat.protocols import registry
 from fedustat.protocols.base import Estimate
@@ -192,7 +194,8 @@ def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float =
              protocol: str = DEFAULT_PROTOCOL, rng: RandomLike = None,
              noise: str | NoiseSource | None = None,
              batch_size: int | Sequence[int] | None = None, engine: Any = None,
-             workers: int | None = None, partitions: Any = None, clip: bool = True,
+             workers: int | None = None, partitions: Any = None,
+             budget: BudgetAccountant | None = None, clip: bool = True,
              **params: Any) -> Estimate:
     """Estimate the U-statistic of ``kernel`` over ``data`` with a private protocol.
 
@@ -247,11 +250,29 @@ def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float =
     **params:
         Protocol-specific parameters (see the protocol's page in docs/protocols/); a name
         the protocol does not take is refused with the list of those it does.
+    budget:
+        A :class:`~fedustat.privacy.budget.BudgetAccountant` for this data set: the
+        release is checked against it before any party runs (raising
+        ``BudgetExceededError`` or ``IncomparableGuaranteeError``) and its guarantee is
+        spent after. See docs/budget.md.
     """
-    return _release(kernel, data, epsilon=epsilon, delta=delta, protocol=protocol, rng=rng,
-                    noise=noise, batch_size=batch_size, caller="fedustat.estimate",
-                    params=params, engine=engine, workers=workers, partitions=partitions,
-                    clip=clip)
+    gaussian = protocol == "fedauc-gaussian"  # the one registered Gaussian mechanism
+    if budget is not None:
+        models = {entry.name: entry.model for entry in registry.available()}
+        if protocol in models:  # an unknown name is refused by _release below
+            # Label-DP protocols protect labels only; the others the kernel's relation.
+            adjacency = ("label" if models[protocol] is PrivacyModel.LABEL
+                         else kernel.adjacency)
+            budget.check(PrivacyGuarantee(check_epsilon(epsilon, allow_inf=True),
+                                          check_delta(delta), models[protocol], adjacency),
+                         gaussian=gaussian)
+    release = _release(kernel, data, epsilon=epsilon, delta=delta, protocol=protocol,
+                       rng=rng, noise=noise, batch_size=batch_size,
+                       caller="fedustat.estimate", params=params, engine=engine,
+                       workers=workers, partitions=partitions, clip=clip)
+    if budget is not None:
+        budget.spend(release.privacy, name=f"{kernel.name} ({protocol})", gaussian=gaussian)
+    return release
 
 
 def _protocol_for(epsilon: float, protocol: str | None) -> str:

@@ -6,6 +6,7 @@
 * :mod:`~fedustat.privacy.frequency_oracles`: subset selection and the frequency-oracle
   chooser by exact variance.
 * :mod:`~fedustat.privacy.accounting`: basic and advanced composition, budget splits.
+* :mod:`~fedustat.privacy.budget`: a budget accountant (basic, advanced, zCDP) per data set.
 * :mod:`~fedustat.privacy.verify`: exact LDP verification on small domains.
 * :mod:`~fedustat.privacy.guarantee`: the guarantee a release carries, as data.
 """
@@ -15,6 +16,12 @@ from fedustat.privacy.accounting import (
     basic_composition,
     per_step_budget_advanced,
     split_budget,
+)
+from fedustat.privacy.budget import (
+    BudgetAccountant,
+    BudgetExceededError,
+    IncomparableGuaranteeError,
+    PrivacyBudget,
 )
 from fedustat.privacy.frequency_oracles import SubsetSelection, best_frequency_oracle
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
@@ -41,17 +48,21 @@ from fedustat.privacy.verify import LDPVerification, verify_ldp
 
 __all__ = [
     "BinaryRandomizedResponse",
+    "BudgetAccountant",
+    "BudgetExceededError",
     "DeploymentNoise",
     "DiscreteLaplaceMechanism",
     "FrequencyOracle",
     "GaussianMechanism",
     "HadamardResponse",
+    "IncomparableGuaranteeError",
     "KaryRandomizedResponse",
     "LDPVerification",
     "LaplaceMechanism",
     "LocalRandomizer",
     "NoiseSource",
     "OracleSummary",
+    "PrivacyBudget",
     "PrivacyGuarantee",
     "PrivacyModel",
     "SimulationNoise",

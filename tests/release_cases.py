@@ -253,7 +253,10 @@ def _function_case(name: str, function: Callable[[np.ndarray, int], Any],
     sample = function(data[0], 0)
     if isinstance(sample, Estimate):  # a public function running a registered protocol
         protocol = registry.make(sample.protocol, auc_kernel(), epsilon=EPSILON)
-        return ReleaseCase(name, function, data[0], data[1], protocol.released_fields,
+        # The public functions clip the release into the statistic's range (post-
+        # processing) and keep the protocol's value as `unclipped`.
+        return ReleaseCase(name, function, data[0], data[1],
+                           (*protocol.released_fields, "unclipped"),
                            protocol.public_coin_fields)
     return ReleaseCase(name, function, data[0], data[1], type(sample).released_fields)
 

@@ -26,6 +26,11 @@ from fedustat.cli import build_parser, main
 from fedustat.stats import gini_kernel, variance_kernel
 
 TOL = 1e-12
+#: Valid ranges of the statistics (fedustat.api.statistic_range; Gini and variance are
+#: also bounded above by their column bounds, far from these releases).
+VALID_RANGE = {"auc": (0.0, 1.0), "kendall": (-1.0, 1.0), "gini": (0.0, math.inf),
+               "variance": (0.0, math.inf), "duplicate": (0.0, 1.0),
+               "renyi2": (0.0, math.inf), "vus": (0.0, 1.0)}
 STATISTICS = ["auc", "kendall", "gini", "variance", "duplicate", "renyi2", "vus"]
 JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_low",
              "ci95_high", "error", "protocol", "privacy", "bits_per_party", "noise", "trust"}
@@ -145,8 +150,12 @@ def test_json_has_the_documented_keys_and_values(capsys: pytest.CaptureFixture[s
         assert row["exact"] == pytest.approx(exact_values[row["statistic"]], rel=TOL)
         assert row["error"] == pytest.approx(row["estimate"] - row["exact"], rel=TOL, abs=TOL)
         half = row["std_error"] / math.sqrt(2.0) * math.log(20.0)  # Laplace: b ln(1/0.05)
-        assert row["ci95_low"] == pytest.approx(row["estimate"] - half, rel=1e-9)
-        assert row["ci95_high"] == pytest.approx(row["estimate"] + half, rel=1e-9)
+        # The interval is intersected with the statistic's valid range (releases are
+        # clipped into it by default; none of these estimates is itself clipped).
+        low, high = VALID_RANGE[row["statistic"]]
+        assert low < row["estimate"] < high
+        assert row["ci95_low"] == pytest.approx(max(row["estimate"] - half, low), rel=1e-9)
+        assert row["ci95_high"] == pytest.approx(min(row["estimate"] + half, high), rel=1e-9)
         assert row["protocol"] == "central-laplace"
         assert row["privacy"].startswith("(eps=0.5) central DP")
         assert row["noise"] == "simulation" and isinstance(row["trust"], list)

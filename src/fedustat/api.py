@@ -8,15 +8,24 @@ protocol) gives the exact, non-private value. ``noise="deployment"`` draws every
 value from the operating system's CSPRNG through fixed-work samplers instead of a seeded
 simulation; the release records which (``Estimate.noise``). ``engine=`` runs the same
 protocol with its batches of parties as tasks on a Dask cluster (docs/engine.md).
+
+Every release is post-processed into its statistic's valid range (:func:`statistic_range`:
+AUC, probabilities and ratios in [0, 1], tau in [-1, 1], Gini mean difference and
+variance >= 0) unless ``clip=False``; the unclipped release stays available as
+``Estimate.raw_value`` / ``Estimate.raw_interval`` (docs/user-guide.md, "Using a release").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
+
+from scipy import integrate
+from scipy import stats as sps
 
 from fedustat._validation import RandomLike, check_delta, check_epsilon, check_positive_int
 from fedustat.privacy.budget import BudgetAccountant
@@ -35,6 +44,30 @@ PARTITION_ROWS = 2**21
 #: Values of the ``noise`` argument: seeded NumPy draws for studies, or the OS CSPRNG and
 #: fixed-work samplers of fedustat.privacy.samplers, for releases that protect people.
 NOISE_CHOICES = ("simulation", "deployment")
+#: Valid ranges of the reported statistics of the built-in kernels whose statistic is not
+#: the U-statistic itself (then the kernel's output range is the statistic's range, as a
+#: U-statistic averages kernel values): AUC and VUS are probabilities (000 Sec. 4), the
+#: Renyi-2 entropy -log U of a collision probability U <= 1 is >= 0.
+_STATISTIC_RANGES: dict[str, tuple[float, float]] = {
+    "auc": (0.0, 1.0), "vus": (0.0, 1.0), "renyi2_entropy": (0.0, math.inf)}
+
+
+def statistic_range(kernel: Kernel) -> tuple[float, float] | None:
+    """The valid range of ``kernel``'s reported statistic, or None where none is known.
+
+    A U-statistic is a mean of kernel values, so it lies in the kernel's ``output_range``
+    (Hoeffding 1948, Sec. 3); a kernel with a map to the reported statistic has its range
+    listed in ``_STATISTIC_RANGES`` (a user kernel with such a map is not clipped).
+    """
+    if kernel.statistic_fn is None:
+        return kernel.output_range
+    return _STATISTIC_RANGES.get(kernel.name)
+
+
+def _in_range(release: Estimate, kernel: Kernel, clip: bool) -> Estimate:
+    """``release`` clipped into the statistic's valid range when ``clip`` (post-processing)."""
+    bounds = statistic_range(kernel)
+    return release.clipped(*bounds) if clip and bounds is not None else release
 
 
 def _noise_source(noise: Any, rng: RandomLike) -> NoiseSource | None:
@@ -113,11 +146,13 @@ def _distributed(proto: Any, kernel: Kernel, data: Any, partitions: Any, *, engi
 def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protocol: str,
              rng: RandomLike, noise: Any, batch_size: Any, caller: str,
              params: dict[str, Any], engine: Any = None, workers: int | None = None,
-             partitions: Any = None) -> Estimate:
+             partitions: Any = None, clip: bool = True) -> Estimate:
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a fedustat Kernel, got {type(kernel).__name__}")
     if not isinstance(protocol, str):
         raise TypeError(f"protocol must be a protocol name (a string), got {protocol!r}")
+    if not isinstance(clip, bool):
+        raise TypeError(f"{caller}(): clip must be True or False, got {clip!r}")
     eps = check_epsilon(epsilon, allow_inf=True)
     dlt = check_delta(delta)
     accepted = registry.parameters(protocol)
@@ -144,7 +179,7 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
                                workers=workers, rng=rng, batch_size=batch_size)
         if source is not None and release.noise != "none":
             release = replace(release, noise=source.kind)
-        return release
+        return _in_range(release, kernel, clip)
     records = kernel.check_data(data)
     # With deployment noise the protocol draws every private value (noise, shares, masks,
     # keys) from ``source``; the simulator's own streams, seeded from OS entropy here,
@@ -152,7 +187,7 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
     release = simulate(proto, records, rng=rng, batch_size=batch_size)
     if source is not None and release.noise != "none":
         release = replace(release, noise=source.kind)
-    return release
+    return _in_range(release, kernel, clip)
 
 
 def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float = 0.0,
@@ -160,7 +195,8 @@ def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float =
              noise: str | NoiseSource | None = None,
              batch_size: int | Sequence[int] | None = None, engine: Any = None,
              workers: int | None = None, partitions: Any = None,
-             budget: BudgetAccountant | None = None, **params: Any) -> Estimate:
+             budget: BudgetAccountant | None = None, clip: bool = True,
+             **params: Any) -> Estimate:
     """Estimate the U-statistic of ``kernel`` over ``data`` with a private protocol.
 
     Parameters
@@ -206,6 +242,11 @@ def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float =
         ``kernel.columns``), or a list of :class:`~fedustat.runtime.engine.Partition`.
         Workers read them; the driver never holds the rows. Each record is checked by its
         own party's step (bounds, labels) as in process.
+    clip:
+        ``True`` (default): the value is clipped into the statistic's valid range
+        (:func:`statistic_range`) and the interval intersected with it; the unclipped
+        release stays in ``raw_value`` / ``raw_interval()``. ``False``: the raw release
+        as the protocol made it (unbiased where the protocol is; for averaging releases).
     **params:
         Protocol-specific parameters (see the protocol's page in docs/protocols/); a name
         the protocol does not take is refused with the list of those it does.
@@ -228,7 +269,7 @@ def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float =
     release = _release(kernel, data, epsilon=epsilon, delta=delta, protocol=protocol,
                        rng=rng, noise=noise, batch_size=batch_size,
                        caller="fedustat.estimate", params=params, engine=engine,
-                       workers=workers, partitions=partitions)
+                       workers=workers, partitions=partitions, clip=clip)
     if budget is not None:
         budget.spend(release.privacy, name=f"{kernel.name} ({protocol})", gaussian=gaussian)
     return release
@@ -243,12 +284,13 @@ def _protocol_for(epsilon: float, protocol: str | None) -> str:
 def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0.0,
                   protocol: str | None = None, rng: RandomLike = None,
                   noise: str | NoiseSource | None = None,
-                  engine: Any = None, workers: int | None = None,
+                  engine: Any = None, workers: int | None = None, clip: bool = True,
                   **params: Any) -> Estimate:
     """Private area under the ROC curve; mirrors ``sklearn.metrics.roc_auc_score``.
 
-    ``engine``/``workers`` run it on the distributed engine, as in :func:`estimate`
-    (this holds for every one-call function below).
+    ``engine``/``workers`` run it on the distributed engine and ``clip=False`` keeps the
+    release unclipped, as in :func:`estimate` (this holds for every one-call function
+    below).
 
     Ties in ``y_score`` count one half, as in scikit-learn. The class sizes are treated
     as public, as in the papers (000 Sec. 4; 004 Sec. 3).
@@ -257,63 +299,132 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
     return _release(kernel, kernel.pack(y_score, y_true), epsilon=epsilon, delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
                     batch_size=None, caller="fedustat.roc_auc_score",
-                    params=params, engine=engine, workers=workers)
+                    params=params, engine=engine, workers=workers, clip=clip)
+
+
+@dataclass(frozen=True, eq=False)
+class KendallTauResult(Estimate):
+    """A private Kendall's tau that unpacks like SciPy's result: ``tau, p = result``.
+
+    It is the full :class:`~fedustat.protocols.base.Estimate` (value, error bar, guarantee,
+    costs) plus ``pvalue``: the two-sided p-value of the test of tau = 0 computed from the
+    release and public quantities only (see :func:`kendall_tau_pvalue`).
+    """
+
+    pvalue: float = math.nan
+
+    def __iter__(self) -> Iterator[float]:
+        return iter((float(self.statistic), float(self.pvalue)))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> float:
+        return (float(self.statistic), float(self.pvalue))[index]
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        """:meth:`Estimate.to_dict` with the p-value (computed from the release alone)."""
+        return {**super().to_dict(confidence_level), "pvalue": float(self.pvalue)}
+
+
+def kendall_tau_pvalue(release: Estimate, n: int) -> float:
+    """Two-sided p-value of tau = 0 from a private tau release of ``n`` (public) records.
+
+    Under independence, tau-a without ties is asymptotically normal with variance
+    ``2(2n + 5) / (9n(n - 1))`` (Kendall 1938, Biometrika 30, 81-93; Kendall and Gibbons,
+    Rank Correlation Methods, 1990, Ch. 4); ties only shrink it, so the test is then
+    conservative. The release adds its error Z (independent of the data, law
+    ``release.error``), so the null law of the released tau is that normal convolved with
+    Z: ``p = 2 P(N + Z >= |t|) = 2 ∫ P(Z > |t| - u) φ(u) du`` at the unclipped release t.
+    Post-processing of the release and public n only: it costs no privacy. NaN for a
+    private release without an error law or standard error.
+    """
+    n = check_positive_int(n, "n", minimum=2)
+    t = abs(release.raw_value)
+    null_sd = math.sqrt(2.0 * (2 * n + 5) / (9.0 * n * (n - 1)))
+    error = release.error
+    if error is None or error.variance == 0.0:
+        if release.std_error is None and release.noise != "none":
+            return math.nan  # a private release with no error bar: no valid test
+        sd = math.hypot(null_sd, release.std_error or 0.0)
+        return min(1.0, 2.0 * float(sps.norm.sf(t / sd)))
+    # P(Z > x) = P(Z < -x) = cdf(-x) by the law's symmetry (a lattice law's atoms have
+    # probability 0 once convolved with the continuous normal part).
+    reach = 12.0 * max(null_sd, error.std)
+    tail, _ = integrate.quad(lambda u: error.cdf(u - t) * sps.norm.pdf(u, scale=null_sd),
+                             t - reach, t + reach, points=[t], limit=200)
+    tail += float(sps.norm.sf((t + reach) / null_sd))  # u beyond the range: Z > t - u surely
+    return float(min(1.0, max(0.0, 2.0 * tail)))
 
 
 def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: str = "a",
                protocol: str | None = None, rng: RandomLike = None,
                noise: str | NoiseSource | None = None, engine: Any = None,
-               workers: int | None = None, **params: Any) -> Estimate:
+               workers: int | None = None, clip: bool = True,
+               **params: Any) -> KendallTauResult:
     """Private Kendall rank correlation; mirrors ``scipy.stats.kendalltau``.
 
     ``variant="a"`` (the U-statistic, 000 eq. 6) is the default because tau-b's
     tie correction uses tie counts of the private data; ``variant="b"`` is available
     exactly (``epsilon=math.inf``) and equals SciPy's default.
+
+    The result unpacks like SciPy's (``tau, p = fedustat.kendalltau(x, y, epsilon=1)``,
+    also ``.statistic`` and ``.pvalue``) and is the full release: a
+    :class:`KendallTauResult`, an :class:`~fedustat.protocols.base.Estimate`. The p-value
+    tests tau = 0 from the release alone (:func:`kendall_tau_pvalue`); with ties it uses
+    the no-tie null variance (conservative), as the tie counts are private.
     """
     kernel = kernels.kendall_tau_kernel(variant)
-    return _release(kernel, kernel.pack(x, y), epsilon=epsilon, delta=delta,
-                    protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller="fedustat.kendalltau",
-                    params=params, engine=engine, workers=workers)
+    records = kernel.pack(x, y)
+    release = _release(kernel, records, epsilon=epsilon, delta=delta,
+                       protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
+                       batch_size=None, caller="fedustat.kendalltau",
+                       params=params, engine=engine, workers=workers, clip=clip)
+    fields = {f.name: getattr(release, f.name) for f in dataclasses.fields(release)}
+    return KendallTauResult(**fields, pvalue=kendall_tau_pvalue(release, len(records)))
 
 
 def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
                          delta: float = 0.0, protocol: str | None = None,
                          rng: RandomLike = None,
                          noise: str | NoiseSource | None = None, engine: Any = None,
-                         workers: int | None = None, **params: Any) -> Estimate:
+                         workers: int | None = None, clip: bool = True,
+                         **params: Any) -> Estimate:
     """Private Gini mean difference (000 eq. 4) of values within the public ``bounds``."""
     kernel = kernels.gini_kernel(bounds)
     return _release(kernel, kernel.pack(x), epsilon=epsilon, delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
                     batch_size=None, caller="fedustat.gini_mean_difference",
-                    params=params, engine=engine, workers=workers)
+                    params=params, engine=engine, workers=workers, clip=clip)
 
 
 def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
                          protocol: str | None = None, rng: RandomLike = None,
                          noise: str | NoiseSource | None = None, engine: Any = None,
-                         workers: int | None = None, **params: Any) -> Estimate:
+                         workers: int | None = None, clip: bool = True,
+                         **params: Any) -> Estimate:
     """Private fraction of pairs with equal values (000 eq. 5, inside the logarithm)."""
     kernel = kernels.duplicate_pair_kernel()
     return _release(kernel, kernel.pack(x), epsilon=epsilon, delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
                     batch_size=None, caller="fedustat.duplicate_pair_ratio",
-                    params=params, engine=engine, workers=workers)
+                    params=params, engine=engine, workers=workers, clip=clip)
 
 
 def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: float = 0.0,
                protocol: str | None = None, rng: RandomLike = None,
                noise: str | NoiseSource | None = None, engine: Any = None,
-               workers: int | None = None, **params: Any) -> Estimate:
+               workers: int | None = None, clip: bool = True,
+               **params: Any) -> Estimate:
     """Private Rand index; mirrors ``sklearn.metrics.rand_score``."""
     kernel = kernels.rand_index_kernel()
     return _release(kernel, kernel.pack(labels_true, labels_pred), epsilon=epsilon,
                     delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
                     batch_size=None, caller="fedustat.rand_score",
-                    params=params, engine=engine, workers=workers)
+                    params=params, engine=engine, workers=workers, clip=clip)
 
 
+# KendallTauResult, kendall_tau_pvalue and statistic_range are reached as fedustat.api.*.
 __all__ = ["duplicate_pair_ratio", "estimate", "gini_mean_difference", "kendalltau",
            "rand_score", "roc_auc_score"]

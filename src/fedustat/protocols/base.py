@@ -28,11 +28,14 @@ traffic, counted from the rows that travel.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -238,7 +241,7 @@ class ConfidenceInterval(NamedTuple):
     high: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # equality and (no) hash defined below
 class Estimate:
     """A released statistic with its error bar, privacy guarantee and measured costs.
 
@@ -253,6 +256,18 @@ class Estimate:
     population parameter is not included. ``None`` where no formula applies.
     ``noise`` says where the randomness came from: ``"simulation"`` (seeded NumPy, for
     studies), ``"deployment"`` (OS CSPRNG and vetted samplers) or ``"none"`` (exact).
+
+    A release behaves like the float :attr:`value` (``float(est)``, ``f"{est:.3f}"``,
+    ``est > 0.5``, ``round(est, 3)``, ``est + 0`` and ``np.asarray(est)``; arithmetic gives
+    plain floats). ``est == x`` compares the value with a number, and the whole release
+    with another :class:`Estimate`; ``<``, ``<=``, ``>``, ``>=`` compare values. A release
+    is not hashable: it is a measurement, not a key (use ``est.value``).
+
+    :meth:`clipped` post-processes a release into the statistic's valid range
+    (:attr:`clip_range`): :attr:`value` and :meth:`confidence_interval` are then in range,
+    and :attr:`raw_value` / :meth:`raw_interval` keep the unbiased, unclipped release
+    (the one to average over many releases). ``unclipped`` is the stored raw value,
+    ``None`` when nothing was clipped.
     """
 
     value: float
@@ -264,6 +279,12 @@ class Estimate:
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
     error: ErrorDistribution | None = None
     noise: str = "simulation"
+    clip_range: tuple[float, float] | None = None
+    unclipped: float | None = None
+
+    # A float-like object: equality with numbers is by value, so a field hash would
+    # disagree with it; a release is a measurement, never a dict key or set member.
+    __hash__ = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.noise not in NOISE_KINDS:
@@ -272,24 +293,59 @@ class Estimate:
             object.__setattr__(self, "noise", "none")
         if self.error is not None and self.std_error is None:
             object.__setattr__(self, "std_error", self.error.std)
+        if self.clip_range is not None:
+            object.__setattr__(self, "clip_range", _check_range(self.clip_range))
+
+    # ------------------------------------------------------------------ valid range
+
+    def clipped(self, low: float, high: float) -> Estimate:
+        """This release post-processed into ``[low, high]`` (the statistic's valid range).
+
+        The value is clipped and the interval intersected with the range (an interval
+        entirely outside it shrinks to the nearest end). Post-processing of a DP release
+        costs no privacy (Dwork and Roth 2014, Prop. 2.1). The unclipped release stays
+        available as :attr:`raw_value` and :meth:`raw_interval`.
+        """
+        low, high = _check_range((low, high))
+        raw = self.raw_value
+        return replace(self, value=min(max(raw, low), high), clip_range=(low, high),
+                       unclipped=raw)
+
+    @property
+    def raw_value(self) -> float:
+        """The release before clipping into the valid range: unbiased where the protocol
+        is, so the one to average over many releases; equals :attr:`value` if unclipped."""
+        return float(self.value) if self.unclipped is None else float(self.unclipped)
+
+    def raw_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """:meth:`confidence_interval` around :attr:`raw_value`, not intersected with the
+        valid range."""
+        if not 0.0 < confidence_level < 1.0:
+            raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+        raw = self.raw_value
+        if self.error is not None:
+            half = self.error.half_width(confidence_level)
+            return ConfidenceInterval(raw - half, raw + half)
+        if self.std_error is None:
+            raise ValueError(f"protocol {self.protocol!r} gives no standard error for "
+                             f"{self.quantity}; no confidence interval is available")
+        z = float(sps.norm.ppf(0.5 + confidence_level / 2.0))
+        return ConfidenceInterval(raw - z * self.std_error, raw + z * self.std_error)
 
     def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
         """Interval for the exact statistic of the parties' data.
 
         From the release's error law (:attr:`error`: exact for Laplace and discrete
         Laplace noise, a numerical convolution or a conservative bound where terms add),
-        else the normal approximation ``value ± z std_error``.
+        else the normal approximation ``value ± z std_error``. A clipped release's interval
+        is the raw one intersected with :attr:`clip_range`: the exact statistic lies in the
+        range, so the intersection keeps the coverage.
         """
-        if not 0.0 < confidence_level < 1.0:
-            raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
-        if self.error is not None:
-            half = self.error.half_width(confidence_level)
-            return ConfidenceInterval(self.value - half, self.value + half)
-        if self.std_error is None:
-            raise ValueError(f"protocol {self.protocol!r} gives no standard error for "
-                             f"{self.quantity}; no confidence interval is available")
-        z = float(sps.norm.ppf(0.5 + confidence_level / 2.0))
-        return ConfidenceInterval(self.value - z * self.std_error, self.value + z * self.std_error)
+        low, high = self.raw_interval(confidence_level)
+        if self.clip_range is not None:
+            lo, hi = self.clip_range
+            low, high = min(max(low, lo), hi), min(max(high, lo), hi)
+        return ConfidenceInterval(low, high)
 
     @property
     def interval_method(self) -> str:
@@ -305,11 +361,133 @@ class Estimate:
     def statistic(self) -> float:
         return self.value
 
+    def with_cost(self, cost: Cost) -> Estimate:
+        return replace(self, cost=cost)
+
+    # ------------------------------------------------------------ a number's behaviour
+
     def __float__(self) -> float:
         return float(self.value)
 
-    def with_cost(self, cost: Cost) -> Estimate:
-        return replace(self, cost=cost)
+    def __format__(self, spec: str) -> str:
+        # An empty spec keeps f"{est}" == str(est); any other spec formats the value.
+        return str(self) if not spec else format(float(self.value), spec)
+
+    def __round__(self, ndigits: int | None = None) -> float | int:
+        return round(float(self.value), ndigits)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        # NumPy 2 protocol: a release has no array to share, so copy=False cannot be met.
+        if copy is False:
+            raise ValueError("an Estimate holds a float, not an array: np.asarray(est) "
+                             "always makes a new 0-d array, so copy=False is impossible")
+        return np.asarray(float(self.value), dtype=dtype)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Estimate):
+            return type(self) is type(other) and _fields(self) == _fields(other)
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) == number
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __lt__(self, other: object) -> bool:
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) < number
+
+    def __le__(self, other: object) -> bool:
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) <= number
+
+    def __gt__(self, other: object) -> bool:
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) > number
+
+    def __ge__(self, other: object) -> bool:
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) >= number
+
+    def __add__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) + number
+
+    def __radd__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else number + float(self.value)
+
+    def __sub__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) - number
+
+    def __rsub__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else number - float(self.value)
+
+    def __mul__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) * number
+
+    def __rmul__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else number * float(self.value)
+
+    def __truediv__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) / number
+
+    def __rtruediv__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else number / float(self.value)
+
+    def __neg__(self) -> float:
+        return -float(self.value)
+
+    def __pos__(self) -> float:
+        return float(self.value)
+
+    def __abs__(self) -> float:
+        return abs(float(self.value))
+
+    # ---------------------------------------------------------------- serialisation
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        """The release as plain, JSON-serialisable Python values.
+
+        Only what an :class:`Estimate` holds goes in, and it holds only DP outputs and
+        public configuration (see the class docstring), so this adds nothing private. The
+        interval is at ``confidence_level`` (``None`` where no error bar is known); the
+        guarantee, costs and diagnostics become dicts, lists, strings and numbers.
+        """
+        try:
+            interval: list[float] | None = list(self.confidence_interval(confidence_level))
+            raw_interval: list[float] | None = list(self.raw_interval(confidence_level))
+        except ValueError:
+            if not 0.0 < confidence_level < 1.0:
+                raise
+            interval = raw_interval = None
+        return {
+            "quantity": self.quantity,
+            "protocol": self.protocol,
+            "value": float(self.value),
+            "std_error": None if self.std_error is None else float(self.std_error),
+            "confidence_level": float(confidence_level),
+            "interval": interval,
+            "interval_method": self.interval_method,
+            "raw_value": self.raw_value,
+            "raw_interval": raw_interval,
+            "clip_range": None if self.clip_range is None else list(self.clip_range),
+            "guarantee": _plain(self.privacy),
+            "noise": self.noise,
+            "cost": _plain(self.cost),
+            "diagnostics": _plain(self.diagnostics),
+        }
+
+    def to_json(self, confidence_level: float = 0.95, **kwargs: Any) -> str:
+        """:meth:`to_dict` as a JSON string; ``kwargs`` go to :func:`json.dumps`
+        (an infinite epsilon is written ``Infinity``, as Python's json does)."""
+        return json.dumps(self.to_dict(confidence_level), **kwargs)
 
     def __str__(self) -> str:
         se = "" if self.std_error is None else f" ± {self.std_error:.3g} (s.e.)"
@@ -317,6 +495,53 @@ class Estimate:
                  "deployment": "deployment noise", "none": "no noise"}[self.noise]
         return (f"{self.quantity} = {self.value:.6g}{se} [{self.protocol}; {self.privacy}; "
                 f"{grade}; {self.cost.bits_per_party:g} bits/party]")
+
+
+def _check_range(bounds: Any) -> tuple[float, float]:
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"a valid range must be a pair (low, high) of numbers, got "
+                        f"{bounds!r}") from exc
+    if math.isnan(low) or math.isnan(high) or not low < high:
+        raise ValueError(f"a valid range needs low < high, got ({low}, {high})")
+    return low, high
+
+
+def _as_number(other: object) -> float | None:
+    """``other`` as a float when it is a real number or a release, else None."""
+    if isinstance(other, Estimate):
+        return float(other.value)
+    if isinstance(other, numbers.Real):
+        return float(other)
+    return None
+
+
+def _fields(estimate: Estimate) -> tuple[Any, ...]:
+    return tuple(getattr(estimate, f.name) for f in dataclasses.fields(estimate))
+
+
+def _plain(obj: Any) -> Any:
+    """``obj`` as JSON-ready Python values (dataclasses and mappings become dicts)."""
+    if obj is None or isinstance(obj, bool | str):
+        return obj
+    if isinstance(obj, Enum):
+        return _plain(obj.value)
+    if isinstance(obj, numbers.Integral):
+        return int(obj)
+    if isinstance(obj, numbers.Real):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return _plain(obj.tolist())
+    if isinstance(obj, np.generic):
+        return _plain(obj.item())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [_plain(v) for v in obj]
+    return str(obj)
 
 
 class DropoutRule(NamedTuple):

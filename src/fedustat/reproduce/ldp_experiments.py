@@ -19,8 +19,9 @@ from fedustat.stats import kernels, roc_auc
 def _abs_errors(kernel: kernels.Kernel, data: np.ndarray, truth: float, runs: int,
                 seed: Sequence[int], **params: Any) -> np.ndarray:
     """|estimate - truth| over ``runs`` independent runs of one protocol."""
+    # clip=False: the papers measure their raw (unbiased) estimators.
     return np.array([abs(estimate(kernel, data, rng=np.random.default_rng([*seed, r]),
-                                  **params).value - truth) for r in range(runs)])
+                                  clip=False, **params).value - truth) for r in range(runs)])
 
 
 @register_experiment(
@@ -174,7 +175,7 @@ def _d1_errors(protocol: str, scores: np.ndarray, labels: np.ndarray, truth: flo
     data = kernel.pack(scores, labels)
     errors, est = [], None
     for r in range(runs):
-        est = estimate(kernel, data, epsilon=eps, protocol=protocol,
+        est = estimate(kernel, data, epsilon=eps, protocol=protocol, clip=False,
                        rng=np.random.default_rng([*seed, r]), **params)
         errors.append(abs(est.value - truth))
     assert est is not None

@@ -46,7 +46,7 @@ def _umpc_table2(quick: bool, seed: int) -> ExperimentResult:
                 # min_honest=None: 002's central-DP noise (one Laplace draw in total),
                 # the accuracy its Table 2 reports.
                 est = estimate(kernel, data, epsilon=1.0, protocol="umpc", design=design,
-                               edges=edges, min_honest=None,
+                               edges=edges, min_honest=None, clip=False,
                                rng=np.random.default_rng([seed, edges, run]))
                 values.append(est.value)
                 noise_std = float(est.diagnostics["noise_std_u"])

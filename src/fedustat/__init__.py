@@ -9,6 +9,7 @@ recommends one; ``fedustat.compare.run_comparison`` runs them side by side.
 
 from fedustat.advisor import advise
 from fedustat.api import (
+    KendallTauResult,
     duplicate_pair_ratio,
     estimate,
     gini_mean_difference,
@@ -34,6 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BudgetAccountant",
     "BudgetExceededError",
+    "KendallTauResult",
     "Cost",
     "Estimate",
     "PrivacyGuarantee",

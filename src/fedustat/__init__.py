@@ -35,9 +35,9 @@ __version__ = "0.1.0"
 __all__ = [
     "BudgetAccountant",
     "BudgetExceededError",
-    "KendallTauResult",
     "Cost",
     "Estimate",
+    "KendallTauResult",
     "PrivacyGuarantee",
     "PrivacyModel",
     "advise",

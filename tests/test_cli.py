@@ -37,7 +37,7 @@ JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_l
 OPTIONS = ["--statistic", "--data", "--file", "--evaluate", "--columns", "--epsilon", "--delta",
            "--column-bounds", "--column-values", "--precision", "--noise",
            "--protocol", "--param", "--bounds", "--seed", "--format",
-           "--engine", "--workers", "--partitions"]
+           "--engine", "--workers", "--partitions", "--budget"]
 
 
 CsvFile = tuple[Path, np.ndarray, np.ndarray, np.ndarray]

@@ -40,6 +40,11 @@ from fedustat.compare import (
     run_comparison,
     write_report,
 )
+from fedustat.privacy.budget import (
+    BudgetAccountant,
+    BudgetExceededError,
+    IncomparableGuaranteeError,
+)
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
 from fedustat.runtime import network
@@ -326,7 +331,11 @@ def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
         registry.check_parameters(args.protocol, params)
         private = estimate(kernel, data, epsilon=args.epsilon, delta=args.delta,
                            protocol=args.protocol, noise=args.noise,
-                           rng=None if deployment else _seed(args), **engine_options, **params)
+                           rng=None if deployment else _seed(args),
+                           budget=getattr(args, "accountant", None), **engine_options, **params)
+    except (BudgetExceededError, IncomparableGuaranteeError) as exc:
+        raise ProtocolRefusedError(f"{spec.name} refused before any party sent anything: "
+                                   f"{exc}") from None
     except (TypeError, ValueError, OverflowError, MemoryError) as exc:
         raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
     except (ImportError, RuntimeError) as exc:  # the engine's EngineError is a RuntimeError
@@ -400,6 +409,50 @@ NOISE_DESCRIPTIONS = {
 }
 
 
+def _load_budget(path: Path) -> BudgetAccountant:
+    if not path.is_file():
+        raise SystemExit(f"error: no budget file {str(path)!r}; create one with "
+                         f"`fedustat budget {path} --epsilon E`")
+    try:
+        return BudgetAccountant.from_json(path.read_text())
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"error: budget file {str(path)!r}: {exc}") from None
+
+
+def _save_budget(path: Path, accountant: BudgetAccountant) -> None:
+    # Written to a sibling file and renamed, so an interrupted run never leaves half a ledger.
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(accountant.to_json(indent=2) + "\n")
+    tmp.replace(path)
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if args.epsilon is None:
+        acct = _load_budget(path)
+        eps, delta = acct.remaining
+        spent_eps, spent_delta = acct.spent
+        print(f"budget {path}: epsilon {acct.epsilon:g}, delta {acct.delta:g}, rule "
+              f"{acct.rule}, adjacency {acct.adjacency!r}")
+        print(f"spent: epsilon {spent_eps:g}, delta {spent_delta:g}; remaining: epsilon "
+              f"{eps:g}, delta {delta:g}")
+        for entry in acct.ledger:
+            print(f"  {entry.name}: epsilon {entry.cost.epsilon:g}, delta "
+                  f"{entry.cost.delta:g}")
+        return 0
+    if path.exists() and not args.force:
+        raise SystemExit(f"error: {str(path)!r} exists; add --force to replace it (its "
+                         "ledger would be lost)")
+    try:
+        acct = BudgetAccountant(args.epsilon, args.delta, rule=args.rule,
+                                delta_slack=args.delta_slack, adjacency=args.adjacency)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    _save_budget(path, acct)
+    print(f"created {path}: epsilon {acct.epsilon:g}, delta {acct.delta:g}, rule {acct.rule}")
+    return 0
+
+
 def cmd_estimate(args: argparse.Namespace) -> int:
     if args.epsilon <= 0 or math.isnan(args.epsilon):
         raise SystemExit(f"error: --epsilon must be > 0, got {args.epsilon}")
@@ -438,14 +491,19 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                    else "add --evaluate to confirm that this is an evaluation, not a release")
         raise SystemExit("error: --epsilon inf and --protocol exact print the exact, "
                          f"non-private value of your data; {confirm}")
+    args.accountant = None if args.budget is None else _load_budget(Path(args.budget))
     rows, refused = [], []
-    for name in names:
-        try:
-            rows.append(_row(STATISTICS[name], args))
-        except ProtocolRefusedError as exc:
-            if len(names) == 1:
-                raise SystemExit(f"error: {exc}") from None
-            refused.append(str(exc))
+    try:
+        for name in names:
+            try:
+                rows.append(_row(STATISTICS[name], args))
+            except ProtocolRefusedError as exc:
+                if len(names) == 1:
+                    raise SystemExit(f"error: {exc}") from None
+                refused.append(str(exc))
+    finally:
+        if args.accountant is not None and rows:
+            _save_budget(Path(args.budget), args.accountant)
     if not rows:
         raise SystemExit("error: the protocol computed none of the statistics:\n  "
                          + "\n  ".join(refused))
@@ -658,6 +716,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a CSV (header row) or Parquet file instead of bundled data; only "
                           "the release, its interval and guarantee are printed (see "
                           "--evaluate)")
+    est.add_argument("--budget", default=None, metavar="FILE",
+                     help="a privacy budget file (made by `fedustat budget FILE --epsilon "
+                          "E`): each release is checked against it before any party sends "
+                          "anything, refused if it would exceed the budget, and recorded in "
+                          "the file when released")
     est.add_argument("--evaluate", action="store_true",
                      help="evaluation only: also compute the exact (non-private) value of "
                           "--file's raw rows and the release's error. The output then "
@@ -827,6 +890,26 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a progress bar over the experiments on stderr (default: only "
                           "when stderr is a terminal)")
     rep.set_defaults(func=cmd_reproduce)
+
+    bud = sub.add_parser("budget", help="create or show a privacy budget file",
+                         description="With --epsilon, create FILE holding a privacy budget "
+                                     "for one data set; without, show what FILE has spent "
+                                     "and what remains. `fedustat estimate --budget FILE` "
+                                     "spends it (docs/budget.md).")
+    bud.add_argument("file", metavar="FILE", help="the budget file (JSON)")
+    bud.add_argument("--epsilon", type=float, default=None,
+                     help="total epsilon of a new budget")
+    bud.add_argument("--delta", type=float, default=0.0, help="total delta of a new budget")
+    bud.add_argument("--rule", choices=("basic", "advanced", "zcdp"), default="basic",
+                     help="composition rule of a new budget")
+    bud.add_argument("--delta-slack", type=float, default=None,
+                     help="delta' of advanced composition (needed with --rule advanced)")
+    bud.add_argument("--adjacency", default="replace one record",
+                     help="what the budget protects: 'replace one record', 'score', "
+                          "'label' or 'add/remove one record' (docs/budget.md)")
+    bud.add_argument("--force", action="store_true",
+                     help="overwrite an existing budget file")
+    bud.set_defaults(func=cmd_budget)
 
     ds = sub.add_parser("datasets", help="list the bundled data sets")
     ds.set_defaults(func=cmd_datasets)

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 from scipy import integrate
 from scipy import stats as sps
 
@@ -275,6 +276,110 @@ def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float =
     return release
 
 
+# ------------------------------------------------------------------ scikit-learn inputs
+
+#: scikit-learn / SciPy arguments that have no private meaning here, with the reason given
+#: when one is passed (rather than "unexpected keyword argument").
+_NO_PRIVATE_MEANING: dict[str, str] = {
+    "sample_weight": "a weighted U-statistic has another sensitivity (one record's weight "
+                     "moves it by more than the unweighted bound the noise is calibrated "
+                     "to), so weights have no private meaning here",
+    "max_fpr": "the standardized partial AUC up to max_fpr depends on the negatives' score "
+               "quantile, which is private, so it is not a U-statistic of a public kernel "
+               "and has no private release here",
+}
+
+
+def _sklearn_inputs(caller: str, params: dict[str, Any], data: Any,
+                    **columns: Any) -> dict[str, np.ndarray]:
+    """The columns of a one-call function as NumPy arrays, checked at the boundary.
+
+    A column may be an array, a list, a pandas/polars Series (converted with
+    ``np.asarray``), or a column name of the table ``data`` (as in seaborn's API).
+    Arguments of scikit-learn without a private meaning (:data:`_NO_PRIVATE_MEANING`)
+    are refused here with the reason, before any party runs.
+    """
+    for key in params:
+        if key in _NO_PRIVATE_MEANING:
+            raise TypeError(f"{caller}() does not take {key}=: {_NO_PRIVATE_MEANING[key]}")
+    out = {}
+    for name, values in columns.items():
+        if isinstance(values, str):
+            if data is None:
+                raise TypeError(f"{caller}(): {name}={values!r} is a column name; pass the "
+                                "table too (data=df)")
+            names = [str(c) for c in getattr(data, "columns", ())]
+            if values not in names:
+                raise ValueError(f"{caller}(): data has no column {values!r} (its columns: "
+                                 f"{', '.join(names) or 'none'})")
+            values = data[values]
+        elif data is not None and isinstance(values, (int, float)):
+            raise TypeError(f"{caller}(): with data=, give {name} as a column name")
+        to_numpy = getattr(values, "to_numpy", None)  # pandas and polars Series
+        if callable(to_numpy) and not isinstance(values, np.ndarray):
+            values = to_numpy()
+        out[name] = np.asarray(values)
+    return out
+
+
+def _binary_target(y_true: np.ndarray, pos_label: Any, caller: str) -> tuple[np.ndarray, int]:
+    """``y_true`` as 0/1 (1 = ``pos_label``) and the positive class's index among the
+    sorted labels (its ``predict_proba`` column).
+
+    scikit-learn's rule (``sklearn.metrics.roc_curve``): labels {0, 1} or {-1, 1} need no
+    ``pos_label`` (1 is positive); any other labels need it.
+    """
+    if y_true.ndim != 1:
+        raise ValueError(f"{caller}(): y_true must be one-dimensional, got shape "
+                         f"{y_true.shape}")
+    if y_true.dtype.kind in "fc" and not np.all(np.isfinite(y_true)):
+        raise ValueError(f"{caller}(): y_true contains NaN or infinite labels")
+    try:
+        classes = np.unique(y_true).tolist()
+    except TypeError as exc:  # mixed types that do not sort
+        raise ValueError(f"{caller}(): y_true mixes label types ({exc})") from exc
+    numeric = y_true.dtype.kind in "biuf"
+    shown = str([float(c) if numeric and y_true.dtype.kind != "b" else c
+                 for c in classes[:5]])[:-1] + (", ...]" if len(classes) > 5 else "]")
+    if pos_label is None:
+        if not numeric or not (set(classes) <= {0, 1} or set(classes) <= {-1, 1}):
+            raise ValueError(f"{caller}(): y_true's label must be binary (0/1, -1/1 or "
+                             f"booleans); found values {shown}: for other labels, name the "
+                             "positive class with pos_label=")
+        # 1 is positive; a single class is refused by the kernel ("no ... example")
+        return (y_true == 1).astype(np.int8), 1
+    if pos_label not in classes:
+        raise ValueError(f"{caller}(): pos_label={pos_label!r} is not among y_true's "
+                         f"labels {shown}")
+    return (y_true == pos_label).astype(np.int8), classes.index(pos_label)
+
+
+def _binary_score(y_score: np.ndarray, column: int, n_classes: int, caller: str) -> np.ndarray:
+    """A 1-D score, or the positive class's column of a ``predict_proba`` array (column 1
+    of an (n, 2) array for labels 0/1, scikit-learn's binary convention)."""
+    if y_score.ndim == 2 and y_score.shape[1] == 1:
+        return y_score[:, 0]
+    if y_score.ndim == 2 and y_score.shape[1] == max(n_classes, 2):
+        return y_score[:, column]
+    if y_score.ndim != 1:
+        raise ValueError(f"{caller}(): y_score has shape {y_score.shape}; expected a 1-D "
+                         "score or an (n, 2) predict_proba array (column 1 = probability of "
+                         f"the positive class) for the {n_classes} label(s) of y_true")
+    return y_score
+
+
+def _codes(values: np.ndarray) -> np.ndarray:
+    """Non-numeric labels (strings, objects) as integer codes: the Rand index reads only
+    whether two labels are equal, which codes keep."""
+    if values.dtype.kind in "biuf":
+        return values
+    try:
+        return np.unique(values, return_inverse=True)[1].reshape(values.shape)
+    except TypeError:  # unorderable mixed objects: code by first appearance
+        index: dict[Any, int] = {}
+        return np.array([index.setdefault(v, len(index)) for v in values.tolist()])
+
+
 def _protocol_for(epsilon: float, protocol: str | None) -> str:
     if protocol is not None:
         return protocol
@@ -282,6 +387,7 @@ def _protocol_for(epsilon: float, protocol: str | None) -> str:
 
 
 def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0.0,
+                  pos_label: Any = None, data: Any = None,
                   protocol: str | None = None, rng: RandomLike = None,
                   noise: str | NoiseSource | None = None,
                   engine: Any = None, workers: int | None = None, clip: bool = True,
@@ -292,13 +398,26 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
     release unclipped, as in :func:`estimate` (this holds for every one-call function
     below).
 
+    Labels 0/1, -1/1 or booleans need no ``pos_label``; any others (strings, 1/2, ...)
+    need ``pos_label=`` naming the positive class (scikit-learn's rule for
+    ``roc_curve``); with more than two labels, ``pos_label`` against the rest.
+    ``y_score`` is a 1-D score or a ``predict_proba`` array with one column per sorted
+    label: its positive class's column is used (column 1 of an (n, 2) array for labels
+    0/1, as in scikit-learn). Columns may be pandas/polars Series, or column names of
+    the table ``data`` (``roc_auc_score("label", "score", data=df, epsilon=1)``).
+    ``sample_weight`` and ``max_fpr`` are refused: they have no private meaning here.
+
     Ties in ``y_score`` count one half, as in scikit-learn. The class sizes are treated
     as public, as in the papers (000 Sec. 4; 004 Sec. 3).
     """
+    caller = "fedustat.roc_auc_score"
+    cols = _sklearn_inputs(caller, params, data, y_true=y_true, y_score=y_score)
+    labels, column = _binary_target(cols["y_true"], pos_label, caller)
+    score = _binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     kernel = kernels.auc_kernel()
-    return _release(kernel, kernel.pack(y_score, y_true), epsilon=epsilon, delta=delta,
+    return _release(kernel, kernel.pack(score, labels), epsilon=epsilon, delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller="fedustat.roc_auc_score",
+                    batch_size=None, caller=caller,
                     params=params, engine=engine, workers=workers, clip=clip)
 
 
@@ -358,7 +477,7 @@ def kendall_tau_pvalue(release: Estimate, n: int) -> float:
 
 
 def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: str = "a",
-               protocol: str | None = None, rng: RandomLike = None,
+               data: Any = None, protocol: str | None = None, rng: RandomLike = None,
                noise: str | NoiseSource | None = None, engine: Any = None,
                workers: int | None = None, clip: bool = True,
                **params: Any) -> KendallTauResult:
@@ -373,55 +492,76 @@ def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: s
     :class:`KendallTauResult`, an :class:`~fedustat.protocols.base.Estimate`. The p-value
     tests tau = 0 from the release alone (:func:`kendall_tau_pvalue`); with ties it uses
     the no-tie null variance (conservative), as the tie counts are private.
+    ``x`` and ``y`` may be pandas/polars Series or column names of ``data``.
     """
+    caller = "fedustat.kendalltau"
+    cols = _sklearn_inputs(caller, params, data, x=x, y=y)
     kernel = kernels.kendall_tau_kernel(variant)
-    records = kernel.pack(x, y)
+    records = kernel.pack(cols["x"], cols["y"])
     release = _release(kernel, records, epsilon=epsilon, delta=delta,
                        protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                       batch_size=None, caller="fedustat.kendalltau",
+                       batch_size=None, caller=caller,
                        params=params, engine=engine, workers=workers, clip=clip)
     fields = {f.name: getattr(release, f.name) for f in dataclasses.fields(release)}
     return KendallTauResult(**fields, pvalue=kendall_tau_pvalue(release, len(records)))
 
 
 def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
-                         delta: float = 0.0, protocol: str | None = None,
+                         delta: float = 0.0, data: Any = None, protocol: str | None = None,
                          rng: RandomLike = None,
                          noise: str | NoiseSource | None = None, engine: Any = None,
                          workers: int | None = None, clip: bool = True,
                          **params: Any) -> Estimate:
-    """Private Gini mean difference (000 eq. 4) of values within the public ``bounds``."""
+    """Private Gini mean difference (000 eq. 4) of values within the public ``bounds``.
+
+    ``x`` may be a pandas/polars Series or a column name of ``data``.
+    """
+    caller = "fedustat.gini_mean_difference"
+    cols = _sklearn_inputs(caller, params, data, x=x)
     kernel = kernels.gini_kernel(bounds)
-    return _release(kernel, kernel.pack(x), epsilon=epsilon, delta=delta,
+    return _release(kernel, kernel.pack(cols["x"]), epsilon=epsilon, delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller="fedustat.gini_mean_difference",
+                    batch_size=None, caller=caller,
                     params=params, engine=engine, workers=workers, clip=clip)
 
 
 def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
-                         protocol: str | None = None, rng: RandomLike = None,
+                         data: Any = None, protocol: str | None = None, rng: RandomLike = None,
                          noise: str | NoiseSource | None = None, engine: Any = None,
                          workers: int | None = None, clip: bool = True,
                          **params: Any) -> Estimate:
-    """Private fraction of pairs with equal values (000 eq. 5, inside the logarithm)."""
+    """Private fraction of pairs with equal values (000 eq. 5, inside the logarithm).
+
+    ``x`` may be a pandas/polars Series or a column name of ``data``.
+    """
+    caller = "fedustat.duplicate_pair_ratio"
+    cols = _sklearn_inputs(caller, params, data, x=x)
     kernel = kernels.duplicate_pair_kernel()
-    return _release(kernel, kernel.pack(x), epsilon=epsilon, delta=delta,
+    return _release(kernel, kernel.pack(cols["x"]), epsilon=epsilon, delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller="fedustat.duplicate_pair_ratio",
+                    batch_size=None, caller=caller,
                     params=params, engine=engine, workers=workers, clip=clip)
 
 
 def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: float = 0.0,
-               protocol: str | None = None, rng: RandomLike = None,
+               data: Any = None, protocol: str | None = None, rng: RandomLike = None,
                noise: str | NoiseSource | None = None, engine: Any = None,
                workers: int | None = None, clip: bool = True,
                **params: Any) -> Estimate:
-    """Private Rand index; mirrors ``sklearn.metrics.rand_score``."""
+    """Private Rand index; mirrors ``sklearn.metrics.rand_score``.
+
+    Labels may be numbers or strings (only their equality matters); columns may be
+    pandas/polars Series or column names of ``data``, as in :func:`roc_auc_score`.
+    """
+    caller = "fedustat.rand_score"
+    cols = _sklearn_inputs(caller, params, data, labels_true=labels_true,
+                           labels_pred=labels_pred)
     kernel = kernels.rand_index_kernel()
-    return _release(kernel, kernel.pack(labels_true, labels_pred), epsilon=epsilon,
+    return _release(kernel, kernel.pack(_codes(cols["labels_true"]),
+                                        _codes(cols["labels_pred"])), epsilon=epsilon,
                     delta=delta,
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller="fedustat.rand_score",
+                    batch_size=None, caller=caller,
                     params=params, engine=engine, workers=workers, clip=clip)
 
 

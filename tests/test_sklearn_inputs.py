@@ -207,3 +207,83 @@ def test_polars_series_if_installed(binary):
     y, score = binary
     got = fedustat.roc_auc_score(pl.Series(y), pl.Series(score), epsilon=INF)
     assert got.value == pytest.approx(skm.roc_auc_score(y, score), abs=1e-12)
+
+
+# ---------------------------------------------------------------- multiclass
+
+
+@pytest.fixture
+def three_classes() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(1616)
+    y = rng.integers(0, 3, size=45)
+    proba = rng.dirichlet([1.0, 1.0, 1.0], size=45)
+    proba[np.arange(45), y] += 0.4  # informative scores
+    return y, proba / proba.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("multi_class", ["ovr", "ovo"])
+@pytest.mark.parametrize("average", ["macro", "weighted"])
+def test_multiclass_matches_sklearn_exactly(three_classes, multi_class, average):
+    y, proba = three_classes
+    got = fedustat.roc_auc_score(y, proba, multi_class=multi_class, average=average,
+                                 epsilon=INF)
+    expected = skm.roc_auc_score(y, proba, multi_class=multi_class, average=average)
+    assert got.value == pytest.approx(expected, abs=1e-12)
+    names = np.array(["cat", "dog", "eel"])[y]  # string classes, columns in sorted order
+    by_name = fedustat.roc_auc_score(names, proba, multi_class=multi_class,
+                                     average=average, epsilon=INF)
+    assert by_name.value == pytest.approx(expected, abs=1e-12)
+
+
+def test_sklearn_toy_multiclass():
+    # a 4-record, 3-class example (one record of class 2): every pair AUC is defined
+    y = np.array([0, 1, 0, 2])
+    proba = np.array([[0.1, 0.8, 0.1], [0.3, 0.4, 0.3], [0.35, 0.5, 0.15], [0, 0.2, 0.8]])
+    for mc in ("ovr", "ovo"):
+        got = fedustat.roc_auc_score(y, proba, multi_class=mc, epsilon=INF)
+        assert got.value == pytest.approx(skm.roc_auc_score(y, proba, multi_class=mc),
+                                          abs=1e-12)
+
+
+def test_multiclass_budget_is_split(three_classes):
+    y, proba = three_classes
+    ovr = fedustat.roc_auc_score(y, proba, multi_class="ovr", epsilon=1.5, rng=3)
+    ovo = fedustat.roc_auc_score(y, proba, multi_class="ovo", epsilon=1.5, rng=3)
+    assert ovr.privacy.epsilon == 1.5 and ovo.privacy.epsilon == 1.5
+    assert ovr.diagnostics["releases"] == 3 and ovr.diagnostics["epsilon_each"] == 0.5
+    assert ovo.diagnostics["releases"] == 6 and ovo.diagnostics["epsilon_each"] == 0.25
+    assert 0.0 <= ovr.value <= 1.0 and 0.0 <= ovo.value <= 1.0
+
+
+def test_multiclass_error_bar_matches_the_spread(three_classes):
+    y, proba = three_classes
+    exact = skm.roc_auc_score(y, proba, multi_class="ovr")
+    rng = np.random.default_rng(77)
+    runs = [fedustat.roc_auc_score(y, proba, multi_class="ovr", epsilon=2.0, rng=rng,
+                                   clip=False) for _ in range(400)]
+    values = np.array([r.value for r in runs])
+    sd = runs[0].std_error
+    n = len(values)
+    # unbiased: the mean is within 4 standard errors of the exact value
+    assert abs(values.mean() - exact) < 4 * sd / math.sqrt(n)
+    # a weighted sum of independent Laplace terms has excess kurtosis <= 3, so
+    # Var(s^2) / sd^4 <= (2 + 3) / n; 4 standard deviations of the sample variance
+    assert abs(values.var(ddof=1) / sd**2 - 1.0) < 4 * math.sqrt(5.0 / n)
+
+
+def test_multiclass_refusals(three_classes):
+    y, proba = three_classes
+    with pytest.raises(ValueError, match=r"y_true has 3 classes and y_score 3 columns: pass "
+                                         r"multi_class='ovr' \(one class against the rest\) "
+                                         r"or 'ovo'"):
+        fedustat.roc_auc_score(y, proba, epsilon=INF)
+    with pytest.raises(ValueError, match=r"average must be 'macro' or 'weighted' with "
+                                         r"multi_class='ovr', got 'micro'"):
+        fedustat.roc_auc_score(y, proba, multi_class="ovr", average="micro", epsilon=INF)
+    with pytest.raises(ValueError, match=r"multi_class must be 'raise', 'ovr' or 'ovo', "
+                                         r"got 'ova'"):
+        fedustat.roc_auc_score(y, proba, multi_class="ova", epsilon=INF)
+    with pytest.raises(ValueError, match=r"y_score has 4 columns but y_true 3 classes"):
+        fedustat.roc_auc_score(y, np.ones((45, 4)) / 4, multi_class="ovo", epsilon=INF)
+    with pytest.raises(ValueError, match=r"pos_label is for binary labels"):
+        fedustat.roc_auc_score(y, proba, multi_class="ovr", pos_label=1, epsilon=INF)

@@ -28,8 +28,16 @@ import numpy as np
 from scipy import integrate
 from scipy import stats as sps
 
-from fedustat._validation import RandomLike, check_delta, check_epsilon, check_positive_int
+from fedustat._validation import (
+    RandomLike,
+    as_rng,
+    check_delta,
+    check_epsilon,
+    check_positive_int,
+)
+from fedustat.cost import Cost
 from fedustat.privacy.budget import BudgetAccountant
+from fedustat.privacy.errors import error_sum
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource
 from fedustat.protocols import registry
@@ -387,7 +395,8 @@ def _protocol_for(epsilon: float, protocol: str | None) -> str:
 
 
 def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0.0,
-                  pos_label: Any = None, data: Any = None,
+                  pos_label: Any = None, multi_class: str = "raise",
+                  average: str = "macro", data: Any = None,
                   protocol: str | None = None, rng: RandomLike = None,
                   noise: str | NoiseSource | None = None,
                   engine: Any = None, workers: int | None = None, clip: bool = True,
@@ -412,6 +421,23 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
     """
     caller = "fedustat.roc_auc_score"
     cols = _sklearn_inputs(caller, params, data, y_true=y_true, y_score=y_score)
+    if multi_class not in ("raise", "ovr", "ovo"):
+        raise ValueError(f"{caller}(): multi_class must be 'raise', 'ovr' or 'ovo', got "
+                         f"{multi_class!r}")
+    n_labels = len(np.unique(cols["y_true"])) if cols["y_true"].ndim == 1 else 0
+    if cols["y_score"].ndim == 2 and cols["y_score"].shape[1] > 2 and n_labels > 2:
+        if multi_class == "raise":
+            raise ValueError(f"{caller}(): y_true has {n_labels} classes and y_score "
+                             f"{cols['y_score'].shape[1]} columns: pass multi_class='ovr' "
+                             "(one class against the rest) or 'ovo' (every pair of classes)")
+        if pos_label is not None:
+            raise ValueError(f"{caller}(): pos_label is for binary labels; with "
+                             f"multi_class={multi_class!r} every class is positive in turn")
+        return _multiclass_auc(cols["y_true"], cols["y_score"], multi_class=multi_class,
+                               average=average, caller=caller, epsilon=epsilon,
+                               delta=delta, protocol=_protocol_for(epsilon, protocol),
+                               rng=rng, noise=noise, params=params, engine=engine,
+                               workers=workers, clip=clip)
     labels, column = _binary_target(cols["y_true"], pos_label, caller)
     score = _binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     kernel = kernels.auc_kernel()
@@ -419,6 +445,86 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
                     protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
                     batch_size=None, caller=caller,
                     params=params, engine=engine, workers=workers, clip=clip)
+
+
+def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str,
+                    average: str, caller: str, epsilon: float, delta: float,
+                    protocol: str, rng: RandomLike, noise: Any, params: dict[str, Any],
+                    engine: Any, workers: int | None, clip: bool) -> Estimate:
+    """Multiclass AUC as scikit-learn defines it, from private binary AUC releases.
+
+    ``ovr``: the AUC of each class against the rest, with its own column of ``y_score``;
+    ``ovo``: for every pair of classes (a, b), the mean of AUC(a | b) on column a and
+    AUC(b | a) on column b over the records of a and b (Hand and Till 2001, Machine
+    Learning 45, 171-186, eq. 7). ``average="macro"`` is their mean, ``"weighted"``
+    weights them by prevalence (class sizes are public here, as in 000 Sec. 4). Each AUC
+    is a U-statistic released with epsilon / m and delta / m, m the number of released
+    AUCs, so by basic composition (Dwork and Roth 2014, Thm. 3.16) the whole release is
+    (epsilon, delta)-DP; the average of the raw releases is post-processing.
+    """
+    if average not in ("macro", "weighted"):
+        raise ValueError(f"{caller}(): average must be 'macro' or 'weighted' with "
+                         f"multi_class={multi_class!r}, got {average!r}")
+    classes = np.unique(y_true)
+    k = len(classes)
+    if y_score.shape[1] != k:
+        raise ValueError(f"{caller}(): y_score has {y_score.shape[1]} columns but y_true "
+                         f"{k} classes; one column per class (in sorted order) is needed")
+    tasks: list[tuple[np.ndarray, int, float]] = []  # (records' mask, positive, weight)
+    if multi_class == "ovr":
+        for i in range(k):
+            tasks.append((np.ones(len(y_true), dtype=bool), i,
+                          float(np.mean(y_true == classes[i]))))
+    else:
+        n_pairs = k * (k - 1) // 2
+        for i in range(k):
+            for j in range(i + 1, k):
+                mask = (y_true == classes[i]) | (y_true == classes[j])
+                prevalence = float(np.mean(mask))
+                tasks += [(mask, i, prevalence / 2.0), (mask, j, prevalence / 2.0)]
+        if average == "macro":
+            tasks = [(m, c, 0.5 / n_pairs) for m, c, _ in tasks]
+    if average == "macro" and multi_class == "ovr":
+        tasks = [(m, c, 1.0 / k) for m, c, _ in tasks]
+    total = sum(w for _, _, w in tasks)
+    weights = [w / total for _, _, w in tasks]
+    share = len(tasks)
+    eps = check_epsilon(epsilon, allow_inf=True)
+    stream = None if rng is None else as_rng(rng)  # one stream, drawn in turn
+    kernel = kernels.auc_kernel()
+    parts = []
+    for mask, positive, _ in tasks:
+        labels = (y_true[mask] == classes[positive]).astype(np.int8)
+        parts.append(_release(kernel, kernel.pack(y_score[mask, positive], labels),
+                              epsilon=eps / share, delta=check_delta(delta) / share,
+                              protocol=protocol, rng=stream, noise=noise, batch_size=None,
+                              caller=caller, params=params, engine=engine,
+                              workers=workers, clip=False))
+    raw = float(sum(w * p.raw_value for w, p in zip(weights, parts, strict=True)))
+    errors = [p.error for p in parts]
+    error = (error_sum([e.scaled(w) for w, e in zip(weights, errors, strict=True)])
+             if all(e is not None for e in errors) else None)
+    ses = [p.std_error for p in parts]
+    std_error = (math.sqrt(sum((w * se) ** 2 for w, se in zip(weights, ses, strict=True)))
+                 if all(se is not None for se in ses) else None)
+    n = len(y_true)
+    # A party's totals over the releases; one outside a release (ovo) sends nothing there.
+    sizes = [int(mask.sum()) for mask, _, _ in tasks]
+    cost = Cost(**{f.name: sum(getattr(p.cost, f.name) * (size / n if "per_party" in f.name
+                                                          and not f.name.startswith("max")
+                                                          else 1)
+                               for p, size in zip(parts, sizes, strict=True))
+                   for f in dataclasses.fields(Cost)})
+    first = parts[0]
+    privacy = replace(first.privacy, epsilon=eps, delta=check_delta(delta))
+    release = replace(first, value=raw, quantity=f"auc ({multi_class}, {average})",
+                      privacy=privacy, std_error=std_error, error=error, cost=cost,
+                      diagnostics={"multi_class": multi_class, "average": average,
+                                   "releases": len(tasks), "weights": weights,
+                                   "epsilon_each": eps / share,
+                                   "components": [p.raw_value for p in parts]},
+                      clip_range=None, unclipped=None)
+    return _in_range(release, kernel, clip)
 
 
 @dataclass(frozen=True, eq=False)

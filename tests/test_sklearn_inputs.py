@@ -287,3 +287,20 @@ def test_multiclass_refusals(three_classes):
         fedustat.roc_auc_score(y, np.ones((45, 4)) / 4, multi_class="ovo", epsilon=INF)
     with pytest.raises(ValueError, match=r"pos_label is for binary labels"):
         fedustat.roc_auc_score(y, proba, multi_class="ovr", pos_label=1, epsilon=INF)
+
+
+# ---------------------------------------------------------------- estimate
+
+
+def test_estimate_reads_the_kernel_columns_of_a_dataframe(frame):
+    df = frame.assign(label=(frame["label"] == "yes").astype(int))
+    kernel = fedustat.stats.auc_kernel()
+    got = fedustat.estimate(kernel, df, epsilon=INF, protocol="exact")
+    assert got.value == pytest.approx(skm.roc_auc_score(df["label"], df["score"]),
+                                      abs=1e-12)
+    with pytest.raises(ValueError, match=r"data has no column 'score'; kernel 'auc' reads "
+                                         r"the columns score, label \(data's columns: "):
+        fedustat.estimate(kernel, df.drop(columns="score"), epsilon=INF, protocol="exact")
+    with pytest.raises(TypeError, match=r"fedustat.estimate\(\) does not take "
+                                        r"sample_weight=: a weighted U-statistic"):
+        fedustat.estimate(kernel, df, epsilon=1.0, sample_weight=np.ones(len(df)))

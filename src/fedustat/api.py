@@ -213,7 +213,8 @@ def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float =
     kernel:
         A :class:`~fedustat.stats.kernels.Kernel` (e.g. ``fedustat.stats.auc_kernel()``).
     data:
-        One row per party, columns as ``kernel.columns`` (build it with ``kernel.pack``).
+        One row per party, columns as ``kernel.columns`` (build it with ``kernel.pack``),
+        or a pandas/polars DataFrame with columns of these names (other columns ignored).
     epsilon, delta:
         The privacy budget. ``epsilon=math.inf`` runs the protocol without noise where it
         allows it, or use ``protocol="exact"``.
@@ -265,6 +266,11 @@ def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float =
         ``BudgetExceededError`` or ``IncomparableGuaranteeError``) and its guarantee is
         spent after. See docs/budget.md.
     """
+    for key in params:
+        if key in _NO_PRIVATE_MEANING:
+            raise TypeError(f"fedustat.estimate() does not take {key}=: "
+                            f"{_NO_PRIVATE_MEANING[key]}")
+    data = _table_columns(kernel, data)
     gaussian = protocol == "fedauc-gaussian"  # the one registered Gaussian mechanism
     if budget is not None:
         models = {entry.name: entry.model for entry in registry.available()}
@@ -329,6 +335,21 @@ def _sklearn_inputs(caller: str, params: dict[str, Any], data: Any,
         out[name] = np.asarray(values)
     return out
 
+
+def _table_columns(kernel: Kernel, data: Any) -> Any:
+    """A pandas/polars DataFrame as the array of ``kernel.columns`` (selected by name);
+    anything else unchanged."""
+    if data is None or isinstance(data, np.ndarray) or not hasattr(data, "columns"):
+        return data
+    names = [str(c) for c in data.columns]
+    missing = [c for c in kernel.columns if c not in names]
+    if missing:
+        raise ValueError(f"fedustat.estimate(): data has no column {missing[0]!r}; kernel "
+                         f"{kernel.name!r} reads the columns {', '.join(kernel.columns)} "
+                         f"(data's columns: {', '.join(names)})")
+    return np.column_stack([np.asarray(_sklearn_inputs("fedustat.estimate", {}, data,
+                                                       column=c)["column"])
+                            for c in kernel.columns])
 
 def _binary_target(y_true: np.ndarray, pos_label: Any, caller: str) -> tuple[np.ndarray, int]:
     """``y_true`` as 0/1 (1 = ``pos_label``) and the positive class's index among the
@@ -415,6 +436,13 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
     0/1, as in scikit-learn). Columns may be pandas/polars Series, or column names of
     the table ``data`` (``roc_auc_score("label", "score", data=df, epsilon=1)``).
     ``sample_weight`` and ``max_fpr`` are refused: they have no private meaning here.
+
+    Multiclass labels with an (n, K) ``predict_proba`` array need
+    ``multi_class="ovr"`` (each class against the rest) or ``"ovo"`` (every pair, Hand
+    and Till), averaged with ``average="macro"`` or ``"weighted"`` (by prevalence), as in
+    scikit-learn: each binary AUC is released with epsilon / m (m = K for ovr, K(K - 1)
+    for ovo; basic composition) and the release is their average
+    (``diagnostics["releases"]``, ``["epsilon_each"]``).
 
     Ties in ``y_score`` count one half, as in scikit-learn. The class sizes are treated
     as public, as in the papers (000 Sec. 4; 004 Sec. 3).

@@ -285,6 +285,11 @@ def test_multiclass_refusals(three_classes):
         fedustat.roc_auc_score(y, proba, multi_class="ova", epsilon=INF)
     with pytest.raises(ValueError, match=r"y_score has 4 columns but y_true 3 classes"):
         fedustat.roc_auc_score(y, np.ones((45, 4)) / 4, multi_class="ovo", epsilon=INF)
+    with pytest.raises(ValueError, match=r"found values \[0.0, 1.0, 2.0\]: for other labels, "
+                                         r"name the positive class with pos_label=; for a "
+                                         r"multiclass AUC, give one y_score column per class "
+                                         r"and multi_class='ovr' or 'ovo'"):
+        fedustat.roc_auc_score(y, proba[:, 0], epsilon=INF)
     with pytest.raises(ValueError, match=r"pos_label is for binary labels"):
         fedustat.roc_auc_score(y, proba, multi_class="ovr", pos_label=1, epsilon=INF)
 

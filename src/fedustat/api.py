@@ -374,7 +374,9 @@ def _binary_target(y_true: np.ndarray, pos_label: Any, caller: str) -> tuple[np.
         if not numeric or not (set(classes) <= {0, 1} or set(classes) <= {-1, 1}):
             raise ValueError(f"{caller}(): y_true's label must be binary (0/1, -1/1 or "
                              f"booleans); found values {shown}: for other labels, name the "
-                             "positive class with pos_label=")
+                             "positive class with pos_label="
+                             + ("; for a multiclass AUC, give one y_score column per class "
+                                "and multi_class='ovr' or 'ovo'" if len(classes) > 2 else ""))
         # 1 is positive; a single class is refused by the kernel ("no ... example")
         return (y_true == 1).astype(np.int8), 1
     if pos_label not in classes:

@@ -184,6 +184,12 @@ def test_series_and_column_names_give_the_same_exact_values(frame):
                                       abs=1e-12)
 
 
+def test_a_dict_of_columns_is_a_table(binary):
+    y, score = binary
+    got = fedustat.roc_auc_score("y", "s", data={"y": y, "s": score}, epsilon=INF)
+    assert got.value == pytest.approx(skm.roc_auc_score(y, score), abs=1e-12)
+
+
 def test_column_name_errors(frame):
     with pytest.raises(ValueError, match=r"data has no column 'lable' \(its columns: label, "
                                          r"score, age, cluster, truth\)"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -309,7 +309,8 @@ def _sklearn_inputs(caller: str, params: dict[str, Any], data: Any,
     """The columns of a one-call function as NumPy arrays, checked at the boundary.
 
     A column may be an array, a list, a pandas/polars Series (converted with
-    ``np.asarray``), or a column name of the table ``data`` (as in seaborn's API).
+    ``np.asarray``), or a column name of the table ``data`` (a DataFrame or a dict of
+    columns, as in seaborn's API).
     Arguments of scikit-learn without a private meaning (:data:`_NO_PRIVATE_MEANING`)
     are refused here with the reason, before any party runs.
     """
@@ -322,7 +323,9 @@ def _sklearn_inputs(caller: str, params: dict[str, Any], data: Any,
             if data is None:
                 raise TypeError(f"{caller}(): {name}={values!r} is a column name; pass the "
                                 "table too (data=df)")
-            names = [str(c) for c in getattr(data, "columns", ())]
+            # a DataFrame's columns, or a dict's keys (a table as a mapping of columns)
+            names = [str(c) for c in (data.keys() if isinstance(data, Mapping)
+                                      else getattr(data, "columns", ()))]
             if values not in names:
                 raise ValueError(f"{caller}(): data has no column {values!r} (its columns: "
                                  f"{', '.join(names) or 'none'})")

@@ -1,0 +1,306 @@
+"""Every example in README.md and docs/**/*.md runs as written.
+
+What counts as an example (the extraction rule):
+
+* Python: a fenced block opened with ```` ```python ````, or an indented block (four spaces
+  or more, after a blank line or a paragraph) whose first line starts with ``import ``,
+  ``from `` or ``>>> ``. A block containing ``>>>`` prompts is run with :mod:`doctest`
+  (its printed output is checked, ``ELLIPSIS`` and ``NORMALIZE_WHITESPACE`` on); any other
+  block is executed with ``exec``.
+* Shell: in any other fenced block (``sh``, ``bash``, ``console``, ``text`` or no language)
+  or indented block, a line starting with ``fedustat `` or ``$ fedustat `` (continued by a
+  trailing backslash) is one command. It runs through ``fedustat.cli.main`` with the words
+  after ``fedustat``; ``#`` starts a comment. Lines starting with other programs (``make``,
+  ``pip``, ``python -m ...``, ``flwr``) are not run here: ``make`` and the Flower app have
+  their own tests.
+* A command followed in its block by a line ``error: MESSAGE`` (console transcript) or
+  ``# error: MESSAGE`` (a comment, possibly continued by further ``#`` lines) documents a
+  refusal: the command must exit with status 1 and print MESSAGE on stderr; ``...`` in
+  MESSAGE stands for any text. Every other command must exit 0.
+
+The examples of one page run in order, sharing one Python namespace and one temporary
+working directory (later examples may use what earlier ones defined or wrote, e.g. a
+budget file); each example is its own test, named ``page:line``, which first runs the
+page's earlier examples. The working directory holds the user files the docs refer to
+(``scores.csv`` and ``mine.csv`` with ``score,label``, ``data.csv`` with ``income``,
+``values.parquet`` with ``x`` in [0, 1]), made
+from a seeded generator. Commands that take minutes, need a network, several processes
+or a cluster are listed in ``SKIPPED`` with the reason, Python blocks that are not
+runnable code (a sketch of signatures) in ``SKIPPED_PYTHON``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import doctest
+import io
+import os
+import re
+import shlex
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+# (page relative to the repository, command prefix after "fedustat ", reason). A prefix
+# matches every command of that page starting with it; "*" matches every page.
+SKIPPED: list[tuple[str, str, str]] = [
+    ("*", "serve ", "network server: waits for parties over TLS (tests/test_network*.py run it)"),
+    ("*", "party ", "network party: needs a running server (tests/test_network*.py run it)"),
+    ("*", "service ", "network service role: needs a running server "
+     "(tests/test_service_roles_processes.py)"),
+    ("*", "reproduce NAME", "synopsis of the arguments, not a command"),
+    ("*", "reproduce all",
+     "every experiment: minutes (tests/test_reproduce.py runs each with --quick)"),
+    ("*", "compare",
+     "every protocol on every data set with figures: minutes (tests/test_compare.py)"),
+    ("docs/engine.md", "estimate --statistic auc --protocol fedauc-rr --engine tcp://",
+     "needs a running Dask scheduler at tcp://scheduler:8786"),
+]
+
+# Python blocks that are not run: (page, the block's first line, reason).
+SKIPPED_PYTHON: list[tuple[str, str, str]] = [
+    ("docs/architecture.md", "class Protocol(ABC):",
+     "a sketch of the four method signatures, not runnable code"),
+    ("docs/engine.md", "# Stored data: one Parquet file per partition",
+     "needs a running Dask scheduler at tcp://scheduler:8786 and a scores/ directory"),
+]
+
+
+@dataclass
+class Example:
+    page: str
+    line: int
+    kind: str  # "python", "doctest" or "shell"
+    text: str
+    expect_error: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def _shell_commands(page: str, start: int, lines: list[str]) -> list[Example]:
+    out: list[Example] = []
+    i = 0
+    while i < len(lines):
+        raw = lines[i].strip()
+        if raw.startswith("$ "):
+            raw = raw[2:]
+        if not raw.startswith("fedustat "):
+            i += 1
+            continue
+        first = i
+        cmd = raw
+        while cmd.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            cmd = cmd[:-1] + " " + lines[i].strip()
+        i += 1
+        expect = None
+        if i < len(lines):
+            nxt = lines[i].strip()
+            if nxt.startswith("error:"):
+                expect = nxt[len("error:"):].strip()
+                i += 1
+            elif nxt.startswith("# error:"):
+                parts = [nxt[len("# error:"):].strip()]
+                i += 1
+                while i < len(lines) and lines[i].strip().startswith("# "):
+                    parts.append(lines[i].strip()[2:].strip())
+                    i += 1
+                expect = " ".join(parts)
+        out.append(Example(page, start + first, "shell", cmd, expect))
+    return out
+
+
+def extract(path: Path) -> list[Example]:
+    page = path.relative_to(ROOT).as_posix()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    examples: list[Example] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        fence = re.match(r"^(\s*)```(\w*)", line)
+        if fence:
+            lang = fence.group(2)
+            j = i + 1
+            while j < len(lines) and not lines[j].strip().startswith("```"):
+                j += 1
+            body = [ln[len(fence.group(1)):] for ln in lines[i + 1:j]]
+            if lang == "python":
+                text = "\n".join(body) + "\n"
+                kind = "doctest" if ">>>" in text else "python"
+                examples.append(Example(page, i + 2, kind, text))
+            elif lang in ("", "sh", "bash", "console", "text", "shell"):
+                examples.extend(_shell_commands(page, i + 2, body))
+            i = j + 1
+            continue
+        if line.startswith("    ") and (i == 0 or not lines[i - 1].startswith("    ")):
+            j = i
+            while j < len(lines) and (lines[j].startswith("    ") or not lines[j].strip()):
+                j += 1
+            while j > i and not lines[j - 1].strip():
+                j -= 1
+            block = textwrap.dedent("\n".join(lines[i:j])).splitlines()
+            head = block[0]
+            if head.startswith(("import ", "from ", ">>> ")):
+                text = "\n".join(block) + "\n"
+                kind = "doctest" if ">>>" in text else "python"
+                examples.append(Example(page, i + 1, kind, text))
+            else:
+                examples.extend(_shell_commands(page, i + 1, block))
+            i = j
+            continue
+        i += 1
+    return examples
+
+
+ALL: list[Example] = [ex for p in PAGES for ex in extract(p)]
+
+
+def skip_reason(ex: Example) -> str | None:
+    if ex.kind != "shell":
+        first = ex.text.lstrip().splitlines()[0]
+        for page, head, reason in SKIPPED_PYTHON:
+            if page == ex.page and first.startswith(head):
+                return reason
+        return None
+    args = ex.text[len("fedustat "):]
+    for page, prefix, reason in SKIPPED:
+        if page in ("*", ex.page) and args.startswith(prefix):
+            return reason
+    return None
+
+
+def _write_user_files(where: Path) -> None:
+    """The users' own files the docs refer to, from a seeded generator."""
+    rng = np.random.default_rng(2024)
+    y = rng.integers(0, 2, 400)
+    s = rng.normal(size=400) + y
+    rows = "\n".join(f"{a:.6f},{b}" for a, b in zip(s, y, strict=True))
+    for name in ("scores.csv", "mine.csv"):
+        (where / name).write_text("score,label\n" + rows + "\n", encoding="utf-8")
+    income = rng.gamma(2.0, 20000.0, 400).clip(0, 200000)
+    pd.DataFrame({"x": rng.uniform(size=400)}).to_parquet(where / "values.parquet")
+    (where / "data.csv").write_text("income\n" + "\n".join(f"{v:.2f}" for v in income) + "\n",
+                                    encoding="utf-8")
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    message: str
+
+
+@dataclass
+class PageRun:
+    """The examples of one page, run in order in one namespace and working directory."""
+
+    workdir: Path
+    namespace: dict[str, Any] = field(default_factory=dict)
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    done: int = 0
+
+    def run_until(self, examples: list[Example], index: int) -> Outcome:
+        while self.done <= index:
+            ex = examples[self.done]
+            old = os.getcwd()
+            os.chdir(self.workdir)
+            try:
+                self.outcomes[self.done] = run_example(ex, self.namespace)
+            finally:
+                os.chdir(old)
+            self.done += 1
+        return self.outcomes[index]
+
+
+def _matches(expected: str, got: str) -> bool:
+    pattern = ".*".join(re.escape(part.strip()) for part in expected.split("..."))
+    return re.search(pattern, " ".join(got.split()), flags=re.S) is not None
+
+
+def run_example(ex: Example, namespace: dict[str, Any]) -> Outcome:
+    if skip_reason(ex) is not None:
+        return Outcome(True, "skipped")
+    if ex.kind == "python":
+        buf = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(buf):
+                exec(compile(ex.text, ex.id, "exec"), namespace)  # the docs' own code
+        except Exception as exc:  # reported as the example's failure
+            return Outcome(False, f"{type(exc).__name__}: {exc}")
+        return Outcome(True, buf.getvalue())
+    if ex.kind == "doctest":
+        test = doctest.DocTestParser().get_doctest(ex.text, namespace, ex.id, ex.page, ex.line)
+        out = io.StringIO()
+        runner = doctest.DocTestRunner(
+            optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        runner.run(test, out=out.write, clear_globs=False)
+        return Outcome(runner.failures == 0, out.getvalue())
+    from fedustat.cli import main
+
+    argv = shlex.split(ex.text, comments=True)[1:]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code: Any = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+    if isinstance(code, str):  # SystemExit("error: ...") is status 1 with the message
+        err.write(code + "\n")
+        code = 1
+    code = 0 if code is None else int(code)
+    if ex.expect_error is not None:
+        ok = code == 1 and _matches(ex.expect_error, err.getvalue())
+        return Outcome(ok, f"exit {code}; stderr: {err.getvalue()[-2000:]}\nexpected error: "
+                           f"{ex.expect_error}")
+    return Outcome(code == 0, f"exit {code}; stderr: {err.getvalue()[-2000:]}")
+
+
+@pytest.fixture(scope="module")
+def page_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, PageRun]:
+    return {}
+
+
+def _by_page() -> dict[str, list[Example]]:
+    pages: dict[str, list[Example]] = {}
+    for ex in ALL:
+        pages.setdefault(ex.page, []).append(ex)
+    return pages
+
+
+BY_PAGE = _by_page()
+
+
+def test_extraction_finds_the_examples() -> None:
+    # The README's quick start (python), its command lines and the user guide's refusals.
+    ids = {(ex.page, ex.kind) for ex in ALL}
+    assert ("README.md", "python") in ids
+    assert ("README.md", "shell") in ids
+    assert any(ex.expect_error and ex.page == "docs/user-guide.md" for ex in ALL)
+    assert any(ex.expect_error and ex.page == "docs/budget.md" for ex in ALL)
+
+
+@pytest.mark.parametrize("ex", ALL, ids=[ex.id for ex in ALL])
+def test_doc_example(ex: Example, page_runs: dict[str, PageRun],
+                     tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    reason = skip_reason(ex)
+    if reason is not None:
+        pytest.skip(reason)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    run = page_runs.get(ex.page)
+    if run is None:
+        where = tmp_path_factory.mktemp(re.sub(r"\W", "_", ex.page))
+        _write_user_files(where)
+        run = page_runs[ex.page] = PageRun(where)
+    examples = BY_PAGE[ex.page]
+    outcome = run.run_until(examples, examples.index(ex))
+    assert outcome.ok, f"{ex.id} ({ex.kind}): {ex.text.strip()}\n{outcome.message}"

@@ -10,9 +10,11 @@ What counts as an example (the extraction rule):
 * Shell: in any other fenced block (``sh``, ``bash``, ``console``, ``text`` or no language)
   or indented block, a line starting with ``fedustat `` or ``$ fedustat `` (continued by a
   trailing backslash) is one command. It runs through ``fedustat.cli.main`` with the words
-  after ``fedustat``; ``#`` starts a comment. Lines starting with other programs (``make``,
-  ``pip``, ``python -m ...``, ``flwr``) are not run here: ``make`` and the Flower app have
-  their own tests.
+  after ``fedustat``; ``#`` starts a comment. ``python -m fedustat.runtime.flower ...``
+  runs through that module's ``main``. Lines of the other programs the docs show
+  (``make``, ``pip``, ``python3.11 -m venv``, ``flwr``, ``flower-superlink``,
+  ``flower-supernode``) are collected too and skipped with
+  the reason in ``SKIPPED_PROGRAMS``.
 * A command followed in its block by a line ``error: MESSAGE`` (console transcript) or
   ``# error: MESSAGE`` (a comment, possibly continued by further ``#`` lines) documents a
   refusal: the command must exit with status 1 and print MESSAGE on stderr; ``...`` in
@@ -60,9 +62,23 @@ SKIPPED: list[tuple[str, str, str]] = [
     ("*", "reproduce all",
      "every experiment: minutes (tests/test_reproduce.py runs each with --quick)"),
     ("*", "compare",
-     "every protocol on every data set with figures: minutes (tests/test_compare.py)"),
+     "every applicable protocol at 4 epsilons x 50 repetitions, with figures: 20 s for one "
+     "statistic on 400 rows, minutes for all (tests/test_compare.py)"),
     ("docs/engine.md", "estimate --statistic auc --protocol fedauc-rr --engine tcp://",
      "needs a running Dask scheduler at tcp://scheduler:8786"),
+]
+
+# Other programs' command lines: (first word(s), reason). None is run.
+SKIPPED_PROGRAMS: list[tuple[str, str]] = [
+    ("make run", "creates a virtualenv and runs every comparison: minutes (what this test's "
+                 "commands and tests/test_compare.py check piece by piece)"),
+    ("make test", "runs the whole test suite, this file included: 10+ minutes"),
+    ("make bench", "benchmarks/bench_exact.py at n = 10^6: minutes (tests/test_bench_peers.py)"),
+    ("pip ", "installs packages from an index: needs the network"),
+    ("python3.11 -m venv", "creates a virtualenv and installs into it: needs the network"),
+    ("flwr ", "needs a running Flower SuperLink and SuperNodes (tests/test_flower.py)"),
+    ("flower-superlink ", "a long-running Flower server with TLS certificates"),
+    ("flower-supernode ", "a long-running Flower node: needs a SuperLink"),
 ]
 
 # Python blocks that are not run: (page, the block's first line, reason).
@@ -87,6 +103,10 @@ class Example:
         return f"{self.page}:{self.line}"
 
 
+_PROGRAMS = ("fedustat ", "python -m fedustat.runtime.flower ", "make ", "pip ",
+             "python3.11 -m venv", "flwr ", "flower-superlink ", "flower-supernode ")
+
+
 def _shell_commands(page: str, start: int, lines: list[str]) -> list[Example]:
     out: list[Example] = []
     i = 0
@@ -94,7 +114,7 @@ def _shell_commands(page: str, start: int, lines: list[str]) -> list[Example]:
         raw = lines[i].strip()
         if raw.startswith("$ "):
             raw = raw[2:]
-        if not raw.startswith("fedustat "):
+        if not raw.startswith(_PROGRAMS):
             i += 1
             continue
         first = i
@@ -166,6 +186,11 @@ ALL: list[Example] = [ex for p in PAGES for ex in extract(p)]
 
 
 def skip_reason(ex: Example) -> str | None:
+    if ex.kind == "shell" and not ex.text.startswith(("fedustat ", "python -m fedustat.")):
+        for head, reason in SKIPPED_PROGRAMS:
+            if ex.text.startswith(head):
+                return reason
+        raise AssertionError(f"{ex.id}: no rule runs or skips {ex.text!r}")
     if ex.kind != "shell":
         first = ex.text.lstrip().splitlines()[0]
         for page, head, reason in SKIPPED_PYTHON:
@@ -247,6 +272,10 @@ def run_example(ex: Example, namespace: dict[str, Any]) -> Outcome:
     from fedustat.cli import main
 
     argv = shlex.split(ex.text, comments=True)[1:]
+    if ex.text.startswith("python -m fedustat.runtime.flower "):
+        from fedustat.runtime.flower.__main__ import main
+
+        argv = argv[2:]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

@@ -6,7 +6,8 @@ What counts as an example (the extraction rule):
   or more, after a blank line or a paragraph) whose first line starts with ``import ``,
   ``from `` or ``>>> ``. A block containing ``>>>`` prompts is run with :mod:`doctest`
   (its printed output is checked, ``ELLIPSIS`` and ``NORMALIZE_WHITESPACE`` on); any other
-  block is executed with ``exec``.
+  block is executed with ``exec``. A Python example fails if it raises or if the library
+  warns (a ``UserWarning``: the example leaves out something the library asks for).
 * Shell: in any other fenced block (``sh``, ``bash``, ``console``, ``text`` or no language)
   or indented block, a line starting with ``fedustat `` or ``$ fedustat `` (continued by a
   trailing backslash) is one command. It runs through ``fedustat.cli.main`` with the words
@@ -40,6 +41,7 @@ import os
 import re
 import shlex
 import textwrap
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,8 +143,11 @@ def _shell_commands(page: str, start: int, lines: list[str]) -> list[Example]:
 
 
 def extract(path: Path) -> list[Example]:
-    page = path.relative_to(ROOT).as_posix()
-    lines = path.read_text(encoding="utf-8").splitlines()
+    return extract_text(path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8"))
+
+
+def extract_text(page: str, markdown: str) -> list[Example]:
+    lines = markdown.splitlines()
     examples: list[Example] = []
     i = 0
     while i < len(lines):
@@ -251,9 +256,7 @@ def _matches(expected: str, got: str) -> bool:
     return re.search(pattern, " ".join(got.split()), flags=re.S) is not None
 
 
-def run_example(ex: Example, namespace: dict[str, Any]) -> Outcome:
-    if skip_reason(ex) is not None:
-        return Outcome(True, "skipped")
+def _run_python(ex: Example, namespace: dict[str, Any]) -> Outcome:
     if ex.kind == "python":
         buf = io.StringIO()
         try:
@@ -262,13 +265,26 @@ def run_example(ex: Example, namespace: dict[str, Any]) -> Outcome:
         except Exception as exc:  # reported as the example's failure
             return Outcome(False, f"{type(exc).__name__}: {exc}")
         return Outcome(True, buf.getvalue())
-    if ex.kind == "doctest":
-        test = doctest.DocTestParser().get_doctest(ex.text, namespace, ex.id, ex.page, ex.line)
-        out = io.StringIO()
-        runner = doctest.DocTestRunner(
-            optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-        runner.run(test, out=out.write, clear_globs=False)
-        return Outcome(runner.failures == 0, out.getvalue())
+    test = doctest.DocTestParser().get_doctest(ex.text, namespace, ex.id, ex.page, ex.line)
+    out = io.StringIO()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test, out=out.write, clear_globs=False)
+    return Outcome(runner.failures == 0, out.getvalue())
+
+
+def run_example(ex: Example, namespace: dict[str, Any]) -> Outcome:
+    if skip_reason(ex) is not None:
+        return Outcome(True, "skipped")
+    if ex.kind in ("python", "doctest"):
+        # A documented example should run cleanly: the library's warnings (UserWarning and
+        # its subclasses) mean the example leaves out something the library asks for.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outcome = _run_python(ex, namespace)
+        warned = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+        if outcome.ok and warned:
+            return Outcome(False, "warnings: " + " | ".join(warned))
+        return outcome
     from fedustat.cli import main
 
     argv = shlex.split(ex.text, comments=True)[1:]
@@ -333,3 +349,64 @@ def test_doc_example(ex: Example, page_runs: dict[str, PageRun],
     examples = BY_PAGE[ex.page]
     outcome = run.run_until(examples, examples.index(ex))
     assert outcome.ok, f"{ex.id} ({ex.kind}): {ex.text.strip()}\n{outcome.message}"
+
+
+SAMPLE = """Prose.
+
+    import math
+    r = math.sqrt(4)
+
+```python
+>>> r + 1
+3.0
+```
+
+    $ fedustat advise --statistic auc --epsilon 1
+    error: auc needs the class sizes ... --n-neg
+
+```sh
+fedustat budget b.json --epsilon 1 \\
+    --adjacency score   # create
+# error: refused ... nothing
+#   was spent
+make test
+```
+
+    not code
+"""
+
+
+def test_extraction_rule_on_a_sample_page() -> None:
+    got = extract_text("sample.md", SAMPLE)
+    assert [(ex.line, ex.kind) for ex in got] == [
+        (3, "python"), (7, "doctest"), (11, "shell"), (15, "shell"), (19, "shell")]
+    assert got[0].text == "import math\nr = math.sqrt(4)\n"
+    assert got[2].expect_error == "auc needs the class sizes ... --n-neg"
+    assert got[3].text.split() == ["fedustat", "budget", "b.json", "--epsilon", "1",
+                                   "--adjacency", "score", "#", "create"]
+    assert got[3].expect_error == "refused ... nothing was spent"
+    assert skip_reason(got[4]) is not None and skip_reason(got[3]) is None
+
+
+def test_sample_page_runs_and_a_wrong_doctest_fails() -> None:
+    namespace: dict[str, Any] = {}
+    python, doc = extract_text("sample.md", SAMPLE)[:2]
+    assert run_example(python, namespace).ok
+    assert run_example(doc, namespace).ok
+    wrong = Example("sample.md", 1, "doctest", ">>> r + 1\n4.0\n")
+    assert not run_example(wrong, namespace).ok
+
+
+def test_documented_refusal_checks_the_message() -> None:
+    cmd = "fedustat advise --statistic auc --epsilon 1"
+    assert run_example(Example("s.md", 1, "shell", cmd, "auc needs the class sizes"), {}).ok
+    assert not run_example(Example("s.md", 1, "shell", cmd, "some other message"), {}).ok
+    # A documented refusal that succeeds fails the example.
+    ok_cmd = "fedustat protocols"
+    assert not run_example(Example("s.md", 1, "shell", ok_cmd, "anything"), {}).ok
+
+
+def test_a_warning_fails_a_python_example() -> None:
+    code = "import warnings\nwarnings.warn('declare bounds')\n"
+    outcome = run_example(Example("s.md", 1, "python", code), {})
+    assert not outcome.ok and "declare bounds" in outcome.message

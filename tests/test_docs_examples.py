@@ -87,6 +87,9 @@ SKIPPED_PROGRAMS: list[tuple[str, str]] = [
 SKIPPED_PYTHON: list[tuple[str, str, str]] = [
     ("docs/architecture.md", "class Protocol(ABC):",
      "a sketch of the four method signatures, not runnable code"),
+    ("docs/engine.md", "from fedustat.protocols.registry import make",
+     "a script for 10^8 parties on a local cluster: 170 s and more (docs/engine.md's table; "
+     "tests/test_engine.py runs generated_partitions at small sizes)"),
     ("docs/engine.md", "# Stored data: one Parquet file per partition",
      "needs a running Dask scheduler at tcp://scheduler:8786 and a scores/ directory"),
 ]
@@ -234,7 +237,8 @@ class PageRun:
     """The examples of one page, run in order in one namespace and working directory."""
 
     workdir: Path
-    namespace: dict[str, Any] = field(default_factory=dict)
+    # Run as a script would be: a page's ``if __name__ == "__main__":`` body runs too.
+    namespace: dict[str, Any] = field(default_factory=lambda: {"__name__": "__main__"})
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     done: int = 0
 

@@ -14,22 +14,23 @@ What counts as an example (the extraction rule):
   after ``fedustat``; ``#`` starts a comment. ``python -m fedustat.runtime.flower ...``
   runs through that module's ``main``. Lines of the other programs the docs show
   (``make``, ``pip``, ``python3.11 -m venv``, ``flwr``, ``flower-superlink``,
-  ``flower-supernode``) are collected too and skipped with
-  the reason in ``SKIPPED_PROGRAMS``.
+  ``flower-supernode``) are collected too and skipped with the reason in
+  ``SKIPPED_PROGRAMS``.
 * A command followed in its block by a line ``error: MESSAGE`` (console transcript) or
   ``# error: MESSAGE`` (a comment, possibly continued by further ``#`` lines) documents a
   refusal: the command must exit with status 1 and print MESSAGE on stderr; ``...`` in
   MESSAGE stands for any text. Every other command must exit 0.
 
-The examples of one page run in order, sharing one Python namespace and one temporary
-working directory (later examples may use what earlier ones defined or wrote, e.g. a
-budget file); each example is its own test, named ``page:line``, which first runs the
-page's earlier examples. The working directory holds the user files the docs refer to
-(``scores.csv`` and ``mine.csv`` with ``score,label``, ``data.csv`` with ``income``,
-``values.parquet`` with ``x`` in [0, 1]), made
-from a seeded generator. Commands that take minutes, need a network, several processes
-or a cluster are listed in ``SKIPPED`` with the reason, Python blocks that are not
-runnable code (a sketch of signatures) in ``SKIPPED_PYTHON``.
+The examples of one page run in order, sharing one Python namespace (``__name__`` is
+``"__main__"``, as for a script) and one temporary working directory (later examples may
+use what earlier ones defined or wrote, e.g. a budget file); each example is its own
+test, named ``page:line``, which first runs the page's earlier examples. The working
+directory holds the user files the docs refer to (``scores.csv`` and ``mine.csv`` with
+``score,label``, ``data.csv`` with ``income``, ``values.parquet`` with ``x`` in [0, 1]),
+made from a seeded generator. Commands that take minutes, need a network, several
+processes or a cluster are listed in ``SKIPPED`` with the reason; Python blocks that are
+not run (a sketch of signatures, a 10^8-party script, one that needs a Dask scheduler) in
+``SKIPPED_PYTHON``.
 """
 
 from __future__ import annotations

@@ -360,12 +360,18 @@ def test_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "budget.md").read_text()
-    blocks = text.split("```python\n")[1:]
-    assert len(blocks) == 1
-    exec(compile(blocks[0].split("```")[0], "docs/budget.md", "exec"), {})
+    blocks = [b.split("```")[0] for b in text.split("```python\n")[1:]]
+    assert len(blocks) == 2
+    exec(compile(blocks[0], "docs/budget.md", "exec"), {})
     out = capsys.readouterr().out
     assert "refused:" in out and "nothing was spent" in out
     assert "'auc again'" in out
+    # The session: AUC, tau unpacked, a median and a ROC curve under one budget, then the
+    # refusal; the page quotes its output, which must be what it prints.
+    exec(compile(blocks[1], "docs/budget.md", "exec"), {})
+    out = capsys.readouterr().out
+    quoted = text.split("prints\n\n", 1)[1].split("\n\n", 1)[0]
+    assert out.splitlines() == [line[4:] for line in quoted.splitlines()]
 
 
 # The secure protocols warn that undeclared bounds mean the fixed-point encoding.

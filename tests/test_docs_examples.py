@@ -51,6 +51,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedustat import advisor
+from fedustat.protocols import registry
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
@@ -346,6 +349,12 @@ def test_doc_example(ex: Example, page_runs: dict[str, PageRun],
     if reason is not None:
         pytest.skip(reason)
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    # Examples may register predictors or protocols (docs/compare.md's "Adding a protocol
+    # to the advisor" registers one with placeholder values): each test gets copies of the
+    # registries, so nothing an example adds outlives it and reaches other tests.
+    for module, name in ((advisor, "_PREDICTORS"), (registry, "_REGISTRY"),
+                         (registry, "_CURVES")):
+        monkeypatch.setattr(module, name, dict(getattr(module, name)))
     run = page_runs.get(ex.page)
     if run is None:
         where = tmp_path_factory.mktemp(re.sub(r"\W", "_", ex.page))

@@ -366,7 +366,7 @@ def test_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "refused:" in out and "nothing was spent" in out
     assert "'auc again'" in out
-    # The session: AUC, tau unpacked, a median and a ROC curve under one budget, then the
+    # One data set: AUC, tau unpacked, a median and a ROC curve under one budget, then the
     # refusal; the page quotes its output, which must be what it prints.
     exec(compile(blocks[1], "docs/budget.md", "exec"), {})
     out = capsys.readouterr().out

@@ -148,6 +148,19 @@ class _SupportOracle(FrequencyOracle):
     def report_moments(self) -> tuple[float, float]:
         return self._moments
 
+    def encode(self, reports: Any) -> np.ndarray:
+        return np.asarray(reports, dtype=np.int64).reshape(-1, self.report_width)
+
+    def _report_rows(self, encoded: Any, what: str) -> np.ndarray:
+        """Encoded reports as an integer (n, report_width) array, the shape checked."""
+        arr = np.asarray(encoded)
+        if arr.ndim != 2 or arr.shape[1] != self.report_width:
+            raise ValueError(f"{what} reports must have shape (n, {self.report_width}), got "
+                             f"{arr.shape}")
+        if arr.shape[0] == 0:
+            return np.zeros((0, self.report_width), np.int64)
+        return as_int_array(arr, "reports", ndim=2)
+
 
 class SubsetSelection(_SupportOracle):
     """The k-subset mechanism (Wang et al. 2016; Ye and Barg 2018), pure epsilon-LDP.
@@ -244,18 +257,11 @@ class SubsetSelection(_SupportOracle):
         return probs[0] if scalar else probs
 
     # ------------------------------------------------------------------ wire
-    def encode(self, reports: Any) -> np.ndarray:
-        return np.asarray(reports, dtype=np.int64).reshape(-1, self.k)
-
     def decode(self, encoded: Any) -> np.ndarray:
         """Check that every row is ``k`` distinct values of ``0..d-1`` in increasing order."""
-        arr = np.asarray(encoded)
-        if arr.ndim != 2 or arr.shape[1] != self.k:
-            raise ValueError(f"subset-selection reports must have shape (n, {self.k}), got "
-                             f"{arr.shape}")
-        if arr.shape[0] == 0:
-            return np.zeros((0, self.k), np.int64)
-        items = as_int_array(arr, "reports", ndim=2)
+        items = self._report_rows(encoded, "subset-selection")
+        if items.shape[0] == 0:
+            return items
         if items.min() < 0 or items.max() >= self.d:
             raise ValueError(f"reports have values outside the input domain "
                              f"{{0, ..., {self.d - 1}}} (min {items.min()}, max {items.max()})")
@@ -456,18 +462,11 @@ class LocalHashing(_SupportOracle):
         probs = np.vstack(rows)
         return probs[0] if scalar else probs
 
-    def encode(self, reports: Any) -> np.ndarray:
-        return np.asarray(reports, dtype=np.int64).reshape(-1, self.report_width)
-
     def decode(self, encoded: Any) -> np.ndarray:
         """Check every entry is in ``0..g-1``."""
-        arr = np.asarray(encoded)
-        if arr.ndim != 2 or arr.shape[1] != self.report_width:
-            raise ValueError(f"local-hashing reports must have shape (n, "
-                             f"{self.report_width}), got {arr.shape}")
-        if arr.shape[0] == 0:
-            return np.zeros((0, self.report_width), np.int64)
-        rows = as_int_array(arr, "reports", ndim=2)
+        rows = self._report_rows(encoded, "local-hashing")
+        if rows.shape[0] == 0:
+            return rows
         if rows.min() < 0 or rows.max() >= self.g:
             raise ValueError(f"reports have entries outside 0..{self.g - 1}")
         return rows

@@ -391,7 +391,7 @@ def test_fedustat_advise_is_callable_and_a_module() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"statistic": "median", "n": 10, "epsilon": 1}, "statistic must be one of"),
+    ({"statistic": "mode", "n": 10, "epsilon": 1}, "statistic must be one of"),
     ({"statistic": "auc", "n_pos": 10, "epsilon": 1}, "n_pos and n_neg"),
     ({"statistic": "auc", "n_pos": 10, "n_neg": 5, "n": 16, "epsilon": 1}, "must equal"),
     ({"statistic": "gini", "n": 100, "epsilon": 1}, "bounds is required"),

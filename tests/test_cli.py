@@ -412,9 +412,9 @@ def test_non_binary_labels_in_a_file(capsys: pytest.CaptureFixture[str],
 
 def test_unknown_statistic_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
-        main(["estimate", "--statistic", "median"])
+        main(["estimate", "--statistic", "mode"])
     assert info.value.code == 2
-    assert "invalid choice: 'median'" in capsys.readouterr().err
+    assert "invalid choice: 'mode'" in capsys.readouterr().err
 
 
 def test_a_subcommand_is_required(capsys: pytest.CaptureFixture[str]) -> None:

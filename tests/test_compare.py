@@ -157,7 +157,7 @@ def test_file_input(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"statistics": ["median"]}, "unknown statistic"),
+    ({"statistics": ["mode"]}, "unknown statistic"),
     ({"epsilons": [0.0]}, "epsilons must be > 0"),
     ({"epsilons": []}, "at least one budget"),
     ({"repetitions": 0}, "repetitions must be >= 1"),
@@ -184,7 +184,7 @@ def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     data = json.loads(capsys.readouterr().out)
     assert [r["protocol"] for r in data["rows"]] == ["central-laplace"]
     bad = [
-        (["--statistic", "median"], "unknown statistic"),
+        (["--statistic", "mode"], "unknown statistic"),
         (["--epsilons", "a,b"], "--epsilons must be numbers"),
         (["--repetitions", "0"], "repetitions must be >= 1"),
         (["--file", "x.csv"], "--file needs --columns"),

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from fedustat import catalogue
 from fedustat._validation import (
     check_delta,
     check_epsilon,
@@ -63,7 +64,6 @@ from fedustat.protocols.local.ghazi import GhaziProjection
 from fedustat.protocols.local.ghazi_shuffle import JOIN_BITS, GhaziShuffle, table1_bins
 from fedustat.protocols.local.quantization import QuantizationPlan, plan_for_kernel
 from fedustat.protocols.local.quantized_rr import theorem1_variance_bound
-from fedustat.stats import kernels
 from fedustat.stats.ecdf import tree_depth
 from fedustat.stats.kernels import Kernel
 from fedustat.stats.ustat import permutation_design_variance, ustat_variance
@@ -81,6 +81,7 @@ __all__ = [
     "Query",
     "advise",
     "format_table",
+    "predicted_statistics",
     "predictors",
     "register_predictor",
 ]
@@ -96,19 +97,12 @@ DEFAULT_GRID_POINTS = 256  # thresholds of an ECDF / ROC grid when none is given
 DEFAULT_SCORE_BOUNDS = (0.0, 1.0)  # classifier scores are probabilities by default
 RING_BITS = 40  # 002 Sec. 6.1: l = 40-bit fixed-point ring elements
 
-# Statistics the advisor knows: U-statistics (a kernel) and curve releases (003).
-STATISTICS: dict[str, str] = {
-    "auc": "area under the ROC curve (labels and class sizes public)",
-    "kendall": "Kendall's tau-a",
-    "gini": "Gini mean difference (needs public bounds)",
-    "variance": "sample variance (needs public bounds)",
-    "duplicate": "duplicate-pair ratio of a categorical variable (needs domain_size)",
-    "ecdf": "empirical CDF on a public grid of domain_size thresholds (error per point)",
-    "quantile": "quantiles from a private ECDF (error in rank, F(q_hat) - q)",
-    "roc": "ROC curve from two private class ECDFs (error per point of TPR and FPR)",
-}
-_LABELLED = ("auc", "roc")
-_CURVES = ("ecdf", "quantile", "roc")
+# Statistics the advisor knows: every statistic of the catalogue, U-statistics (a
+# kernel) and curve releases (003).
+STATISTICS: dict[str, str] = {s.name: s.description for s in catalogue.STATISTICS.values()}
+# Two public classes given by their sizes n_pos, n_neg.
+_LABELLED = tuple(s.name for s in catalogue.STATISTICS.values() if s.columns[-1] == "label")
+_CURVES = tuple(catalogue.names("curve"))
 
 # What a user may trust, and which protocols meet it. A protocol lists the settings it
 # satisfies when registered (register_predictor(trust=...)):
@@ -223,6 +217,8 @@ class Prediction:
 
     @property
     def rmse(self) -> float:
+        if math.isnan(self.mse):  # no prediction
+            return math.nan
         return math.sqrt(self.mse) if math.isfinite(self.mse) else math.inf
 
     def to_dict(self) -> dict[str, Any]:
@@ -334,6 +330,24 @@ def register_predictor(name: str, func: Predictor, *, trust: Sequence[str],
     _PREDICTORS[name] = _PredictorEntry(name, func, frozenset(trust), tuple(statistics))
 
 
+def predicted_statistics() -> list[str]:
+    """The statistics some registered predictor covers, in the catalogue's order.
+
+    Returns
+    -------
+    list of str
+        Names of :data:`STATISTICS` with at least one error formula.
+
+    Examples
+    --------
+    >>> from fedustat.advisor import predicted_statistics
+    >>> "auc" in predicted_statistics(), "hl" in predicted_statistics()
+    (True, False)
+    """
+    covered = {s for entry in _PREDICTORS.values() for s in entry.statistics}
+    return [s for s in STATISTICS if s in covered]
+
+
 def predictors() -> list[str]:
     """Names of the protocols the advisor can predict."""
     return sorted(_PREDICTORS)
@@ -357,7 +371,7 @@ def _plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _fmt(x: float | None) -> str:
-    if x is None:
+    if x is None or math.isnan(x):
         return "-"
     if not math.isfinite(x):
         return "inf" if x > 0 else "nan"
@@ -386,17 +400,10 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def _kernel_for(statistic: str, bounds: Mapping[str, tuple[float, float]]) -> Kernel | None:
-    if statistic == "auc":
-        return kernels.auc_kernel()
-    if statistic == "kendall":
-        return kernels.kendall_tau_kernel("a")
-    if statistic == "gini":
-        return kernels.gini_kernel(bounds["x"])
-    if statistic == "variance":
-        return kernels.variance_kernel(bounds["x"])
-    if statistic == "duplicate":
-        return kernels.duplicate_pair_kernel()
-    return None
+    stat = catalogue.get(statistic)
+    if stat.kind == "curve":
+        return None
+    return stat.kernel(bounds.get(stat.value_column) if stat.needs_bounds else None)
 
 
 def _n_pairs(n: int) -> float:
@@ -1107,13 +1114,27 @@ def _ecdf_secagg(q: Query) -> Prediction | None:
                "m N l bits each, l = 64",))
 
 
-_U_STATS = ("auc", "kendall", "gini", "variance", "duplicate")
+def _formula_applies(statistic: catalogue.Statistic) -> bool:
+    """Whether the kernel-general formulas below predict the statistic's error: they bound
+    the error of the U-statistic itself (000 Thm 1, 002 App. C.2.3, Lemma D.3), so they
+    hold for every kernel whose statistic is U and whose records have no public groups;
+    the AUC (public classes) has its own terms in each predictor. A statistic that is a
+    function of U (Renyi-2: -log U) or has public groups of its own (VUS) has no formula
+    here: :func:`advise` lists its protocols without a prediction."""
+    if statistic.kind == "curve":
+        return False
+    if statistic.name == "auc":
+        return True
+    kernel = statistic.kernel(statistic.default_bounds)
+    return not statistic.labelled and kernel.statistic_fn is None
+
+
+_U_STATS = tuple(s.name for s in catalogue.STATISTICS.values() if _formula_applies(s))
 register_predictor("central-laplace", _central_laplace, trust=_CURATOR, statistics=_U_STATS)
 register_predictor("ldp-quantized", _ldp_quantized, trust=_ALL_BUT_LABEL, statistics=_U_STATS)
-register_predictor("ldp-ghazi", _ldp_ghazi, trust=_ALL_BUT_LABEL,
-                   statistics=("kendall", "gini", "variance", "duplicate"))
-register_predictor("ghazi-shuffle", _ghazi_shuffle, trust=_SECURE,
-                   statistics=("kendall", "gini", "variance", "duplicate"))
+_UNLABELLED = tuple(s for s in _U_STATS if s != "auc")
+register_predictor("ldp-ghazi", _ldp_ghazi, trust=_ALL_BUT_LABEL, statistics=_UNLABELLED)
+register_predictor("ghazi-shuffle", _ghazi_shuffle, trust=_SECURE, statistics=_UNLABELLED)
 register_predictor("ldp-tree", _ldp_tree, trust=_ALL_BUT_LABEL, statistics=("auc",))
 register_predictor("fedauc-rr", _fedauc_rr, trust=_LABEL, statistics=("auc",))
 for _name, _sens, _alloc, _mech in (
@@ -1125,7 +1146,7 @@ for _name, _sens, _alloc, _mech in (
                        statistics=("auc",))
 register_predictor("umpc", _umpc, trust=_SECURE, statistics=_U_STATS)
 register_predictor("pairs-2pc", _pairs_2pc, trust=_SECURE,
-                   statistics=("auc", "kendall", "gini", "duplicate"))
+                   statistics=tuple(s for s in _U_STATS if s != "variance"))
 register_predictor("dp-ecdf", _ecdf("dp-ecdf", False), trust=_CURATOR,
                    statistics=("ecdf", "quantile"))
 register_predictor("dp-ecdf-smoothed", _ecdf("dp-ecdf-smoothed", True), trust=_CURATOR,
@@ -1138,8 +1159,7 @@ register_predictor("dp-roc-smoothed", _ecdf("dp-roc-smoothed", True), trust=_CUR
 
 # Curve releases are functions of fedustat.protocols.ecdf (and ecdf_federated), not
 # registry protocols.
-CURVE_RELEASES = frozenset({"dp-ecdf", "dp-ecdf-smoothed", "dp-roc", "dp-roc-smoothed",
-                            "dp-quantiles"})
+CURVE_RELEASES = frozenset(catalogue.CURVE_RELEASES)
 try:
     from fedustat.protocols.ecdf import pointwise_ecdf as _pointwise_ecdf  # noqa: F401
 except ImportError:
@@ -1162,13 +1182,15 @@ def _check_pair(value: Any, name: str) -> tuple[float, float]:
 
 
 def _columns(statistic: str) -> tuple[str, ...]:
-    return {"auc": ("score",), "roc": ("score",), "kendall": ("x", "y")}.get(statistic, ("x",))
+    """The statistic's columns that bounds or domain sizes describe (not public labels)."""
+    stat = catalogue.get(statistic)
+    return stat.columns[:-1] if stat.labelled else stat.columns
 
 
 def _normalize_bounds(statistic: str, bounds: Any) -> dict[str, tuple[float, float]]:
     cols = _columns(statistic)
     if bounds is None:
-        if statistic in ("gini", "variance"):
+        if catalogue.get(statistic).needs_bounds:
             raise ValueError(f"bounds is required for {statistic}: public (lo, hi) of the "
                              "values, which fix the sensitivity (never take them from the data)")
         return {}
@@ -1210,7 +1232,7 @@ def _normalize_domain(statistic: str, domain_size: Any) -> dict[str, int]:
         except (TypeError, ValueError):
             raise ValueError(f"domain_size must be an integer or one per column {list(cols)}, "
                              f"got {domain_size!r}") from None
-    if statistic in ("gini", "variance"):
+    if catalogue.get(statistic).needs_bounds:
         raise ValueError(f"{statistic} is computed on a continuous column with bounds; "
                          "domain_size does not apply")
     return {c: check_positive_int(m, f"domain_size[{c!r}]", minimum=2) for c, m in sizes.items()}
@@ -1230,8 +1252,8 @@ def _sizes(statistic: str, n: Any, n_pos: Any, n_neg: Any
     if n is None:
         raise ValueError(f"{statistic} needs n, the number of parties")
     if n_pos is not None or n_neg is not None:
-        raise ValueError(f"n_pos / n_neg apply to labelled statistics (auc, roc), not "
-                         f"{statistic}")
+        raise ValueError(f"n_pos / n_neg apply to labelled statistics "
+                         f"({', '.join(_LABELLED)}), not {statistic}")
     return check_positive_int(n, "n", minimum=4), None, None
 
 
@@ -1338,6 +1360,8 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
         if not math.isfinite(pred.mse) and not reasons:
             reasons.append("no finite prediction")
         found.append(replace(pred, eligible=not reasons, reason="; ".join(reasons)))
+    if statistic not in predicted_statistics():
+        found += _without_formula(query)
     found.sort(key=lambda pr: (not math.isfinite(pr.mse), pr.mse, pr.protocol))
     eligible = [pr for pr in found if pr.eligible]
     recommended = (min(eligible, key=lambda pr: (pr.mse, pr.bits_per_party or math.inf,
@@ -1347,9 +1371,58 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
     return Advice(query, trust, max_bits_per_party, tuple(found), recommended, tuple(notes))
 
 
+#: The ``kind`` of a protocol listed without a prediction (no error formula, or refused).
+NO_PREDICTION = "no prediction"
+#: The trust settings a protocol meets, by its privacy model, for protocols without a
+#: predictor (which states them when registered).
+_TRUST_OF_MODEL: dict[PrivacyModel, frozenset[str]] = {
+    PrivacyModel.CENTRAL: _CURATOR, PrivacyModel.LOCAL: _ALL_BUT_LABEL,
+    PrivacyModel.LABEL: _LABEL, PrivacyModel.COMPUTATIONAL: _SECURE,
+    PrivacyModel.NONE: frozenset()}
+
+
+def _protocol_model(name: str) -> PrivacyModel:
+    release = catalogue.curve_release(name)
+    if release is not None:
+        return release.model
+    entries = [*registry.available(), *registry.available_curves()]
+    return next(e.model for e in entries if e.name == name)
+
+
+def _without_formula(q: Query) -> list[Prediction]:
+    """The protocols of a statistic the formulas above do not cover (e.g. renyi2, vus,
+    median, hl): each one that computes it, without a prediction, and each one of its
+    kind that refuses it, with the protocol's own reason. None is eligible (nothing to
+    rank them by); ``fedustat compare`` runs those that compute it and measures them."""
+    stat = catalogue.get(q.statistic)
+    serving = set(catalogue.protocols_for(q.statistic))
+    if stat.kind == "curve":
+        candidates = [*catalogue.CURVE_RELEASES, *(e.name for e in registry.available_curves())]
+    else:
+        candidates = [e.name for e in registry.available() if e.name != "exact"]
+    rows = []
+    for name in sorted(candidates, key=lambda name: name not in serving):
+        if name in serving:
+            reason = f"computes {q.statistic}, no error formula"
+        else:
+            refusal = catalogue.protocol_refusal(q.statistic, name)
+            reason = f"cannot compute {q.statistic}: {refusal}"
+        model = _protocol_model(name)
+        trust = _PREDICTORS[name].trust if name in _PREDICTORS else _TRUST_OF_MODEL[model]
+        rows.append(Prediction(name, model, q.epsilon, 0.0, math.nan, NO_PREDICTION, "none",
+                               registered=name in serving, trust=trust, eligible=False,
+                               reason=reason))
+    return rows
+
+
 def _advice_notes(q: Query, found: list[Prediction], rec: Prediction | None,
                   trust: str | None) -> list[str]:
     notes = []
+    if any(p.kind == NO_PREDICTION for p in found):
+        notes.append(f"the advisor has no error formula for {q.statistic} (its formulas bound "
+                     "the error of a U-statistic itself, of the ECDF, of the ROC curve and of "
+                     "quantiles): the protocols that compute it are listed without a "
+                     "prediction; `fedustat compare` measures their error")
     if rec is not None and not rec.registered:
         notes.append(f"{rec.protocol} is predicted from its paper but is not registered "
                      "in this installation; the best registered eligible protocol is "

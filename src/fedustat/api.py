@@ -199,27 +199,38 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
     return _in_range(release, kernel, clip)
 
 
-def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float = 0.0,
-             protocol: str = DEFAULT_PROTOCOL, rng: RandomLike = None,
+def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: float = 0.0,
+             protocol: str | None = None, rng: RandomLike = None,
              noise: str | NoiseSource | None = None,
              batch_size: int | Sequence[int] | None = None, engine: Any = None,
              workers: int | None = None, partitions: Any = None,
              budget: BudgetAccountant | None = None, clip: bool = True,
-             **params: Any) -> Estimate:
+             **params: Any) -> Any:
     """Estimate the U-statistic of ``kernel`` over ``data`` with a private protocol.
 
     Parameters
     ----------
     kernel:
-        A :class:`~fedustat.stats.kernels.Kernel` (e.g. ``fedustat.stats.auc_kernel()``).
+        A :class:`~fedustat.stats.kernels.Kernel` (e.g. ``fedustat.stats.auc_kernel()``),
+        or the name of a statistic of :mod:`fedustat.catalogue` (``"kendall"``; gini and
+        variance take their public ``bounds=(lo, hi)``). A curve statistic (``"ecdf"``,
+        ``"quantile"``, ``"median"``, ``"roc"``, ``"hl"``) is released by its curve
+        release (``protocol``: ``"dp-ecdf"``, ``"ecdf-secagg"``, ...; default
+        ``fedustat.catalogue.DEFAULT_CURVE_RELEASE``) on the public grid
+        ``thresholds=[...]`` (or ``bounds=(lo, hi)``: 256 even points), with
+        ``levels=[...]`` for quantiles; it returns that release's own result (e.g. a
+        ``PrivateECDF``), see :func:`fedustat.curve_dispatch.release_curve`.
     data:
         One row per party, columns as ``kernel.columns`` (build it with ``kernel.pack``),
         or a pandas/polars DataFrame with columns of these names (other columns ignored).
+        For a curve statistic: its columns (``fedustat.catalogue.get(name).columns``) as
+        an array of one column per row entry, or a DataFrame with those column names.
     epsilon, delta:
         The privacy budget. ``epsilon=math.inf`` runs the protocol without noise where it
         allows it, or use ``protocol="exact"``.
     protocol:
-        A registered protocol name; ``fedustat.protocols.registry.available()`` lists them.
+        A registered protocol name; ``fedustat.protocols.registry.available()`` lists them
+        (``fedustat protocols`` lists the curve releases too). Default: central-laplace.
     rng:
         Seed or Generator for the simulation; the same seed gives the same estimate.
     noise:
@@ -265,7 +276,32 @@ def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float =
         release is checked against it before any party runs (raising
         ``BudgetExceededError`` or ``IncomparableGuaranteeError``) and its guarantee is
         spent after. See docs/budget.md.
+
+    Returns
+    -------
+    Estimate
+        The release (for a curve statistic: the curve release's own result).
+
+    Examples
+    --------
+    >>> import math
+    >>> import numpy as np
+    >>> import fedustat
+    >>> data = np.array([[1.0, 2.0], [2.0, 1.0], [3.0, 4.0], [4.0, 3.0]])
+    >>> round(fedustat.estimate("kendall", data, epsilon=math.inf).value, 4)
+    0.3333
+    >>> curve = fedustat.estimate("ecdf", [1.0, 2.0, 2.0, 4.0], epsilon=math.inf,
+    ...                           thresholds=[1.0, 2.0, 3.0, 4.0])
+    >>> [float(v) for v in curve.values]
+    [0.25, 0.75, 0.75, 1.0]
     """
+    if isinstance(kernel, str):
+        return _estimate_by_name(kernel, data, epsilon=epsilon, delta=delta,
+                                 protocol=protocol, rng=rng, noise=noise,
+                                 batch_size=batch_size, engine=engine, workers=workers,
+                                 partitions=partitions, budget=budget, clip=clip,
+                                 params=params)
+    protocol = DEFAULT_PROTOCOL if protocol is None else protocol
     for key in params:
         if key in _NO_PRIVATE_MEANING:
             raise TypeError(f"fedustat.estimate() does not take {key}=: "
@@ -288,6 +324,71 @@ def estimate(kernel: Kernel, data: Any = None, *, epsilon: float, delta: float =
     if budget is not None:
         budget.spend(release.privacy, name=f"{kernel.name} ({protocol})", gaussian=gaussian)
     return release
+
+
+#: Points of the even grid a curve statistic gets from ``bounds=(lo, hi)``.
+CURVE_GRID_POINTS = 256
+
+
+def _estimate_by_name(name: str, data: Any, *, epsilon: float, delta: float,
+                      protocol: str | None, rng: RandomLike, noise: Any, batch_size: Any,
+                      engine: Any, workers: int | None, partitions: Any,
+                      budget: BudgetAccountant | None, clip: bool,
+                      params: dict[str, Any]) -> Any:
+    """:func:`estimate` for a statistic named in :mod:`fedustat.catalogue`."""
+    from fedustat import catalogue  # the catalogue reads the registry, filled by now
+    from fedustat.curve_dispatch import release_curve
+
+    statistic = catalogue.get(name)
+    if protocol is not None:
+        refusal = catalogue.protocol_refusal(name, protocol)
+        if refusal is not None:
+            raise ValueError(f"fedustat.estimate({name!r}): {refusal}")
+    if statistic.kind == "u-statistic":
+        bounds = params.pop("bounds", None) if statistic.needs_bounds else None
+        kernel = statistic.kernel(None if bounds is None else tuple(bounds))
+        return estimate(kernel, data, epsilon=epsilon, delta=delta, protocol=protocol,
+                        rng=rng, noise=noise, batch_size=batch_size, engine=engine,
+                        workers=workers, partitions=partitions, budget=budget, clip=clip,
+                        **params)
+    given = {"delta": delta, "batch_size": batch_size, "engine": engine,
+             "workers": workers, "partitions": partitions}
+    unused = [key for key, value in given.items() if value]
+    if unused or not clip:
+        raise TypeError(f"fedustat.estimate({name!r}): {(unused or ['clip'])[0]}= is not an "
+                        "argument of the curve releases (pure epsilon-DP, in this process)")
+    thresholds = params.pop("thresholds", None)
+    bounds = params.pop("bounds", None)
+    levels = params.pop("levels", None)
+    if params:
+        raise TypeError(f"fedustat.estimate({name!r}) got an unexpected keyword argument "
+                        f"{next(iter(params))!r}: curve releases take thresholds=, bounds=, "
+                        "levels=")
+    if thresholds is None and bounds is not None:
+        low, high = (float(b) for b in bounds)
+        thresholds = np.linspace(low, high, CURVE_GRID_POINTS)
+    return release_curve(name, _curve_columns(statistic, data), epsilon=epsilon,
+                         protocol=protocol, thresholds=thresholds, levels=levels, rng=rng,
+                         noise=_noise_source(noise, rng), budget=budget)
+
+
+def _curve_columns(statistic: Any, data: Any) -> list[np.ndarray]:
+    """A curve statistic's columns from a DataFrame (by name) or an array (by position)."""
+    if data is None:
+        raise ValueError(f"fedustat.estimate({statistic.name!r}) needs data: its columns "
+                         f"{', '.join(statistic.columns)}")
+    if hasattr(data, "columns") and not isinstance(data, np.ndarray):
+        return [np.asarray(_sklearn_inputs("fedustat.estimate", {}, data, column=c)["column"])
+                for c in statistic.columns]
+    array = np.asarray(data)
+    width = len(statistic.columns)
+    if width == 1 and array.ndim == 1:
+        return [array]
+    if array.ndim != 2 or array.shape[1] != width:
+        raise ValueError(f"fedustat.estimate({statistic.name!r}): data must have "
+                         f"{width} column(s) ({', '.join(statistic.columns)}), got shape "
+                         f"{array.shape}")
+    return [array[:, j] for j in range(width)]
 
 
 # ------------------------------------------------------------------ scikit-learn inputs

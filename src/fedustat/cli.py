@@ -18,28 +18,26 @@ import re
 import resource
 import sys
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedustat import __version__, datasets
-from fedustat.advisor import STATISTICS as ADVISED_STATISTICS
+from fedustat import __version__, catalogue, datasets
 from fedustat.advisor import TRUST_MODELS, advise
-from fedustat.api import NOISE_CHOICES, estimate
+from fedustat.api import DEFAULT_PROTOCOL, NOISE_CHOICES, estimate
+from fedustat.catalogue import STATISTICS, Statistic
 from fedustat.compare import (
     COMPARED_STATISTICS,
     DEFAULT_DELTA,
     DEFAULT_EPSILONS,
     DEFAULT_GRID_POINTS,
     DEFAULT_REPETITIONS,
-    PUBLIC_BOUNDS,
-    PUBLIC_VALUES,
     run_comparison,
     write_report,
 )
+from fedustat.curve_dispatch import release_curve
 from fedustat.privacy.budget import (
     BudgetAccountant,
     BudgetExceededError,
@@ -48,71 +46,20 @@ from fedustat.privacy.budget import (
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
 from fedustat.runtime import network
-from fedustat.stats import kernels
 from fedustat.stats.kernels import Kernel
 
 
-@dataclass(frozen=True)
-class StatisticSpec:
-    """How the command line builds a statistic: its kernel and default bundled data."""
-
-    name: str
-    help: str
-    make_kernel: Callable[[tuple[float, float] | None], Kernel]
-    default_data: str
-    default_columns: tuple[str, ...]
-    default_bounds: tuple[float, float] | None = None
-    needs_bounds: bool = False
-    # Public description of the default columns' values, by kernel column, for protocols
-    # that quantize or randomize records (e.g. ldp-quantized): bounds of continuous
-    # columns and the value lists of discrete ones. Never derived from the data.
-    column_bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
-    column_values: dict[str, list[float]] = field(default_factory=dict)
-
-
-def _bounded(factory: Callable[[tuple[float, float]], Kernel]):
-    def make(bounds: tuple[float, float] | None) -> Kernel:
-        if bounds is None:
-            raise SystemExit("error: this statistic needs --bounds LO,HI: public bounds on the "
-                             "values (they fix the sensitivity; taking them from the data "
-                             "would leak it)")
-        return factory(bounds)
-    return make
-
-
-# Bounds for bundled columns are physiologically plausible public ranges, not the data's
-# own minimum and maximum (which would leak information about the parties).
-STATISTICS: dict[str, StatisticSpec] = {
-    spec.name: spec for spec in [
-        StatisticSpec("auc", "area under the ROC curve of a score for a binary label",
-                      lambda b: kernels.auc_kernel(), "breast_cancer_scores",
-                      ("score", "label"),
-                      column_bounds={"score": PUBLIC_BOUNDS["breast_cancer_scores"]["score"]}),
-        StatisticSpec("kendall", "Kendall's tau-a between two variables",
-                      lambda b: kernels.kendall_tau_kernel("a"), "diabetes_pairs",
-                      ("bmi", "progression"),
-                      column_bounds={"x": PUBLIC_BOUNDS["diabetes_pairs"]["bmi"],
-                                     "y": PUBLIC_BOUNDS["diabetes_pairs"]["progression"]}),
-        StatisticSpec("gini", "Gini mean difference of a bounded variable",
-                      _bounded(kernels.gini_kernel), "diabetes_pairs", ("bmi",),
-                      default_bounds=(10.0, 60.0), needs_bounds=True),
-        StatisticSpec("variance", "sample variance of a bounded variable",
-                      _bounded(kernels.variance_kernel), "diabetes_pairs", ("bmi",),
-                      default_bounds=(10.0, 60.0), needs_bounds=True),
-        StatisticSpec("duplicate", "duplicate-pair ratio of a categorical variable",
-                      lambda b: kernels.duplicate_pair_kernel(), "wine_cultivars", ("cultivar",),
-                      column_values={"x": PUBLIC_VALUES["wine_cultivars"]["cultivar"]}),
-        StatisticSpec("renyi2", "Rényi-2 (collision) entropy of a categorical variable",
-                      lambda b: kernels.renyi2_entropy_kernel(), "wine_cultivars", ("cultivar",),
-                      column_values={"x": PUBLIC_VALUES["wine_cultivars"]["cultivar"]}),
-        StatisticSpec("vus", "volume under the ROC surface of a score for 3 ordered classes",
-                      lambda b: kernels.vus_kernel(), "diabetes_pairs",
-                      ("bmi", "progression_class"),
-                      column_bounds={"score": PUBLIC_BOUNDS["diabetes_pairs"]["bmi"]},
-                      column_values={
-                          "class": PUBLIC_VALUES["diabetes_pairs"]["progression_class"]}),
-    ]
-}
+def _bundled_description(spec: Statistic) -> tuple[dict[str, tuple[float, float]],
+                                                 dict[str, list[float]]]:
+    """Public bounds and value lists of the default columns, by kernel column, for
+    protocols that quantize or randomize records (e.g. ldp-quantized); never derived from
+    the data. Gini and variance carry their bounds in the kernel; a binary label needs no
+    value list."""
+    bounds, values = catalogue.public_description(spec, spec.data, spec.data_columns)
+    if spec.needs_bounds:
+        bounds = {}
+    values.pop("label", None)
+    return bounds, values
 
 
 def _parse_pair(text: str, what: str) -> tuple[float, float]:
@@ -161,24 +108,24 @@ def _parse_params(items: Sequence[str] | None) -> dict[str, Any]:
     return params
 
 
-def _load_columns(args: argparse.Namespace, spec: StatisticSpec) -> tuple[str, list[np.ndarray]]:
+def _load_columns(args: argparse.Namespace, spec: Statistic) -> tuple[str, list[np.ndarray]]:
     columns = tuple(args.columns.split(",")) if args.columns else None
     if args.file:
         if columns is None:
             raise SystemExit(f"error: --file needs --columns naming the file's columns for "
-                             f"{spec.name} (in order: {', '.join(spec.default_columns)})")
+                             f"{spec.name} (in order: {', '.join(spec.data_columns)})")
         _check_file(args.file)
         try:
             table = datasets.read_table(args.file, columns=list(columns))
         except (OSError, ValueError, ImportError) as exc:
             raise SystemExit(f"error: {exc}") from None
         return f"{args.file}:{','.join(columns)}", [table[c] for c in columns]
-    name = args.data or spec.default_data
+    name = args.data or spec.data
     try:
         data = datasets.load(name)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
-    columns = columns or spec.default_columns
+    columns = columns or spec.data_columns
     try:
         return f"{name}:{','.join(columns)}", [data[c] for c in columns]
     except KeyError as exc:
@@ -198,7 +145,7 @@ class ProtocolRefusedError(Exception):
     """The chosen protocol cannot compute this statistic (or its parameters are wrong)."""
 
 
-def _column_domain(args: argparse.Namespace, spec: StatisticSpec,
+def _column_domain(args: argparse.Namespace, spec: Statistic,
                    kernel: Kernel) -> dict[str, Any]:
     """``bounds`` / ``domain`` keyword arguments for protocols whose factory takes them."""
     accepted = inspect.signature(registry.factory(args.protocol)).parameters
@@ -206,8 +153,7 @@ def _column_domain(args: argparse.Namespace, spec: StatisticSpec,
     # uses them (each side must state the same public bounds explicitly).
     uses_defaults = (getattr(args, "bundled_defaults", True) and not args.file
                      and not args.columns and not args.data)
-    bounds = dict(spec.column_bounds) if uses_defaults else {}
-    values = dict(spec.column_values) if uses_defaults else {}
+    bounds, values = _bundled_description(spec) if uses_defaults else ({}, {})
     for item in args.column_bounds or []:
         name, _, text = item.partition("=")
         bounds[name] = _parse_pair(text, "--column-bounds")
@@ -230,7 +176,7 @@ def _column_domain(args: argparse.Namespace, spec: StatisticSpec,
     return params
 
 
-def _natural_options(args: argparse.Namespace, spec: StatisticSpec) -> dict[str, Any]:
+def _natural_options(args: argparse.Namespace, spec: Statistic) -> dict[str, Any]:
     """``--bounds`` and ``--precision`` for protocols whose factory takes them.
 
     Found by introspecting the factory, so a protocol that gains a ``bounds`` or
@@ -262,17 +208,17 @@ def _natural_options(args: argparse.Namespace, spec: StatisticSpec) -> dict[str,
     return params
 
 
-def _kernel(spec: StatisticSpec, args: argparse.Namespace) -> Kernel:
+def _kernel(spec: Statistic, args: argparse.Namespace) -> Kernel:
     bounds = _parse_pair(args.bounds, "--bounds") if args.bounds else spec.default_bounds
     if args.file and spec.needs_bounds and not args.bounds:
         raise SystemExit(f"error: {spec.name} on a file needs --bounds LO,HI (public bounds)")
     try:
-        return spec.make_kernel(bounds)
+        return spec.kernel(bounds)
     except (TypeError, ValueError) as exc:
         raise SystemExit(f"error: {spec.name}: {exc}") from None
 
 
-def _records(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespace
+def _records(spec: Statistic, kernel: Kernel, args: argparse.Namespace
              ) -> tuple[str, np.ndarray]:
     source, cols = _load_columns(args, spec)
     if len(cols) != kernel.n_columns:
@@ -284,14 +230,14 @@ def _records(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespace
         raise SystemExit(f"error: {spec.name} on {source}: {exc}") from None
 
 
-def _protocol_params(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespace
+def _protocol_params(spec: Statistic, kernel: Kernel, args: argparse.Namespace
                      ) -> dict[str, Any]:
     """The protocol parameters the options describe (public descriptions only)."""
     return (_column_domain(args, spec, kernel) | _natural_options(args, spec)
             | _parse_params(args.param))
 
 
-def _engine_options(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespace
+def _engine_options(spec: Statistic, kernel: Kernel, args: argparse.Namespace
                     ) -> dict[str, Any]:
     """``--engine``, ``--workers`` and ``--partitions`` as estimate() arguments."""
     if args.engine is None:
@@ -311,7 +257,7 @@ def _engine_options(spec: StatisticSpec, kernel: Kernel, args: argparse.Namespac
     return options
 
 
-def _row(spec: StatisticSpec, args: argparse.Namespace) -> dict[str, Any]:
+def _row(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
     kernel = _kernel(spec, args)
     engine_options = _engine_options(spec, kernel, args)
     stored = engine_options.get("partitions")
@@ -462,11 +408,15 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                          "seeded (drop --seed, or use --noise simulation)")
     if not 0 <= args.delta < 1:
         raise SystemExit(f"error: --delta must be in [0, 1), got {args.delta}")
-    known = [entry.name for entry in registry.available()]
+    names = (catalogue.names("u-statistic") if args.statistic == "all"
+             else [args.statistic])
+    if args.protocol is None:
+        args.protocol = (catalogue.DEFAULT_CURVE_RELEASE[args.statistic]
+                         if STATISTICS[names[0]].kind == "curve" else DEFAULT_PROTOCOL)
+    known = _all_protocols()
     if args.protocol not in known:
         raise SystemExit(f"error: unknown protocol {args.protocol!r}; available protocols: "
                          f"{', '.join(known)}")
-    names = list(STATISTICS) if args.statistic == "all" else [args.statistic]
     if args.file and len(names) > 1:
         raise SystemExit("error: with --file choose one --statistic")
     if args.engine is None and (args.workers is not None or args.partitions is not None):
@@ -496,7 +446,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     try:
         for name in names:
             try:
-                rows.append(_row(STATISTICS[name], args))
+                spec = STATISTICS[name]
+                refusal = catalogue.protocol_refusal(name, args.protocol)
+                if refusal is not None:
+                    raise ProtocolRefusedError(f"{name} with protocol {args.protocol}: "
+                                               f"{refusal}")
+                rows.append(_curve_row(spec, args) if spec.kind == "curve"
+                            else _row(spec, args))
             except ProtocolRefusedError as exc:
                 if len(names) == 1:
                     raise SystemExit(f"error: {exc}") from None
@@ -509,6 +465,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                          + "\n  ".join(refused))
     if args.format == "json":
         print(json.dumps(rows, indent=2))
+    elif rows[0]["statistic"] in catalogue.names("curve"):
+        _print_curve(rows[0], args)
     else:
         seed = "" if args.noise == "deployment" else f", seed={_seed(args)}"
         what = ("Exact statistics and the" if any(r["exact"] is not None for r in rows)
@@ -542,6 +500,192 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _all_protocols() -> list[str]:
+    """Every protocol name: U-statistic protocols, curve releases of the registry and the
+    central curve releases, sorted."""
+    return sorted({entry.name for entry in registry.available()}
+                  | {entry.name for entry in registry.available_curves()}
+                  | set(catalogue.CURVE_RELEASES))
+
+
+#: Grid points of a curve's public grid when --param thresholds=... is not given.
+CURVE_GRID_POINTS = 256
+#: Grid points shown in the table of an ECDF or ROC release (JSON has them all).
+SHOWN_POINTS = 9
+
+
+def _curve_options(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
+    """The grid (thresholds) and quantile levels of a curve release, from --bounds and
+    --param; options that belong to U-statistic protocols are refused by name."""
+    for flag, given in (("--column-bounds", args.column_bounds),
+                        ("--column-values", args.column_values),
+                        ("--precision", args.precision), ("--engine", args.engine),
+                        ("--delta", args.delta)):
+        if given:
+            raise ProtocolRefusedError(
+                f"{spec.name} with protocol {args.protocol}: {flag} is not an option of the "
+                "curve releases (pure epsilon-DP; the grid is --bounds LO,HI or --param "
+                "thresholds=T1,T2,...)")
+    params = _parse_params(args.param)
+    unknown = set(params) - {"thresholds", "levels", "grid_points"}
+    if unknown:
+        raise ProtocolRefusedError(
+            f"{spec.name} with protocol {args.protocol}: unknown --param "
+            f"{', '.join(sorted(unknown))}; curve releases take thresholds=T1,T2,..., "
+            "grid_points=N and (quantile) levels=Q1,Q2,...")
+    options: dict[str, Any] = {}
+    if "levels" in params:
+        options["levels"] = [float(v) for v in str(params["levels"]).split(",")]
+    if spec.curve == "hl":
+        if "thresholds" in params or "grid_points" in params or args.bounds:
+            raise ProtocolRefusedError(
+                "hl with protocol dp-ecdf-hl: its grid is fixed by 003 Alg. 2 (probabilities "
+                "in [0, 1]); it takes no --bounds, thresholds or grid_points")
+        return options
+    if "thresholds" in params:
+        options["thresholds"] = _parse_floats(str(params["thresholds"]), "--param thresholds")
+        return options
+    if args.bounds:
+        bounds = _parse_pair(args.bounds, "--bounds")
+    elif args.file or args.data or args.columns:
+        raise SystemExit(f"error: {spec.name} on your own columns needs their public bounds "
+                         "for the grid: --bounds LO,HI (or --param thresholds=T1,T2,...)")
+    else:
+        bounds = spec.default_bounds
+    points = params.get("grid_points", CURVE_GRID_POINTS)
+    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+        raise SystemExit(f"error: --param grid_points must be an integer >= 2, got {points!r}")
+    options["thresholds"] = np.linspace(bounds[0], bounds[1], points)
+    return options
+
+
+def _curve_row(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
+    """A curve statistic released by a curve release (``fedustat.curve_dispatch``)."""
+    options = _curve_options(spec, args)
+    source, columns = _load_columns(args, spec)
+    if len(columns) != len(spec.columns):
+        raise SystemExit(f"error: {spec.name} needs {len(spec.columns)} column(s) "
+                         f"({', '.join(spec.columns)}), got {len(columns)}")
+    deployment = args.noise == "deployment"
+    noise = DeploymentNoise() if deployment else None
+    try:
+        release = release_curve(spec.name, columns, epsilon=args.epsilon,
+                                protocol=args.protocol, rng=None if deployment else _seed(args),
+                                noise=noise, budget=getattr(args, "accountant", None),
+                                **options)
+        exact = (release_curve(spec.name, columns, epsilon=math.inf, protocol=args.protocol,
+                               rng=0, **options) if _evaluates(args) else None)
+    except (BudgetExceededError, IncomparableGuaranteeError) as exc:
+        raise ProtocolRefusedError(f"{spec.name} refused before any party sent anything: "
+                                   f"{exc}") from None
+    except (TypeError, ValueError, OverflowError, MemoryError) as exc:
+        raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
+    privacy = release.privacy if hasattr(release, "privacy") else release.statistic.privacy
+    noise_kind = "none" if math.isinf(args.epsilon) else ("deployment" if deployment
+                                                            else "simulation")
+    row: dict[str, Any] = {
+        "statistic": spec.name, "data": source, "n": int(np.asarray(columns[0]).size),
+        "protocol": args.protocol, "privacy": str(privacy), "noise": noise_kind,
+        "trust": [str(a) for a in privacy.assumptions]}
+    return row | _curve_values(spec, release, exact)
+
+
+def _floats(values: Any) -> list[float | str]:
+    """Numbers for JSON: finite ones as floats, the ROC grid's -inf as the text "-inf"."""
+    return [float(v) if math.isfinite(v) else str(float(v))
+            for v in np.atleast_1d(np.asarray(values, dtype=np.float64))]
+
+
+def _curve_values(spec: Statistic, release: Any, exact: Any) -> dict[str, Any]:
+    """The released curve (and the exact one) as JSON-ready lists, and one summary value
+    (median, the AUC, H) where the statistic has one."""
+    def quantiles(result: Any) -> list[float]:
+        return _floats(getattr(result, "values", None) if hasattr(result, "levels")
+                       else result.value)
+
+    if spec.curve == "ecdf":
+        return {"thresholds": _floats(release.thresholds), "values": _floats(release.values),
+                "exact_values": None if exact is None else _floats(exact.values),
+                "estimate": None, "exact": None}
+    if spec.curve in ("quantile", "median"):
+        levels = _floats(release.levels if hasattr(release, "levels") else release.q)
+        values = quantiles(release)
+        exact_values = None if exact is None else quantiles(exact)
+        single = spec.curve == "median"
+        return {"levels": levels, "values": values, "exact_values": exact_values,
+                "estimate": values[0] if single else None,
+                "exact": exact_values[0] if single and exact_values else None}
+    if spec.curve == "roc":
+        low, high = release.auc.confidence_interval(0.95) if release.auc.std_error else (
+            math.nan, math.nan)
+        return {"thresholds": _floats(release.thresholds), "fpr": _floats(release.fpr),
+                "tpr": _floats(release.tpr),
+                "exact_fpr": None if exact is None else _floats(exact.fpr),
+                "exact_tpr": None if exact is None else _floats(exact.tpr),
+                "estimate": float(release.auc.value), "std_error": release.auc.std_error,
+                "ci95_low": float(low), "ci95_high": float(high),
+                "exact": None if exact is None else float(exact.auc.value)}
+    return {"estimate": float(release.statistic.value), "pvalue": float(release.pvalue),
+            "df": int(release.df), "cuts": _floats(release.cuts),
+            "exact": None if exact is None else float(exact.statistic.value),
+            "exact_pvalue": None if exact is None else float(exact.pvalue)}
+
+
+def _threshold_text(value: float | str) -> str:
+    return value if isinstance(value, str) else f"{value:g}"
+
+
+def _print_curve(row: dict[str, Any], args: argparse.Namespace) -> None:
+    """A curve release as text: a few points of the curve beside the exact ones."""
+    seed = "" if args.noise == "deployment" else f", seed={_seed(args)}"
+    print(f"{row['statistic']} on {row['data']} (n={row['n']}): the {row['protocol']} "
+          f"release (epsilon={args.epsilon:g}{seed})")
+    statistic = row["statistic"]
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.4f}"
+
+    if statistic in ("ecdf", "roc"):
+        size = len(row["thresholds"])
+        shown = sorted({round(i * (size - 1) / (SHOWN_POINTS - 1))
+                        for i in range(SHOWN_POINTS)})
+        if statistic == "ecdf":
+            headers = ["threshold", "exact F", "released F"]
+            lines = [[_threshold_text(row["thresholds"][i]),
+                      cell(row["exact_values"][i] if row["exact_values"] else None),
+                      cell(row["values"][i])] for i in shown]
+        else:
+            headers = ["threshold", "exact FPR", "exact TPR", "released FPR", "released TPR"]
+            lines = [[_threshold_text(row["thresholds"][i]),
+                      cell(row["exact_fpr"][i] if row["exact_fpr"] else None),
+                      cell(row["exact_tpr"][i] if row["exact_tpr"] else None),
+                      cell(row["fpr"][i]), cell(row["tpr"][i])] for i in shown]
+        print(f"{len(shown)} of its {size} grid points (--format json gives all):")
+    elif statistic in ("quantile", "median"):
+        headers = ["level", "exact", "released"]
+        lines = [[f"{q:g}", cell(row["exact_values"][i] if row["exact_values"] else None),
+                  cell(row["values"][i])] for i, q in enumerate(row["levels"])]
+    else:
+        headers = ["", "exact", "released"]
+        lines = [["H", cell(row["exact"]), cell(row["estimate"])],
+                 ["p-value", cell(row["exact_pvalue"]), cell(row["pvalue"])]]
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+    print("  ".join("-" * w for w in widths))
+    for line in lines:
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    if statistic == "roc":
+        print(f"AUC of the released curve: {row['estimate']:.4f} (95% CI "
+              f"[{row['ci95_low']:.4f}, {row['ci95_high']:.4f}]); exact: {cell(row['exact'])}")
+    print(f"noise: {NOISE_DESCRIPTIONS[row['noise']]}")
+    print(f"privacy: {row['privacy']}")
+    if row["trust"]:
+        print("trust assumptions: " + "; ".join(row["trust"]))
+    if row["exact"] is None and row.get("exact_values") is None and not _evaluates(args):
+        print("exact: not shown (release only, for your own data); --evaluate also "
+              "computes the exact value from the raw rows, which is not private")
+
+
 def cmd_datasets(args: argparse.Namespace) -> int:
     for name in datasets.available():
         ds = datasets.load(name)
@@ -551,16 +695,29 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _protocol_listing() -> list[dict[str, Any]]:
+    """Every protocol: name, kind, privacy model, statistics served, summary, source."""
+    listing = []
+    for kind, entries in (("u-statistic", registry.available()),
+                          ("federated curve release", registry.available_curves()),
+                          ("central curve release", catalogue.CURVE_RELEASES.values())):
+        for entry in entries:
+            listing.append({"name": entry.name, "kind": kind, "model": entry.model.value,
+                            "statistics": catalogue.statistics_served(entry.name),
+                            "summary": entry.summary, "source": entry.source})
+    return sorted(listing, key=lambda item: item["name"])
+
+
 def cmd_protocols(args: argparse.Namespace) -> int:
-    # Curve releases (a curve over a public grid of one column, not a statistic's value)
-    # are listed among the protocols, marked as such.
-    curves = {entry.name for entry in registry.available_curves()}
-    entries = sorted([*registry.available(), *registry.available_curves()],
-                     key=lambda entry: entry.name)
-    for entry in entries:
-        kind = "curve release, no --statistic: " if entry.name in curves else ""
-        print(f"{entry.name:<22} {entry.model.value:<8} {kind}{entry.summary}  "
-              f"[{entry.source}]")
+    listing = _protocol_listing()
+    if args.format == "json":
+        print(json.dumps(listing, indent=2))
+        return 0
+    for item in listing:
+        kind = "" if item["kind"] == "u-statistic" else f"{item['kind']}: "
+        served = ", ".join(item["statistics"]) or "none"
+        print(f"{item['name']:<22} {item['model']:<13} {kind}{item['summary']} "
+              f"(statistics: {served})  [{item['source']}]")
     return 0
 
 
@@ -615,7 +772,7 @@ def _statistics_arg(items: Sequence[str] | None) -> list[str]:
         names += [s.strip() for s in item.split(",") if s.strip()]
     if not names or names == ["all"]:
         return list(COMPARED_STATISTICS)
-    allowed = set(COMPARED_STATISTICS) | {"variance"}
+    allowed = set(STATISTICS)
     unknown = [s for s in names if s not in allowed]
     if unknown:
         raise SystemExit(f"error: unknown statistic(s) {', '.join(unknown)}; choose from "
@@ -708,7 +865,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter)
     est.add_argument("--statistic", choices=["all", *STATISTICS], default="all",
                      help="which statistic: " + "; ".join(
-                         f"{s.name} = {s.help}" for s in STATISTICS.values()))
+                         f"{s.name} = {s.description}" for s in STATISTICS.values())
+                     + "; all = every U-statistic (" + ", ".join(catalogue.names("u-statistic"))
+                     + ")")
     est.add_argument("--data", default=None,
                      help="bundled data set (see `fedustat datasets`); default: the "
                           "statistic's own bundled set")
@@ -733,8 +892,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "set's columns for the statistic)")
     est.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon > 0")
     est.add_argument("--delta", type=float, default=0.0, help="privacy parameter delta in [0, 1)")
-    est.add_argument("--protocol", default="central-laplace",
-                     help="protocol name (see `fedustat protocols`)")
+    est.add_argument("--protocol", default=None,
+                     help="protocol name (see `fedustat protocols`); default: "
+                          f"{DEFAULT_PROTOCOL} for the U-statistics, and for the curves "
+                          + ", ".join(f"{k}: {v}" for k, v in
+                                      catalogue.DEFAULT_CURVE_RELEASE.items()))
     est.add_argument("--param", action="append", metavar="KEY=VALUE",
                      help="a protocol parameter (repeatable), e.g. --param k=32 for "
                           "ldp-quantized or --param d=1024 for ldp-tree; see the "
@@ -749,7 +911,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "(repeatable), e.g. --column-values x=0,1,2; bundled defaults are "
                           "used when --data/--file/--columns are not given")
     est.add_argument("--bounds", default=None,
-                     help="public bounds LO,HI of the values for gini and variance")
+                     help="public bounds LO,HI of the values for gini and variance, and of "
+                          "the grid of ecdf, quantile, median and roc")
     est.add_argument("--precision", default=None,
                      help="fixed-point precision, for protocols whose constructor takes "
                           "'precision' (an error for the others); default: the protocol's "
@@ -785,9 +948,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "and recommend the most accurate one that meets the trust model and the "
                     "communication budget (docs/compare.md lists the formulas).",
         formatter_class=_HelpFormatter)
-    adv.add_argument("--statistic", required=True, choices=list(ADVISED_STATISTICS),
+    adv.add_argument("--statistic", required=True, choices=list(STATISTICS),
                      help="the statistic: " + "; ".join(
-                         f"{k} = {v}" for k, v in ADVISED_STATISTICS.items()))
+                         f"{s.name} = {s.description}" for s in STATISTICS.values()))
     adv.add_argument("--n", type=int, default=None, help="number of parties")
     adv.add_argument("--n-pos", type=int, default=None,
                      help="positives (public class size) for auc and roc")
@@ -828,7 +991,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter)
     cmp_.add_argument("--statistic", action="append", metavar="NAME",
                       help="statistic(s) to compare, repeatable or comma-separated: "
-                           f"{', '.join(COMPARED_STATISTICS)}, variance, or all (default)")
+                           f"{', '.join(STATISTICS)}, or all (default: "
+                           f"{', '.join(COMPARED_STATISTICS)})")
     cmp_.add_argument("--data", default=None,
                       help="data set name (bundled, or digits_images / digits_scores); "
                            "needs --columns unless it is the statistic's default")
@@ -913,14 +1077,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     ds = sub.add_parser("datasets", help="list the bundled data sets")
     ds.set_defaults(func=cmd_datasets)
-    pr = sub.add_parser("protocols", help="list the available protocols")
+    pr = sub.add_parser("protocols", help="list the available protocols",
+                        description="Every protocol by name: the U-statistic protocols, the "
+                                    "federated curve releases and the central curve "
+                                    "releases, with their privacy model and the statistics "
+                                    "each computes.", formatter_class=_HelpFormatter)
+    pr.add_argument("--format", choices=["table", "json"], default="table")
     pr.set_defaults(func=cmd_protocols)
     _add_network_commands(sub)
     return parser
 
 
 def _network_protocol(args: argparse.Namespace
-                      ) -> tuple[StatisticSpec | None, Kernel | None, Any]:
+                      ) -> tuple[Statistic | None, Kernel | None, Any]:
     """The protocol a networked role runs, built from the same options on every side.
 
     A curve release (``registry.is_curve``) has no statistic nor kernel: (None, None, it).
@@ -936,7 +1105,7 @@ def _network_protocol(args: argparse.Namespace
                          f"{', '.join(known)}; curve releases: {', '.join(curves)}")
     if args.statistic is None:
         raise SystemExit(f"error: protocol {args.protocol} needs --statistic (one of "
-                         f"{', '.join(STATISTICS)})")
+                         f"{', '.join(catalogue.names('u-statistic'))})")
     spec = STATISTICS[args.statistic]
     if spec.needs_bounds and not args.bounds:
         raise SystemExit(f"error: {spec.name} needs --bounds LO,HI (public bounds, the same "
@@ -1132,7 +1301,7 @@ def cmd_service(args: argparse.Namespace) -> int:
 
 def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     """Options that fix the protocol; server and parties must give the same ones."""
-    cmd.add_argument("--statistic", choices=list(STATISTICS), default=None,
+    cmd.add_argument("--statistic", choices=catalogue.names("u-statistic"), default=None,
                      help="which statistic (none for a curve release such as ecdf-fss)")
     cmd.add_argument("--protocol", required=True, help="protocol name (`fedustat protocols`)")
     cmd.add_argument("--epsilon", type=float, required=True, help="privacy budget epsilon > 0")

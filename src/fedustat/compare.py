@@ -36,25 +36,29 @@ from typing import Any
 
 import numpy as np
 
-from fedustat import datasets
+from fedustat import catalogue, datasets
 from fedustat._validation import check_delta, check_epsilon, check_positive_int
 from fedustat.advisor import (
     APPROX,
     BOUND,
     CURVE_RELEASES,
     EXACT,
+    NO_PREDICTION,
     PARTIAL,
     STATISTICS,
     Advice,
     Prediction,
     advise,
     format_table,
+    predicted_statistics,
 )
 from fedustat.api import estimate
+from fedustat.catalogue import PUBLIC_BOUNDS, PUBLIC_VALUES
 from fedustat.datasets.bundled import Dataset
 from fedustat.protocols import registry
 from fedustat.protocols.ecdf import (
     dp_ecdf,
+    dp_hosmer_lemeshow,
     dp_quantile,
     dp_roc_curve,
     roc_curve_on_grid,
@@ -62,7 +66,6 @@ from fedustat.protocols.ecdf import (
 )
 from fedustat.protocols.ecdf.smoothing import smooth
 from fedustat.report import MarkdownReport
-from fedustat.stats import kernels
 from fedustat.stats.ecdf import ecdf as exact_ecdf
 from fedustat.stats.kernels import Kernel
 
@@ -88,60 +91,29 @@ DEFAULT_REPETITIONS = 50
 DEFAULT_DELTA = 1e-6
 DEFAULT_GRID_POINTS = 256
 QUANTILE_LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
-COMPARED_STATISTICS = ("auc", "kendall", "gini", "duplicate", "ecdf", "quantile", "roc")
+#: The statistics compared when none are named: those the advisor predicts an error for
+#: (``fedustat compare`` takes every statistic of :mod:`fedustat.catalogue` by name).
+COMPARED_STATISTICS = tuple(predicted_statistics())
 
-# Kernel / curve columns of each statistic, in order.
-_COLUMNS: dict[str, tuple[str, ...]] = {
-    "auc": ("score", "label"), "roc": ("score", "label"), "kendall": ("x", "y"),
-    "gini": ("x",), "variance": ("x",), "duplicate": ("x",), "ecdf": ("x",),
-    "quantile": ("x",),
-}
-
-# The default data set and its columns for each statistic.
-_DEFAULT_DATA: dict[str, tuple[str, tuple[str, ...]]] = {
-    "auc": ("digits_scores", ("score", "label")),
-    "roc": ("digits_scores", ("score", "label")),
-    "kendall": ("diabetes_pairs", ("bmi", "progression")),
-    "gini": ("digits_images", ("ink",)),
-    "variance": ("digits_images", ("ink",)),
-    "duplicate": ("digits_images", ("digit",)),
-    "ecdf": ("digits_images", ("ink",)),
-    "quantile": ("digits_images", ("ink",)),
-}
-
-# Public knowledge about bundled columns, never derived from the data: bounds of
-# continuous columns (physically plausible ranges, or ranges fixed by how the column is
-# built) and the value lists of discrete ones.
-PUBLIC_BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
-    "breast_cancer_scores": {"score": (0.0, 1.0)},
-    "diabetes_pairs": {"bmi": (10.0, 60.0), "progression": (0.0, 400.0),
-                       "age": (0.0, 100.0)},
-    "digits_images": {"ink": (0.0, 1024.0), "ink_top": (0.0, 512.0),
-                      "ink_bottom": (0.0, 512.0)},
-    "digits_scores": {"score": (0.0, 1.0)},
-    "wine_cultivars": {"alcohol": (0.0, 20.0), "magnesium": (0.0, 200.0)},
-}
-PUBLIC_VALUES: dict[str, dict[str, list[float]]] = {
-    "breast_cancer_scores": {"label": [0.0, 1.0]},
-    "diabetes_pairs": {"progression_class": [0.0, 1.0, 2.0]},
-    "digits_images": {"digit": [float(v) for v in range(10)]},
-    "digits_scores": {"label": [0.0, 1.0]},
-    "wine_cultivars": {"cultivar": [0.0, 1.0, 2.0]},
-}
-
-_KIND_CODE = {EXACT: "exact", BOUND: "bound", PARTIAL: "bound*", APPROX: "approx"}
+_KIND_CODE = {EXACT: "exact", BOUND: "bound", PARTIAL: "bound*", APPROX: "approx",
+              NO_PREDICTION: "none"}
 _METRIC: dict[str, str] = {
     "auc": "error of the released AUC against the exact AUC of the data",
     "kendall": "error of the released tau-a against the exact tau-a of the data",
     "gini": "error of the released Gini mean difference against its exact value",
     "variance": "error of the released sample variance against its exact value",
     "duplicate": "error of the released duplicate-pair ratio against its exact value",
+    "renyi2": "error of the released Renyi-2 entropy against its exact value",
+    "vus": "error of the released volume under the ROC surface against its exact value",
     "ecdf": ("error of the released ECDF at each grid threshold (pooled over thresholds "
              "and repetitions); exact / mean columns: the curve at the exact median"),
     "quantile": ("error in rank F(q_hat) - q of the released quantiles, pooled over "
                  f"q = {', '.join(f'{q:g}' for q in QUANTILE_LEVELS)} (the grid adds a floor "
                  "of about the data's mass in one grid cell); exact / mean columns: the "
                  "median in the data's units; median RMSE in those units"),
+    "median": ("error in rank F(q_hat) - 0.5 of the released median; exact / mean columns: "
+               "the median in the data's units; median RMSE in those units"),
+    "hl": "error of the released Hosmer-Lemeshow statistic H against its exact value",
     "roc": ("error of the released TPR and FPR at each grid threshold (pooled); exact / "
             "mean columns: the area under the curve; L1: 003 Sec. 6.5's area between the "
             "released and the exact curve (smoothed curves only)"),
@@ -181,18 +153,21 @@ class Case:
 
 
 def _kernel(case: Case) -> Kernel | None:
-    st = case.statistic
-    if st == "auc":
-        return kernels.auc_kernel()
-    if st == "kendall":
-        return kernels.kendall_tau_kernel("a")
-    if st == "gini":
-        return kernels.gini_kernel(case.bounds["x"])
-    if st == "variance":
-        return kernels.variance_kernel(case.bounds["x"])
-    if st == "duplicate":
-        return kernels.duplicate_pair_kernel()
-    return None
+    stat = catalogue.get(case.statistic)
+    if stat.kind == "curve":
+        return None
+    return stat.kernel(case.bounds.get(stat.value_column) if stat.needs_bounds else None)
+
+
+def _two_classes(statistic: str) -> bool:
+    """A binary public label as the last column (auc, roc, hl)."""
+    return catalogue.get(statistic).columns[-1] == "label"
+
+
+def _public_column(statistic: str) -> str | None:
+    """The column of public labels or classes (never quantized nor bounded), or None."""
+    stat = catalogue.get(statistic)
+    return stat.columns[-1] if stat.labelled else None
 
 
 def _pair(value: Any, what: str) -> tuple[float, float]:
@@ -210,7 +185,8 @@ def _build_case(statistic: str, *, data: str | None, file: str | None,
                 column_bounds: Mapping[str, Any] | None,
                 column_values: Mapping[str, Sequence[float]] | None,
                 grid_points: int) -> Case:
-    kcols = _COLUMNS[statistic]
+    stat = catalogue.get(statistic)
+    kcols = stat.columns
     if file is not None:
         if not columns:
             raise ValueError(f"file needs columns naming the file's columns for {statistic} "
@@ -220,7 +196,7 @@ def _build_case(statistic: str, *, data: str | None, file: str | None,
         source = f"{file}:{','.join(columns)}"
         name = None
     else:
-        default_name, default_cols = _DEFAULT_DATA[statistic]
+        default_name, default_cols = stat.study_data, stat.study_columns
         name = data or default_name
         ds = load_data(name)
         if columns is None:
@@ -247,7 +223,7 @@ def _build_case(statistic: str, *, data: str | None, file: str | None,
             if c in PUBLIC_VALUES.get(name, {}):
                 vals[kc] = list(PUBLIC_VALUES[name][c])
     if bounds is not None:
-        continuous = [c for c in kcols if c != "label"]
+        continuous = [c for c in kcols if c != _public_column(statistic)]
         if len(continuous) != 1:
             raise ValueError(f"bounds applies to statistics of one continuous column; give "
                              f"column_bounds for {statistic}'s columns {list(kcols)}")
@@ -265,7 +241,7 @@ def _build_case(statistic: str, *, data: str | None, file: str | None,
                              f"{list(kcols)}")
         vals[c] = sorted(float(x) for x in v)
         bnds.pop(c, None)
-    if statistic in ("auc", "roc"):
+    if _two_classes(statistic):
         vals.setdefault("label", [0.0, 1.0])
     for c, (lo, hi) in bnds.items():
         col = arrays[kcols.index(c)]
@@ -277,15 +253,16 @@ def _build_case(statistic: str, *, data: str | None, file: str | None,
         if not np.all(np.isin(col, v)):
             raise ValueError(f"column {c!r} of {source} has values outside its declared "
                              f"values {v[:10]}")
-    if statistic in ("gini", "variance", "ecdf", "quantile") and "x" not in bnds:
+    if (stat.needs_bounds or (stat.kind == "curve" and not stat.labelled)) \
+            and "x" not in bnds:
         raise ValueError(f"{statistic} needs public bounds of the values (bounds=(lo, hi)); "
                          "taking them from the data would leak it")
     if statistic == "duplicate" and "x" not in vals:
         raise ValueError("duplicate needs the public list of categories (column_values "
                          "{'x': [...]})")
     grid = None
-    if statistic in ("ecdf", "quantile", "roc"):
-        key = "score" if statistic == "roc" else "x"
+    if stat.kind == "curve":
+        key = stat.value_column
         if key not in bnds:
             raise ValueError(f"{statistic} needs public bounds of the {key} column for its "
                              "threshold grid")
@@ -365,7 +342,7 @@ class ComparisonResult:
     def header(self, statistic: str) -> str:
         case = self.cases[statistic]
         sizes = f"n={case.n}"
-        if statistic in ("auc", "roc"):
+        if _two_classes(statistic):
             n_pos = int(np.sum(case.arrays[1] == 1))
             sizes += f"; n+={n_pos}, n-={case.n - n_pos}"
         return (f"{statistic.upper()} ({STATISTICS[statistic]}) on {case.source} ({sizes}); "
@@ -454,9 +431,10 @@ def _column_params(case: Case, pred: Prediction) -> dict[str, Any]:
     :func:`_accepted` keeps what its factory takes (those that quantize the records).
     """
     params = dict(pred.run_params)
-    private = {c: b for c, b in case.bounds.items() if c != "label"}
-    domain = {c: v for c, v in case.values.items() if c != "label"}
-    if case.statistic in ("gini", "variance"):
+    public = _public_column(case.statistic)
+    private = {c: b for c, b in case.bounds.items() if c != public}
+    domain = {c: v for c, v in case.values.items() if c != public}
+    if catalogue.get(case.statistic).needs_bounds:
         private = {}  # the kernel carries its bounds
     if private:
         params["bounds"] = private
@@ -468,20 +446,20 @@ def _column_params(case: Case, pred: Prediction) -> dict[str, Any]:
 def _advice_for(case: Case, epsilon: float, delta: float) -> Advice:
     st = case.statistic
     kw: dict[str, Any] = {"epsilon": epsilon, "delta": delta}
-    if st in ("auc", "roc"):
+    if _two_classes(st):
         n_pos = int(np.sum(case.arrays[1] == 1))
         kw.update(n_pos=n_pos, n_neg=case.n - n_pos)
     else:
         kw["n"] = case.n
-    if st in ("ecdf", "quantile", "roc"):
+    if catalogue.get(st).kind == "curve":
         assert case.grid is not None
         kw["domain_size"] = int(case.grid.size)
         return advise(st, **kw)
-    cols = _COLUMNS[st]
-    private = [c for c in cols if c != "label"]
+    cols = catalogue.get(st).columns
+    private = [c for c in cols if c != _public_column(st)]
     bnds = {c: case.bounds[c] for c in private if c in case.bounds}
     dom = {c: len(case.values[c]) for c in private if c in case.values}
-    if st in ("gini", "variance"):
+    if catalogue.get(st).needs_bounds:
         kw["bounds"] = bnds["x"]
     elif bnds:
         kw["bounds"] = bnds
@@ -558,7 +536,11 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
     st = case.statistic
     assert case.grid is not None
     tau = case.grid
-    smoothed = bool(pred.run_params.get("smooth", False))
+    smoothed = bool(pred.run_params.get("smooth", pred.protocol.endswith("-smoothed")))
+    levels = (0.5,) if st == "median" else QUANTILE_LEVELS
+    if st == "hl":
+        _run_hl(case, eps, seeds, out, tick)
+        return
     if st == "roc":
         scores, labels = case.arrays
         fpr0, tpr0, _ = roc_curve_on_grid(labels, scores, tau)
@@ -587,13 +569,13 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
             if pred.protocol == "dp-quantiles":
                 from fedustat.protocols.ecdf.private_quantiles import dp_quantiles
 
-                direct = dp_quantiles(x, list(QUANTILE_LEVELS), epsilon=eps, thresholds=tau,
+                direct = dp_quantiles(x, list(levels), epsilon=eps, thresholds=tau,
                                       method=pred.run_params.get("method", "auto"), rng=rng)
                 out.seconds += time.perf_counter() - start
                 guarantee = direct.privacy
                 rank = np.searchsorted(sorted_x, direct.values, side="right") / x.size
-                out.sq_errors.extend(((rank - np.asarray(QUANTILE_LEVELS)) ** 2).tolist())
-                mid = QUANTILE_LEVELS.index(0.5)
+                out.sq_errors.extend(((rank - np.asarray(levels)) ** 2).tolist())
+                mid = list(levels).index(0.5)
                 out.values.append(float(direct.values[mid]))
                 out.extra.setdefault("median RMSE", []).append(
                     (float(direct.values[mid]) - median) ** 2)
@@ -602,10 +584,11 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
                 out.delta = guarantee.delta
                 tick()
                 continue
-            if pred.protocol == "ecdf-secagg":
-                from fedustat.protocols.ecdf import pointwise_ecdf
+            if pred.protocol in ("ecdf-secagg", "ecdf-fss"):
+                from fedustat.protocols.ecdf import fss_ecdf, pointwise_ecdf
 
-                released = pointwise_ecdf(x, tau, epsilon=eps, rng=rng)
+                evaluate = pointwise_ecdf if pred.protocol == "ecdf-secagg" else fss_ecdf
+                released = evaluate(x, tau, epsilon=eps, rng=rng)
                 out.bits.append(released.cost.bits_per_party)
             else:
                 # 003's smoothing (Eq. 3) corrects 003's tree noise.
@@ -625,30 +608,51 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
                     out.covered.extend((np.abs(err) <= half).tolist())
             else:
                 source = smooth(released, p=2) if smoothed else released
-                q = dp_quantile(source, list(QUANTILE_LEVELS))
+                q = dp_quantile(source, list(levels))
                 out.seconds += time.perf_counter() - start
                 rank = np.searchsorted(sorted_x, q.value, side="right") / x.size
-                out.sq_errors.extend(((rank - np.asarray(QUANTILE_LEVELS)) ** 2).tolist())
-                mid = QUANTILE_LEVELS.index(0.5)
+                out.sq_errors.extend(((rank - np.asarray(levels)) ** 2).tolist())
+                mid = list(levels).index(0.5)
                 out.values.append(float(q.value[mid]))
                 out.extra.setdefault("median RMSE", []).append(
                     (float(q.value[mid]) - median) ** 2)
-        if pred.protocol != "ecdf-secagg":  # measured above for the secure evaluation
+        if pred.protocol not in ("ecdf-secagg", "ecdf-fss"):  # measured above
             out.bits.append(pred.bits_per_party or math.nan)
         out.model = guarantee.model.value
         out.delta = guarantee.delta
         tick()
 
 
+def _run_hl(case: Case, eps: float, seeds: list[np.random.SeedSequence], out: _Outcome,
+            tick: Any) -> None:
+    """The private Hosmer-Lemeshow statistic (003 Alg. 2) against its exact value."""
+    scores, labels = case.arrays
+    exact = _curve_exact(case)
+    for ss in seeds:
+        start = time.perf_counter()
+        released = dp_hosmer_lemeshow(labels, scores, epsilon=eps,
+                                      rng=np.random.default_rng(ss))
+        out.seconds += time.perf_counter() - start
+        value = float(released.statistic.value)
+        out.values.append(value)
+        out.sq_errors.append((value - exact) ** 2)
+        out.model = released.privacy.model.value
+        out.delta = released.privacy.delta
+        tick()
+
+
 def _curve_exact(case: Case) -> float:
     st = case.statistic
     assert case.grid is not None
+    if st == "hl":
+        scores, labels = case.arrays
+        return float(dp_hosmer_lemeshow(labels, scores, epsilon=math.inf).statistic.value)
     if st == "roc":
         fpr, tpr, _ = roc_curve_on_grid(case.arrays[1], case.arrays[0], case.grid)
         return float(np.trapezoid(tpr, fpr))
     x = case.arrays[0]
     median = float(_exact_quantiles(x, [0.5])[0])
-    if st == "quantile":
+    if st in ("quantile", "median"):
         return median
     at = min(int(np.searchsorted(case.grid, median)), case.grid.size - 1)
     return float(exact_ecdf(x, case.grid)[at])
@@ -720,9 +724,9 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
     if not names:
         raise ValueError("statistics must name at least one statistic")
     for st in names:
-        if st not in _COLUMNS:
+        if st not in catalogue.STATISTICS:
             raise ValueError(f"unknown statistic {st!r}; choose from "
-                             f"{', '.join(_COLUMNS)}")
+                             f"{', '.join(catalogue.STATISTICS)}")
     eps_grid = [check_epsilon(e, "epsilons") for e in epsilons]
     if not eps_grid:
         raise ValueError("epsilons must hold at least one budget")
@@ -731,7 +735,7 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
     grid_points = check_positive_int(grid_points, "grid_points", minimum=2)
     seed = check_positive_int(seed, "seed", minimum=0)
     if file is not None and columns is not None:
-        widths = {len(_COLUMNS[st]) for st in names}
+        widths = {len(catalogue.get(st).columns) for st in names}
         if widths != {len(columns)}:
             raise ValueError(f"columns gives {len(columns)} column(s), but the statistics "
                              f"{names} take {sorted(widths)}; compare one kind at a time")
@@ -742,7 +746,8 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
     registered = {e.name for e in registry.available()}
     wanted = None if protocols is None else set(protocols)
     if wanted is not None:
-        known = registered | set(CURVE_RELEASES)
+        known = (registered | set(CURVE_RELEASES)
+                 | {e.name for e in registry.available_curves()})
         unknown = wanted - known
         if unknown:
             raise ValueError(f"unknown protocols {sorted(unknown)}; available: "
@@ -757,6 +762,11 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
             for pred in adv.predictions:
                 if wanted is not None and pred.protocol not in wanted:
                     continue
+                if pred.kind == NO_PREDICTION:
+                    # No error formula: run what computes the statistic and measure it.
+                    if pred.registered:
+                        runnable.append(pred)
+                    continue
                 if not pred.registered:
                     if eps == eps_grid[0]:
                         skipped.append(f"{st}: {pred.protocol} (predicted, not registered "
@@ -769,6 +779,11 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
                     continue
                 runnable.append(pred)
             plan.append((st, eps, adv, runnable))
+        listed = {p.protocol for p in plan[-1][2].predictions}
+        for name in sorted((wanted or set()) - listed):
+            refusal = catalogue.protocol_refusal(st, name)
+            if refusal is not None:
+                skipped.append(f"{st}: {name} ({refusal})")
     total = repetitions * sum(len(r) for *_, r in plan)
 
     from tqdm.auto import tqdm
@@ -859,7 +874,7 @@ def _curve_figure(result: ComparisonResult, statistic: str) -> Any | None:
     from matplotlib.figure import Figure
 
     case = result.cases[statistic]
-    if case.grid is None or statistic == "quantile":
+    if case.grid is None or statistic in ("quantile", "median", "hl"):
         return None
     eps_grid = result.settings["epsilons"]
     seed = result.settings["seed"]

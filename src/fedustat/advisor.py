@@ -1360,8 +1360,7 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
         if not math.isfinite(pred.mse) and not reasons:
             reasons.append("no finite prediction")
         found.append(replace(pred, eligible=not reasons, reason="; ".join(reasons)))
-    if statistic not in predicted_statistics():
-        found += _without_formula(query)
+    found += _without_formula(query, {p.protocol for p in found})
     found.sort(key=lambda pr: (not math.isfinite(pr.mse), pr.mse, pr.protocol))
     eligible = [pr for pr in found if pr.eligible]
     recommended = (min(eligible, key=lambda pr: (pr.mse, pr.bits_per_party or math.inf,
@@ -1389,17 +1388,25 @@ def _protocol_model(name: str) -> PrivacyModel:
     return next(e.model for e in entries if e.name == name)
 
 
-def _without_formula(q: Query) -> list[Prediction]:
-    """The protocols of a statistic the formulas above do not cover (e.g. renyi2, vus,
-    median, hl): each one that computes it, without a prediction, and each one of its
-    kind that refuses it, with the protocol's own reason. None is eligible (nothing to
-    rank them by); ``fedustat compare`` runs those that compute it and measures them."""
+def _without_formula(q: Query, predicted: set[str]) -> list[Prediction]:
+    """The protocols that compute the statistic but have no formula here (all of them for
+    renyi2, vus, median, hl; e.g. ecdf-fss for the ECDF), without a prediction; for a
+    statistic no formula covers, also each protocol of its kind that refuses it, with the
+    protocol's own reason. None is eligible (nothing to rank them by); ``fedustat
+    compare`` runs those that compute it and measures them. An alias of a listed protocol
+    (the same factory) and the exact reference are left out."""
     stat = catalogue.get(q.statistic)
     serving = set(catalogue.protocols_for(q.statistic))
     if stat.kind == "curve":
         candidates = [*catalogue.CURVE_RELEASES, *(e.name for e in registry.available_curves())]
     else:
-        candidates = [e.name for e in registry.available() if e.name != "exact"]
+        factories = {registry.factory(name) for name in predicted
+                     if name in {e.name for e in registry.available()}}
+        candidates = [e.name for e in registry.available()
+                      if e.name != "exact" and e.factory not in factories]
+    if q.statistic in predicted_statistics():
+        candidates = [name for name in candidates if name in serving]
+    candidates = [name for name in candidates if name not in predicted]
     rows = []
     for name in sorted(candidates, key=lambda name: name not in serving):
         if name in serving:

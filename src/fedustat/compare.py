@@ -766,6 +766,9 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
                     # No error formula: run what computes the statistic and measure it.
                     if pred.registered:
                         runnable.append(pred)
+                    elif wanted is not None and eps == eps_grid[0]:
+                        refusal = catalogue.protocol_refusal(st, pred.protocol)
+                        skipped.append(f"{st}: {pred.protocol} ({refusal})")
                     continue
                 if not pred.registered:
                     if eps == eps_grid[0]:

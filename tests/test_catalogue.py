@@ -1,0 +1,272 @@
+"""One catalogue of statistics (``fedustat.catalogue``) behind every entry point.
+
+Walks the catalogue against ``fedustat estimate``, ``advise``, ``compare``, ``protocols``
+and :func:`fedustat.estimate`: every statistic and every protocol name is accepted, and
+each (statistic, protocol) pair either runs or is refused with that pair's own reason,
+never argparse's "invalid choice". Randomness is seeded; the command line's releases are
+checked against the Python API's for the same seed (both draw from the catalogue), and
+the curves' exact values against NumPy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import fedustat
+from fedustat import catalogue, datasets
+from fedustat.cli import _all_protocols, build_parser, flag_hint, main
+from fedustat.protocols import registry
+
+STATISTICS = list(catalogue.STATISTICS)
+PROTOCOLS = _all_protocols()
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def listed(protocol: str, names: set[str] | dict) -> bool:
+    """``protocol`` is among ``names``, or an alias of one (the same registered factory)."""
+    if protocol in names:
+        return True
+    known = {e.name for e in registry.available()}
+    return protocol in known and any(
+        other in known and registry.factory(other) is registry.factory(protocol)
+        for other in names)
+
+
+def bundled_columns(name: str) -> list[np.ndarray]:
+    stat = catalogue.get(name)
+    data = datasets.load(stat.data)
+    return [np.asarray(data[c], dtype=np.float64) for c in stat.data_columns]
+
+
+def grid(name: str) -> np.ndarray:
+    lo, hi = catalogue.get(name).default_bounds
+    return np.linspace(lo, hi, 256)  # the command line's default grid
+
+
+# ------------------------------------------------------------------ the catalogue itself
+
+
+def test_every_statistic_has_a_protocol_and_every_protocol_a_statistic() -> None:
+    for name in STATISTICS:
+        assert catalogue.protocols_for(name), name
+    for protocol in PROTOCOLS:
+        assert catalogue.statistics_served(protocol), protocol
+    # The curve releases serve exactly the curve statistics, and the others the rest.
+    assert set(catalogue.statistics_served("dp-ecdf")) == {"ecdf", "quantile", "median"}
+    assert catalogue.statistics_served("fedauc-rr") == ["auc"]
+    assert "vus" not in catalogue.statistics_served("ldp-quantized")  # degree 3
+
+
+def test_unknown_names_are_refused_with_the_list() -> None:
+    with pytest.raises(ValueError, match=r"unknown statistic 'mode'; known statistics: auc"):
+        catalogue.get("mode")
+    assert catalogue.protocol_refusal("auc", "nope").startswith(
+        "unknown protocol 'nope'; available protocols: ")
+
+
+def test_subcommands_offer_every_statistic() -> None:
+    sub = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for command in ("estimate", "advise"):
+        option = next(a for a in sub[command]._actions if "--statistic" in a.option_strings)
+        assert set(STATISTICS) <= set(option.choices), command
+
+
+# ------------------------------------------------------------------ fedustat estimate
+
+
+@pytest.mark.parametrize("name", STATISTICS)
+def test_estimate_runs_every_statistic_with_its_default_protocol(
+        capsys: pytest.CaptureFixture[str], name: str) -> None:
+    (row,) = run_json(capsys, "estimate", "--statistic", name, "--format", "json",
+                      "--seed", "3")
+    assert row["statistic"] == name
+    stat = catalogue.get(name)
+    columns = bundled_columns(name)
+    if stat.kind == "u-statistic":
+        assert row["protocol"] == "central-laplace"
+        api = fedustat.estimate(name, stat.kernel(stat.default_bounds).pack(*columns),
+                                epsilon=1.0, rng=3, **({"bounds": stat.default_bounds}
+                                                        if stat.needs_bounds else {}))
+        assert row["estimate"] == api.value
+        return
+    assert row["protocol"] == catalogue.DEFAULT_CURVE_RELEASE[name]
+    options = {} if name == "hl" else {"thresholds": grid(name)}
+    api = fedustat.estimate(name, np.column_stack(columns), epsilon=1.0, rng=3, **options)
+    if name == "ecdf":
+        assert row["values"] == [float(v) for v in api.values]
+        x = columns[0]
+        exact = (x[:, None] <= grid(name)[None, :]).mean(axis=0)
+        np.testing.assert_allclose(row["exact_values"], exact, rtol=0, atol=1e-12)
+    elif name in ("quantile", "median"):
+        assert row["values"] == [float(v) for v in np.atleast_1d(api.values)]
+        x, tau = columns[0], grid(name)
+        cdf = (x[:, None] <= tau[None, :]).mean(axis=0)
+        # The grid's generalized inverse min{t : F(t) >= q}, dp_quantiles' exact value.
+        exact = [float(tau[np.argmax(cdf >= q)]) for q in row["levels"]]
+        assert row["exact_values"] == exact
+    elif name == "roc":
+        assert row["estimate"] == float(api.auc.value)
+        assert row["tpr"] == [float(v) for v in api.tpr]
+    else:
+        assert row["estimate"] == float(api.statistic.value)
+        assert row["pvalue"] == float(api.pvalue)
+
+
+@pytest.mark.parametrize("name", STATISTICS)
+def test_estimate_accepts_every_protocol_name(capsys: pytest.CaptureFixture[str],
+                                             name: str) -> None:
+    """Every pair runs, or is refused naming the pair and the protocol's reason."""
+    served = catalogue.protocols_for(name)
+    for protocol in PROTOCOLS:
+        argv = ["estimate", "--statistic", name, "--protocol", protocol, "--format", "json"]
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            message = exc.code
+            assert isinstance(message, str), (name, protocol, message)  # not argparse's 2
+            assert message.startswith(f"error: {name} with protocol {protocol}: "), message
+            if protocol not in served:
+                refusal = catalogue.protocol_refusal(name, protocol)
+                assert message == flag_hint(f"error: {name} with protocol {protocol}: "
+                                            f"{refusal}")
+            capsys.readouterr()
+            continue
+        assert code == 0 and protocol in served, (name, protocol)
+        (row,) = json.loads(capsys.readouterr().out)
+        assert row["statistic"] == name
+        if row["protocol"] != protocol:  # an alias reports the protocol it stands for
+            assert registry.factory(row["protocol"]) is registry.factory(protocol)
+
+
+def test_a_served_pair_refused_for_its_parameters_says_which(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit, match=r"auc with protocol fedauc-gaussian: .*delta > 0"):
+        main(["estimate", "--statistic", "auc", "--protocol", "fedauc-gaussian"])
+    (row,) = run_json(capsys, "estimate", "--statistic", "auc", "--protocol",
+                      "fedauc-gaussian", "--delta", "1e-6", "--format", "json")
+    assert row["protocol"] == "fedauc-gaussian"
+
+
+def test_curve_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    (row,) = run_json(capsys, "estimate", "--statistic", "quantile", "--param",
+                      "levels=0.2,0.8", "--param", "grid_points=16", "--format", "json")
+    assert row["levels"] == [0.2, 0.8] and len(row["values"]) == 2
+    with pytest.raises(SystemExit, match=r"ecdf with protocol dp-ecdf: unknown --param k"):
+        main(["estimate", "--statistic", "ecdf", "--param", "k=3"])
+    with pytest.raises(SystemExit, match=r"hl with protocol dp-ecdf-hl: its grid is fixed"):
+        main(["estimate", "--statistic", "hl", "--bounds", "0,1"])
+
+
+# ------------------------------------------------------------------ advise and compare
+
+
+def advise_sizes(name: str) -> list[str]:
+    stat = catalogue.get(name)
+    sizes = (["--n-pos", "100", "--n-neg", "150"] if stat.columns[-1] == "label"
+             else ["--n", "250"])
+    if stat.needs_bounds:
+        sizes += ["--bounds", "0,1"]
+    if name == "duplicate":
+        sizes += ["--domain-size", "3"]
+    return sizes
+
+
+@pytest.mark.parametrize("name", STATISTICS)
+def test_advise_lists_every_protocol_of_every_statistic(
+        capsys: pytest.CaptureFixture[str], name: str) -> None:
+    advice = run_json(capsys, "advise", "--statistic", name, "--epsilon", "1",
+                      "--format", "json", *advise_sizes(name))
+    predicted = {p["protocol"]: p for p in advice["predictions"]}
+    for protocol in catalogue.protocols_for(name):
+        if protocol != "exact":
+            assert listed(protocol, predicted), (name, protocol)
+    for p in predicted.values():
+        if p["kind"] == "no prediction":
+            assert not p["eligible"] and p["reason"]
+            refusal = catalogue.protocol_refusal(name, p["protocol"])
+            if refusal is not None:
+                assert p["reason"] == f"cannot compute {name}: {refusal}"
+
+
+@pytest.mark.parametrize("name", STATISTICS)
+def test_compare_runs_every_statistic(capsys: pytest.CaptureFixture[str], name: str) -> None:
+    result = run_json(capsys, "compare", "--statistic", name, "--epsilons", "1",
+                      "--repetitions", "1", "--grid-points", "16", "--out", "",
+                      "--no-progress", "--format", "json")
+    ran = {r["protocol"] for r in result["rows"]}
+    assert ran, name
+    assert {r["statistic"] for r in result["rows"]} == {name}
+    for row in result["rows"]:
+        assert math.isfinite(row["rmse"]), row
+    # What did not run says why.
+    for protocol in set(catalogue.protocols_for(name)) - ran - {"exact"}:
+        said = any(protocol in line for line in result["skipped"])
+        assert listed(protocol, ran) or said, (name, protocol)
+
+
+def test_compare_names_the_pair_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "compare", "--statistic", "vus", "--protocols",
+                      "ldp-quantized,central-laplace", "--epsilons", "1", "--repetitions",
+                      "1", "--out", "", "--no-progress", "--format", "json")
+    assert [r["protocol"] for r in result["rows"]] == ["central-laplace"]
+    assert result["skipped"] == [
+        f"vus: ldp-quantized ({catalogue.protocol_refusal('vus', 'ldp-quantized')})"]
+
+
+# ------------------------------------------------------------------ fedustat protocols
+
+
+def test_protocols_lists_every_protocol_with_its_statistics(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    listing = run_json(capsys, "protocols", "--format", "json")
+    names = [item["name"] for item in listing]
+    expected = ({e.name for e in registry.available()}
+                | {e.name for e in registry.available_curves()} | set(catalogue.CURVE_RELEASES))
+    assert names == sorted(expected)
+    for item in listing:
+        assert item["statistics"] == catalogue.statistics_served(item["name"])
+    kinds = {item["name"]: item["kind"] for item in listing}
+    assert kinds["ecdf-secagg"] == "federated curve release"
+    assert kinds["dp-roc"] == "central curve release"
+    assert kinds["umpc"] == "u-statistic"
+    text = main(["protocols"]) == 0 and capsys.readouterr().out
+    assert text
+    for line, item in zip(text.splitlines(), listing, strict=True):
+        assert line.split()[:2] == [item["name"], item["model"]]
+        assert f"(statistics: {', '.join(item['statistics'])})" in line
+
+
+# ------------------------------------------------------------------ fedustat.estimate
+
+
+@pytest.mark.parametrize("name", STATISTICS)
+def test_python_estimate_takes_every_statistic_by_name(name: str) -> None:
+    stat = catalogue.get(name)
+    columns = bundled_columns(name)
+    options: dict = {}
+    if stat.needs_bounds or (stat.kind == "curve" and name != "hl"):
+        options["bounds"] = stat.default_bounds
+    release = fedustat.estimate(name, np.column_stack(columns), epsilon=math.inf, **options)
+    if stat.kind == "u-statistic":
+        kernel = stat.kernel(stat.default_bounds)
+        exact = fedustat.estimate(kernel, kernel.pack(*columns), epsilon=math.inf,
+                                  protocol="exact")
+        assert release.value == exact.value
+    else:
+        assert release.privacy.epsilon == math.inf
+    for protocol in PROTOCOLS:
+        refusal = catalogue.protocol_refusal(name, protocol)
+        if refusal is None:
+            continue
+        with pytest.raises(ValueError) as info:
+            fedustat.estimate(name, np.column_stack(columns), epsilon=1.0, protocol=protocol,
+                              rng=0, **options)
+        assert str(info.value) == f"fedustat.estimate({name!r}): {refusal}"

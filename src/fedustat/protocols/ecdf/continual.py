@@ -110,6 +110,17 @@ def dp_prefix_sums(stream: Any, *, epsilon: float | None = None, rho: float | No
         Public range of one element (default [0, 1], e.g. a 0/1 event stream).
     rng, noise:
         Seed / Generator, or a :class:`NoiseSource`.
+
+    Returns
+    -------
+    PrivatePrefixSums
+        The noisy prefix sums (``values``) with their guarantee.
+
+    Examples
+    --------
+    >>> sums = fedustat.dp_prefix_sums([1, 0, 1, 1, 0, 1, 1, 1], epsilon=1.0, rng=0)
+    >>> sums.values.shape, sums.privacy.epsilon
+    ((8,), 1.0)
     """
     x = as_float_array(stream, "stream")
     lo, hi = float(bounds[0]), float(bounds[1])

@@ -106,11 +106,9 @@ def _sections(doc: str) -> set[str]:
             and len(lines[i + 1].strip()) == len(lines[i].strip())}
 
 
-@pytest.mark.parametrize("qualname", _params())
-def test_docstring_has_numpydoc_sections(qualname: str) -> None:
-    obj = PUBLIC[qualname]
+def _missing_sections(obj: Callable[..., Any]) -> list[str]:
+    """The numpydoc sections ``obj``'s docstring lacks (``">>>"`` for an empty Examples)."""
     doc = obj.__doc__ or ""
-    assert doc.strip(), f"{qualname} has no docstring"
     sections = _sections(doc)
     missing = []
     if _takes_parameters(obj) and "Parameters" not in sections:
@@ -119,22 +117,86 @@ def test_docstring_has_numpydoc_sections(qualname: str) -> None:
         missing.append("Returns")
     if "Examples" not in sections:
         missing.append("Examples")
+    elif ">>>" not in inspect.cleandoc(doc).split("Examples\n--------", 1)[1]:
+        missing.append(">>>")
+    return missing
+
+
+@pytest.mark.parametrize("qualname", _params())
+def test_docstring_has_numpydoc_sections(qualname: str) -> None:
+    obj = PUBLIC[qualname]
+    assert (obj.__doc__ or "").strip(), f"{qualname} has no docstring"
+    missing = _missing_sections(obj)
     assert not missing, f"{qualname}: docstring lacks numpydoc section(s) {missing}"
-    examples = inspect.cleandoc(doc).split("Examples\n--------", 1)[-1]
-    assert ">>>" in examples, f"{qualname}: the Examples section has no >>> line"
+
+
+def test_section_check_finds_what_is_missing() -> None:
+    def one_line(x: int) -> int:
+        """Twice ``x``."""
+        return 2 * x
+
+    def no_prompt(x: int) -> int:
+        """Twice ``x``.
+
+        Parameters
+        ----------
+        x:
+            A number.
+
+        Returns
+        -------
+        int
+
+        Examples
+        --------
+        Doubling 2 gives 4.
+        """
+        return 2 * x
+
+    def nothing() -> None:
+        """Do nothing.
+
+        Examples
+        --------
+        >>> nothing()
+        """
+
+    assert _missing_sections(one_line) == ["Parameters", "Returns", "Examples"]
+    assert _missing_sections(no_prompt) == [">>>"]
+    assert _missing_sections(nothing) == []
+
+
+def _run_examples(obj: Any, qualname: str) -> tuple[int, int, str]:
+    """Run ``obj``'s docstring examples: (examples run, failed, the runner's report)."""
+    np.random.seed(0)
+    globs = {"fedustat": fedustat, "np": np, "math": math}
+    output: list[str] = []
+    attempted = failed = 0
+    for test in doctest.DocTestFinder(recurse=False).find(obj, qualname, globs=globs):
+        result = doctest.DocTestRunner(optionflags=_FLAGS).run(test, out=output.append)
+        attempted += result.attempted
+        failed += result.failed
+    return attempted, failed, "".join(output)
 
 
 @pytest.mark.parametrize("qualname", _params())
 def test_docstring_examples_run(qualname: str) -> None:
-    obj = PUBLIC[qualname]
-    np.random.seed(0)
-    globs = {"fedustat": fedustat, "np": np, "math": math}
-    finder = doctest.DocTestFinder(recurse=False)
-    tests = finder.find(obj, qualname, globs=globs)
-    examples = [test for test in tests if test.examples]
-    assert examples, f"{qualname}: no doctest examples"
-    for test in examples:
-        output: list[str] = []
-        runner = doctest.DocTestRunner(optionflags=_FLAGS)
-        result = runner.run(test, out=output.append)
-        assert result.failed == 0, f"{qualname}: doctest failed\n" + "".join(output)
+    attempted, failed, report = _run_examples(PUBLIC[qualname], qualname)
+    assert attempted, f"{qualname}: no doctest examples"
+    assert not failed, f"{qualname}: doctest failed\n{report}"
+
+
+def test_example_runner_reports_a_wrong_output() -> None:
+    def halve(x: float) -> float:
+        """Half of ``x``.
+
+        Examples
+        --------
+        >>> float(np.float64(3.0) / 2)
+        1.0
+        """
+        return x / 2
+
+    attempted, failed, report = _run_examples(halve, "halve")
+    assert (attempted, failed) == (1, 1)
+    assert "Expected:\n    1.0\nGot:\n    1.5" in report

@@ -118,9 +118,12 @@ def dp_prefix_sums(stream: Any, *, epsilon: float | None = None, rho: float | No
 
     Examples
     --------
-    >>> sums = fedustat.dp_prefix_sums([1, 0, 1, 1, 0, 1, 1, 1], epsilon=1.0, rng=0)
-    >>> sums.values.shape, sums.privacy.epsilon
-    ((8,), 1.0)
+    >>> stream = [1, 0, 1, 1, 0, 1, 1, 1]
+    >>> np.cumsum(stream)
+    array([1, 1, 2, 3, 3, 4, 5, 6])
+    >>> sums = fedustat.dp_prefix_sums(stream, epsilon=20.0, rng=0)
+    >>> np.round(sums.values, 1), sums.scale
+    (array([1.2, 1.1, 2.1, 3.1, 3. , 4.1, 4.3, 5.3]), 0.1)
     """
     x = as_float_array(stream, "stream")
     lo, hi = float(bounds[0]), float(bounds[1])

@@ -81,7 +81,7 @@ class TrustChoice:
         ...                    "ldp-tree", 0.2, 65.0, 2).reason()
         >>> for part in text.split("; "):
         ...     print(part)
-        measured RMSE 0.05 at eps=1;
+        measured RMSE 0.05 at eps=1
         0.05 against ldp-tree's 0.2 (4x lower), at 5 bits/party against 65
         """
         if self.protocol is None:

@@ -887,9 +887,17 @@ def _fedauc_lap(name: str, sensitivity: str, allocation: str, mechanism: str
         lin = _linearity_note(math.sqrt(var_pos), q)
         silo = [_clients_note(q) + "; " + _auc_note(q, at)]
         if q.silos is not None:
-            silo.append("noise is drawn once per client (K draws instead of one per "
-                        "sample); predicted at a round-robin split of the ranks, whose "
-                        "largest ranks are the worst case for the per-client sensitivity")
+            if allocation != "fixed":
+                split = ("each client's split beta follows the spread of its ranks: predicted "
+                         "at a round-robin (i.i.d.-like) split of the ranks; a split by score "
+                         "(004 Sec. 6.2.2) changes it")
+            elif sensitivity == "global":
+                split = "the noise scale (M-1)/(alpha eps) does not depend on the split"
+            else:
+                split = ("predicted at a round-robin split of the ranks, whose largest ranks "
+                         "M-K..M-1 are the worst case for the per-client sensitivity")
+            silo.append(f"noise is drawn once per client ({q.silos:,} draws instead of one "
+                        f"per sample); {split}")
         formula = "004 eq. 1, delta method with the protocol's noise (fedauc_variance)"
         if name == "fedauc-laplace-global":
             eq8 = global_laplace_std_eq8(m, p, m, 0.5 * q.epsilon)

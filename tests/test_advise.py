@@ -454,6 +454,11 @@ def test_silos_local_protocol_randomizes_every_record() -> None:
     assert pred.bits_per_silo == m * pred.bits_per_party
     assert any("every one of its 500 records" in note for note in pred.notes)
     assert silo.query.setting == "12 silos holding 500 records each"
+    # A bits budget in silos bounds what one silo sends (m reports of 6 bits: 36 cells).
+    budget = advise("kendall", silos=K, records_per_silo=m, epsilon=eps, domain_size=(6, 6),
+                    max_bits_per_party=m * 6 - 1).prediction("ldp-quantized")
+    assert pred.bits_per_party == 6
+    assert not budget.eligible and budget.reason == f"{m * 6} bits > budget"
 
 
 def test_silos_umpc_runs_with_every_record_a_party() -> None:

@@ -262,6 +262,10 @@ def test_summary_names_the_measured_best_per_trust_model(small: ComparisonResult
         runner = sorted(scores, key=scores.__getitem__)[1]
         assert choice.runner_up == runner
         assert f"against {runner}'s {scores[runner]:.3g}" in choice.reason()
+        # 3 repetitions at 2 budgets resolve ratios from exp(2 / sqrt(6)) = 2.26 on.
+        assert choice.resolvable_ratio == pytest.approx(math.exp(2.0 / math.sqrt(6.0)))
+        unresolved = scores[runner] / scores[best] < choice.resolvable_ratio
+        assert ("not resolved by this run" in choice.reason()) == unresolved
     assert choices["local"].protocol in {"ldp-quantized", "ldp-tree"}
     assert choices["label"].protocol in {"fedauc-rr", "fedauc-laplace-local"}
     # The report opens with the summary (its first section) and the CLI text holds it.

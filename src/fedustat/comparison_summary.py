@@ -53,6 +53,12 @@ class TrustChoice:
         The next protocol meeting the trust model, its score and bits (None if none).
     candidates
         How many protocols meeting the trust model ran at every budget.
+    resolvable_ratio
+        The smallest ratio of scores the run resolves: two standard errors of the log
+        ratio of two geometric-mean RMSEs, ``exp(2 / sqrt(R E))`` for R repetitions at E
+        budgets (an RMSE from R near-Gaussian errors has relative s.e. ``1/sqrt(2R)``;
+        the mean of E independent logs divides it by ``sqrt(E)``, a difference of two
+        multiplies it by ``sqrt(2)``). 1 when unknown.
     """
 
     statistic: str
@@ -65,6 +71,7 @@ class TrustChoice:
     runner_up_score: float
     runner_up_bits: float | None
     candidates: int
+    resolvable_ratio: float = 1.0
 
     def reason(self) -> str:
         """Why this protocol: its measured error and cost against the runner-up.
@@ -97,10 +104,14 @@ class TrustChoice:
             return error + "; the only protocol meeting this trust model that ran"
         ratio = (self.runner_up_score / self.score if self.score > 0 else math.inf)
         mean = "geometric mean over the budgets " if len(eps) > 1 else ""
-        return (f"{error}; {mean}{_g(self.score)} against {self.runner_up}'s "
+        text = (f"{error}; {mean}{_g(self.score)} against {self.runner_up}'s "
                 f"{_g(self.runner_up_score)} ({ratio:.3g}x lower), at "
                 f"{_bits(self.bits_per_party)} bits/party against "
                 f"{_bits(self.runner_up_bits)}")
+        if ratio < self.resolvable_ratio:
+            text += (f"; not resolved by this run (ratios below "
+                     f"{self.resolvable_ratio:.2f} are within its sampling error)")
+        return text
 
 
 def _g(x: float) -> str:
@@ -152,6 +163,7 @@ def summarize(result: ComparisonResult) -> list[TrustChoice]:
     label None
     """
     grid = [float(e) for e in result.settings["epsilons"]]
+    resolvable = math.exp(2.0 / math.sqrt(result.settings["repetitions"] * len(grid)))
     choices = []
     for st in result.statistics:
         rows = result.rows_for(st)
@@ -178,7 +190,7 @@ def summarize(result: ComparisonResult) -> list[TrustChoice]:
             choices.append(TrustChoice(
                 st, trust, name, {r.epsilon: r.rmse for r in mine}, score, _mean_bits(mine),
                 None if nxt is None else nxt[1], math.nan if nxt is None else nxt[0],
-                None if nxt is None else _mean_bits(nxt[2]), len(meeting)))
+                None if nxt is None else _mean_bits(nxt[2]), len(meeting), resolvable))
     return choices
 
 

@@ -1594,6 +1594,13 @@ def _advice_notes(q: Query, found: list[Prediction], rec: Prediction | None,
     if vacuous:
         notes.append("predicted RMSE larger than the statistic's range (the bound is "
                      "vacuous at this size): " + ", ".join(vacuous))
+    if q.silos is not None:
+        native = sorted(p.protocol for p in found if p.protocol.startswith("fedauc"))
+        per_record = (f"runs with each record a party (n = {q.n:,}), its silo sending that "
+                      "party's messages")
+        notes.append(f"{q.setting}: " + (f"{', '.join(native)} take each silo as one client; "
+                                         f"every other protocol {per_record}" if native
+                                         else f"every protocol {per_record}"))
     if q.statistic in _CURVES and trust in ("local", "label"):
         notes.append("the private ECDFs and ROC curves of this library are released by a "
                      "curator (003 Sec. 3) or by secure aggregation among servers (003 Sec. "

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import fedustat
+from fedustat.advisor import NO_PREDICTION
 from fedustat.cli import main
 from fedustat.compare import (
     COMPARED_STATISTICS,
@@ -45,7 +46,10 @@ def test_tiny_run_covers_every_statistic(tiny: ComparisonResult) -> None:
         for r in rows:
             assert r.repetitions == 2 and r.epsilon == 1.0
             assert math.isfinite(r.rmse) and r.rmse >= 0
-            assert math.isfinite(r.predicted_rmse) and r.predicted_rmse > 0
+            if r.prediction_kind == NO_PREDICTION:  # no formula (e.g. ecdf-fss): measured
+                assert math.isnan(r.predicted_rmse)
+            else:
+                assert math.isfinite(r.predicted_rmse) and r.predicted_rmse > 0
             assert r.seconds_per_run >= 0
         table = tiny.table(st)
         assert "pred. RMSE" in table and "CI95 cover" in table
@@ -224,3 +228,125 @@ def test_markdown_report_writer(tmp_path: Path) -> None:
     path = rep.write(tmp_path)
     assert "![a line](figures/line.png)" in path.read_text()
     assert (tmp_path / "figures" / "line.png").stat().st_size > 0
+
+
+# --------------------------------------------------------------------------- summary, figures
+
+SUMMARY_RUN = {"statistics": ["auc"], "epsilons": [0.5, 2.0], "repetitions": 3, "seed": 0,
+               "progress": False,
+               "protocols": ["central-laplace", "ldp-quantized", "ldp-tree", "fedauc-rr",
+                             "fedauc-laplace-local"]}
+
+
+@pytest.fixture(scope="module")
+def small() -> ComparisonResult:
+    return run_comparison(**SUMMARY_RUN)
+
+
+def test_summary_names_the_measured_best_per_trust_model(small: ComparisonResult,
+                                                         tmp_path: Path) -> None:
+    from fedustat.comparison_summary import SUMMARY_TRUST_MODELS, summarize
+
+    advice = small.advice[("auc", 0.5)]
+    rows = small.rows_for("auc")
+    choices = {c.trust: c for c in summarize(small)}
+    assert set(choices) == set(SUMMARY_TRUST_MODELS)
+    for trust, choice in choices.items():
+        # The definition, from the table: the protocol meeting the trust model with the
+        # lowest geometric-mean measured RMSE over the two budgets.
+        scores = {}
+        for name in {r.protocol for r in rows}:
+            if trust in advice.prediction(name).trust:
+                mine = [r.rmse for r in rows if r.protocol == name]
+                scores[name] = math.sqrt(mine[0] * mine[1])
+        best = min(scores, key=scores.__getitem__)
+        assert choice.protocol == best, trust
+        assert choice.score == pytest.approx(scores[best], rel=1e-12)
+        assert choice.candidates == len(scores)
+        runner = sorted(scores, key=scores.__getitem__)[1]
+        assert choice.runner_up == runner
+        assert f"against {runner}'s {scores[runner]:.3g}" in choice.reason()
+        # 3 repetitions at 2 budgets resolve ratios from exp(2 / sqrt(6)) = 2.26 on.
+        assert choice.resolvable_ratio == pytest.approx(math.exp(2.0 / math.sqrt(6.0)))
+        unresolved = scores[runner] / scores[best] < choice.resolvable_ratio
+        assert ("not resolved by this run" in choice.reason()) == unresolved
+    assert choices["local"].protocol in {"ldp-quantized", "ldp-tree"}
+    assert choices["label"].protocol in {"fedauc-rr", "fedauc-laplace-local"}
+    # The report opens with the summary (its first section) and the CLI text holds it.
+    text = write_report(small, tmp_path / "rep").read_text(encoding="utf-8")
+    first = re.split(r"^## ", text, flags=re.M)[1]
+    assert first.startswith("Summary: which protocol under each trust model")
+    for choice in choices.values():
+        assert f"| auc | {SUMMARY_TRUST_MODELS[choice.trust]} | {choice.protocol} |" in first
+    assert choices["curator"].protocol in small.summary()
+
+
+def test_summary_says_when_no_protocol_meets_a_trust_model() -> None:
+    from fedustat.comparison_summary import summarize
+
+    result = run_comparison(["duplicate"], epsilons=[1.0], repetitions=2, progress=False,
+                            protocols=["central-laplace"])
+    choices = {c.trust: c for c in summarize(result)}
+    assert choices["curator"].protocol == "central-laplace"
+    assert choices["curator"].reason().endswith("the only protocol meeting this trust model "
+                                                "that ran")
+    assert choices["local"].protocol is None
+    assert choices["local"].reason() == ("no protocol meeting this trust model ran at every "
+                                         "budget")
+
+
+def test_error_figure_is_readable(small: ComparisonResult) -> None:
+    from matplotlib.colors import to_hex
+
+    from fedustat.compare import _error_figure
+    from fedustat.plotting import PALETTE
+
+    fig = _error_figure(small, "auc")
+    ax = fig.axes[0]
+    names = list(dict.fromkeys(r.protocol for r in small.rows_for("auc")))
+    solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]
+    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert len(solid) == len(dashed) == len(names)
+    colours = [to_hex(ln.get_color()) for ln in solid]
+    assert len(set(colours)) == len(names)  # distinct colours,
+    assert {c.upper() for c in colours} <= set(PALETTE)  # from the colour-blind-safe set
+    assert len({ln.get_marker() for ln in solid}) == len(names)  # and distinct markers
+    for s_line, d_line in zip(solid, dashed, strict=True):
+        assert to_hex(s_line.get_color()) == to_hex(d_line.get_color())
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == [*names, "solid: measured", "dashed: predicted"]
+    # The y axis holds every plotted value with a margin of 8% of the span (log space):
+    # no value cut off, no empty band wider than the margin.
+    values = [v for r in small.rows_for("auc") for v in (r.rmse, r.predicted_rmse)]
+    lo, hi = math.log10(min(values)), math.log10(max(values))
+    assert ax.get_yscale() == "log" and hi - lo >= 1
+    y0, y1 = (math.log10(v) for v in ax.get_ylim())
+    margin = 0.08 * (hi - lo)
+    assert y0 == pytest.approx(lo - margin, abs=1e-9)
+    assert y1 == pytest.approx(hi + margin, abs=1e-9)
+    # x: the budgets 0.5 and 2 (a 4-fold spread, log spacing) with the same margin.
+    x0, x1 = (math.log10(v) for v in ax.get_xlim())
+    span = math.log10(4.0)
+    assert x0 == pytest.approx(math.log10(0.5) - 0.08 * span, abs=1e-9)
+    assert x1 == pytest.approx(math.log10(2.0) + 0.08 * span, abs=1e-9)
+    assert "epsilon" in ax.get_xlabel() and "AUC units" in ax.get_ylabel()
+    assert "n=899" in ax.get_title()
+
+
+def test_ecdf_curve_figure_shows_where_the_data_are() -> None:
+    from fedustat.compare import _curve_figure
+
+    result = run_comparison(["ecdf"], epsilons=[1.0], repetitions=1, progress=False,
+                            protocols=["dp-ecdf-smoothed"])
+    ax = _curve_figure(result, "ecdf").axes[0]
+    x = result.cases["ecdf"].arrays[0]
+    grid = result.cases["ecdf"].grid
+    # The public grid is [0, 1024]; the ink values fill a narrower range. The axis runs
+    # from the last threshold below every value to the first one above them all (where
+    # the exact ECDF is 0 and 1), plus 8% of that span either side.
+    start = float(grid[grid < x.min()].max())
+    stop = float(grid[grid >= x.max()].min())
+    margin = 0.08 * (stop - start)
+    assert ax.get_xlim() == pytest.approx((start - margin, stop + margin))
+    assert stop - start < 0.7 * (grid[-1] - grid[0])
+    assert ax.get_ylim() == pytest.approx((-0.03, 1.03))

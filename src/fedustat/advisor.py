@@ -144,6 +144,8 @@ class Query:
     zeta: tuple[float, float] | None
     auc: float | None
     grid_points: int
+    silos: int | None = None
+    records_per_silo: int | None = None
 
     @property
     def kernel(self) -> Kernel | None:
@@ -153,6 +155,31 @@ class Query:
     @property
     def n_min(self) -> int:
         return min(self.n_pos or 0, self.n_neg or 0)
+
+    @property
+    def setting(self) -> str:
+        """The user's setting in words.
+
+        Returns
+        -------
+        str
+            ``"12 silos holding 5,000 records each"`` when the data sit in silos, else
+            ``"n=..."`` (``"n+=..., n-=..."`` for the labelled statistics).
+
+        Examples
+        --------
+        >>> from fedustat.advisor import advise
+        >>> advise("kendall", silos=12, records_per_silo=5000, epsilon=1.0).query.setting
+        '12 silos holding 5,000 records each'
+        >>> advise("kendall", n=500, epsilon=1.0).query.setting
+        'n=500'
+        """
+        labelled = (f"n+={self.n_pos}, n-={self.n_neg}" if self.statistic in _LABELLED
+                    else f"n={self.n}")
+        if self.silos is None:
+            return labelled
+        text = f"{self.silos:,} silos holding {self.records_per_silo:,} records each"
+        return text + (f" ({labelled})" if self.statistic in _LABELLED else "")
 
 
 @dataclass(frozen=True)
@@ -180,6 +207,10 @@ class Prediction:
         Bits a party sends and message exchanges, from the protocol's encoding (the
         values the simulator measures); None when the protocol is not implemented here
         and its cost cannot be derived from its messages.
+    bits_per_silo:
+        When the data sit in silos (``advise(..., silos=K, records_per_silo=m)``): the
+        bits one silo sends, as the protocol runs in that setting (m parties' messages
+        when each record is a party; one client's when the protocol has a silo form).
     parameters:
         The chosen parameters, for people (k, d, a, split, P, |E|, N, ...).
     run_params:
@@ -214,6 +245,7 @@ class Prediction:
     eligible: bool = True
     reason: str = ""
     notes: tuple[str, ...] = ()
+    bits_per_silo: float | None = None
 
     @property
     def rmse(self) -> float:
@@ -226,7 +258,8 @@ class Prediction:
                 "epsilon": self.epsilon, "delta": self.delta, "mse": self.mse,
                 "rmse": self.rmse, "kind": self.kind, "formula": self.formula,
                 "components": dict(self.components), "bits_per_party": self.bits_per_party,
-                "rounds": self.rounds, "parameters": _plain(self.parameters),
+                "rounds": self.rounds, "bits_per_silo": self.bits_per_silo,
+                "parameters": _plain(self.parameters),
                 "run_params": _plain(self.run_params), "registered": self.registered,
                 "meets_trust": sorted(self.trust),
                 "eligible": self.eligible, "reason": self.reason, "notes": list(self.notes)}
@@ -258,40 +291,72 @@ class Advice:
         raise KeyError(f"no prediction for protocol {protocol!r}; the advice covers {names}")
 
     def table(self) -> str:
-        """A plain-text table of every candidate, the recommended one marked ``*``."""
+        """A plain-text table of every candidate, the recommended one marked ``*``.
+
+        Below the table: the recommendation in the user's terms, the recommended
+        protocol's notes (trust and collusion assumptions, costs that could not be
+        computed), why each other protocol was not chosen, and the advice's own notes.
+
+        Returns
+        -------
+        str
+            The text ``fedustat advise`` prints.
+
+        Examples
+        --------
+        >>> from fedustat.advisor import advise
+        >>> text = advise("kendall", silos=12, records_per_silo=5000, epsilon=1.0,
+        ...               trust="local").table()
+        >>> print(text.splitlines()[0])
+        Advice for kendall (12 silos holding 5,000 records each, epsilon=1, delta=0, trust=local)
+        >>> "Why not the others:" in text
+        True
+        """
         q = self.query
-        sizes = (f"n+={q.n_pos}, n-={q.n_neg}" if q.statistic in _LABELLED
-                 else f"n={q.n}")
-        head = (f"Advice for {q.statistic} ({sizes}, epsilon={q.epsilon:g}, "
+        head = (f"Advice for {q.statistic} ({q.setting}, epsilon={q.epsilon:g}, "
                 f"delta={q.delta:g}, trust={self.trust or 'any'}"
-                + (f", at most {self.max_bits_per_party:g} bits/party"
+                + (f", at most {self.max_bits_per_party:g} bits/"
+                   f"{'silo' if q.silos is not None else 'party'}"
                    if self.max_bits_per_party is not None else "") + ")")
         headers = ["", "protocol", "model", "meets trust", "pred. RMSE", "kind", "bits/party",
                    "rounds", "parameters", "eligible"]
+        if q.silos is not None:
+            headers.insert(7, "bits/silo")
         rows = []
         for p in self.predictions:
             mark = "*" if self.recommended is not None and p is self.recommended else ""
-            rows.append([mark, p.protocol, p.model.value, ",".join(sorted(p.trust)),
-                         _fmt(p.rmse), p.kind,
-                         "?" if p.bits_per_party is None else f"{p.bits_per_party:g}",
-                         "?" if p.rounds is None else str(p.rounds),
-                         _params_text(p.parameters),
-                         "yes" if p.eligible else f"no: {p.reason}"])
+            row = [mark, p.protocol, p.model.value, ",".join(sorted(p.trust)),
+                   _fmt(p.rmse), p.kind,
+                   "?" if p.bits_per_party is None else f"{p.bits_per_party:g}",
+                   "?" if p.rounds is None else str(p.rounds),
+                   _params_text(p.parameters),
+                   "yes" if p.eligible else f"no: {p.reason}"]
+            if q.silos is not None:
+                row.insert(7, "?" if p.bits_per_silo is None else f"{p.bits_per_silo:g}")
+            rows.append(row)
         lines = [head, format_table(headers, rows)]
         if self.recommended is None:
             lines.append("No protocol meets the trust model and the budget.")
         else:
             r = self.recommended
-            lines.append(f"Recommended: {r.protocol} ({r.model.value} DP) with "
+            where = "" if q.silos is None else f" for {q.setting}"
+            lines.append(f"Recommended{where}: {r.protocol} ({r.model.value} DP) with "
                          f"{_params_text(r.parameters) or 'its defaults'}; predicted RMSE "
                          f"{_fmt(r.rmse)} ({r.kind}; {r.formula}).")
+            lines.append(f"Notes on {r.protocol}:")
+            lines += [f"  - {n}" for n in _recommended_notes(r)]
+            others = [p for p in self.predictions if p is not r]
+            if others:
+                lines.append("Why not the others:")
+                lines += [f"  - {p.protocol}: {_why_not(p, r)}" for p in others]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         q = self.query
         return {"statistic": q.statistic, "n": q.n, "n_pos": q.n_pos, "n_neg": q.n_neg,
-                "epsilon": q.epsilon, "delta": q.delta, "trust": self.trust,
+                "silos": q.silos, "records_per_silo": q.records_per_silo,
+                "setting": q.setting, "epsilon": q.epsilon, "delta": q.delta, "trust": self.trust,
                 "max_bits_per_party": self.max_bits_per_party,
                 "recommended": None if self.recommended is None
                 else self.recommended.protocol,
@@ -387,6 +452,26 @@ def _params_text(params: Mapping[str, Any]) -> str:
             v = "x".join(str(x) for x in v.values())
         parts.append(f"{k}={v}")
     return ", ".join(parts)
+
+
+def _recommended_notes(rec: Prediction) -> list[str]:
+    """The recommended protocol's caveats, plus the costs the advisor could not compute."""
+    notes = list(rec.notes)
+    missing = [what for what, value in (("bits per party", rec.bits_per_party),
+                                        ("rounds", rec.rounds)) if value is None]
+    if missing:
+        notes.append(f"not computed: {' and '.join(missing)} (the protocol's cost is "
+                     "measured from its transcript when it runs)")
+    return notes or ["none"]
+
+
+def _why_not(other: Prediction, rec: Prediction) -> str:
+    """Why ``other`` was not recommended over ``rec``."""
+    if not other.eligible:
+        return f"not eligible ({other.reason})"
+    if other.mse > rec.mse:
+        return f"predicted RMSE {_fmt(other.rmse)} > {_fmt(rec.rmse)}"
+    return (f"same predicted RMSE {_fmt(other.rmse)}, more bits per party or later by name")
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -709,7 +794,9 @@ def _fedauc_rr(q: Query) -> Prediction | None:
     except ValueError:
         std, at = math.inf, math.nan
     eq7 = rr_std_eq7(m, p, q.epsilon)
-    notes = ["one sample per client (K = M); " + _auc_note(q, at)]
+    # Each label is flipped on its own (004 Alg. 1): the error does not depend on how
+    # the samples are split among clients, only the upload does.
+    notes = [_clients_note(q) + "; " + _auc_note(q, at)]
     rho = 1.0 / (1.0 + math.exp(q.epsilon))
     # Standard deviation of the debiased positive count P' (004 App. P eq. 11).
     count_sd = math.sqrt(m * rho * (1.0 - rho)) / (1.0 - 2.0 * rho)
@@ -721,8 +808,45 @@ def _fedauc_rr(q: Query) -> Prediction | None:
         "fedauc-rr", PrivacyModel.LABEL, q.epsilon, 0.0, std * std, APPROX,
         "004 eq. 3-4 with the corrected s.e. (fedauc_variance.rr_std_corrected)",
         components={"corrected": std * std, "paper_eq7": eq7 * eq7},
-        bits_per_party=FLOAT_BITS + 3 * FLOAT_BITS, rounds=3,
-        parameters={"clients": m}, notes=tuple(notes))
+        bits_per_party=_client_upload_bits(q) or FLOAT_BITS + 3 * FLOAT_BITS, rounds=3,
+        parameters={"clients": q.silos or m}, notes=tuple(notes),
+        bits_per_silo=_client_upload_bits(q))
+
+
+def _clients_note(q: Query) -> str:
+    if q.silos is None:
+        return "one sample per client (K = M)"
+    return (f"each silo is one client of 004 (K = {q.silos:,} clients of "
+            f"{q.records_per_silo:,} samples): it uploads its samples' scores and three "
+            "noisy sums")
+
+
+def _client_upload_bits(q: Query) -> float | None:
+    """Bits a silo uploads as one FedAUC client (004 Sec. 4.2 / 5.1): a 64-bit score per
+    sample, then localSum, localP and localN; None outside the silo setting."""
+    if q.silos is None:
+        return None
+    assert q.records_per_silo is not None
+    return float(FLOAT_BITS * q.records_per_silo + 3 * FLOAT_BITS)
+
+
+def _client_ranks(q: Query) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ranks grouped by client, client of each, segment starts, sizes) of the clients the
+    prediction assumes.
+
+    One sample per client without silos: client r holds rank r. With K silos of m
+    records: a round-robin split (client c holds ranks c, c + K, ..., c + (m-1) K, an
+    even spread like an i.i.d. split); its largest ranks M-K, ..., M-1 are the largest K
+    distinct ranks, the worst case for LocalLaplace's per-client sensitivity (004 Sec.
+    5.2, Delta_k = client k's largest rank).
+    """
+    total = q.n
+    clients = q.silos or total
+    per_client = total // clients
+    ranks = np.arange(total, dtype=np.float64).reshape(per_client, clients).T.ravel()
+    local = np.repeat(np.arange(clients), per_client)
+    starts = np.arange(clients) * per_client
+    return ranks, local, starts, np.full(clients, per_client, dtype=np.int64)
 
 
 def _linearity_note(count_sd: float, q: Query) -> list[str]:
@@ -753,11 +877,9 @@ def _fedauc_lap(name: str, sensitivity: str, allocation: str, mechanism: str
         proto = FedAUCLap(q.epsilon, delta=q.delta if mechanism == "gaussian" else 0.0,
                           sensitivity=sensitivity, allocation=allocation,  # type: ignore[arg-type]
                           mechanism=mechanism, n_samples=m)  # type: ignore[arg-type]
-        # One sample per client (K = M): client r holds rank r. The noise scales come from
-        # the protocol's own release plan, as the server computes them (004 Sec. 5).
-        ranks = np.arange(m, dtype=np.float64)
-        ids = np.arange(m)
-        plan = proto.release_plan(ranks, ids, ids, np.ones(m, dtype=np.int64))
+        # The noise scales come from the protocol's own release plan, as the server
+        # computes them from the clients' ranks (004 Sec. 5).
+        plan = proto.release_plan(*_client_ranks(q))
         var = 2.0 * plan.scales**2 if mechanism == "laplace" else plan.scales**2
         var_pos = float(var[0].sum())
         cov = float(np.dot(plan.lam, var[0]))
@@ -770,6 +892,19 @@ def _fedauc_lap(name: str, sensitivity: str, allocation: str, mechanism: str
         std, at = _worst_over_auc(q, std_at)
         components = {"delta_method": std * std}
         lin = _linearity_note(math.sqrt(var_pos), q)
+        silo = [_clients_note(q) + "; " + _auc_note(q, at)]
+        if q.silos is not None:
+            if allocation != "fixed":
+                split = ("each client's split beta follows the spread of its ranks: predicted "
+                         "at a round-robin (i.i.d.-like) split of the ranks; a split by score "
+                         "(004 Sec. 6.2.2) changes it")
+            elif sensitivity == "global":
+                split = "the noise scale (M-1)/(alpha eps) does not depend on the split"
+            else:
+                split = ("predicted at a round-robin split of the ranks, whose largest ranks "
+                         "M-K..M-1 are the worst case for the per-client sensitivity")
+            silo.append(f"noise is drawn once per client ({q.silos:,} draws instead of one "
+                        f"per sample); {split}")
         formula = "004 eq. 1, delta method with the protocol's noise (fedauc_variance)"
         if name == "fedauc-laplace-global":
             eq8 = global_laplace_std_eq8(m, p, m, 0.5 * q.epsilon)
@@ -779,7 +914,7 @@ def _fedauc_lap(name: str, sensitivity: str, allocation: str, mechanism: str
             eq9 = local_laplace_std_eq9(m, p, 0.5 * q.epsilon)
             components["paper_eq9_exact_counts"] = eq9 * eq9
             formula += "; paper: 004 eq. 9"
-        params: dict[str, Any] = {"clients": m}
+        params: dict[str, Any] = {"clients": q.silos or m}
         if allocation == "fixed":
             params["alpha"] = 0.5
         else:
@@ -787,8 +922,8 @@ def _fedauc_lap(name: str, sensitivity: str, allocation: str, mechanism: str
         return Prediction(
             name, PrivacyModel.LABEL, q.epsilon, q.delta if mechanism == "gaussian" else 0.0,
             std * std, APPROX, formula, components=components,
-            bits_per_party=FLOAT_BITS + 3 * FLOAT_BITS, rounds=3, parameters=params,
-            notes=("one sample per client (K = M); " + _auc_note(q, at), *lin))
+            bits_per_party=_client_upload_bits(q) or FLOAT_BITS + 3 * FLOAT_BITS, rounds=3,
+            parameters=params, bits_per_silo=_client_upload_bits(q), notes=(*silo, *lin))
     return predict
 
 
@@ -1272,11 +1407,71 @@ def _check_zeta(zeta: Any) -> tuple[float, float] | None:
     return z1, z2
 
 
+def _silo_sizes(silos: Any, records_per_silo: Any) -> tuple[int | None, int | None]:
+    if silos is None and records_per_silo is None:
+        return None, None
+    if silos is None or records_per_silo is None:
+        raise ValueError("silos and records_per_silo go together: K silos each holding m "
+                         "records (or give n for n single-record parties)")
+    return (check_positive_int(silos, "silos", minimum=2),
+            check_positive_int(records_per_silo, "records_per_silo"))
+
+
+# What each protocol does when K silos hold m records each (advise(silos=...)). Only the
+# FedAUC protocols have a silo form (004: K clients of many samples); every other protocol
+# runs with each record a party, whose messages its silo sends.
+_PER_RECORD = ("no silo form: every record is a party of the protocol, so a silo runs its "
+               "{m:,} records' steps and sends their messages ({m:,} times a party's bits)")
+_SILO_NOTES: dict[str, str] = {
+    "central-laplace": ("each silo sends its {m:,} records to the curator, which releases "
+                        "over all {n:,} records; a silo's own noisy release is not this "
+                        "protocol"),
+    "ldp-quantized": ("each silo randomizes every one of its {m:,} records separately (000 "
+                      "Alg. 1, n = {n:,} reports, DP per record); a silo perturbing only its "
+                      "own aggregate is not a form of this protocol"),
+    "ldp-ghazi": ("each silo randomizes every one of its {m:,} records separately (n = {n:,} "
+                  "reports, DP per record); no silo form"),
+    "ldp-tree": ("each silo randomizes every one of its {m:,} records separately (000 Sec. "
+                 "4, n = {n:,} reports, DP per record); no silo form"),
+    "ghazi-shuffle": ("every record sends its own messages through the shuffler (n = {n:,} "
+                      "senders): the shuffler hides which record sent a message, not which "
+                      "silo; " + _PER_RECORD),
+    "umpc": ("every record is a party of U-MPC (002's parties hold one record each): a "
+             "silo runs its {m:,} parties' steps and relays their rows, rows between two of "
+             "its own records included, so it sends {m:,} times a party's bits; a {K}-party "
+             "computation over silos of {m:,} records is not implemented. A silo counts as "
+             "{m:,} colluding parties: it knows its records' noise parts, so DP against a "
+             "coalition of silos needs min_honest counted in records"),
+    "pairs-2pc": ("every record is a party paired with P others (000 Sec. 5); a pair inside "
+                  "one silo is still run as a two-party computation; " + _PER_RECORD),
+    "ecdf-secagg": ("every record secret-shares its own N indicators with the servers (003 "
+                    "Sec. 4.1), {m:,} N l bits per server for a silo; sharing the sum of a "
+                    "silo's indicators (its own counts) would send one vector per silo, but "
+                    "the protocol does not do that"),
+}
+for _curve in ("dp-ecdf", "dp-ecdf-smoothed", "dp-roc", "dp-roc-smoothed", "dp-quantiles"):
+    _SILO_NOTES[_curve] = ("each silo sends its {m:,} records to the curator, which "
+                           "releases over all {n:,} records (003 Sec. 3); no silo form")
+
+
+def _in_silos(pred: Prediction, q: Query) -> Prediction:
+    """The prediction as the protocol runs in K silos of m records: a protocol with a silo
+    form sets ``bits_per_silo`` itself; for the others each record is a party."""
+    if pred.bits_per_silo is not None:
+        return pred
+    m = q.records_per_silo
+    assert m is not None
+    bits = None if pred.bits_per_party is None else m * pred.bits_per_party
+    note = _SILO_NOTES.get(pred.protocol, _PER_RECORD).format(K=q.silos, m=m, n=q.n)
+    return replace(pred, bits_per_silo=bits, notes=(note, *pred.notes))
+
+
 def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
            n_neg: int | None = None, epsilon: float, delta: float = 0.0,
            trust: str | None = None, max_bits_per_party: float | None = None,
            bounds: Any = None, domain_size: Any = None, zeta: Any = None,
-           auc: float | None = None) -> Advice:
+           auc: float | None = None, silos: int | None = None,
+           records_per_silo: int | None = None) -> Advice:
     """Predict every applicable protocol's error and cost, and recommend one.
 
     Parameters
@@ -1308,12 +1503,30 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
     auc:
         A public guess of the AUC for the FedAUC predictions; by default their largest
         value over AUC in [0, 1].
+    silos, records_per_silo:
+        The cross-silo setting: K silos each holding m records (give both; n = K m, and
+        ``n_pos + n_neg`` must equal it for auc and roc). Every prediction is then for
+        that setting: the local-DP protocols randomize per record (n = K m reports),
+        U-MPC and the other secure protocols run with every record a party (a silo sends
+        its m parties' messages), the FedAUC protocols take each silo as one client of
+        004 (K clients of m samples, noise per client); each prediction's notes say which,
+        and ``bits_per_silo`` is what one silo sends. ``max_bits_per_party`` then bounds
+        the bits of a silo.
 
     Returns
     -------
     Advice
         ``.table()`` prints the comparison; ``.recommended`` is the chosen
         :class:`Prediction` (None if no protocol qualifies).
+
+    Examples
+    --------
+    >>> from fedustat.advisor import advise
+    >>> a = advise("kendall", silos=12, records_per_silo=5000, epsilon=1.0, trust="local")
+    >>> a.recommended.protocol, a.query.n
+    ('ldp-ghazi', 60000)
+    >>> a.recommended.bits_per_silo == 5000 * a.recommended.bits_per_party
+    True
     """
     if statistic not in STATISTICS:
         raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, got {statistic!r}")
@@ -1324,6 +1537,18 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
                          f"{trust!r}")
     if max_bits_per_party is not None:
         max_bits_per_party = check_epsilon(max_bits_per_party, "max_bits_per_party")
+    n_silos, per_silo = _silo_sizes(silos, records_per_silo)
+    if n_silos is not None:
+        if n is not None and check_positive_int(n, "n") != n_silos * per_silo:
+            raise ValueError(f"n ({n}) must equal silos * records_per_silo "
+                             f"({n_silos * per_silo}); give one or the other")
+        if statistic not in _LABELLED:
+            n = n_silos * per_silo
+        elif n_pos is not None and n_neg is not None and \
+                check_positive_int(n_pos, "n_pos") + check_positive_int(n_neg, "n_neg") \
+                != n_silos * per_silo:
+            raise ValueError(f"n_pos + n_neg ({n_pos + n_neg}) must equal silos * "
+                             f"records_per_silo ({n_silos * per_silo})")
     total, p, m = _sizes(statistic, n, n_pos, n_neg)
     bnds = _normalize_bounds(statistic, bounds)
     dom = _normalize_domain(statistic, domain_size)
@@ -1337,7 +1562,8 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
     if statistic in _CURVES and domain_size is not None:
         grid_points = check_positive_int(domain_size, "domain_size", minimum=2)
     query = Query(statistic, total, p, m, eps, dlt, bnds, dom, _check_zeta(zeta),
-                  None if auc is None else check_probability(auc, "auc"), grid_points)
+                  None if auc is None else check_probability(auc, "auc"), grid_points,
+                  n_silos, per_silo)
 
     found: list[Prediction] = []
     for entry in _PREDICTORS.values():
@@ -1349,14 +1575,18 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
         registered = (entry.name in CURVE_RELEASES
                       or entry.name in {e.name for e in registry.available()})
         pred = replace(pred, registered=registered, trust=entry.trust)
+        if query.silos is not None:
+            pred = _in_silos(pred, query)
         reasons = [pred.reason] if pred.reason else []
         if trust is not None and trust not in entry.trust:
             reasons.append(f"does not meet trust={trust!r}")
         if max_bits_per_party is not None:
-            if pred.bits_per_party is None:
+            # In silos the budget bounds what one silo sends.
+            bits = pred.bits_per_party if query.silos is None else pred.bits_per_silo
+            if bits is None:
                 reasons.append("cost unknown (protocol not registered)")
-            elif pred.bits_per_party > max_bits_per_party:
-                reasons.append(f"{pred.bits_per_party:g} bits > budget")
+            elif bits > max_bits_per_party:
+                reasons.append(f"{bits:g} bits > budget")
         if not math.isfinite(pred.mse) and not reasons:
             reasons.append("no finite prediction")
         found.append(replace(pred, eligible=not reasons, reason="; ".join(reasons)))
@@ -1444,6 +1674,13 @@ def _advice_notes(q: Query, found: list[Prediction], rec: Prediction | None,
     if vacuous:
         notes.append("predicted RMSE larger than the statistic's range (the bound is "
                      "vacuous at this size): " + ", ".join(vacuous))
+    if q.silos is not None:
+        native = sorted(p.protocol for p in found if p.protocol.startswith("fedauc"))
+        per_record = (f"runs with each record a party (n = {q.n:,}), its silo sending that "
+                      "party's messages")
+        notes.append(f"{q.setting}: " + (f"{', '.join(native)} take each silo as one client; "
+                                         f"every other protocol {per_record}" if native
+                                         else f"every protocol {per_record}"))
     if q.statistic in _CURVES and trust in ("local", "label"):
         notes.append("the private ECDFs and ROC curves of this library are released by a "
                      "curator (003 Sec. 3) or by secure aggregation among servers (003 Sec. "

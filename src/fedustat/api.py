@@ -552,6 +552,50 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
 
     Ties in ``y_score`` count one half, as in scikit-learn. The class sizes are treated
     as public, as in the papers (000 Sec. 4; 004 Sec. 3).
+
+    Parameters
+    ----------
+    y_true:
+        Class labels, one per party (a column name of ``data`` also works).
+    y_score:
+        Scores, higher meaning more likely positive: 1-D, or a ``predict_proba`` array.
+    epsilon, delta:
+        The privacy budget; ``epsilon=math.inf`` gives the exact AUC.
+    pos_label:
+        The positive class, when the labels are not 0/1, -1/1 or booleans.
+    multi_class, average:
+        For more than two classes: ``"ovr"`` or ``"ovo"``, averaged ``"macro"`` or
+        ``"weighted"``.
+    data:
+        A pandas/polars table whose columns ``y_true`` and ``y_score`` name.
+    protocol:
+        A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
+        ``"central-laplace"``).
+    rng, noise:
+        Seed or Generator for the simulation, and where the randomness comes from
+        (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
+    engine, workers:
+        Run on the distributed engine, as in :func:`estimate`.
+    clip:
+        Clip the release into the statistic's valid range (the raw release stays in
+        ``raw_value``), as in :func:`estimate`.
+    **params:
+        Protocol-specific parameters (docs/protocols/).
+
+    Returns
+    -------
+    Estimate
+        The released AUC with its guarantee, error law and measured cost.
+
+    Examples
+    --------
+    >>> y = [0, 0, 1, 1, 0, 1]
+    >>> s = [0.1, 0.4, 0.35, 0.8, 0.2, 0.9]
+    >>> round(fedustat.roc_auc_score(y, s, epsilon=math.inf).value, 4)
+    0.8889
+    >>> est = fedustat.roc_auc_score(y, s, epsilon=1.0, rng=0)
+    >>> est.protocol, est.privacy.epsilon
+    ('central-laplace', 1.0)
     """
     caller = "fedustat.roc_auc_score"
     cols = _sklearn_inputs(caller, params, data, y_true=y_true, y_score=y_score)
@@ -668,6 +712,20 @@ class KendallTauResult(Estimate):
     It is the full :class:`~fedustat.protocols.base.Estimate` (value, error bar, guarantee,
     costs) plus ``pvalue``: the two-sided p-value of the test of tau = 0 computed from the
     release and public quantities only (see :func:`kendall_tau_pvalue`).
+
+    Parameters
+    ----------
+    value, quantity, protocol, privacy, std_error, cost, diagnostics, error:
+        The fields of :class:`~fedustat.protocols.base.Estimate`, as are ``noise``,
+        ``clip_range`` and ``unclipped``.
+    pvalue:
+        Two-sided p-value of the test of tau = 0.
+
+    Examples
+    --------
+    >>> result = fedustat.kendalltau([1, 2, 3, 4, 5], [1, 3, 2, 5, 4], epsilon=math.inf)
+    >>> isinstance(result, fedustat.KendallTauResult), round(result.statistic, 4)
+    (True, 0.6)
     """
 
     pvalue: float = math.nan
@@ -733,6 +791,41 @@ def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: s
     tests tau = 0 from the release alone (:func:`kendall_tau_pvalue`); with ties it uses
     the no-tie null variance (conservative), as the tie counts are private.
     ``x`` and ``y`` may be pandas/polars Series or column names of ``data``.
+
+    Parameters
+    ----------
+    x, y:
+        The paired values, one pair per party (column names of ``data`` also work).
+    epsilon, delta:
+        The privacy budget; ``epsilon=math.inf`` gives the exact statistic.
+    variant:
+        ``"a"`` (tau-a, the U-statistic) or ``"b"`` (tau-b, exact only).
+    data:
+        A pandas/polars table whose columns ``x`` and ``y`` name.
+    protocol:
+        A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
+        ``"central-laplace"``).
+    rng, noise:
+        Seed or Generator for the simulation, and where the randomness comes from
+        (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
+    engine, workers:
+        Run on the distributed engine, as in :func:`estimate`.
+    clip:
+        Clip the release into the statistic's valid range (the raw release stays in
+        ``raw_value``), as in :func:`estimate`.
+    **params:
+        Protocol-specific parameters (docs/protocols/).
+
+    Returns
+    -------
+    KendallTauResult
+        The release, unpacking as ``(statistic, pvalue)``.
+
+    Examples
+    --------
+    >>> tau, p = fedustat.kendalltau([1, 2, 3, 4, 5], [1, 3, 2, 5, 4], epsilon=math.inf)
+    >>> round(tau, 4)
+    0.6
     """
     caller = "fedustat.kendalltau"
     cols = _sklearn_inputs(caller, params, data, x=x, y=y)
@@ -755,6 +848,41 @@ def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
     """Private Gini mean difference (000 eq. 4) of values within the public ``bounds``.
 
     ``x`` may be a pandas/polars Series or a column name of ``data``.
+
+    Parameters
+    ----------
+    x:
+        The values, one per party (a column name of ``data`` also works).
+    bounds:
+        Public ``(low, high)`` range of the values (it sets the sensitivity).
+    epsilon, delta:
+        The privacy budget; ``epsilon=math.inf`` gives the exact statistic.
+    data:
+        A pandas/polars table whose column ``x`` names.
+    protocol:
+        A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
+        ``"central-laplace"``).
+    rng, noise:
+        Seed or Generator for the simulation, and where the randomness comes from
+        (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
+    engine, workers:
+        Run on the distributed engine, as in :func:`estimate`.
+    clip:
+        Clip the release into the statistic's valid range (the raw release stays in
+        ``raw_value``), as in :func:`estimate`.
+    **params:
+        Protocol-specific parameters (docs/protocols/).
+
+    Returns
+    -------
+    Estimate
+        The released mean of ``|x_i - x_j|`` over pairs.
+
+    Examples
+    --------
+    >>> fedustat.gini_mean_difference([1.0, 2.0, 2.0, 5.0], bounds=(0, 10),
+    ...                               epsilon=math.inf).value
+    2.0
     """
     caller = "fedustat.gini_mean_difference"
     cols = _sklearn_inputs(caller, params, data, x=x)
@@ -773,6 +901,38 @@ def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
     """Private fraction of pairs with equal values (000 eq. 5, inside the logarithm).
 
     ``x`` may be a pandas/polars Series or a column name of ``data``.
+
+    Parameters
+    ----------
+    x:
+        The values, one per party (a column name of ``data`` also works).
+    epsilon, delta:
+        The privacy budget; ``epsilon=math.inf`` gives the exact statistic.
+    data:
+        A pandas/polars table whose column ``x`` names.
+    protocol:
+        A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
+        ``"central-laplace"``).
+    rng, noise:
+        Seed or Generator for the simulation, and where the randomness comes from
+        (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
+    engine, workers:
+        Run on the distributed engine, as in :func:`estimate`.
+    clip:
+        Clip the release into the statistic's valid range (the raw release stays in
+        ``raw_value``), as in :func:`estimate`.
+    **params:
+        Protocol-specific parameters (docs/protocols/).
+
+    Returns
+    -------
+    Estimate
+        The released fraction of pairs ``i < j`` with ``x_i == x_j``.
+
+    Examples
+    --------
+    >>> round(fedustat.duplicate_pair_ratio([1, 2, 2, 3, 3, 3], epsilon=math.inf).value, 4)
+    0.2667
     """
     caller = "fedustat.duplicate_pair_ratio"
     cols = _sklearn_inputs(caller, params, data, x=x)
@@ -792,6 +952,38 @@ def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: flo
 
     Labels may be numbers or strings (only their equality matters); columns may be
     pandas/polars Series or column names of ``data``, as in :func:`roc_auc_score`.
+
+    Parameters
+    ----------
+    labels_true, labels_pred:
+        Two clusterings of the same records (column names of ``data`` also work).
+    epsilon, delta:
+        The privacy budget; ``epsilon=math.inf`` gives the exact index.
+    data:
+        A pandas/polars table whose columns the labels name.
+    protocol:
+        A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
+        ``"central-laplace"``).
+    rng, noise:
+        Seed or Generator for the simulation, and where the randomness comes from
+        (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
+    engine, workers:
+        Run on the distributed engine, as in :func:`estimate`.
+    clip:
+        Clip the release into the statistic's valid range (the raw release stays in
+        ``raw_value``), as in :func:`estimate`.
+    **params:
+        Protocol-specific parameters (docs/protocols/).
+
+    Returns
+    -------
+    Estimate
+        The released fraction of pairs on which the two clusterings agree.
+
+    Examples
+    --------
+    >>> round(fedustat.rand_score([0, 0, 1, 1], [0, 0, 1, 2], epsilon=math.inf).value, 4)
+    0.8333
     """
     caller = "fedustat.rand_score"
     cols = _sklearn_inputs(caller, params, data, labels_true=labels_true,

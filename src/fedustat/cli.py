@@ -756,7 +756,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
                         trust=None if args.trust == "any" else args.trust,
                         max_bits_per_party=args.max_bits, bounds=bounds,
                         domain_size=_parse_domain_size(args.domain_size), zeta=zeta,
-                        auc=args.auc)
+                        auc=args.auc, silos=args.silos,
+                        records_per_silo=args.records_per_silo)
     except (TypeError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
     if args.format == "json":
@@ -825,6 +826,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2, default=float))
         return 0
+    print(result.summary())
+    print()
     print(result.tables())
     for line in result.skipped:
         print(f"not run: {line}")
@@ -951,7 +954,12 @@ def build_parser() -> argparse.ArgumentParser:
     adv.add_argument("--statistic", required=True, choices=list(STATISTICS),
                      help="the statistic: " + "; ".join(
                          f"{s.name} = {s.description}" for s in STATISTICS.values()))
-    adv.add_argument("--n", type=int, default=None, help="number of parties")
+    adv.add_argument("--n", type=int, default=None,
+                     help="number of parties (devices holding one record each)")
+    adv.add_argument("--silos", type=int, default=None,
+                     help="cross-silo setting: number K of silos (with --records-per-silo)")
+    adv.add_argument("--records-per-silo", type=int, default=None,
+                     help="records m each silo holds (with --silos; n = K m)")
     adv.add_argument("--n-pos", type=int, default=None,
                      help="positives (public class size) for auc and roc")
     adv.add_argument("--n-neg", type=int, default=None,
@@ -964,8 +972,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "with a DP output; label = the server may see scores but not labels; "
                           "curator = a trusted aggregator; any = consider every protocol")
     adv.add_argument("--max-bits", type=float, default=None,
-                     help="communication budget: most bits a party may send (default: no "
-                          "limit)")
+                     help="communication budget: most bits a party (with --silos: a silo) "
+                          "may send (default: no limit)")
     adv.add_argument("--bounds", default=None,
                      help="public bounds LO,HI of the values (required for gini and variance); "
                           "for kendall one pair per column separated by ';'")

@@ -54,7 +54,9 @@ from fedustat.advisor import (
 )
 from fedustat.api import estimate
 from fedustat.catalogue import PUBLIC_BOUNDS, PUBLIC_VALUES
+from fedustat.comparison_summary import summarize, summary_rows
 from fedustat.datasets.bundled import Dataset
+from fedustat.plotting import fit_axis, series_style
 from fedustat.protocols import registry
 from fedustat.protocols.ecdf import (
     dp_ecdf,
@@ -372,6 +374,26 @@ class ComparisonResult:
         headers, rows = self.table_rows(statistic)
         return self.header(statistic) + "\n" + format_table(headers, rows)
 
+    def summary(self) -> str:
+        """Which protocol to use under each trust model, from the measured table.
+
+        Returns
+        -------
+        str
+            A plain-text table (:func:`fedustat.comparison_summary.summarize`).
+
+        Examples
+        --------
+        >>> from fedustat.compare import run_comparison
+        >>> result = run_comparison(["duplicate"], epsilons=[1.0], repetitions=2,
+        ...                         protocols=["central-laplace"], progress=False)
+        >>> print(result.summary().splitlines()[0])
+        Which protocol under each trust model (lowest measured RMSE):
+        """
+        headers, rows = summary_rows(summarize(self))
+        return ("Which protocol under each trust model (lowest measured RMSE):\n"
+                + format_table(headers, rows))
+
     def tables(self) -> str:
         parts = [self.table(s) for s in self.statistics]
         parts.append(KIND_LEGEND)
@@ -391,7 +413,8 @@ KIND_LEGEND = ("kind of prediction: exact = the protocol's exact MSE; bound = a 
                "covered); approx = first-order (delta-method) value. RMSE/pred < 1 is "
                "expected for bounds; CI95 cover is the fraction of repetitions whose 95% "
                "interval (the release's own: its error law where it has one, else +- 1.96 "
-               "s.e.) contains the exact value.")
+               "s.e.) contains the exact value. none = no error formula: the protocol is "
+               "run and measured.")
 
 
 def _bits_text(bits: float | None) -> str:
@@ -589,7 +612,9 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
 
                 evaluate = pointwise_ecdf if pred.protocol == "ecdf-secagg" else fss_ecdf
                 released = evaluate(x, tau, epsilon=eps, rng=rng)
-                out.bits.append(released.cost.bits_per_party)
+                # What a party sends: its shares (secagg's query) or its keys (fss' setup).
+                out.bits.append(released.cost.bits_per_party
+                                + released.setup_cost.bits_per_party)
             else:
                 # 003's smoothing (Eq. 3) corrects 003's tree noise.
                 released = dp_ecdf(x, tau, epsilon=eps, rng=rng,
@@ -838,37 +863,66 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
 # --------------------------------------------------------------------------- report
 
 
-def _error_figure(result: ComparisonResult, statistic: str) -> Any:
-    from matplotlib.figure import Figure
+# What the error axis measures, with its unit, per statistic.
+_ERROR_AXIS: dict[str, str] = {
+    "auc": "RMSE of the AUC (AUC units, 0-1)",
+    "kendall": "RMSE of tau-a (tau units, -1 to 1)",
+    "gini": "RMSE of the Gini mean difference (units of the data)",
+    "variance": "RMSE of the variance (squared units of the data)",
+    "duplicate": "RMSE of the duplicate-pair ratio (0-1)",
+    "ecdf": "RMSE of F per threshold (probability)",
+    "quantile": "RMSE in rank, F(q_hat) - q (probability)",
+    "roc": "RMSE of TPR and FPR per threshold (rate)",
+}
 
-    fig = Figure(figsize=(6.4, 4.2))
+
+def _error_figure(result: ComparisonResult, statistic: str) -> Any:
+    """Measured RMSE (solid) and predicted RMSE (dashed) against epsilon, one colour and
+    marker per protocol (:func:`fedustat.plotting.series_style`), axes fitted to the
+    plotted values (:func:`fedustat.plotting.fit_axis`)."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    fig = Figure(figsize=(8.0, 4.4))
     ax = fig.add_subplot()
     rows = result.rows_for(statistic)
     names = list(dict.fromkeys(r.protocol for r in rows))
-    colors = [f"C{i % 10}" for i in range(len(names))]
-    measured_max = max((r.rmse for r in rows if math.isfinite(r.rmse)), default=1.0)
-    measured_min = min((r.rmse for r in rows if math.isfinite(r.rmse) and r.rmse > 0),
-                       default=1e-6)
-    for name, color in zip(names, colors, strict=True):
+    handles = []
+    plotted: list[float] = []
+    for i, name in enumerate(names):
+        colour, marker = series_style(i)
         mine = sorted((r for r in rows if r.protocol == name), key=lambda r: r.epsilon)
         eps = [r.epsilon for r in mine]
-        ax.plot(eps, [r.rmse for r in mine], marker="o", color=color, label=name)
-        ax.plot(eps, [r.predicted_rmse for r in mine], linestyle="--", color=color,
-                alpha=0.7)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+        measured = [r.rmse for r in mine]
+        predicted = [r.predicted_rmse for r in mine]
+        (line,) = ax.plot(eps, measured, marker=marker, color=colour, linewidth=1.6,
+                          markersize=6, label=name)
+        ax.plot(eps, predicted, linestyle="--", marker=marker, markerfacecolor="none",
+                color=colour, linewidth=1.2, markersize=6)
+        handles.append(line)
+        plotted += [v for v in measured + predicted if math.isfinite(v)]
     eps_grid = result.settings["epsilons"]
+    # A budget grid usually doubles: log spacing from a 4-fold spread keeps it even.
+    x_fit = fit_axis(eps_grid, log_ratio=4.0)
+    ax.set_xscale(x_fit.scale)
+    ax.set_xlim(x_fit.lower, x_fit.upper)
     ax.set_xticks(eps_grid)
     ax.set_xticklabels([f"{e:g}" for e in eps_grid])
     ax.minorticks_off()
-    # Vacuous bounds would flatten the measured curves: keep the measured range in view.
-    ax.set_ylim(measured_min / 3.0, measured_max * 30.0)
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("RMSE (solid: measured, dashed: predicted)")
-    ax.set_title(f"{statistic}: error vs epsilon ({result.cases[statistic].source})",
-                 fontsize=9)
+    if plotted:
+        y_fit = fit_axis(plotted)
+        ax.set_yscale(y_fit.scale)
+        ax.set_ylim(y_fit.lower, y_fit.upper)
+    ax.set_xlabel("privacy budget epsilon")
+    ax.set_ylabel(_ERROR_AXIS.get(statistic, "RMSE"))
+    case = result.cases[statistic]
+    ax.set_title(f"{statistic}: error against epsilon ({case.source}, n={case.n}, "
+                 f"{result.settings['repetitions']} repetitions)", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    handles += [Line2D([], [], color="0.2", linestyle="-", label="solid: measured"),
+                Line2D([], [], color="0.2", linestyle="--", label="dashed: predicted")]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              borderaxespad=0.0, title="protocol", title_fontsize=7)
     return fig
 
 
@@ -894,21 +948,36 @@ def _curve_figure(result: ComparisonResult, statistic: str) -> Any | None:
             rng = np.random.default_rng(_seed(seed, statistic, smoothed_name, eps, 0))
             curve = dp_roc_curve(labels, scores, epsilon=eps, thresholds=case.grid,
                                  smooth=True, p=2, rng=rng)
-            ax.plot(curve.fpr, curve.tpr, color=f"C{i}", linewidth=1,
+            ax.plot(curve.fpr, curve.tpr, color=series_style(i)[0], linewidth=1.2,
                     label=f"smoothed release, eps={eps:g}")
         ax.set_xlabel("false positive rate")
         ax.set_ylabel("true positive rate")
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
     else:
         x = case.arrays[0]
-        ax.step(case.grid, exact_ecdf(x, case.grid), where="post", color="black",
+        exact_curve = exact_ecdf(x, case.grid)
+        ax.step(case.grid, exact_curve, where="post", color="black",
                 linewidth=1.8, label="exact")
         for i, eps in enumerate(eps_grid):
             rng = np.random.default_rng(_seed(seed, statistic, smoothed_name, eps, 0))
             released = dp_ecdf(x, case.grid, epsilon=eps, rng=rng, method="003-tree")
-            ax.step(case.grid, smooth(released, p=2).values, where="post", color=f"C{i}",
-                    linewidth=1, label=f"smoothed release, eps={eps:g}")
-        ax.set_xlabel("threshold")
-        ax.set_ylabel("F")
+            ax.step(case.grid, smooth(released, p=2).values, where="post",
+                    color=series_style(i)[0], linewidth=1.2,
+                    label=f"smoothed release, eps={eps:g}")
+        column = case.source.rsplit(":", 1)[-1]
+        ax.set_xlabel(f"threshold on {column} (units of the data)")
+        ax.set_ylabel("F(threshold): share of records <= threshold")
+        # The public grid may be much wider than the data: show where the exact curve
+        # rises (one grid step either side), not flat stretches at 0 and 1.
+        rising = np.flatnonzero((exact_curve > 0) & (exact_curve < 1))
+        if rising.size:
+            first = max(int(rising[0]) - 1, 0)
+            last = min(int(rising[-1]) + 1, case.grid.size - 1)
+            x_fit = fit_axis([float(case.grid[first]), float(case.grid[last])],
+                             allow_log=False)
+            ax.set_xlim(x_fit.lower, x_fit.upper)
+        ax.set_ylim(-0.03, 1.03)
     ax.set_title(f"{statistic}: exact and private curves ({case.source})", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, alpha=0.3)
@@ -923,6 +992,15 @@ def write_report(result: ComparisonResult, out_dir: str | Path) -> Path:
     out = Path(out_dir)
     rep = MarkdownReport("fedustat compare: private protocols side by side")
     s = result.settings
+    rep.heading("Summary: which protocol under each trust model")
+    rep.paragraph(
+        "For each statistic and trust model, the protocol meeting that trust model with the "
+        "lowest measured RMSE (geometric mean over the budgets) on this data, and why: its "
+        "measured error and bits per party against the runner-up. A protocol meeting a "
+        "stricter model also meets a weaker one (a local-DP protocol is acceptable under a "
+        "curator). '-': no protocol meeting the trust model computes the statistic or ran.")
+    headers, rows = summary_rows(summarize(result))
+    rep.table(headers, rows)
     rep.paragraph(
         f"Budgets epsilon = {', '.join(f'{e:g}' for e in s['epsilons'])}; "
         f"{s['repetitions']} repetitions per protocol and budget; delta = {s['delta']:g} for "

@@ -22,7 +22,7 @@ class Cost:
     correlated randomness a dealer sends before (Beaver triples, function-secret-sharing
     keys); they are counted apart.
 
-    Attributes
+    Parameters
     ----------
     bits_per_party:
         Mean online bits a party sent in total: to the aggregator and to other parties.
@@ -48,6 +48,12 @@ class Cost:
     offline_bits_per_party:
         Mean dealer bits a party received (0 when a protocol only declares an offline
         total that no party received, e.g. a setup among servers).
+
+    Examples
+    --------
+    >>> est = fedustat.roc_auc_score([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], epsilon=math.inf)
+    >>> est.cost.bits_per_party, est.cost.rounds
+    (128.0, 1)
     """
 
     bits_per_party: float = 0.0

@@ -120,15 +120,59 @@ _SLACK = 1e-12
 
 
 class BudgetExceededError(ValueError):
-    """A release would take the spent budget past the total; nothing was spent."""
+    """A release would take the spent budget past the total; nothing was spent.
+
+    Examples
+    --------
+    >>> from fedustat import BudgetAccountant, BudgetExceededError, PrivacyGuarantee
+    >>> acct = BudgetAccountant(1.0)
+    >>> _ = acct.spend(PrivacyGuarantee(0.8), name="auc")
+    >>> try:
+    ...     acct.spend(PrivacyGuarantee(0.5), name="tau")
+    ... except BudgetExceededError as refusal:
+    ...     print(refusal)
+    this release (0.5, 0) would bring the spent budget from (epsilon=0.8, delta=0) to
+    (epsilon=1.3, delta=0) under basic composition, over the total (epsilon=1, delta=0);
+    it was refused and nothing was spent
+    """
 
 
 class IncomparableGuaranteeError(ValueError):
-    """A release's guarantee says nothing about the budget's adjacency or model."""
+    """A release's guarantee says nothing about the budget's adjacency or model.
+
+    Examples
+    --------
+    >>> from fedustat import BudgetAccountant, PrivacyGuarantee, PrivacyModel
+    >>> from fedustat.privacy.budget import IncomparableGuaranteeError
+    >>> acct = BudgetAccountant(1.0)
+    >>> try:
+    ...     acct.spend(PrivacyGuarantee(0.1, model=PrivacyModel.COMPUTATIONAL))
+    ... except IncomparableGuaranteeError as refusal:
+    ...     print(refusal)
+    a computational guarantee is weaker than the budget's central model; state the budget
+    in the computational model to compose it
+    """
 
 
 def adjacency_class(adjacency: str) -> str | None:
-    """The class of a known adjacency string (see :data:`ADJACENCY_CLASSES`), else None."""
+    """The class of a known adjacency string (see :data:`ADJACENCY_CLASSES`), else None.
+
+    Parameters
+    ----------
+    adjacency:
+        A neighbouring relation as a protocol states it.
+
+    Returns
+    -------
+    str or None
+        ``"record"``, ``"score"``, ``"label"`` or ``"add-remove"``; None if unknown.
+
+    Examples
+    --------
+    >>> from fedustat.privacy.budget import adjacency_class
+    >>> adjacency_class("replace one record (n public)"), adjacency_class("swap two rows")
+    ('record', None)
+    """
     return ADJACENCY_CLASSES.get(adjacency)
 
 
@@ -138,6 +182,22 @@ def gaussian_rho(epsilon: float, delta: float) -> float:
     The analytic calibration (Balle & Wang 2018) gives ``sigma = D s(eps, delta)`` for
     sensitivity ``D``; the release is then ``D^2 / (2 sigma^2) = 1 / (2 s^2)``-zCDP
     (Bun & Steinke 2016, Prop. 1.6), whatever ``D``.
+
+    Parameters
+    ----------
+    epsilon, delta:
+        The ``(epsilon, delta)`` the mechanism is calibrated to (``delta > 0``).
+
+    Returns
+    -------
+    float
+        ``1 / (2 s^2)`` for the unit-sensitivity analytic scale ``s``.
+
+    Examples
+    --------
+    >>> from fedustat.privacy.budget import gaussian_rho
+    >>> round(gaussian_rho(1.0, 1e-5), 4)
+    0.0359
     """
     unit_sigma = GaussianMechanism(1.0, epsilon, delta).sigma
     return 1.0 / (2.0 * unit_sigma**2)
@@ -149,6 +209,26 @@ class LedgerEntry:
 
     ``cost`` is the guarantee under the budget's adjacency (after group privacy);
     ``rho`` its zCDP cost under the ``"zcdp"`` rule (else None).
+
+    Parameters
+    ----------
+    name:
+        The release's name, as given to :meth:`BudgetAccountant.spend`.
+    guarantee:
+        The guarantee the release carried.
+    cost:
+        That guarantee under the budget's adjacency.
+    rho:
+        Its zCDP cost under the ``"zcdp"`` rule, else None.
+
+    Examples
+    --------
+    >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+    >>> acct = BudgetAccountant(1.0)
+    >>> _ = acct.spend(PrivacyGuarantee(0.4), name="auc")
+    >>> entry = acct.ledger[0]
+    >>> entry.name, entry.cost.epsilon, entry.rho
+    ('auc', 0.4, None)
     """
 
     name: str

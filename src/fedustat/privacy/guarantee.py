@@ -16,7 +16,22 @@ from fedustat._validation import check_delta, check_epsilon
 
 
 class PrivacyModel(StrEnum):
-    """Who must be trusted for the guarantee to hold."""
+    """Who must be trusted for the guarantee to hold.
+
+    Parameters
+    ----------
+    value:
+        The model's name: ``"local"``, ``"central"``, ``"label"``, ``"computational"`` or
+        ``"none"``.
+
+    Examples
+    --------
+    >>> from fedustat import PrivacyModel
+    >>> PrivacyModel("local") is PrivacyModel.LOCAL
+    True
+    >>> [model.value for model in PrivacyModel]
+    ['local', 'central', 'label', 'computational', 'none']
+    """
 
     LOCAL = "local"  # each party randomizes its own input; the aggregator is untrusted
     CENTRAL = "central"  # a trusted curator (or secure computation emulating one) adds noise
@@ -98,6 +113,24 @@ class PrivacyGuarantee:
     computational security and its primitive); see :class:`Assumption`. They are not part
     of equality: two guarantees with the same (epsilon, delta, model, adjacency) make the
     same DP statement, whatever each asks the user to trust.
+
+    Parameters
+    ----------
+    epsilon, delta:
+        The privacy loss (``epsilon > 0``, ``math.inf`` only for a non-private release) and
+        failure probability (in ``[0, 1)``).
+    model:
+        The :class:`PrivacyModel`: who must be trusted.
+    adjacency:
+        The neighbouring relation the guarantee is stated under.
+    assumptions:
+        The :class:`Assumption` objects the guarantee rests on.
+
+    Examples
+    --------
+    >>> from fedustat import PrivacyGuarantee, PrivacyModel
+    >>> print(PrivacyGuarantee(0.5, 1e-6, PrivacyModel.LOCAL))
+    (eps=0.5, delta=1e-06) local DP, adjacency: replace one record
     """
 
     epsilon: float

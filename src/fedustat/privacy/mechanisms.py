@@ -7,7 +7,7 @@ Sources
   valid for ``ε < 1``, Dwork & Roth 2014 Thm A.1) and the analytic calibration of
   Balle & Wang (ICML 2018), Theorem 8.
 * Discrete Laplace and its distributed generation from Pólya variables: 002 App. B.1.1
-  and Protocol B.1 (after Balle, Bell, Gascón & Nissim, CRYPTO 2020).
+  and Protocol B.1 (after Balle, Bell, Gascón & Nissim, CCS 2020).
 
 Each mechanism carries its guarantee as data (``.guarantee``), its noise law (``.pdf`` or
 ``.pmf``, used by audits) and its variance. ``release`` is vectorized over arrays and

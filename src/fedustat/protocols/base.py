@@ -268,6 +268,39 @@ class Estimate:
     and :attr:`raw_value` / :meth:`raw_interval` keep the unbiased, unclipped release
     (the one to average over many releases). ``unclipped`` is the stored raw value,
     ``None`` when nothing was clipped.
+
+    Parameters
+    ----------
+    value:
+        The released statistic.
+    quantity:
+        What it estimates (e.g. ``"auc"``).
+    protocol:
+        The registered name of the protocol that made it.
+    privacy:
+        The :class:`~fedustat.privacy.guarantee.PrivacyGuarantee` the release carries.
+    std_error:
+        Standard deviation of ``error`` (None where no formula applies).
+    cost:
+        The measured :class:`~fedustat.cost.Cost`.
+    diagnostics:
+        Public details of the run (parameters chosen, engine, ...).
+    error:
+        The law of ``value - exact`` (None where no formula applies).
+    noise:
+        ``"simulation"``, ``"deployment"`` or ``"none"``.
+    clip_range:
+        The statistic's valid range, or None.
+    unclipped:
+        The raw release when ``value`` was clipped, else None.
+
+    Examples
+    --------
+    >>> est = fedustat.roc_auc_score([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], epsilon=math.inf)
+    >>> est.quantity, est.value, est.noise
+    ('auc', 0.75, 'none')
+    >>> f"{est:.2f}", est > 0.5
+    ('0.75', True)
     """
 
     value: float

@@ -32,6 +32,29 @@ Factory = Callable[..., Protocol]
 
 @dataclass(frozen=True)
 class ProtocolEntry:
+    """A registered protocol: its name, factory, privacy model and sources.
+
+    Parameters
+    ----------
+    name:
+        The name a caller passes as ``protocol=``.
+    factory:
+        Builds the protocol (see the module docstring).
+    model:
+        The :class:`~fedustat.privacy.guarantee.PrivacyModel` of its releases.
+    summary:
+        One line on what it does.
+    source:
+        Where its method comes from (paper file and section, or a published reference).
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> entry = registry.available()[0]
+    >>> entry.name, entry.model.value
+    ('central-laplace', 'central')
+    """
+
     name: str
     factory: Factory
     model: PrivacyModel
@@ -44,19 +67,73 @@ _REGISTRY: dict[str, ProtocolEntry] = {}
 
 def register(name: str, factory: Factory, *, model: PrivacyModel, summary: str,
              source: str) -> None:
-    """Make ``factory`` available as ``protocol=name``."""
+    """Make ``factory`` available as ``protocol=name``.
+
+    Parameters
+    ----------
+    name:
+        The protocol's name; taken by another factory (or by a curve release) is refused.
+    factory:
+        ``factory(kernel, *, epsilon, delta, **params)`` returning the protocol.
+    model:
+        The privacy model of its releases.
+    summary, source:
+        One line on what it does, and where its method comes from.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> entry = registry.available()[0]
+    >>> registry.register(entry.name, entry.factory, model=entry.model,
+    ...                   summary=entry.summary, source=entry.source)  # same factory: no-op
+    >>> registry.register("exact", entry.factory, model=entry.model, summary="",
+    ...                   source="")
+    Traceback (most recent call last):
+        ...
+    ValueError: a protocol named 'exact' is already registered
+    """
     if (name in _REGISTRY and _REGISTRY[name].factory is not factory) or name in _CURVES:
         raise ValueError(f"a protocol named {name!r} is already registered")
     _REGISTRY[name] = ProtocolEntry(name, factory, model, summary, source)
 
 
 def available() -> list[ProtocolEntry]:
-    """Registered protocols, sorted by name."""
+    """Registered protocols, sorted by name.
+
+    Returns
+    -------
+    list of ProtocolEntry
+        One entry per U-statistic protocol.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> [entry.name for entry in registry.available()][:3]
+    ['central-laplace', 'exact', 'fedauc-adaptive']
+    """
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 
 def factory(name: str) -> Factory:
-    """The factory registered as ``name``."""
+    """The factory registered as ``name``.
+
+    Parameters
+    ----------
+    name:
+        A registered protocol name (an unknown one is refused, listing those there are).
+
+    Returns
+    -------
+    Callable
+        ``factory(kernel, *, epsilon, delta, **params)``.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> from fedustat.stats.kernels import auc_kernel
+    >>> registry.factory("exact")(auc_kernel(), epsilon=math.inf).name
+    'exact'
+    """
     return _entry(name).factory
 
 
@@ -75,19 +152,70 @@ _CURVES: dict[str, ProtocolEntry] = {}
 
 def register_curve(name: str, factory: Factory, *, model: PrivacyModel, summary: str,
                    source: str) -> None:
-    """Make the curve release ``factory(epsilon=..., **params)`` available as ``name``."""
+    """Make the curve release ``factory(epsilon=..., **params)`` available as ``name``.
+
+    Parameters
+    ----------
+    name:
+        The release's name; taken by another factory (or by a protocol) is refused.
+    factory:
+        ``factory(*, epsilon, **params)`` returning the curve release.
+    model:
+        The privacy model of its releases.
+    summary, source:
+        One line on what it does, and where its method comes from.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> entry = registry.available_curves()[0]
+    >>> registry.register_curve("exact", entry.factory, model=entry.model, summary="",
+    ...                         source="")
+    Traceback (most recent call last):
+        ...
+    ValueError: a protocol named 'exact' is already registered
+    """
     if (name in _CURVES and _CURVES[name].factory is not factory) or name in _REGISTRY:
         raise ValueError(f"a protocol named {name!r} is already registered")
     _CURVES[name] = ProtocolEntry(name, factory, model, summary, source)
 
 
 def available_curves() -> list[ProtocolEntry]:
-    """Registered curve releases, sorted by name."""
+    """Registered curve releases, sorted by name.
+
+    Returns
+    -------
+    list of ProtocolEntry
+        One entry per curve release.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> [entry.name for entry in registry.available_curves()]
+    ['ecdf-fss', 'ecdf-secagg']
+    """
     return [_CURVES[k] for k in sorted(_CURVES)]
 
 
 def is_curve(name: str) -> bool:
-    """Whether ``name`` is a registered curve release (not a U-statistic protocol)."""
+    """Whether ``name`` is a registered curve release (not a U-statistic protocol).
+
+    Parameters
+    ----------
+    name:
+        Any name.
+
+    Returns
+    -------
+    bool
+        True for a curve release.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> registry.is_curve("ecdf-secagg"), registry.is_curve("umpc")
+    (True, False)
+    """
     return name in _CURVES
 
 
@@ -101,7 +229,24 @@ def _curve_entry(name: str) -> ProtocolEntry:
 
 
 def curve_parameters(name: str) -> dict[str, inspect.Parameter]:
-    """The parameters the curve release ``name`` takes (besides its budget)."""
+    """The parameters the curve release ``name`` takes (besides its budget).
+
+    Parameters
+    ----------
+    name:
+        A registered curve release (an unknown one is refused, listing those there are).
+
+    Returns
+    -------
+    dict of str to inspect.Parameter
+        Its keyword parameters, in the factory's order.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> list(registry.curve_parameters("ecdf-secagg"))[:3]
+    ['thresholds', 'query', 'n_servers']
+    """
     sig = inspect.signature(_curve_entry(name).factory)
     return {p: v for p, v in sig.parameters.items()
             if p not in _CURVE_BUDGET and v.kind is not inspect.Parameter.VAR_KEYWORD}
@@ -109,12 +254,52 @@ def curve_parameters(name: str) -> dict[str, inspect.Parameter]:
 
 def check_curve_parameters(name: str, params: Mapping[str, Any]) -> None:
     """:func:`check_parameters` for a curve release: unknown keys, wrong types and
-    absurd sizes are refused naming the release and the parameter."""
+    absurd sizes are refused naming the release and the parameter.
+
+    Parameters
+    ----------
+    name:
+        A registered curve release.
+    params:
+        The keyword parameters to check.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> registry.check_curve_parameters("ecdf-secagg", {"n_servers": 3})
+    >>> registry.check_curve_parameters("ecdf-secagg", {"n_servers": 2**20})
+    Traceback (most recent call last):
+        ...
+    ValueError: parameter 'n_servers' of protocol 'ecdf-secagg' is 1048576, above the limit 1024 ...
+    """
     _check_entry(_curve_entry(name), curve_parameters(name), params, _CURVE_BUDGET)
 
 
 def make_curve(name: str, *, epsilon: float, **params: Any) -> Protocol:
-    """Build the curve release registered as ``name`` (parameters checked first)."""
+    """Build the curve release registered as ``name`` (parameters checked first).
+
+    Parameters
+    ----------
+    name:
+        A registered curve release.
+    epsilon:
+        The release's budget.
+    **params:
+        Its parameters (:func:`curve_parameters`).
+
+    Returns
+    -------
+    Protocol
+        The curve release, ready to run.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> release = registry.make_curve("ecdf-secagg", epsilon=1.0,
+    ...                               thresholds=[0.25, 0.5, 0.75, 1.0])
+    >>> release.name
+    'ecdf-pointwise-secagg'
+    """
     check_curve_parameters(name, params)
     return _curve_entry(name).factory(epsilon=epsilon, **params)
 
@@ -136,14 +321,50 @@ _CURVE_BUDGET = ("epsilon",)
 
 
 def parameters(name: str) -> dict[str, inspect.Parameter]:
-    """The protocol parameters the factory of ``name`` takes (besides kernel and budget)."""
+    """The protocol parameters the factory of ``name`` takes (besides kernel and budget).
+
+    Parameters
+    ----------
+    name:
+        A registered protocol name.
+
+    Returns
+    -------
+    dict of str to inspect.Parameter
+        Its keyword parameters, in the factory's order.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> list(registry.parameters("central-laplace"))
+    ['design', 'noise']
+    """
     sig = inspect.signature(_entry(name).factory)
     return {p: v for p, v in sig.parameters.items()
             if p not in _BUDGET and v.kind is not inspect.Parameter.VAR_KEYWORD}
 
 
 def takes(name: str, parameter: str) -> bool:
-    """Whether the factory of ``name`` accepts the keyword ``parameter``."""
+    """Whether the factory of ``name`` accepts the keyword ``parameter``.
+
+    Parameters
+    ----------
+    name:
+        A registered protocol name.
+    parameter:
+        A keyword.
+
+    Returns
+    -------
+    bool
+        True if the factory takes it.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> registry.takes("ldp-tree", "split"), registry.takes("ldp-tree", "design")
+    (True, False)
+    """
     return parameter in parameters(name)
 
 
@@ -212,6 +433,21 @@ def check_parameters(name: str, params: Mapping[str, Any]) -> None:
     wrong type, and absurd sizes, with a message naming the protocol and the parameter.
 
     Runs before the protocol is built, so nothing is allocated for a refused value.
+
+    Parameters
+    ----------
+    name:
+        A registered protocol name.
+    params:
+        The keyword parameters to check.
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> registry.check_parameters("central-laplace", {"grid": 3})
+    Traceback (most recent call last):
+        ...
+    TypeError: protocol 'central-laplace' has no parameter 'grid'; its parameters are: design, noise
     """
     _check_entry(_entry(name), parameters(name), params, _BUDGET)
 
@@ -263,6 +499,29 @@ def make(name: str, kernel: Kernel, *, epsilon: float, delta: float = 0.0,
     Parameters are checked first (:func:`check_parameters`): an unknown name, a value of
     the wrong type or a size above :data:`SIZE_LIMITS` is refused with a message that
     names the protocol and the parameter.
+
+    Parameters
+    ----------
+    name:
+        A registered protocol name.
+    kernel:
+        The :class:`~fedustat.stats.kernels.Kernel` to estimate.
+    epsilon, delta:
+        The release's budget.
+    **params:
+        The protocol's parameters (:func:`parameters`).
+
+    Returns
+    -------
+    Protocol
+        The protocol, ready to run (e.g. by :func:`fedustat.runtime.simulate.simulate`).
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> from fedustat.stats.kernels import auc_kernel
+    >>> registry.make("central-laplace", auc_kernel(), epsilon=1.0).name
+    'central-laplace'
     """
     check_parameters(name, params)
     return _entry(name).factory(kernel, epsilon=epsilon, delta=delta, **params)

@@ -204,6 +204,21 @@ def dp_hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, Q: int = 10,
         Grid spacing for the predictions' ECDF (precision of the cut points).
     rng, noise:
         Seed / Generator, or a :class:`NoiseSource`.
+
+    Returns
+    -------
+    DPHosmerLemeshow
+        ``statistic`` (an :class:`~fedustat.protocols.base.Estimate` of H), ``pvalue``,
+        ``df``, the cut points and the noisy group table.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y_prob = rng.uniform(0.2, 0.8, size=400)
+    >>> y_true = (rng.uniform(size=400) < y_prob).astype(int)
+    >>> hl = fedustat.dp_hosmer_lemeshow(y_true, y_prob, epsilon=math.inf)
+    >>> round(hl.statistic.value, 2), hl.df, round(hl.pvalue, 2)
+    (5.62, 8, 0.69)
     """
     labels, probs, n_groups = _check_hl_inputs(y_true, y_prob, Q)
     eps = check_epsilon(epsilon, allow_inf=True)

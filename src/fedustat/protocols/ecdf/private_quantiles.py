@@ -561,6 +561,16 @@ def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = 
     PrivateQuantiles
         ``values`` are grid points; with ``epsilon = inf`` exactly the grid's
         generalized inverse ``min{t : F(t) >= q}`` (the last point if none).
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).uniform(size=1000)
+    >>> fedustat.dp_quantiles(x, [0.25, 0.5, 0.75], epsilon=math.inf, bounds=(0, 1),
+    ...                       grid_points=101).values
+    array([0.28, 0.53, 0.77])
+    >>> fedustat.dp_quantiles(x, [0.5], epsilon=1.0, bounds=(0, 1), grid_points=101,
+    ...                       rng=0).values
+    array([0.54])
     """
     x = as_float_array(values, "values")
     if x.size == 0:

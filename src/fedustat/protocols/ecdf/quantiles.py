@@ -77,6 +77,20 @@ def dp_quantile(curve: PrivateECDF | SmoothedECDF, q: Any, *, nu: float | None =
     lower:
         A public point below the grid where the CDF is 0 (the start ``a`` of Alg. 1).
         Defaults to one grid step below the first threshold.
+
+    Returns
+    -------
+    Quantiles
+        ``value`` (the midpoint of the final bracket), ``lower``/``upper`` (the bracket),
+        and the curve's guarantee.
+
+    Examples
+    --------
+    >>> curve = fedustat.dp_ecdf([0.1, 0.4, 0.5, 0.9], [0.25, 0.5, 0.75, 1.0],
+    ...                          epsilon=math.inf)
+    >>> q = fedustat.dp_quantile(curve, 0.5)
+    >>> float(q.lower), float(q.upper), float(q.value)
+    (0.25, 0.5, 0.375)
     """
     tau = np.asarray(curve.thresholds, dtype=np.float64)
     values = np.asarray(curve.values, dtype=np.float64)

@@ -676,6 +676,23 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
         b-ary histogram tree with least-squares consistency whose total is private
         (:func:`_hierarchical_class_curve`); ``"003-tree"``: 003's tree (Eq. 2), the
         paper as written and what ``"smoothed"`` uses (None picks it for ``"smoothed"``).
+
+    Returns
+    -------
+    DPROCCurve
+        ``fpr``, ``tpr`` and ``thresholds`` (as ``sklearn.metrics.roc_curve`` orders them),
+        the raw curves, and ``auc``: an :class:`~fedustat.protocols.base.Estimate`.
+
+    Examples
+    --------
+    >>> y = [0, 0, 1, 1, 0, 1]
+    >>> s = [0.1, 0.4, 0.35, 0.8, 0.2, 0.9]
+    >>> roc = fedustat.dp_roc_curve(y, s, epsilon=math.inf,
+    ...                             thresholds=np.linspace(0.1, 1.0, 10))
+    >>> round(roc.auc.value, 4)
+    0.9444
+    >>> roc.tpr[:4].round(3)
+    array([0.   , 0.   , 0.333, 0.667])
     """
     labels, scores, tau = _check_roc_inputs(y_true, y_score, thresholds)
     eps = check_epsilon(epsilon, allow_inf=True)

@@ -795,6 +795,15 @@ def smooth(curve: PrivateECDF, p: int = 2, subset: Any = None, *,
     -------
     SmoothedECDF
         ``estimator="tree-noise"``.
+
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).uniform(size=1000)
+    >>> curve = fedustat.dp_ecdf(x, np.linspace(0.1, 1.0, 10), epsilon=1.0, rng=0,
+    ...                          method="003-tree")
+    >>> np.round(fedustat.smooth(curve).values, 2)
+    array([0.07, 0.17, 0.22, 0.31, 0.47, 0.59, 0.66, 0.77, 0.89, 1.  ])
     """
     if getattr(curve, "method", "003-tree") != "003-tree" and curve.scale > 0:
         raise ValueError(f"smooth (003 Eq. 3) corrects 003's dyadic tree noise; this curve "
@@ -822,6 +831,26 @@ def isotonic_projection(curve: PrivateECDF, subset: Any = None) -> SmoothedECDF:
     the pooled blocks' optimality conditions). It ignores that the noise is shared along
     the dyadic tree, so it is *not* 003's Eq. 3; it is much cheaper (linear time) and
     often close in accuracy. Post-processing: the privacy guarantee is kept.
+
+    Parameters
+    ----------
+    curve:
+        A :class:`~fedustat.protocols.ecdf.release.PrivateECDF`.
+    subset:
+        The points B: a boolean mask over the thresholds or integer positions; None for
+        all points.
+
+    Returns
+    -------
+    SmoothedECDF
+        The projected curve, with the curve's guarantee.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).uniform(size=1000)
+    >>> curve = fedustat.dp_ecdf(x, np.linspace(0.1, 1.0, 10), epsilon=1.0, rng=0)
+    >>> np.round(fedustat.isotonic_projection(curve).values, 2)
+    array([0.09, 0.19, 0.27, 0.36, 0.46, 0.58, 0.67, 0.78, 0.9 , 1.  ])
     """
     n = int(curve.n)
     idx = _subset_indices(subset, np.asarray(curve.values).size)

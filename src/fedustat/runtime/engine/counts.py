@@ -102,7 +102,38 @@ def _check_partitions(partitions: Sequence[Partition]) -> list[Partition]:
 def distributed_ecdf_counts(engine: DaskEngine, partitions: Sequence[Partition],
                             thresholds: Any, *, column: int = 0) -> tuple[np.ndarray, int]:
     """``(|{j : x_j <= tau_i}| for every threshold, n)`` over all partitions' records
-    (column ``column``), summed by a tree of tasks."""
+    (column ``column``), summed by a tree of tasks.
+
+
+    Parameters
+    ----------
+    engine:
+        The :class:`DaskEngine` to run on.
+    partitions:
+        The parties' rows (:class:`Partition` objects).
+    thresholds:
+        Public, strictly increasing grid.
+    column:
+        The column holding the values.
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, int)
+        The exact counts at every threshold, and the number of records.
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> from fedustat.runtime.engine import DaskEngine, array_partitions
+    >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
+    ...                 dashboard_address=None)
+    >>> engine = DaskEngine(client)
+    >>> from fedustat.runtime.engine import distributed_ecdf_counts
+    >>> rows = np.array([[0.1], [0.4], [0.5], [0.9], [0.3]])
+    >>> distributed_ecdf_counts(engine, array_partitions(rows, [2, 3]), [0.25, 0.5, 1.0])
+    (array([1, 4, 5]), 5)
+    >>> client.close()
+    """
     tau = check_thresholds(thresholds)
     parts = _check_partitions(partitions)
     counts, n = _reduce(engine, [engine._submit(_value_counts, p, tau, int(column))
@@ -117,7 +148,46 @@ def dp_ecdf_distributed(partitions: Sequence[Partition], thresholds: Any, *,
     """:func:`~fedustat.protocols.ecdf.dp_ecdf` of the values in ``column`` of every
     partition: counts summed on the cluster, tree noise drawn on the driver with ``rng``
     (the same release as ``dp_ecdf(all values, thresholds, epsilon=..., rng=rng)``).
-    ``engine``: a :class:`DaskEngine` (default: a local cluster for this call)."""
+    ``engine``: a :class:`DaskEngine` (default: a local cluster for this call).
+
+
+    Parameters
+    ----------
+    partitions:
+        The parties' rows (:class:`Partition` objects).
+    thresholds:
+        Public, strictly increasing grid.
+    epsilon:
+        Budget (> 0), or ``math.inf`` for the exact curve.
+    rng, noise:
+        Seed / Generator, or a :class:`NoiseSource`, as in ``dp_ecdf``.
+    column:
+        The column holding the values.
+    engine:
+        A :class:`DaskEngine`, or None for a local cluster made for this call.
+
+    Returns
+    -------
+    PrivateECDF
+        The release, equal to the in-process one.
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> from fedustat.runtime.engine import DaskEngine, array_partitions
+    >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
+    ...                 dashboard_address=None)
+    >>> engine = DaskEngine(client)
+    >>> from fedustat.runtime.engine import dp_ecdf_distributed
+    >>> rows = np.random.default_rng(0).uniform(size=(100, 1))
+    >>> grid = [0.25, 0.5, 0.75, 1.0]
+    >>> curve = dp_ecdf_distributed(array_partitions(rows, [40, 60]), grid, epsilon=1.0,
+    ...                             rng=0, engine=engine)
+    >>> bool(np.all(curve.values == fedustat.dp_ecdf(rows[:, 0], grid, epsilon=1.0,
+    ...                                              rng=0).values))
+    True
+    >>> client.close()
+    """
     tau = check_thresholds(thresholds)
     eps = check_epsilon(epsilon, allow_inf=True)
     parts = _check_partitions(partitions)
@@ -134,7 +204,38 @@ def dp_roc_curve_distributed(partitions: Sequence[Partition], *, epsilon: float,
                              engine: DaskEngine | None = None) -> DPROCCurve:
     """:func:`~fedustat.protocols.ecdf.dp_roc_curve` of partitions holding rows
     ``(score, label)``: the two classes' counts summed on the cluster, the release on the
-    driver with ``rng`` (the same release as the in-process call on all rows)."""
+    driver with ``rng`` (the same release as the in-process call on all rows).
+
+
+    Parameters
+    ----------
+    partitions:
+        The parties' rows ``(score, label)`` (:class:`Partition` objects).
+    epsilon, thresholds, estimator, smooth, p, n_bootstrap, rng, noise, curve_method:
+        As in :func:`~fedustat.protocols.ecdf.dp_roc_curve`.
+    engine:
+        A :class:`DaskEngine`, or None for a local cluster made for this call.
+
+    Returns
+    -------
+    DPROCCurve
+        The release, equal to the in-process one.
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> from fedustat.runtime.engine import DaskEngine, array_partitions
+    >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
+    ...                 dashboard_address=None)
+    >>> engine = DaskEngine(client)
+    >>> from fedustat.runtime.engine import dp_roc_curve_distributed
+    >>> rows = np.column_stack([[0.1, 0.4, 0.35, 0.8, 0.2, 0.9], [0, 0, 1, 1, 0, 1]])
+    >>> roc = dp_roc_curve_distributed(array_partitions(rows, [3, 3]), epsilon=math.inf,
+    ...                                thresholds=np.linspace(0.1, 1.0, 10), engine=engine)
+    >>> round(roc.auc.value, 4)
+    0.9444
+    >>> client.close()
+    """
     tau = check_thresholds(thresholds)
     eps = check_epsilon(epsilon, allow_inf=True)
     parts = _check_partitions(partitions)
@@ -196,6 +297,40 @@ def pointwise_ecdf_distributed(partitions: Sequence[Partition], thresholds: Any,
     elements. Parameters as in :func:`pointwise_ecdf`; ``column`` picks the values;
     ``method`` as there (default: the hierarchical tree for the whole grid, where the
     servers hold ``m N`` ring elements and open the noisy nodes).
+
+    Parameters
+    ----------
+    partitions:
+        The parties' rows (:class:`Partition` objects), one batch each.
+    thresholds, query, epsilon, n_servers, noise, tree_noise, contributors, min_honest:
+        As in :func:`~fedustat.protocols.ecdf.pointwise_ecdf`.
+    frac_bits, ring_bits, rng, randomness, method:
+        As in :func:`~fedustat.protocols.ecdf.pointwise_ecdf`.
+    column:
+        The column holding the values.
+    engine:
+        A :class:`DaskEngine`, or None for a local cluster made for this call.
+
+    Returns
+    -------
+    FederatedECDF
+        The release of the secure-aggregation protocol.
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> from fedustat.runtime.engine import DaskEngine, array_partitions
+    >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
+    ...                 dashboard_address=None)
+    >>> engine = DaskEngine(client)
+    >>> from fedustat.runtime.engine import pointwise_ecdf_distributed
+    >>> rows = np.array([[0.1], [0.4], [0.5], [0.9], [0.3], [0.7]])
+    >>> curve = pointwise_ecdf_distributed(array_partitions(rows, [3, 3]),
+    ...                                    [0.25, 0.5, 0.75, 1.0], epsilon=math.inf,
+    ...                                    engine=engine)
+    >>> curve.values
+    array([0.16666667, 0.66666667, 0.83333333, 1.        ])
+    >>> client.close()
     """
     protocol = PointwiseECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
                              noise=noise, tree_noise=tree_noise, contributors=contributors,

@@ -642,7 +642,26 @@ def _cost_of(parts: list[dict[str, int]], rounds: int, out: Estimate,
 
 def check_supported(protocol: Any) -> None:
     """Raise :class:`EngineError` naming ``protocol`` and why, if the engine cannot run
-    it (checked before any cluster work, so a refusal is immediate)."""
+    it (checked before any cluster work, so a refusal is immediate).
+
+
+    Parameters
+    ----------
+    protocol:
+        A built protocol (:func:`fedustat.protocols.registry.make`).
+
+    Examples
+    --------
+    >>> from fedustat.protocols import registry
+    >>> from fedustat.runtime.engine import check_supported
+    >>> from fedustat.stats.kernels import auc_kernel
+    >>> check_supported(registry.make("fedauc-rr", auc_kernel(), epsilon=1.0))
+    >>> central = registry.make("central-laplace", auc_kernel(), epsilon=1.0)
+    >>> check_supported(central)  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+        ...
+    EngineError: protocol 'central-laplace' has no distributed server step: ...
+    """
     if not isinstance(protocol, Protocol):
         raise TypeError(f"protocol must be a fedustat Protocol, got "
                         f"{type(protocol).__name__}")
@@ -663,7 +682,28 @@ _ADDRESS = re.compile(r"^(tcp|tls|inproc|ucx|ws|wss)://\[?[\w.:-]+\]?:\d{1,5}$")
 
 
 def check_address(address: Any) -> str:
-    """A scheduler address ``scheme://host:port``, or a ValueError saying what is wrong."""
+    """A scheduler address ``scheme://host:port``, or a ValueError saying what is wrong.
+
+    Parameters
+    ----------
+    address:
+        The address to check.
+
+    Returns
+    -------
+    str
+        ``address``, unchanged.
+
+    Examples
+    --------
+    >>> from fedustat.runtime.engine import check_address
+    >>> check_address("tcp://127.0.0.1:8786")
+    'tcp://127.0.0.1:8786'
+    >>> check_address("localhost:8786")
+    Traceback (most recent call last):
+        ...
+    ValueError: a Dask scheduler address looks like 'tcp://host:8786' (scheme tcp, ...
+    """
     if not isinstance(address, str) or not _ADDRESS.match(address):
         raise ValueError(f"a Dask scheduler address looks like 'tcp://host:8786' (scheme "
                          f"tcp, tls, inproc, ucx, ws or wss, then host:port), got {address!r}")
@@ -675,7 +715,32 @@ def check_address(address: Any) -> str:
 def resolve_engine(engine: Any, *, workers: int | None = None) -> tuple[DaskEngine, bool]:
     """The :class:`DaskEngine` that ``engine`` names and whether the caller owns (must
     close) it: ``"local"`` (a LocalCluster of ``workers`` processes, default 2), a
-    scheduler address ``"tcp://host:port"``, a DaskEngine, or a ``distributed.Client``."""
+    scheduler address ``"tcp://host:port"``, a DaskEngine, or a ``distributed.Client``.
+
+
+    Parameters
+    ----------
+    engine:
+        ``"local"``, a scheduler address, a :class:`DaskEngine` or a ``distributed.Client``.
+    workers:
+        Worker processes of ``"local"`` (refused with any other ``engine``).
+
+    Returns
+    -------
+    tuple of (DaskEngine, bool)
+        The engine, and True if the caller made it and must close it.
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> from fedustat.runtime.engine import resolve_engine
+    >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
+    ...                 dashboard_address=None)
+    >>> engine, owned = resolve_engine(client)
+    >>> type(engine).__name__, owned
+    ('DaskEngine', False)
+    >>> client.close()
+    """
     if workers is not None and not (isinstance(engine, str) and engine == "local"):
         raise ValueError("workers= sets the size of a local cluster: use it with "
                          "engine='local' (a remote cluster has the workers it has)")
@@ -702,7 +767,45 @@ def run_distributed(protocol: Protocol, partitions: Sequence[Partition], *,
                     rng: RandomLike = None, engine: DaskEngine | None = None,
                     **engine_options: Any) -> Estimate:
     """Run ``protocol`` on ``partitions`` with ``engine`` (default: a local cluster made
-    for this run and closed after it; ``engine_options`` go to :class:`DaskEngine`)."""
+    for this run and closed after it; ``engine_options`` go to :class:`DaskEngine`).
+
+
+    Parameters
+    ----------
+    protocol:
+        A built protocol the engine can run (:func:`check_supported`).
+    partitions:
+        The parties' rows, in party order (:class:`Partition` objects).
+    rng:
+        Seed or Generator of the run.
+    engine:
+        A :class:`DaskEngine`, or None for a local cluster made for this run.
+    **engine_options:
+        Options of that local :class:`DaskEngine`.
+
+    Returns
+    -------
+    Estimate
+        The release, as the in-process run with batches of the partitions' sizes.
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> from fedustat.protocols import registry
+    >>> from fedustat.runtime.engine import DaskEngine, array_partitions, run_distributed
+    >>> from fedustat.stats.kernels import auc_kernel
+    >>> kernel = auc_kernel()
+    >>> rows = kernel.pack(np.tile([0.1, 0.4, 0.35, 0.8, 0.2, 0.9], 10),
+    ...                    np.tile([0, 0, 1, 1, 0, 1], 10))
+    >>> protocol = registry.make("fedauc-rr", kernel, epsilon=1.0)
+    >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
+    ...                 dashboard_address=None)
+    >>> est = run_distributed(protocol, array_partitions(rows, [30, 30]), rng=0,
+    ...                       engine=DaskEngine(client))
+    >>> round(est.value, 3)
+    0.752
+    >>> client.close()
+    """
     if engine is not None:
         return engine.run(protocol, partitions, rng=rng)
     with DaskEngine(**engine_options) as own:

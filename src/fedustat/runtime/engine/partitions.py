@@ -89,7 +89,27 @@ class ArrayPartition(Partition):
 
 
 def array_partitions(data: Any, sizes: Sequence[int]) -> list[ArrayPartition]:
-    """Consecutive slices of ``data`` (rows), ``sizes[i]`` rows each (summing to all)."""
+    """Consecutive slices of ``data`` (rows), ``sizes[i]`` rows each (summing to all).
+
+    Parameters
+    ----------
+    data:
+        The rows (a 2-D array, one row per party).
+    sizes:
+        Rows per partition, in order.
+
+    Returns
+    -------
+    list of ArrayPartition
+        One partition per entry of ``sizes``.
+
+    Examples
+    --------
+    >>> from fedustat.runtime.engine import array_partitions
+    >>> parts = array_partitions(np.arange(12).reshape(6, 2), [2, 4])
+    >>> [part.n_rows_stored() for part in parts]
+    [2, 4]
+    """
     arr = np.asarray(data)
     sizes = [check_positive_int(s, "partition sizes") for s in sizes]
     if sum(sizes) != arr.shape[0]:
@@ -102,7 +122,31 @@ def array_partitions(data: Any, sizes: Sequence[int]) -> list[ArrayPartition]:
 def parquet_directory(path: str | Path, columns: Sequence[str] | None = None
                       ) -> list[ParquetPartition]:
     """One partition per ``*.parquet`` file of directory ``path`` in name order (parties
-    are numbered in it), or the single file ``path``."""
+    are numbered in it), or the single file ``path``.
+
+    Parameters
+    ----------
+    path:
+        A directory of ``*.parquet`` files, or one Parquet file.
+    columns:
+        The columns to read, in this order (None: all).
+
+    Returns
+    -------
+    list of ParquetPartition
+        One partition per file; the rows are read where the partition runs.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, pandas as pd
+    >>> from fedustat.runtime.engine import load_all, parquet_directory
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     pd.DataFrame({"x": [0.1, 0.4]}).to_parquet(pathlib.Path(folder, "a.parquet"))
+    ...     pd.DataFrame({"x": [0.5, 0.9, 0.3]}).to_parquet(pathlib.Path(folder, "b.parquet"))
+    ...     parts = parquet_directory(folder)
+    ...     print(len(parts), load_all(parts).ravel())
+    2 [0.1 0.4 0.5 0.9 0.3]
+    """
     where = Path(path)
     if where.is_file():
         return parquet_partitions([where], columns)
@@ -120,7 +164,31 @@ def generated_partitions(generator: Callable[[int, np.random.Generator], Any],
                          sizes: Sequence[int], *, seed: int) -> list[GeneratedPartition]:
     """Partitions of ``sizes[i]`` rows each, drawn by ``generator`` (see
     :class:`GeneratedPartition`). ``generator`` must be picklable (a module-level
-    function) so that workers can run it."""
+    function) so that workers can run it.
+
+
+    Parameters
+    ----------
+    generator:
+        ``generator(n_rows, rng)`` returning ``n_rows`` rows drawn with ``rng``.
+    sizes:
+        Rows per partition, in order.
+    seed:
+        Root seed; partition ``i`` draws from its own child stream.
+
+    Returns
+    -------
+    list of GeneratedPartition
+        One partition per entry of ``sizes``; no row exists until a partition is loaded.
+
+    Examples
+    --------
+    >>> from fedustat.runtime.engine import generated_partitions, load_all
+    >>> def uniform_rows(n_rows, rng):
+    ...     return rng.uniform(size=(n_rows, 1))
+    >>> load_all(generated_partitions(uniform_rows, [3, 4], seed=0)).shape
+    (7, 1)
+    """
     as_seed_sequence(seed)
     return [GeneratedPartition(generator, check_positive_int(n, "sizes entries"), int(seed), i)
             for i, n in enumerate(sizes)]
@@ -128,7 +196,31 @@ def generated_partitions(generator: Callable[[int, np.random.Generator], Any],
 
 def parquet_partitions(paths: Sequence[str | Path],
                        columns: Sequence[str] | None = None) -> list[ParquetPartition]:
-    """One partition per Parquet file, in the given order (parties are numbered in it)."""
+    """One partition per Parquet file, in the given order (parties are numbered in it).
+
+    Parameters
+    ----------
+    paths:
+        The Parquet files, one per partition.
+    columns:
+        The columns to read, in this order (None: all).
+
+    Returns
+    -------
+    list of ParquetPartition
+        One partition per file.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, pandas as pd
+    >>> from fedustat.runtime.engine import load_all, parquet_partitions
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder, "party.parquet")
+    ...     pd.DataFrame({"x": [0.5, 0.9], "y": [1, 0]}).to_parquet(path)
+    ...     print(load_all(parquet_partitions([path], columns=["y", "x"])))
+    [[1.  0.5]
+     [0.  0.9]]
+    """
     if not paths:
         raise ValueError("parquet_partitions needs at least one file")
     cols = tuple(columns) if columns is not None else None
@@ -137,5 +229,23 @@ def parquet_partitions(paths: Sequence[str | Path],
 
 def load_all(partitions: Sequence[Partition]) -> np.ndarray:
     """All partitions' rows in one array (for comparisons with the in-process simulator on
-    data that fit in memory)."""
+    data that fit in memory).
+
+
+    Parameters
+    ----------
+    partitions:
+        The partitions, in party order.
+
+    Returns
+    -------
+    numpy.ndarray
+        Their rows stacked, shape (rows, columns).
+
+    Examples
+    --------
+    >>> from fedustat.runtime.engine import array_partitions, load_all
+    >>> load_all(array_partitions(np.arange(6).reshape(6, 1), [2, 4])).ravel()
+    array([0, 1, 2, 3, 4, 5])
+    """
     return np.concatenate([p.load() for p in partitions], axis=0)

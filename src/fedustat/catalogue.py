@@ -36,10 +36,12 @@ __all__ = [
     "Statistic",
     "curve_release",
     "get",
+    "is_curve_protocol",
     "names",
     "protocol_refusal",
     "protocols_for",
     "public_description",
+    "statistics_served",
 ]
 
 # Public knowledge about bundled columns, never derived from the data: bounds of
@@ -105,7 +107,23 @@ class Statistic:
         return self.columns[0]
 
     def kernel(self, bounds: tuple[float, float] | None = None) -> Kernel:
-        """The statistic's kernel (``bounds``: public bounds, for gini and variance)."""
+        """The statistic's kernel.
+
+        Parameters
+        ----------
+        bounds:
+            Public bounds ``(lo, hi)`` of the values, for gini and variance.
+
+        Returns
+        -------
+        Kernel
+
+        Examples
+        --------
+        >>> from fedustat import catalogue
+        >>> catalogue.get("gini").kernel((0.0, 1.0)).name
+        'gini_mean_difference'
+        """
         if self.make_kernel is None:
             raise ValueError(f"{self.name} is a curve release, not a U-statistic: it has no "
                              "kernel")
@@ -170,12 +188,45 @@ STATISTICS: dict[str, Statistic] = {s.name: s for s in [
 
 
 def names(kind: str | None = None) -> list[str]:
-    """Statistic names, all or of one kind (``"u-statistic"`` or ``"curve"``)."""
+    """Statistic names, all or of one kind.
+
+    Parameters
+    ----------
+    kind:
+        ``"u-statistic"``, ``"curve"`` or None (every statistic).
+
+    Returns
+    -------
+    list of str
+        Names in the catalogue's order.
+
+    Examples
+    --------
+    >>> from fedustat import catalogue
+    >>> catalogue.names("curve")
+    ['ecdf', 'quantile', 'median', 'roc', 'hl']
+    """
     return [s.name for s in STATISTICS.values() if kind is None or s.kind == kind]
 
 
 def get(name: str) -> Statistic:
-    """The statistic called ``name``; an unknown name is refused with the list."""
+    """The statistic called ``name``.
+
+    Parameters
+    ----------
+    name:
+        A key of :data:`STATISTICS`; an unknown name is refused with the list.
+
+    Returns
+    -------
+    Statistic
+
+    Examples
+    --------
+    >>> from fedustat import catalogue
+    >>> catalogue.get("kendall").columns, catalogue.get("roc").kind
+    (('x', 'y'), 'curve')
+    """
     try:
         return STATISTICS[name]
     except (KeyError, TypeError):
@@ -185,8 +236,28 @@ def get(name: str) -> Statistic:
 
 def public_description(statistic: Statistic, data: str, columns: tuple[str, ...] | list[str]
                        ) -> tuple[dict[str, tuple[float, float]], dict[str, list[float]]]:
-    """Declared bounds and value lists of a bundled data set's columns, by the
-    statistic's column names (:data:`PUBLIC_BOUNDS`, :data:`PUBLIC_VALUES`)."""
+    """Declared bounds and value lists of a bundled data set's columns.
+
+    Parameters
+    ----------
+    statistic:
+        The statistic whose column names key the answer.
+    data, columns:
+        A bundled data set and its columns, in the statistic's order.
+
+    Returns
+    -------
+    tuple of dict
+        ``({column: (lo, hi)}, {column: [values]})`` from :data:`PUBLIC_BOUNDS` and
+        :data:`PUBLIC_VALUES` (never from the data).
+
+    Examples
+    --------
+    >>> from fedustat import catalogue
+    >>> catalogue.public_description(catalogue.get("vus"), "diabetes_pairs",
+    ...                              ("bmi", "progression_class"))
+    ({'score': (10.0, 60.0)}, {'class': [0.0, 1.0, 2.0]})
+    """
     bounds: dict[str, tuple[float, float]] = {}
     values: dict[str, list[float]] = {}
     for mine, theirs in zip(statistic.columns, columns, strict=False):
@@ -250,12 +321,44 @@ DEFAULT_CURVE_RELEASE: dict[str, str] = {
 
 
 def curve_release(name: str) -> CurveRelease | None:
-    """The central curve release ``name``, or None."""
+    """The central curve release ``name``, or None.
+
+    Parameters
+    ----------
+    name:
+        A protocol name.
+
+    Returns
+    -------
+    CurveRelease or None
+
+    Examples
+    --------
+    >>> from fedustat import catalogue
+    >>> catalogue.curve_release("dp-roc").statistics, catalogue.curve_release("umpc")
+    (('roc',), None)
+    """
     return CURVE_RELEASES.get(name)
 
 
 def is_curve_protocol(name: str) -> bool:
-    """Whether ``name`` releases curves: a central curve release or a registry curve."""
+    """Whether ``name`` releases curves: a central curve release or a registry curve.
+
+    Parameters
+    ----------
+    name:
+        A protocol name.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from fedustat import catalogue
+    >>> catalogue.is_curve_protocol("ecdf-secagg"), catalogue.is_curve_protocol("umpc")
+    (True, False)
+    """
     return name in CURVE_RELEASES or registry.is_curve(name)
 
 
@@ -314,6 +417,26 @@ def protocol_refusal(statistic: str, protocol: str) -> str | None:
     A U-statistic protocol is asked by building it for the statistic's kernel with the
     public description of the default columns; its own refusal is returned. Unknown
     names are refused naming what is known.
+
+    Parameters
+    ----------
+    statistic:
+        A name of :data:`STATISTICS`.
+    protocol:
+        Any protocol name.
+
+    Returns
+    -------
+    str or None
+        The reason, or None.
+
+    Examples
+    --------
+    >>> from fedustat import catalogue
+    >>> catalogue.protocol_refusal("kendall", "umpc") is None
+    True
+    >>> catalogue.protocol_refusal("vus", "ldp-quantized")[:27]
+    "kernel 'vus' has degree 3; "
     """
     stat = get(statistic)
     known_u = {e.name for e in registry.available()}
@@ -338,7 +461,23 @@ def _served_curves(protocol: str) -> str:
 
 def protocols_for(statistic: str) -> list[str]:
     """Every protocol (U-statistic, federated curve, central curve) that serves
-    ``statistic``."""
+    ``statistic``.
+
+    Parameters
+    ----------
+    statistic:
+        A name of :data:`STATISTICS`.
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> from fedustat import catalogue
+    >>> catalogue.protocols_for("roc")
+    ['dp-roc', 'dp-roc-smoothed']
+    """
     stat = get(statistic)
     if stat.kind == "curve":
         return _curve_protocols(statistic)
@@ -346,5 +485,22 @@ def protocols_for(statistic: str) -> list[str]:
 
 
 def statistics_served(protocol: str) -> list[str]:
-    """The statistics ``protocol`` computes (the inverse of :func:`protocols_for`)."""
+    """The statistics ``protocol`` computes (the inverse of :func:`protocols_for`).
+
+    Parameters
+    ----------
+    protocol:
+        Any protocol name.
+
+    Returns
+    -------
+    list of str
+        In the catalogue's order; empty for an unknown name.
+
+    Examples
+    --------
+    >>> from fedustat import catalogue
+    >>> catalogue.statistics_served("ecdf-fss")
+    ['ecdf', 'quantile', 'median']
+    """
     return [s for s in STATISTICS if protocol_refusal(s, protocol) is None]

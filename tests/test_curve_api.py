@@ -332,3 +332,30 @@ def test_new_names_are_exported_without_warnings() -> None:
             assert name in fedustat.__all__ and callable(getattr(fedustat, name))
     with pytest.raises(AttributeError, match="has no attribute 'dp_nothing'"):
         fedustat.dp_nothing  # noqa: B018
+
+
+def test_curve_adjacencies_are_in_the_record_class(values: np.ndarray,
+                                                   labelled: tuple) -> None:
+    # A budget under "replace one record" takes the curves (record class), not the AUC,
+    # whose guarantee keeps the labels public (docs/budget.md, adjacency table).
+    y, score = labelled
+    acct = BudgetAccountant(1.0, adjacency="record")
+    fedustat.ecdf(values, epsilon=0.25, bounds=(0, 49), rng=1, budget=acct)
+    fedustat.roc_curve(y, score, epsilon=0.25, bounds=(0, 9), rng=1, budget=acct)
+    fedustat.hosmer_lemeshow(y, score / 10, epsilon=0.25, rng=1, budget=acct)
+    assert acct.spent == pytest.approx((0.75, 0.0), rel=1e-12)
+    with pytest.raises(fedustat.privacy.IncomparableGuaranteeError, match="says nothing"):
+        fedustat.roc_auc_score(y, score, epsilon=0.1, budget=acct)
+
+
+def test_deployment_noise_is_recorded(values: np.ndarray, labelled: tuple) -> None:
+    y, score = labelled
+    releases = [fedustat.ecdf(values, epsilon=1.0, bounds=(0, 49), noise="deployment"),
+                fedustat.ecdf(values, epsilon=1.0, thresholds=np.arange(0.0, 52.0, 4.0),
+                              protocol="ecdf-secagg", noise="deployment"),
+                fedustat.quantile(values, [0.5], epsilon=1.0, bounds=(0, 49),
+                                  noise="deployment"),
+                fedustat.median(values, epsilon=1.0, bounds=(0, 49), noise="deployment"),
+                fedustat.roc_curve(y, score, epsilon=1.0, bounds=(0, 9), noise="deployment"),
+                fedustat.hosmer_lemeshow(y, score / 10, epsilon=1.0, noise="deployment")]
+    assert [r.noise for r in releases] == ["deployment"] * len(releases)

@@ -2,10 +2,12 @@
 
 The entry points mirror scikit-learn, SciPy and NumPy (``roc_auc_score``, ``kendalltau``,
 ``ecdf``, ``quantile``, ``median``, ``roc_curve``, ``hosmer_lemeshow``); ``estimate`` takes
-any kernel and protocol. Every call returns an
+any kernel and protocol. A U-statistic call returns an
 :class:`~fedustat.protocols.base.Estimate` carrying its privacy guarantee, standard error
-and measured communication cost. ``advise`` predicts every protocol's error and cost and
-recommends one; ``fedustat.compare.run_comparison`` runs them side by side.
+and measured communication cost; a curve call (:mod:`fedustat.curves`) a result with the
+same guarantee, per-point standard errors and bands. ``advise`` predicts every protocol's
+error and cost and recommends one; ``fedustat.compare.run_comparison`` runs them side by
+side.
 """
 
 import warnings

@@ -190,7 +190,7 @@ class CurveRelease:
 # ------------------------------------------------------------------ ECDF
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
 class ECDFResult(CurveRelease):
     """A private ECDF on a public grid, like ``scipy.stats.ecdf(x).cdf`` evaluated there.
 
@@ -444,7 +444,7 @@ class QuantileEstimate(Estimate):
                 "level_std_error": self.level_std_error}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
 class QuantilesResult(CurveRelease):
     """Private quantiles at several levels; ``np.asarray(result)`` is the released values.
 
@@ -612,7 +612,7 @@ def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thres
 # ------------------------------------------------------------------ ROC curve
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
 class ROCCurveResult(CurveRelease):
     """A private ROC curve that unpacks like scikit-learn's: ``fpr, tpr, thresholds = res``.
 
@@ -737,7 +737,7 @@ def roc_curve(y_true: Any, y_score: Any, *, epsilon: float,
 # ------------------------------------------------------------------ Hosmer-Lemeshow
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
 class HosmerLemeshowResult(CurveRelease):
     """A private Hosmer-Lemeshow test that unpacks like SciPy's results:
     ``statistic, pvalue = res``.

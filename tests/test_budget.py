@@ -208,8 +208,13 @@ def test_protocol_adjacencies_are_in_the_table() -> None:
                 _LDP_ADJACENCY: "record", kernels.LABELS_PUBLIC: "score",
                 TREE_ADJACENCY: "score", LABEL_ADJACENCY: "label",
                 kernels.kendall_tau_kernel("a").adjacency: "record"}
+    stream = fedustat.protocols.ecdf.dp_prefix_sums([0.5, 1.0], epsilon=1.0, bounds=(0, 2),
+                                                    rng=0).privacy.adjacency
+    expected[stream] = "record"  # the Laplace running sums, bounds in the relation
     for adjacency, cls in expected.items():
         assert adjacency_class(adjacency) == cls, adjacency
+    # The zCDP running sums state an (eps, delta) conversion: not in the table.
+    assert adjacency_class(stream + "; 0.5-zCDP") is None
     assert set(ADJACENCY_CLASSES.values()) == {"record", "score", "label", "add-remove"}
 
 

@@ -19,6 +19,7 @@ from fedustat.privacy import BudgetAccountant, BudgetExceededError
 from fedustat.protocols.ecdf import (
     dp_ecdf,
     dp_hosmer_lemeshow,
+    dp_prefix_sums,
     dp_quantiles,
     dp_roc_curve,
     fss_ecdf,
@@ -314,8 +315,7 @@ def test_roc_curve_bad_labels_name_the_function() -> None:
                                           ("dp_quantile", "fedustat.protocols.ecdf.dp_quantile"),
                                           ("dp_roc_curve", "fedustat.roc_curve"),
                                           ("dp_hosmer_lemeshow", "fedustat.hosmer_lemeshow"),
-                                          ("dp_prefix_sums",
-                                           "fedustat.protocols.ecdf.dp_prefix_sums")])
+                                          ("dp_prefix_sums", "fedustat.cumsum")])
 def test_old_top_level_names_warn_and_still_work(old: str, new: str) -> None:
     import fedustat.protocols.ecdf as layer
 
@@ -328,7 +328,7 @@ def test_old_top_level_names_warn_and_still_work(old: str, new: str) -> None:
 def test_new_names_are_exported_without_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for name in ("ecdf", "quantile", "median", "roc_curve", "hosmer_lemeshow"):
+        for name in ("ecdf", "quantile", "median", "roc_curve", "hosmer_lemeshow", "cumsum"):
             assert name in fedustat.__all__ and callable(getattr(fedustat, name))
     with pytest.raises(AttributeError, match="has no attribute 'dp_nothing'"):
         fedustat.dp_nothing  # noqa: B018
@@ -359,3 +359,22 @@ def test_deployment_noise_is_recorded(values: np.ndarray, labelled: tuple) -> No
                 fedustat.roc_curve(y, score, epsilon=1.0, bounds=(0, 9), noise="deployment"),
                 fedustat.hosmer_lemeshow(y, score / 10, epsilon=1.0, noise="deployment")]
     assert [r.noise for r in releases] == ["deployment"] * len(releases)
+
+
+def test_cumsum_exact_seeded_and_budgeted() -> None:
+    stream = np.random.default_rng(SEED + 4).integers(0, 2, 100).astype(float)
+    res = fedustat.cumsum(stream, epsilon=1.0, rng=9)
+    np.testing.assert_array_equal(np.asarray(res),
+                                  dp_prefix_sums(stream, epsilon=1.0, rng=9).values)
+    # The noise law of 003 Thm 3: L + 1 = 8 Laplace nodes of scale ceil(8 / 2) / eps.
+    assert res.std_error[0] == pytest.approx(math.sqrt(8 * 2 * 4.0**2), rel=1e-12)
+    low, high = res.confidence_interval(0.9)
+    np.testing.assert_allclose(high - low, 2 * res.release.error.half_width(0.9))
+    # Clipped into the bounds: a value above them counts as the upper bound.
+    clipped = fedustat.cumsum([0.5, 3.0], epsilon=1.0, bounds=(0, 1), rng=1)
+    assert clipped.release.privacy.adjacency == "replace one stream element (values in [0, 1])"
+    acct = BudgetAccountant(1.0, adjacency="score")  # composes: a record-class relation
+    fedustat.cumsum(stream, epsilon=0.6, rng=1, budget=acct)
+    with pytest.raises(BudgetExceededError):
+        fedustat.cumsum(stream, epsilon=0.6, rng=2, budget=acct)
+    assert acct.spent == pytest.approx((0.6, 0.0))

@@ -1,8 +1,8 @@
 """fedustat: private and secure U-statistics over data held by many parties.
 
 The entry points mirror scikit-learn, SciPy and NumPy (``roc_auc_score``, ``kendalltau``,
-``ecdf``, ``quantile``, ``median``, ``roc_curve``, ``hosmer_lemeshow``); ``estimate`` takes
-any kernel and protocol. A U-statistic call returns an
+``ecdf``, ``quantile``, ``median``, ``roc_curve``, ``hosmer_lemeshow``, ``cumsum``);
+``estimate`` takes any kernel and protocol. A U-statistic call returns an
 :class:`~fedustat.protocols.base.Estimate` carrying its privacy guarantee, standard error
 and measured communication cost; a curve call (:mod:`fedustat.curves`) a result with the
 same guarantee, per-point standard errors and bands. ``advise`` predicts every protocol's
@@ -23,7 +23,7 @@ from fedustat.api import (
     rand_score,
     roc_auc_score,
 )
-from fedustat.curves import ecdf, hosmer_lemeshow, median, quantile, roc_curve
+from fedustat.curves import cumsum, ecdf, hosmer_lemeshow, median, quantile, roc_curve
 from fedustat.privacy.budget import BudgetAccountant, BudgetExceededError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.protocols.base import Cost, Estimate
@@ -40,6 +40,7 @@ __all__ = [
     "PrivacyGuarantee",
     "PrivacyModel",
     "advise",
+    "cumsum",
     "duplicate_pair_ratio",
     "ecdf",
     "estimate",
@@ -63,7 +64,7 @@ _MOVED = {
                    "(inverting a released curve)",
     "dp_roc_curve": "fedustat.roc_curve",
     "dp_hosmer_lemeshow": "fedustat.hosmer_lemeshow",
-    "dp_prefix_sums": "fedustat.protocols.ecdf.dp_prefix_sums",
+    "dp_prefix_sums": "fedustat.cumsum",
 }
 
 

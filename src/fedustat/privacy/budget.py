@@ -61,6 +61,7 @@ from fedustat.privacy.mechanisms import GaussianMechanism
 
 __all__ = [
     "ADJACENCY_CLASSES",
+    "ADJACENCY_PATTERNS",
     "IMPLIES",
     "BudgetAccountant",
     "BudgetExceededError",
@@ -127,9 +128,24 @@ class IncomparableGuaranteeError(ValueError):
     """A release's guarantee says nothing about the budget's adjacency or model."""
 
 
+#: Relations that name their public parameters (a stream's bounds), by the fixed text
+#: around them, and their class: the Laplace running sums (003 Thm 3) replace one
+#: element, one record of a stream whose length is public.
+ADJACENCY_PATTERNS: tuple[tuple[str, str, str], ...] = (
+    ("replace one stream element (values in [", "])", "record"),
+)
+
+
 def adjacency_class(adjacency: str) -> str | None:
-    """The class of a known adjacency string (see :data:`ADJACENCY_CLASSES`), else None."""
-    return ADJACENCY_CLASSES.get(adjacency)
+    """The class of a known adjacency string (see :data:`ADJACENCY_CLASSES` and
+    :data:`ADJACENCY_PATTERNS`), else None."""
+    known = ADJACENCY_CLASSES.get(adjacency)
+    if known is not None:
+        return known
+    for start, end, cls in ADJACENCY_PATTERNS:
+        if adjacency.startswith(start) and adjacency.endswith(end):
+            return cls
+    return None
 
 
 def gaussian_rho(epsilon: float, delta: float) -> float:

@@ -378,3 +378,23 @@ def test_cumsum_exact_seeded_and_budgeted() -> None:
     with pytest.raises(BudgetExceededError):
         fedustat.cumsum(stream, epsilon=0.6, rng=2, budget=acct)
     assert acct.spent == pytest.approx((0.6, 0.0))
+
+
+def test_every_u_statistic_one_call_function_takes_budget() -> None:
+    rng = np.random.default_rng(SEED + 5)
+    x = rng.uniform(0.0, 1.0, 200)
+    y = rng.integers(0, 3, 200)
+    proba = np.eye(3)[y] + rng.uniform(0.0, 2.0, (200, 3))
+    acct = BudgetAccountant(1.0, adjacency="record")
+    releases = [
+        fedustat.gini_mean_difference(x, bounds=(0, 1), epsilon=0.2, rng=1, budget=acct),
+        fedustat.duplicate_pair_ratio(np.round(x, 1), epsilon=0.2, rng=2, budget=acct),
+        fedustat.rand_score(y, np.round(x * 2), epsilon=0.2, rng=3, budget=acct),
+        fedustat.kendalltau(x, y, epsilon=0.2, rng=4, budget=acct)]
+    assert [e.guarantee for e in acct.ledger] == [r.privacy for r in releases]
+    assert acct.spent == pytest.approx((0.8, 0.0), rel=1e-12)
+    # A multiclass AUC (3 one-vs-rest releases at epsilon / 3) is charged its total.
+    score_budget = BudgetAccountant(1.0, adjacency="score")
+    macro = fedustat.roc_auc_score(y, proba, multi_class="ovr", epsilon=0.9, rng=5,
+                                   budget=score_budget)
+    assert score_budget.spent == pytest.approx((0.9, 0.0)) and macro.privacy.epsilon == 0.9

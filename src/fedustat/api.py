@@ -421,10 +421,12 @@ def _protocol_for(epsilon: float, protocol: str | None) -> str:
 
 
 def _check_budget(budget: BudgetAccountant | None, kernel: Kernel, epsilon: float,
-                  delta: float, protocol: str) -> None:
+                  delta: float, protocol: str, single: bool = True) -> None:
     """A one-call function's release checked against ``budget`` before it runs, as in
     :func:`estimate` (label-DP protocols protect labels only; the others the kernel's
-    relation). An unknown protocol name is refused later, by ``_release``."""
+    relation). An unknown protocol name is refused later, by ``_release``. ``single=False``
+    for a composition of several releases: its (epsilon, delta) is not one Gaussian
+    mechanism's, so no rho is recovered from it (zCDP budgets then refuse delta > 0)."""
     if budget is None:
         return
     models = {entry.name: entry.model for entry in registry.available()}
@@ -432,14 +434,16 @@ def _check_budget(budget: BudgetAccountant | None, kernel: Kernel, epsilon: floa
         adjacency = "label" if models[protocol] is PrivacyModel.LABEL else kernel.adjacency
         budget.check(PrivacyGuarantee(check_epsilon(epsilon, allow_inf=True),
                                       check_delta(delta), models[protocol], adjacency),
-                     gaussian=protocol == "fedauc-gaussian")
+                     gaussian=single and protocol == "fedauc-gaussian")
 
 
-def _spend(budget: BudgetAccountant | None, release: Estimate, protocol: str) -> Estimate:
-    """``release``'s guarantee charged to ``budget`` (after it ran); the release itself."""
+def _spend(budget: BudgetAccountant | None, release: Estimate, protocol: str,
+           single: bool = True) -> Estimate:
+    """``release``'s guarantee charged to ``budget`` (after it ran); the release itself.
+    ``single`` as for :func:`_check_budget`."""
     if budget is not None:
         budget.spend(release.privacy, name=f"{release.quantity} ({protocol})",
-                     gaussian=protocol == "fedauc-gaussian")
+                     gaussian=single and protocol == "fedauc-gaussian")
     return release
 
 
@@ -490,11 +494,12 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
             raise ValueError(f"{caller}(): pos_label is for binary labels; with "
                              f"multi_class={multi_class!r} every class is positive in turn")
         name = _protocol_for(epsilon, protocol)
-        _check_budget(budget, kernels.auc_kernel(), epsilon, delta, name)
+        _check_budget(budget, kernels.auc_kernel(), epsilon, delta, name, single=False)
         return _spend(budget, _multiclass_auc(
             cols["y_true"], cols["y_score"], multi_class=multi_class, average=average,
             caller=caller, epsilon=epsilon, delta=delta, protocol=name, rng=rng,
-            noise=noise, params=params, engine=engine, workers=workers, clip=clip), name)
+            noise=noise, params=params, engine=engine, workers=workers, clip=clip), name,
+            single=False)
     labels, column = _binary_target(cols["y_true"], pos_label, caller)
     score = _binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     kernel = kernels.auc_kernel()

@@ -208,8 +208,13 @@ def test_protocol_adjacencies_are_in_the_table() -> None:
                 _LDP_ADJACENCY: "record", kernels.LABELS_PUBLIC: "score",
                 TREE_ADJACENCY: "score", LABEL_ADJACENCY: "label",
                 kernels.kendall_tau_kernel("a").adjacency: "record"}
+    stream = fedustat.protocols.ecdf.dp_prefix_sums([0.5, 1.0], epsilon=1.0, bounds=(0, 2),
+                                                    rng=0).privacy.adjacency
+    expected[stream] = "record"  # the Laplace running sums, bounds in the relation
     for adjacency, cls in expected.items():
         assert adjacency_class(adjacency) == cls, adjacency
+    # The zCDP running sums state an (eps, delta) conversion: not in the table.
+    assert adjacency_class(stream + "; 0.5-zCDP") is None
     assert set(ADJACENCY_CLASSES.values()) == {"record", "score", "label", "add-remove"}
 
 
@@ -365,7 +370,9 @@ def test_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     exec(compile(blocks[0], "docs/budget.md", "exec"), {})
     out = capsys.readouterr().out
     assert "refused:" in out and "nothing was spent" in out
-    assert "'auc again'" in out
+    # The one-call function spent through budget= under its statistic's name.
+    assert "['auc (central-laplace)', 'kendall_tau_a (central-laplace)', " \
+           "'auc (central-laplace)']" in out
     # One data set: AUC, tau unpacked, a median and a ROC curve under one budget, then the
     # refusal; the page quotes its output, which must be what it prints.
     exec(compile(blocks[1], "docs/budget.md", "exec"), {})

@@ -7,7 +7,7 @@ Layers, bottom to top (docs/architecture.md):
     secure        secret sharing, dealer, FSS, distributed noise
     protocols     the contract and registry, then one subpackage per protocol family
     runtime       transports
-    applications  the package itself, api, advisor, compare, reproduce, report, cli
+    applications  the package itself, api, curves, advisor, compare, reproduce, report, cli
 
 Every import counts, including those inside functions and under ``TYPE_CHECKING``: a
 circle that only type checkers see still ties two modules together.
@@ -29,8 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fedustat.secure",),
     ("fedustat.protocols",),
     ("fedustat.runtime",),
-    ("fedustat", "fedustat.api", "fedustat.advisor", "fedustat.compare", "fedustat.reproduce",
-     "fedustat.report", "fedustat.cli", "fedustat.__main__"),
+    ("fedustat", "fedustat.api", "fedustat.curves", "fedustat.advisor", "fedustat.compare",
+     "fedustat.reproduce", "fedustat.report", "fedustat.cli", "fedustat.__main__"),
 )
 LAYER_NAMES = ("foundation", "stats/privacy", "secure", "protocols", "runtime", "applications")
 

@@ -105,7 +105,8 @@ def _docs_page(case_name: str) -> Path:
     elif name in ("exact",):
         page = "central-laplace"
     elif name.startswith("ecdf") or name.startswith(("dp_", "smooth", "isotonic", "pointwise",
-                                                     "fss_")):
+                                                     "fss_", "fedustat.")):
+        # "fedustat.": the one-call curve functions (fedustat.curves)
         page = "ecdf"
     elif name == "roc_auc_score":
         page = "central-laplace"

@@ -521,18 +521,45 @@ def _protocol_for(epsilon: float, protocol: str | None) -> str:
     return "exact" if math.isinf(check_epsilon(epsilon, allow_inf=True)) else DEFAULT_PROTOCOL
 
 
+def _check_budget(budget: BudgetAccountant | None, kernel: Kernel, epsilon: float,
+                  delta: float, protocol: str, single: bool = True) -> None:
+    """A one-call function's release checked against ``budget`` before it runs, as in
+    :func:`estimate` (label-DP protocols protect labels only; the others the kernel's
+    relation). An unknown protocol name is refused later, by ``_release``. ``single=False``
+    for a composition of several releases: its (epsilon, delta) is not one Gaussian
+    mechanism's, so no rho is recovered from it (zCDP budgets then refuse delta > 0)."""
+    if budget is None:
+        return
+    models = {entry.name: entry.model for entry in registry.available()}
+    if protocol in models:
+        adjacency = "label" if models[protocol] is PrivacyModel.LABEL else kernel.adjacency
+        budget.check(PrivacyGuarantee(check_epsilon(epsilon, allow_inf=True),
+                                      check_delta(delta), models[protocol], adjacency),
+                     gaussian=single and protocol == "fedauc-gaussian")
+
+
+def _spend(budget: BudgetAccountant | None, release: Estimate, protocol: str,
+           single: bool = True) -> Estimate:
+    """``release``'s guarantee charged to ``budget`` (after it ran); the release itself.
+    ``single`` as for :func:`_check_budget`."""
+    if budget is not None:
+        budget.spend(release.privacy, name=f"{release.quantity} ({protocol})",
+                     gaussian=single and protocol == "fedauc-gaussian")
+    return release
+
+
 def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0.0,
                   pos_label: Any = None, multi_class: str = "raise",
                   average: str = "macro", data: Any = None,
                   protocol: str | None = None, rng: RandomLike = None,
                   noise: str | NoiseSource | None = None,
                   engine: Any = None, workers: int | None = None, clip: bool = True,
-                  **params: Any) -> Estimate:
+                  budget: BudgetAccountant | None = None, **params: Any) -> Estimate:
     """Private area under the ROC curve; mirrors ``sklearn.metrics.roc_auc_score``.
 
-    ``engine``/``workers`` run it on the distributed engine and ``clip=False`` keeps the
-    release unclipped, as in :func:`estimate` (this holds for every one-call function
-    below).
+    ``engine``/``workers`` run it on the distributed engine, ``clip=False`` keeps the
+    release unclipped and ``budget=`` checks the release before it runs and spends it
+    after, as in :func:`estimate` (this holds for every one-call function below).
 
     Labels 0/1, -1/1 or booleans need no ``pos_label``; any others (strings, 1/2, ...)
     need ``pos_label=`` naming the positive class (scikit-learn's rule for
@@ -611,18 +638,22 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
         if pos_label is not None:
             raise ValueError(f"{caller}(): pos_label is for binary labels; with "
                              f"multi_class={multi_class!r} every class is positive in turn")
-        return _multiclass_auc(cols["y_true"], cols["y_score"], multi_class=multi_class,
-                               average=average, caller=caller, epsilon=epsilon,
-                               delta=delta, protocol=_protocol_for(epsilon, protocol),
-                               rng=rng, noise=noise, params=params, engine=engine,
-                               workers=workers, clip=clip)
+        name = _protocol_for(epsilon, protocol)
+        _check_budget(budget, kernels.auc_kernel(), epsilon, delta, name, single=False)
+        return _spend(budget, _multiclass_auc(
+            cols["y_true"], cols["y_score"], multi_class=multi_class, average=average,
+            caller=caller, epsilon=epsilon, delta=delta, protocol=name, rng=rng,
+            noise=noise, params=params, engine=engine, workers=workers, clip=clip), name,
+            single=False)
     labels, column = _binary_target(cols["y_true"], pos_label, caller)
     score = _binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     kernel = kernels.auc_kernel()
-    return _release(kernel, kernel.pack(score, labels), epsilon=epsilon, delta=delta,
-                    protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller=caller,
-                    params=params, engine=engine, workers=workers, clip=clip)
+    name = _protocol_for(epsilon, protocol)
+    _check_budget(budget, kernel, epsilon, delta, name)
+    return _spend(budget, _release(kernel, kernel.pack(score, labels), epsilon=epsilon,
+                                   delta=delta, protocol=name, rng=rng, noise=noise,
+                                   batch_size=None, caller=caller, params=params,
+                                   engine=engine, workers=workers, clip=clip), name)
 
 
 def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str,
@@ -778,7 +809,7 @@ def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: s
                data: Any = None, protocol: str | None = None, rng: RandomLike = None,
                noise: str | NoiseSource | None = None, engine: Any = None,
                workers: int | None = None, clip: bool = True,
-               **params: Any) -> KendallTauResult:
+               budget: BudgetAccountant | None = None, **params: Any) -> KendallTauResult:
     """Private Kendall rank correlation; mirrors ``scipy.stats.kendalltau``.
 
     ``variant="a"`` (the U-statistic, 000 eq. 6) is the default because tau-b's
@@ -831,10 +862,12 @@ def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: s
     cols = _sklearn_inputs(caller, params, data, x=x, y=y)
     kernel = kernels.kendall_tau_kernel(variant)
     records = kernel.pack(cols["x"], cols["y"])
-    release = _release(kernel, records, epsilon=epsilon, delta=delta,
-                       protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                       batch_size=None, caller=caller,
-                       params=params, engine=engine, workers=workers, clip=clip)
+    name = _protocol_for(epsilon, protocol)
+    _check_budget(budget, kernel, epsilon, delta, name)
+    release = _spend(budget, _release(kernel, records, epsilon=epsilon, delta=delta,
+                                      protocol=name, rng=rng, noise=noise, batch_size=None,
+                                      caller=caller, params=params, engine=engine,
+                                      workers=workers, clip=clip), name)
     fields = {f.name: getattr(release, f.name) for f in dataclasses.fields(release)}
     return KendallTauResult(**fields, pvalue=kendall_tau_pvalue(release, len(records)))
 
@@ -844,6 +877,7 @@ def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
                          rng: RandomLike = None,
                          noise: str | NoiseSource | None = None, engine: Any = None,
                          workers: int | None = None, clip: bool = True,
+                         budget: BudgetAccountant | None = None,
                          **params: Any) -> Estimate:
     """Private Gini mean difference (000 eq. 4) of values within the public ``bounds``.
 
@@ -887,16 +921,19 @@ def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
     caller = "fedustat.gini_mean_difference"
     cols = _sklearn_inputs(caller, params, data, x=x)
     kernel = kernels.gini_kernel(bounds)
-    return _release(kernel, kernel.pack(cols["x"]), epsilon=epsilon, delta=delta,
-                    protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller=caller,
-                    params=params, engine=engine, workers=workers, clip=clip)
+    name = _protocol_for(epsilon, protocol)
+    _check_budget(budget, kernel, epsilon, delta, name)
+    return _spend(budget, _release(kernel, kernel.pack(cols["x"]), epsilon=epsilon,
+                                   delta=delta, protocol=name, rng=rng, noise=noise,
+                                   batch_size=None, caller=caller, params=params,
+                                   engine=engine, workers=workers, clip=clip), name)
 
 
 def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
                          data: Any = None, protocol: str | None = None, rng: RandomLike = None,
                          noise: str | NoiseSource | None = None, engine: Any = None,
                          workers: int | None = None, clip: bool = True,
+                         budget: BudgetAccountant | None = None,
                          **params: Any) -> Estimate:
     """Private fraction of pairs with equal values (000 eq. 5, inside the logarithm).
 
@@ -937,16 +974,19 @@ def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
     caller = "fedustat.duplicate_pair_ratio"
     cols = _sklearn_inputs(caller, params, data, x=x)
     kernel = kernels.duplicate_pair_kernel()
-    return _release(kernel, kernel.pack(cols["x"]), epsilon=epsilon, delta=delta,
-                    protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller=caller,
-                    params=params, engine=engine, workers=workers, clip=clip)
+    name = _protocol_for(epsilon, protocol)
+    _check_budget(budget, kernel, epsilon, delta, name)
+    return _spend(budget, _release(kernel, kernel.pack(cols["x"]), epsilon=epsilon,
+                                   delta=delta, protocol=name, rng=rng, noise=noise,
+                                   batch_size=None, caller=caller, params=params,
+                                   engine=engine, workers=workers, clip=clip), name)
 
 
 def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: float = 0.0,
                data: Any = None, protocol: str | None = None, rng: RandomLike = None,
                noise: str | NoiseSource | None = None, engine: Any = None,
                workers: int | None = None, clip: bool = True,
+               budget: BudgetAccountant | None = None,
                **params: Any) -> Estimate:
     """Private Rand index; mirrors ``sklearn.metrics.rand_score``.
 
@@ -989,12 +1029,13 @@ def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: flo
     cols = _sklearn_inputs(caller, params, data, labels_true=labels_true,
                            labels_pred=labels_pred)
     kernel = kernels.rand_index_kernel()
-    return _release(kernel, kernel.pack(_codes(cols["labels_true"]),
-                                        _codes(cols["labels_pred"])), epsilon=epsilon,
-                    delta=delta,
-                    protocol=_protocol_for(epsilon, protocol), rng=rng, noise=noise,
-                    batch_size=None, caller=caller,
-                    params=params, engine=engine, workers=workers, clip=clip)
+    name = _protocol_for(epsilon, protocol)
+    _check_budget(budget, kernel, epsilon, delta, name)
+    records = kernel.pack(_codes(cols["labels_true"]), _codes(cols["labels_pred"]))
+    return _spend(budget, _release(kernel, records, epsilon=epsilon, delta=delta,
+                                   protocol=name, rng=rng, noise=noise, batch_size=None,
+                                   caller=caller, params=params, engine=engine,
+                                   workers=workers, clip=clip), name)
 
 
 # KendallTauResult, kendall_tau_pvalue and statistic_range are reached as fedustat.api.*.

@@ -61,6 +61,7 @@ from fedustat.privacy.mechanisms import GaussianMechanism
 
 __all__ = [
     "ADJACENCY_CLASSES",
+    "ADJACENCY_PATTERNS",
     "IMPLIES",
     "BudgetAccountant",
     "BudgetExceededError",
@@ -154,8 +155,17 @@ class IncomparableGuaranteeError(ValueError):
     """
 
 
+#: Relations that name their public parameters (a stream's bounds), by the fixed text
+#: around them, and their class: the Laplace running sums (003 Thm 3) replace one
+#: element, one record of a stream whose length is public.
+ADJACENCY_PATTERNS: tuple[tuple[str, str, str], ...] = (
+    ("replace one stream element (values in [", "])", "record"),
+)
+
+
 def adjacency_class(adjacency: str) -> str | None:
-    """The class of a known adjacency string (see :data:`ADJACENCY_CLASSES`), else None.
+    """The class of a known adjacency string (see :data:`ADJACENCY_CLASSES` and
+    :data:`ADJACENCY_PATTERNS`), else None.
 
     Parameters
     ----------
@@ -173,7 +183,13 @@ def adjacency_class(adjacency: str) -> str | None:
     >>> adjacency_class("replace one record (n public)"), adjacency_class("swap two rows")
     ('record', None)
     """
-    return ADJACENCY_CLASSES.get(adjacency)
+    known = ADJACENCY_CLASSES.get(adjacency)
+    if known is not None:
+        return known
+    for start, end, cls in ADJACENCY_PATTERNS:
+        if adjacency.startswith(start) and adjacency.endswith(end):
+            return cls
+    return None
 
 
 def gaussian_rho(epsilon: float, delta: float) -> float:

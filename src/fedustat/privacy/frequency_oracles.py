@@ -1,6 +1,6 @@
 """Multi-bit frequency oracles and a chooser by exact variance.
 
-* :class:`SubsetSelection`: the k-subset mechanism (Wang, Huang, Wang, Nie, Xu and Yang
+* :class:`SubsetSelection`: the k-subset mechanism (Wang et al.
   2016, "Mutual information optimally local private discrete distribution estimation";
   Ye and Barg 2018, "Optimal schemes for discrete distribution estimation under locally
   differential privacy", IEEE Trans. IT 64(8)). A party with input ``x`` reports a

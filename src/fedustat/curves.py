@@ -1,0 +1,928 @@
+"""One call per curve question: ECDF, quantiles and median, ROC curve, Hosmer-Lemeshow.
+
+The functions are named like the libraries people know (``scipy.stats.ecdf``,
+``numpy.quantile`` / ``numpy.median``, ``sklearn.metrics.roc_curve``) and take the same
+arguments as the U-statistic functions of :mod:`fedustat.api`: data positionally (arrays,
+pandas/polars Series, or column names of ``data=``), a keyword-only ``epsilon``, ``rng``,
+``noise="simulation"|"deployment"``, and ``budget=`` (a
+:class:`~fedustat.privacy.budget.BudgetAccountant`, checked before the release runs and
+spent after). Underneath they call the protocol layer, :mod:`fedustat.protocols.ecdf`,
+which implements the mechanisms (paper 003; McKenna and Sheldon 2020).
+
+Every curve result shares :class:`CurveRelease`: ``privacy``, a per-point ``std_error``,
+``confidence_interval(level)``, ``to_dict()`` / ``to_json()`` of released and public fields
+only, and ``np.asarray(result)``. A single quantile is an :class:`QuantileEstimate`, an
+:class:`~fedustat.protocols.base.Estimate` whose error bar is in levels (ranks), where the
+mechanism's error lives.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedustat._validation import RandomLike, as_float_array, check_epsilon
+from fedustat.api import (
+    _binary_score,
+    _binary_target,
+    _noise_source,
+    _sklearn_inputs,
+)
+from fedustat.privacy.budget import BudgetAccountant
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.noise import DeploymentNoise, NoiseSource
+from fedustat.protocols import registry
+from fedustat.protocols.base import ConfidenceInterval, Estimate, _plain
+from fedustat.protocols.ecdf.continual import PrivatePrefixSums, dp_prefix_sums
+from fedustat.protocols.ecdf.federated import FederatedECDF
+from fedustat.protocols.ecdf.fss import fss_ecdf
+from fedustat.protocols.ecdf.hosmer_lemeshow import (
+    HL_ADJACENCY,
+    DPHosmerLemeshow,
+    dp_hosmer_lemeshow,
+)
+from fedustat.protocols.ecdf.private_quantiles import (
+    DEFAULT_GRID_POINTS,
+    dp_quantiles,
+    predict_quantile_errors,
+)
+from fedustat.protocols.ecdf.release import (
+    ECDF_ADJACENCY,
+    PrivateECDF,
+    dp_ecdf,
+    dp_ecdf_from_counts,
+)
+from fedustat.protocols.ecdf.roc import ROC_ADJACENCY, DPROCCurve, dp_roc_curve
+from fedustat.protocols.ecdf.secagg import pointwise_ecdf
+from fedustat.stats.ecdf import check_thresholds
+
+__all__ = [
+    "CumsumResult",
+    "CurveRelease",
+    "ECDFResult",
+    "HosmerLemeshowResult",
+    "QuantileEstimate",
+    "QuantilesResult",
+    "ROCCurveResult",
+    "cumsum",
+    "ecdf",
+    "hosmer_lemeshow",
+    "median",
+    "quantile",
+    "roc_curve",
+]
+
+#: The mechanisms :func:`quantile` runs; "auto" picks the one with the smaller predicted
+#: error. Both have a data-independent error bound in levels (:func:`level_error_bound`).
+QUANTILE_METHODS = ("exponential", "curve")
+#: The federated ECDF releases of the curve registry (by name) and the protocol-layer
+#: functions that run them in one process.
+_FEDERATED_ECDF: dict[str, Callable[..., FederatedECDF]] = {
+    "ecdf-secagg": pointwise_ecdf, "ecdf-fss": fss_ecdf}
+
+
+# ------------------------------------------------------------------ arguments
+
+
+def _refuse_unknown(caller: str, params: dict[str, Any]) -> None:
+    """An argument the function does not take, refused with its name (scikit-learn
+    arguments without a private meaning get their reason from ``_sklearn_inputs``)."""
+    if params:
+        raise TypeError(f"{caller}() got an unexpected keyword argument "
+                        f"{next(iter(params))!r}")
+
+
+def _grid(caller: str, thresholds: Any, bounds: Any, grid_points: int) -> np.ndarray:
+    """The public grid: ``thresholds``, or ``grid_points`` evenly spaced in ``bounds``."""
+    if thresholds is None and bounds is None:
+        raise ValueError(f"{caller}() needs public bounds=(low, high) or thresholds= (a "
+                         "grid fixed without looking at the data): bounds taken from the "
+                         "data's own minimum and maximum would leak them")
+    if thresholds is not None and bounds is not None:
+        raise ValueError(f"{caller}(): pass bounds= or thresholds=, not both")
+    if isinstance(grid_points, bool) or not isinstance(grid_points, int) or grid_points < 2:
+        raise ValueError(f"{caller}(): grid_points must be an integer >= 2, got "
+                         f"{grid_points!r}")
+    if thresholds is not None:
+        return check_thresholds(thresholds)
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"{caller}(): bounds must be a pair (low, high) of numbers, got "
+                         f"{bounds!r}") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"{caller}(): bounds must be finite with low < high, got {bounds!r}")
+    return np.linspace(low, high, grid_points)
+
+
+def _into_grid(values: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """Values moved into ``[tau[0], tau[-1]]`` (as diffprivlib clips to its bounds): a
+    record above the grid would otherwise be counted nowhere. Clipping one record is a
+    function of that record alone, so the adjacency is unchanged."""
+    return np.clip(values, tau[0], tau[-1])
+
+
+def _check_budget(budget: BudgetAccountant | None, epsilon: float, adjacency: str,
+                  model: PrivacyModel = PrivacyModel.CENTRAL) -> None:
+    """Check the guarantee the release will carry before it runs (docs/budget.md)."""
+    if budget is not None:
+        budget.check(PrivacyGuarantee(epsilon, 0.0, model, adjacency))
+
+
+def _spend(budget: BudgetAccountant | None, privacy: PrivacyGuarantee, name: str) -> None:
+    if budget is not None:
+        budget.spend(privacy, name=name)
+
+
+def _check_level(confidence_level: float) -> float:
+    if not (isinstance(confidence_level, int | float) and not isinstance(confidence_level, bool)
+            and 0.0 < confidence_level < 1.0):
+        raise ValueError(f"confidence_level must be a number in (0, 1), got "
+                         f"{confidence_level!r}")
+    return float(confidence_level)
+
+
+# ------------------------------------------------------------------ the shared interface
+
+
+class CurveRelease:
+    """What every curve result offers (a mixin of the frozen result dataclasses).
+
+    Subclasses name their data-dependent fields in ``released_fields`` (DP outputs and what
+    is computed from them, checked by tests/test_release_privacy.py) and their public
+    configuration in ``public_fields``; :meth:`to_dict` serialises exactly these, the
+    guarantee and the error bars (functions of public quantities), nothing else.
+    """
+
+    released_fields: ClassVar[tuple[str, ...]] = ()
+    public_fields: ClassVar[tuple[str, ...]] = ()
+    privacy: PrivacyGuarantee
+    noise: str
+
+    # Each subclass defines ``values`` and ``std_error`` (per point, the shape of
+    # ``values``) and ``confidence_interval(level)`` (arrays of that shape).
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        values = np.asarray(self.values, dtype=dtype)
+        return values.copy() if copy else values
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        """Released and public fields, the guarantee and the error bars, as plain values."""
+        low, high = self.confidence_interval(confidence_level)
+        # Dotted names are inside ``release``, the protocol layer's object, which stays out:
+        # its released parts are the top-level fields.
+        out = {name: _plain(getattr(self, name))
+               for name in (*self.public_fields, *self.released_fields) if "." not in name}
+        return {"kind": type(self).__name__, **out,
+                "std_error": _plain(np.asarray(self.std_error)),
+                "confidence_level": float(confidence_level),
+                "interval": [_plain(np.asarray(low)), _plain(np.asarray(high))],
+                "guarantee": _plain(self.privacy), "noise": self.noise}
+
+    def to_json(self, confidence_level: float = 0.95, **kwargs: Any) -> str:
+        """:meth:`to_dict` as a JSON string; ``kwargs`` go to :func:`json.dumps`."""
+        return json.dumps(self.to_dict(confidence_level), **kwargs)
+
+
+# ------------------------------------------------------------------ ECDF
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
+class ECDFResult(CurveRelease):
+    """A private ECDF on a public grid, like ``scipy.stats.ecdf(x).cdf`` evaluated there.
+
+    ``thresholds`` and ``values`` are the grid and the released ``F_hat``; ``std_error``
+    the exact noise standard deviation at each point and :meth:`confidence_interval` the
+    pointwise (or, ``simultaneous=True``, whole-curve) band from the noise law
+    (:meth:`~fedustat.protocols.ecdf.PrivateECDF.confidence_band`). ``release`` is the
+    protocol layer's curve, for its further post-processing (``smooth``, ``dp_quantile``).
+    """
+
+    released_fields: ClassVar[tuple[str, ...]] = ("curve", "release.values")
+    public_fields: ClassVar[tuple[str, ...]] = ("thresholds", "n", "protocol")
+
+    thresholds: np.ndarray
+    curve: np.ndarray
+    n: int
+    protocol: str
+    privacy: PrivacyGuarantee
+    noise: str
+    release: PrivateECDF | FederatedECDF = field(repr=False)
+
+    @property
+    def values(self) -> np.ndarray:
+        return self.curve
+
+    @property
+    def std_error(self) -> np.ndarray:
+        return np.sqrt(self.release.point_variances)
+
+    def confidence_interval(self, confidence_level: float = 0.95, *,
+                            simultaneous: bool = False) -> ConfidenceInterval:
+        """Pointwise intervals for the exact ECDF at the grid points; ``simultaneous=True``
+        covers all N points at once (union bound: each at ``1 - (1 - level) / N``)."""
+        level = _check_level(confidence_level)
+        if simultaneous:
+            level = 1.0 - (1.0 - level) / self.thresholds.size
+        low, high = self.release.confidence_band(level)
+        return ConfidenceInterval(np.asarray(low), np.asarray(high))
+
+    def evaluate(self, t: Any) -> np.ndarray:
+        """The released step function at ``t`` (0 below the first threshold), as
+        ``scipy.stats.ecdf(x).cdf.evaluate``."""
+        return self.release(t)
+
+
+def ecdf(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
+         thresholds: Any = None, grid_points: int = DEFAULT_GRID_POINTS,
+         method: str | None = None, protocol: str | None = None, data: Any = None,
+         rng: RandomLike = None, noise: str | NoiseSource | None = None,
+         budget: BudgetAccountant | None = None, **params: Any) -> ECDFResult:
+    """Private empirical CDF on a public grid; mirrors ``scipy.stats.ecdf``.
+
+    Parameters
+    ----------
+    x:
+        One value per record: an array, a pandas/polars Series or a column name of ``data``.
+    epsilon:
+        The budget (> 0); ``math.inf`` gives the exact ECDF on the grid.
+    bounds, thresholds:
+        The public grid: ``grid_points`` evenly spaced points in ``bounds=(low, high)``, or
+        the strictly increasing ``thresholds``. Never derive them from the data. Values
+        outside are moved to the grid's nearest end.
+    grid_points:
+        Points of the grid made from ``bounds``.
+    method:
+        The central release: ``"hierarchical"`` (default: b-ary tree with least squares)
+        or ``"003-tree"`` (003 Sec. 3.1 as written); see :func:`fedustat.protocols.ecdf.dp_ecdf`.
+    protocol:
+        None (default): the central release. ``"ecdf-secagg"`` (secure aggregation among
+        computing parties, 003 Sec. 4.1) or ``"ecdf-fss"`` (two servers with DCF keys, 003
+        Sec. 4.2): the federated releases of the curve registry, run in simulation.
+    data, rng, noise, budget:
+        As for :func:`fedustat.roc_auc_score`; ``budget`` is checked before the release
+        runs and charged with its guarantee after.
+
+    Returns
+    -------
+    ECDFResult
+        ``np.asarray(result)`` is the released curve at ``result.thresholds``.
+
+    Examples
+    --------
+    >>> import math
+    >>> import numpy as np
+    >>> import fedustat
+    >>> res = fedustat.ecdf([1, 2, 2, 4], epsilon=math.inf, thresholds=[1, 2, 3, 4])
+    >>> np.asarray(res).tolist()
+    [0.25, 0.75, 0.75, 1.0]
+    """
+    caller = "fedustat.ecdf"
+    values = _sklearn_inputs(caller, params, data, x=x)["x"]
+    _refuse_unknown(caller, params)
+    tau = _grid(caller, thresholds, bounds, grid_points)
+    eps = check_epsilon(epsilon, allow_inf=True)
+    source = _noise_source(noise, rng)
+    records = _into_grid(as_float_array(values, "x"), tau)
+    if protocol is None:
+        _check_budget(budget, eps, ECDF_ADJACENCY)
+        curve: PrivateECDF | FederatedECDF = dp_ecdf(records, tau, epsilon=eps, rng=rng,
+                                                     noise=source, method=method)
+        name = "dp-ecdf"
+    elif protocol in _FEDERATED_ECDF:
+        if math.isinf(eps):
+            raise ValueError(f"{caller}(): protocol={protocol!r} is a private release; for "
+                             "the exact ECDF pass epsilon=math.inf without a protocol")
+        if isinstance(source, NoiseSource) and not isinstance(source, DeploymentNoise):
+            raise ValueError(f"{caller}(): protocol={protocol!r} draws its own shares; "
+                             "noise must be 'simulation' or 'deployment'")
+        models = {entry.name: entry.model for entry in registry.available_curves()}
+        _check_budget(budget, eps, ECDF_ADJACENCY, models[protocol])
+        curve = _FEDERATED_ECDF[protocol](
+            records, tau, epsilon=eps, rng=rng, method=method,
+            randomness="os" if source is not None else "simulation")
+        name = protocol
+    else:
+        names = ", ".join(_FEDERATED_ECDF)
+        raise ValueError(f"{caller}(): protocol must be None (the central release) or one of "
+                         f"{names}, got {protocol!r}")
+    _spend(budget, curve.privacy, f"ecdf ({name})")
+    return ECDFResult(tau, curve.values, int(records.size), name, curve.privacy,
+                      curve.noise_kind, curve)
+
+
+# ------------------------------------------------------------------ quantiles
+
+
+def _alpha(confidence_level: float) -> float:
+    return 1.0 - _check_level(confidence_level)
+
+
+@functools.lru_cache(maxsize=16)
+def _zero_curve(n: int, grid: tuple[float, ...], epsilon: float) -> PrivateECDF:
+    """A release on zero counts: the same noise law as any other with this n, grid and
+    eps (the law depends on nothing else), so its band's width is the release's."""
+    return dp_ecdf_from_counts(np.zeros(len(grid), dtype=np.int64), n, np.asarray(grid),
+                               epsilon=epsilon, rng=0)
+
+
+def _level_error(method: str, levels: int, n: int, grid: np.ndarray, epsilon: float,
+                 alpha: float) -> float:
+    if math.isinf(epsilon):
+        return 0.0
+    if method == "exponential":
+        beta = epsilon / levels / 2.0
+        return math.log(len(grid) * levels / alpha) / beta / n
+    curve = _zero_curve(n, tuple(np.asarray(grid, dtype=np.float64).tolist()), epsilon)
+    low, high = curve.confidence_band(1.0 - alpha, simultaneous=True)
+    return float(np.max(high - low) / 2.0)
+
+
+def level_error_bound(method: str, levels: int, n: int, grid: np.ndarray, epsilon: float,
+                      confidence_level: float) -> float:
+    """A data-independent ``delta``: with probability at least ``confidence_level`` every
+    released grid point ``t_j`` holds ``F(t_j^-) < q_j + delta`` and ``F(t_j) > q_j - delta``,
+    i.e. it is an exact (grid) quantile at some level within ``delta`` of ``q_j``.
+
+    ``F`` is the data's ECDF and ``t^-`` the grid point below ``t`` (``F = 0`` there for the
+    first point); data are inside the grid (the public functions clip them).
+
+    * ``"exponential"``: permute-and-flip (McKenna and Sheldon 2020, Alg. 1) outputs
+      candidate r only if r's own coin accepts, with probability
+      ``exp(-beta (cost_r - cost_min))``, ``beta = eps / (2 m)`` (sensitivity 1, budget
+      eps/m per level). So ``P(cost >= cost_min + d) <= N exp(-beta d)`` (the exponential
+      mechanism's bound, Dwork and Roth 2014 Thm 3.11). The exact answer has cost
+      ``<= 0``, and cost < d means ``C(t^-) < r - 1 + d`` and ``C(t) > r - d`` for the
+      target rank ``r = ceil(q n)``: ``delta = d / n`` with ``d = ln(N m / alpha) / beta``
+      (union bound over the m levels). Sorting the answers keeps every one inside its
+      level's interval of grid points (their ends are non-decreasing in q).
+    * ``"curve"``: Alg. 1 of 003 returns ``t`` with ``F_hat(t^-) < q <= F_hat(t)``; on the
+      event that the whole-curve band ``|F_hat - F| <= h`` holds (probability
+      ``confidence_level``, :meth:`PrivateECDF.confidence_band` with
+      ``simultaneous=True``), ``delta = h`` for all levels at once. The band's width is a
+      function of n, the grid and eps only.
+    """
+    return _level_error(method, levels, n, grid, epsilon, _alpha(confidence_level))
+
+
+def level_std_error_bound(method: str, levels: int, n: int, grid: np.ndarray,
+                          epsilon: float) -> float:
+    """A bound on the root mean square of the level error ``X`` of one level.
+
+    ``E X^2 = int_0^1 Q(1 - a)^2 da`` with ``Q`` the quantile function of ``X``, and
+    ``Q(1 - a) <= min(delta(a), 1)`` (:func:`level_error_bound`; a level error is at most
+    1). ``delta`` decreases in ``a``, so the sum over ``a_k`` (log-spaced from 1e-12, below
+    which ``delta`` is replaced by 1) of ``(a_{k+1} - a_k) min(delta(a_k), 1)^2`` bounds it.
+    """
+    if math.isinf(epsilon):
+        return 0.0
+    alphas = np.logspace(-12, 0, 97)
+    deltas = np.array([min(_level_error(method, levels, n, grid, epsilon, a), 1.0)
+                       for a in alphas[:-1]])
+    return math.sqrt(alphas[0] + float(np.sum(np.diff(alphas) * deltas**2)))
+
+
+@dataclass(frozen=True, eq=False)
+class QuantileEstimate(Estimate):
+    """A private quantile: the :class:`~fedustat.protocols.base.Estimate` of one level.
+
+    The mechanism errs in rank, not in value: :meth:`level_interval` is the interval of
+    levels ``q'`` for which, with the stated probability, the release is an exact
+    q'-quantile of the data on the grid (:func:`level_error_bound`), and
+    :attr:`level_std_error` bounds the root mean square of that level error. A value-space
+    interval would need the data's density, which is private, so
+    :meth:`confidence_interval` has none and ``std_error`` is None.
+    """
+
+    #: Fields that depend on the data: the released grid point (everything else, the level
+    #: error bar included, is a function of n, the grid and epsilon).
+    released_fields: ClassVar[tuple[str, ...]] = ("value",)
+
+    level: float = math.nan
+    method: str = ""
+    n: int = 0
+    grid: tuple[float, ...] = field(default=(), repr=False)
+    levels_released: int = 1
+
+    def level_error(self, confidence_level: float = 0.95) -> float:
+        """The bound ``delta`` of :func:`level_error_bound` for this release."""
+        if self.noise == "none":
+            return 0.0
+        return level_error_bound(self.method, self.levels_released, self.n, self.grid,
+                                 self.privacy.epsilon, confidence_level)
+
+    @property
+    def level_std_error(self) -> float:
+        """:func:`level_std_error_bound` for this release (0 for an exact one)."""
+        if self.noise == "none":
+            return 0.0
+        return level_std_error_bound(self.method, self.levels_released, self.n, self.grid,
+                                     self.privacy.epsilon)
+
+    def level_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """``(q - delta, q + delta)`` within [0, 1]: the levels the release answers."""
+        half = self.level_error(confidence_level)
+        return ConfidenceInterval(max(0.0, self.level - half), min(1.0, self.level + half))
+
+    def raw_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """The exact release's value; a private one has no value interval (see
+        :meth:`level_interval`)."""
+        if self.noise == "none":
+            return ConfidenceInterval(self.value, self.value)
+        raise ValueError("a private quantile errs in rank, not in value: its interval is "
+                         "in levels, level_interval(confidence_level); a value interval "
+                         "would need the data's private density")
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        """:meth:`Estimate.to_dict` with the level, method and level error bar."""
+        return {**super().to_dict(confidence_level), "level": float(self.level),
+                "method": self.method, "n": int(self.n),
+                "level_interval": list(self.level_interval(confidence_level)),
+                "level_std_error": self.level_std_error}
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
+class QuantilesResult(CurveRelease):
+    """Private quantiles at several levels; ``np.asarray(result)`` is the released values.
+
+    The error bar is in levels, where the mechanism errs: :meth:`confidence_interval` gives
+    ``(q - delta, q + delta)`` holding for every level at once (:func:`level_error_bound`)
+    and ``std_error`` the bound of :func:`level_std_error_bound` for each level.
+    """
+
+    released_fields: ClassVar[tuple[str, ...]] = ("quantiles",)
+    public_fields: ClassVar[tuple[str, ...]] = ("levels", "method", "n")
+
+    levels: np.ndarray
+    quantiles: np.ndarray
+    method: str
+    n: int
+    privacy: PrivacyGuarantee
+    noise: str
+    grid: np.ndarray = field(repr=False)
+
+    @property
+    def values(self) -> np.ndarray:
+        return self.quantiles
+
+    def level_error(self, confidence_level: float = 0.95) -> float:
+        """The bound ``delta`` of :func:`level_error_bound` (all levels at once)."""
+        if self.noise == "none":
+            return 0.0
+        return level_error_bound(self.method, self.levels.size, self.n, self.grid,
+                                 self.privacy.epsilon, confidence_level)
+
+    @property
+    def std_error(self) -> np.ndarray:
+        if self.noise == "none":
+            return np.zeros(self.levels.size)
+        return np.full(self.levels.size, level_std_error_bound(
+            self.method, self.levels.size, self.n, self.grid, self.privacy.epsilon))
+
+    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """Level intervals ``(q - delta, q + delta)`` holding for all levels at once."""
+        half = self.level_error(confidence_level)
+        return ConfidenceInterval(np.clip(self.levels - half, 0.0, 1.0),
+                                  np.clip(self.levels + half, 0.0, 1.0))
+
+
+def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
+             thresholds: Any = None, grid_points: int = DEFAULT_GRID_POINTS,
+             method: str = "auto", data: Any = None, rng: RandomLike = None,
+             noise: str | NoiseSource | None = None, budget: BudgetAccountant | None = None,
+             **params: Any) -> QuantileEstimate | QuantilesResult:
+    """Private quantile(s) on a public grid; mirrors ``numpy.quantile(x, q,
+    method="inverted_cdf")``.
+
+    Parameters
+    ----------
+    x:
+        One value per record: an array, a pandas/polars Series or a column name of ``data``.
+    q:
+        A level or a sequence of levels in (0, 1].
+    epsilon:
+        The total budget for all levels (> 0); ``math.inf`` gives the exact grid quantile
+        ``min{t : F(t) >= q}``, numpy's ``inverted_cdf`` for data on the grid.
+    bounds, thresholds, grid_points:
+        The public candidates, as for :func:`ecdf` (values outside are clipped into them).
+    method:
+        ``"exponential"`` (permute-and-flip per level at eps/m), ``"curve"`` (invert the
+        private ECDF, 003 Alg. 1) or ``"auto"``: the one with the smaller predicted error
+        (a function of n, the grid and eps only;
+        :func:`~fedustat.protocols.ecdf.private_quantiles.predict_quantile_errors`).
+    data, rng, noise, budget:
+        As for :func:`ecdf`.
+
+    Returns
+    -------
+    QuantileEstimate or QuantilesResult
+        A scalar ``q`` gives a :class:`QuantileEstimate` (an Estimate with its error bar in
+        levels, ``level_interval``); a sequence a :class:`QuantilesResult`.
+
+    Examples
+    --------
+    >>> import math
+    >>> import fedustat
+    >>> float(fedustat.quantile([1, 2, 3, 4, 5], 0.5, epsilon=math.inf, bounds=(0, 10),
+    ...                         grid_points=11))
+    3.0
+    """
+    return _quantile("fedustat.quantile", x, q, epsilon=epsilon, bounds=bounds,
+                     thresholds=thresholds, grid_points=grid_points, method=method,
+                     data=data, rng=rng, noise=noise, budget=budget, params=params)
+
+
+def median(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
+           thresholds: Any = None, grid_points: int = DEFAULT_GRID_POINTS,
+           method: str = "auto", data: Any = None, rng: RandomLike = None,
+           noise: str | NoiseSource | None = None, budget: BudgetAccountant | None = None,
+           **params: Any) -> QuantileEstimate:
+    """Private median: :func:`quantile` at level 0.5 (the lower median, numpy's
+    ``inverted_cdf``); mirrors ``numpy.median``.
+
+    Parameters
+    ----------
+    x, epsilon, bounds, thresholds, grid_points, method, data, rng, noise, budget:
+        As for :func:`quantile`.
+
+    Returns
+    -------
+    QuantileEstimate
+
+    Examples
+    --------
+    >>> import math
+    >>> import fedustat
+    >>> ages = [23, 35, 41, 52, 67, 30, 45]
+    >>> med = fedustat.median(ages, epsilon=math.inf, bounds=(0, 100), grid_points=101)
+    >>> float(med), med.level_interval()
+    (41.0, ConfidenceInterval(low=0.5, high=0.5))
+    """
+    out = _quantile("fedustat.median", x, 0.5, epsilon=epsilon, bounds=bounds,
+                    thresholds=thresholds, grid_points=grid_points, method=method, data=data,
+                    rng=rng, noise=noise, budget=budget, params=params)
+    assert isinstance(out, QuantileEstimate)
+    return out
+
+
+def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thresholds: Any,
+              grid_points: int, method: str, data: Any, rng: RandomLike, noise: Any,
+              budget: BudgetAccountant | None, params: dict[str, Any]
+              ) -> QuantileEstimate | QuantilesResult:
+    values = _sklearn_inputs(caller, params, data, x=x)["x"]
+    _refuse_unknown(caller, params)
+    tau = _grid(caller, thresholds, bounds, grid_points)
+    levels = np.asarray(q, dtype=np.float64) if not isinstance(q, str) else None
+    if levels is None or levels.ndim > 1 or levels.size == 0:
+        raise ValueError(f"{caller}(): q must be a level or a non-empty sequence of levels "
+                         f"in (0, 1], got {q!r}")
+    if not np.all((levels > 0.0) & (levels <= 1.0)):
+        raise ValueError(f"{caller}(): q must be in (0, 1] (the q-quantile "
+                         f"min{{t : F(t) >= q}} is defined there), got {q!r}")
+    if method not in ("auto", *QUANTILE_METHODS):
+        raise ValueError(f"{caller}(): method must be 'auto', 'exponential' or 'curve', got "
+                         f"{method!r}")
+    eps = check_epsilon(epsilon, allow_inf=True)
+    source = _noise_source(noise, rng)
+    records = _into_grid(as_float_array(values, "x"), tau)
+    if records.size == 0:
+        raise ValueError(f"{caller}(): x is empty: a quantile needs at least one record")
+    chosen = method
+    if method == "auto":  # public: n, the grid's size and eps
+        preds = predict_quantile_errors(np.atleast_1d(levels), records.size, tau.size, eps)
+        chosen = min(QUANTILE_METHODS, key=lambda name: preds[name].mean_steps)
+    _check_budget(budget, eps, ECDF_ADJACENCY)
+    release = dp_quantiles(records, levels, epsilon=eps, thresholds=tau, method=chosen,
+                           rng=rng, noise=source)
+    _spend(budget, release.privacy, f"{caller.removeprefix('fedustat.')} ({chosen})")
+    if levels.ndim == 0:
+        level = float(levels)
+        return QuantileEstimate(
+            value=float(release.values), quantity=f"quantile({level:g})",
+            protocol=f"dp-quantile-{chosen}", privacy=release.privacy,
+            noise=release.noise_kind, level=level, method=chosen, n=int(records.size),
+            grid=tuple(tau.tolist()), diagnostics={"grid_points": int(tau.size)})
+    return QuantilesResult(levels, np.asarray(release.values), chosen, int(records.size),
+                           release.privacy, release.noise_kind, tau)
+
+
+# ------------------------------------------------------------------ ROC curve
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
+class ROCCurveResult(CurveRelease):
+    """A private ROC curve that unpacks like scikit-learn's: ``fpr, tpr, thresholds = res``.
+
+    ``np.asarray(res)`` stacks the three rows. ``auc`` is the area's
+    :class:`~fedustat.protocols.base.Estimate` (with its standard error); ``std_error``
+    and :meth:`confidence_interval` are per point, rows (FPR, TPR), for the rates of the
+    unsmoothed private curve at each threshold (``release.raw_fpr``, ``release.raw_tpr``;
+    the band of :meth:`~fedustat.protocols.ecdf.DPROCCurve.fpr_band`). ``release`` is the
+    protocol layer's :class:`~fedustat.protocols.ecdf.DPROCCurve`.
+    """
+
+    released_fields: ClassVar[tuple[str, ...]] = (
+        "fpr", "tpr", "thresholds", *(f"release.{f}" for f in DPROCCurve.released_fields))
+    public_fields: ClassVar[tuple[str, ...]] = ("n",)
+
+    fpr: np.ndarray
+    tpr: np.ndarray
+    thresholds: np.ndarray
+    n: int
+    privacy: PrivacyGuarantee
+    noise: str
+    release: DPROCCurve = field(repr=False)
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.vstack([self.fpr, self.tpr, self.thresholds])
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return iter((self.fpr, self.tpr, self.thresholds))
+
+    @property
+    def auc(self) -> Estimate:
+        """The estimate of the area under the exact ROC curve on the grid."""
+        return self.release.auc
+
+    @property
+    def std_error(self) -> np.ndarray:
+        """Rows (FPR, TPR): a first-order (delta-method) bound on the noise standard
+        deviation of each rate ``1 - F_hat(t) / F_hat(tau_N)`` of the unsmoothed curve,
+        ``(sd(t) + r sd(tau_N)) / F_hat(tau_N)`` (the covariance bounded by
+        Cauchy-Schwarz), listed like ``raw_fpr``: thresholds downwards, then (1, 1)."""
+        return np.vstack([_rate_std_error(self.release.negatives),
+                          _rate_std_error(self.release.positives)])
+
+    def confidence_interval(self, confidence_level: float = 0.95, *,
+                            simultaneous: bool = False) -> ConfidenceInterval:
+        """Rows (FPR, TPR) of the bands for the exact rates at each threshold (003 Sec.
+        5.1; :meth:`~fedustat.protocols.ecdf.DPROCCurve.tpr_band`)."""
+        level = _check_level(confidence_level)
+        fpr_low, fpr_high = self.release.fpr_band(level, simultaneous=simultaneous)
+        tpr_low, tpr_high = self.release.tpr_band(level, simultaneous=simultaneous)
+        return ConfidenceInterval(np.vstack([fpr_low, tpr_low]),
+                                  np.vstack([fpr_high, tpr_high]))
+
+
+def _rate_std_error(curve: PrivateECDF) -> np.ndarray:
+    """See :attr:`ROCCurveResult.std_error`."""
+    sd = np.sqrt(curve.point_variances)[::-1]
+    f = curve.values[::-1]
+    top = float(curve.values[-1])
+    if top <= 0.0:
+        return np.concatenate([np.full(sd.size, np.inf), [0.0]])
+    ratio = np.clip(f / top, 0.0, 1.0)
+    return np.concatenate([(sd + ratio * sd[0]) / top, [0.0]])
+
+
+def roc_curve(y_true: Any, y_score: Any, *, epsilon: float,
+              bounds: tuple[float, float] | None = None, thresholds: Any = None,
+              grid_points: int = 256, pos_label: Any = None, estimator: str | None = None,
+              data: Any = None, rng: RandomLike = None,
+              noise: str | NoiseSource | None = None, budget: BudgetAccountant | None = None,
+              **params: Any) -> ROCCurveResult:
+    """Private ROC curve on a public grid of thresholds; mirrors ``sklearn.metrics.roc_curve``.
+
+    Parameters
+    ----------
+    y_true, y_score:
+        Labels and scores as for :func:`fedustat.roc_auc_score` (``pos_label``, a
+        ``predict_proba`` array, pandas/polars Series or column names of ``data``).
+    epsilon:
+        The total budget (> 0; eps/2 for each class's ECDF, 003 Sec. 5.1), or ``math.inf``
+        for the exact curve on the grid.
+    bounds, thresholds, grid_points:
+        The public grid of score thresholds, as for :func:`ecdf` (scores outside are
+        clipped into it).
+    estimator:
+        How the curve is fitted from the two private ECDFs (default ``"isotonic"``; see
+        :func:`fedustat.protocols.ecdf.dp_roc_curve`).
+    data, rng, noise, budget:
+        As for :func:`ecdf`.
+
+    Returns
+    -------
+    ROCCurveResult
+
+    Examples
+    --------
+    >>> import math
+    >>> import fedustat
+    >>> fpr, tpr, thr = fedustat.roc_curve([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8],
+    ...                                    epsilon=math.inf, thresholds=[0.1, 0.35, 0.4, 0.8])
+    >>> [float(v) for v in fpr], [float(v) for v in tpr]
+    ([0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0])
+    """
+    caller = "fedustat.roc_curve"
+    cols = _sklearn_inputs(caller, params, data, y_true=y_true, y_score=y_score)
+    labels, column = _binary_target(cols["y_true"], pos_label, caller)
+    score = _binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
+    _refuse_unknown(caller, params)
+    tau = _grid(caller, thresholds, bounds, grid_points)
+    eps = check_epsilon(epsilon, allow_inf=True)
+    source = _noise_source(noise, rng)
+    scores = _into_grid(as_float_array(score, "y_score"), tau)
+    _check_budget(budget, eps, ROC_ADJACENCY)
+    release = dp_roc_curve(labels, scores, epsilon=eps, thresholds=tau, estimator=estimator,
+                           rng=rng, noise=source)
+    _spend(budget, release.privacy, "roc_curve")
+    return ROCCurveResult(release.fpr, release.tpr, release.thresholds, int(labels.size),
+                          release.privacy, release.positives.noise_kind, release)
+
+
+# ------------------------------------------------------------------ Hosmer-Lemeshow
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
+class HosmerLemeshowResult(CurveRelease):
+    """A private Hosmer-Lemeshow test that unpacks like SciPy's results:
+    ``statistic, pvalue = res``.
+
+    ``np.asarray(res)`` is the released table, shape (2, 2, Q): ``[observed, expected]``,
+    each with rows (label 0, label 1); ``std_error`` and :meth:`confidence_interval` are per
+    cell, from its exact noise law ``Lap(1 / eps')`` (003 Alg. 2) around the exact cell on
+    the released cuts. The statistic itself, a nonlinear function of the cells, has no
+    interval. ``release`` is the protocol layer's result.
+    """
+
+    released_fields: ClassVar[tuple[str, ...]] = (
+        "statistic", "pvalue", "cuts", "observed", "expected",
+        *(f"release.{f}" for f in DPHosmerLemeshow.released_fields))
+    public_fields: ClassVar[tuple[str, ...]] = ("df", "n_groups")
+
+    statistic: float
+    pvalue: float
+    df: int
+    n_groups: int
+    cuts: np.ndarray
+    observed: np.ndarray
+    expected: np.ndarray
+    privacy: PrivacyGuarantee
+    noise: str
+    release: DPHosmerLemeshow = field(repr=False)
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.stack([self.observed, self.expected])
+
+    def __iter__(self) -> Iterator[float]:
+        return iter((self.statistic, self.pvalue))
+
+    @property
+    def std_error(self) -> np.ndarray:
+        return np.full(self.values.shape, self.release.cell_error.std)
+
+    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """Per cell: the released cell ± the half-width of ``Lap(1 / eps')``."""
+        half = self.release.cell_error.half_width(_check_level(confidence_level))
+        return ConfidenceInterval(self.values - half, self.values + half)
+
+
+def hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, n_groups: int = 10,
+                    pos_label: Any = None, gamma: float = 2.0**-10, data: Any = None,
+                    rng: RandomLike = None, noise: str | NoiseSource | None = None,
+                    budget: BudgetAccountant | None = None,
+                    **params: Any) -> HosmerLemeshowResult:
+    """Private Hosmer-Lemeshow goodness-of-fit test (003 Sec. 5.2, Alg. 2, Thm 2).
+
+    Parameters
+    ----------
+    y_true, y_prob:
+        Labels and predicted probabilities of the positive class (in [0, 1]; a
+        ``predict_proba`` array is read as for :func:`fedustat.roc_auc_score`), arrays,
+        pandas/polars Series or column names of ``data``.
+    epsilon:
+        The total budget (> 0) or ``math.inf`` for the exact statistic with the exact cut
+        points on the grid.
+    n_groups:
+        Number of risk groups Q (>= 3); the test has Q - 2 degrees of freedom.
+    gamma:
+        Grid spacing of the predictions' ECDF that the cut points come from.
+    data, rng, noise, budget:
+        As for :func:`ecdf`.
+
+    Returns
+    -------
+    HosmerLemeshowResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fedustat
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.uniform(0.05, 0.95, 5000)
+    >>> y = rng.uniform(size=5000) < p                  # a calibrated model
+    >>> statistic, pvalue = fedustat.hosmer_lemeshow(y, p, epsilon=4.0, rng=1)
+    >>> round(statistic, 2), round(pvalue, 2)
+    (10.65, 0.22)
+    """
+    caller = "fedustat.hosmer_lemeshow"
+    cols = _sklearn_inputs(caller, params, data, y_true=y_true, y_prob=y_prob)
+    labels, column = _binary_target(cols["y_true"], pos_label, caller)
+    prob = _binary_score(cols["y_prob"], column, len(np.unique(cols["y_true"])), caller)
+    _refuse_unknown(caller, params)
+    eps = check_epsilon(epsilon, allow_inf=True)
+    source = _noise_source(noise, rng)
+    _check_budget(budget, eps, HL_ADJACENCY)
+    release = dp_hosmer_lemeshow(labels, prob, epsilon=eps, Q=n_groups, gamma=gamma, rng=rng,
+                                 noise=source)
+    _spend(budget, release.privacy, "hosmer_lemeshow")
+    return HosmerLemeshowResult(float(release.statistic.value), release.pvalue, release.df,
+                                int(release.observed.shape[1]), release.cuts,
+                                release.observed, release.expected, release.privacy,
+                                release.ecdf.noise_kind, release)
+
+
+# ------------------------------------------------------------------ running sums
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
+class CumsumResult(CurveRelease):
+    """Private running sums of a stream, like ``numpy.cumsum``: ``np.asarray(res)``.
+
+    ``std_error`` and :meth:`confidence_interval` come from each sum's exact noise law,
+    ``L + 1`` independent Laplace node noises (003 Thm 3), the same at every position.
+    ``release`` is the protocol layer's
+    :class:`~fedustat.protocols.ecdf.PrivatePrefixSums`.
+    """
+
+    released_fields: ClassVar[tuple[str, ...]] = ("sums", "release.values")
+    public_fields: ClassVar[tuple[str, ...]] = ("bounds",)
+
+    sums: np.ndarray
+    bounds: tuple[float, float]
+    privacy: PrivacyGuarantee
+    noise: str
+    release: PrivatePrefixSums = field(repr=False)
+
+    @property
+    def values(self) -> np.ndarray:
+        return self.sums
+
+    @property
+    def std_error(self) -> np.ndarray:
+        return np.full(self.sums.size, math.sqrt(self.release.variance))
+
+    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """Pointwise: each sum ± the half-width of its exact noise law."""
+        half = self.release.error.half_width(_check_level(confidence_level))
+        return ConfidenceInterval(self.sums - half, self.sums + half)
+
+
+def cumsum(x: Any, *, epsilon: float, bounds: tuple[float, float] = (0.0, 1.0),
+           data: Any = None, rng: RandomLike = None, noise: str | NoiseSource | None = None,
+           budget: BudgetAccountant | None = None, **params: Any) -> CumsumResult:
+    """Private running sums of a stream under continual observation (003 App. A.1,
+    Thm 3); mirrors ``numpy.cumsum``.
+
+    Parameters
+    ----------
+    x:
+        The stream, one element per record in order (an array, a pandas/polars Series or a
+        column name of ``data``); elements are clipped into ``bounds``.
+    epsilon:
+        The budget (> 0): Laplace tree noise of scale ``ceil((L + 1) / 2) (high - low) /
+        epsilon`` per node. For the Gaussian (zCDP) variant use
+        :func:`fedustat.protocols.ecdf.dp_prefix_sums`.
+    bounds:
+        Public range of one element (default [0, 1]: a 0/1 event stream).
+    data, rng, noise, budget:
+        As for :func:`ecdf`.
+
+    Returns
+    -------
+    CumsumResult
+
+    Examples
+    --------
+    >>> import fedustat
+    >>> res = fedustat.cumsum([1, 0, 1, 1, 0, 1, 1, 1], epsilon=1.0, rng=0)
+    >>> res.sums.shape, round(float(res.std_error[0]), 2)
+    ((8,), 5.66)
+    """
+    caller = "fedustat.cumsum"
+    stream = _sklearn_inputs(caller, params, data, x=x)["x"]
+    _refuse_unknown(caller, params)
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"{caller}(): bounds must be a pair (low, high) of numbers, got "
+                         f"{bounds!r}") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"{caller}(): bounds must be finite with low < high, got {bounds!r}")
+    eps = check_epsilon(epsilon)
+    source = _noise_source(noise, rng)
+    values = np.clip(as_float_array(stream, "x"), low, high)
+    adjacency = f"replace one stream element (values in [{low:g}, {high:g}])"
+    _check_budget(budget, eps, adjacency)
+    release = dp_prefix_sums(values, epsilon=eps, bounds=(low, high), rng=rng, noise=source)
+    _spend(budget, release.privacy, "cumsum")
+    return CumsumResult(release.values, (low, high), release.privacy,
+                        source.kind if source is not None else "simulation", release)

@@ -106,7 +106,8 @@ def test_estimate_runs_every_statistic_with_its_default_protocol(
         exact = (x[:, None] <= grid(name)[None, :]).mean(axis=0)
         np.testing.assert_allclose(row["exact_values"], exact, rtol=0, atol=1e-12)
     elif name in ("quantile", "median"):
-        assert row["values"] == [float(v) for v in np.atleast_1d(api.values)]
+        released = api.values if name == "quantile" else api.value
+        assert row["values"] == [float(v) for v in np.atleast_1d(released)]
         x, tau = columns[0], grid(name)
         cdf = (x[:, None] <= tau[None, :]).mean(axis=0)
         # The grid's generalized inverse min{t : F(t) >= q}, dp_quantiles' exact value.
@@ -116,7 +117,7 @@ def test_estimate_runs_every_statistic_with_its_default_protocol(
         assert row["estimate"] == float(api.auc.value)
         assert row["tpr"] == [float(v) for v in api.tpr]
     else:
-        assert row["estimate"] == float(api.statistic.value)
+        assert row["estimate"] == float(api.statistic)
         assert row["pvalue"] == float(api.pvalue)
 
 
@@ -270,3 +271,17 @@ def test_python_estimate_takes_every_statistic_by_name(name: str) -> None:
             fedustat.estimate(name, np.column_stack(columns), epsilon=1.0, protocol=protocol,
                               rng=0, **options)
         assert str(info.value) == f"fedustat.estimate({name!r}): {refusal}"
+
+
+def test_a_curve_release_spends_the_budget_file(capsys: pytest.CaptureFixture[str],
+                                                tmp_path) -> None:
+    budget = tmp_path / "b.json"
+    assert main(["budget", str(budget), "--epsilon", "1"]) == 0
+    assert main(["estimate", "--statistic", "median", "--epsilon", "0.6", "--budget",
+                 str(budget)]) == 0
+    with pytest.raises(SystemExit, match=r"error: ecdf refused before any party sent "
+                                         r"anything: .*nothing was spent"):
+        main(["estimate", "--statistic", "ecdf", "--epsilon", "0.6", "--budget", str(budget)])
+    capsys.readouterr()
+    spent = json.loads(budget.read_text())
+    assert [entry["cost"]["epsilon"] for entry in spent["ledger"]] == [0.6]

@@ -218,8 +218,9 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
         release (``protocol``: ``"dp-ecdf"``, ``"ecdf-secagg"``, ...; default
         ``fedustat.catalogue.DEFAULT_CURVE_RELEASE``) on the public grid
         ``thresholds=[...]`` (or ``bounds=(lo, hi)``: 256 even points), with
-        ``levels=[...]`` for quantiles; it returns that release's own result (e.g. a
-        ``PrivateECDF``), see :func:`fedustat.curve_dispatch.release_curve`.
+        ``levels=[...]`` for quantiles; it returns that release's own result (e.g. the
+        ``ECDFResult`` of :func:`fedustat.ecdf`), see
+        :func:`fedustat.curve_dispatch.release_curve`.
     data:
         One row per party, columns as ``kernel.columns`` (build it with ``kernel.pack``),
         or a pandas/polars DataFrame with columns of these names (other columns ignored).

@@ -573,14 +573,16 @@ def _curve_row(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
                                 protocol=args.protocol, rng=None if deployment else _seed(args),
                                 noise=noise, budget=getattr(args, "accountant", None),
                                 **options)
-        exact = (release_curve(spec.name, columns, epsilon=math.inf, protocol=args.protocol,
-                               rng=0, **options) if _evaluates(args) else None)
+        # The exact curve: the central release at epsilon = inf (the federated releases
+        # are private only).
+        exact = (release_curve(spec.name, columns, epsilon=math.inf, **options)
+                 if _evaluates(args) else None)
     except (BudgetExceededError, IncomparableGuaranteeError) as exc:
         raise ProtocolRefusedError(f"{spec.name} refused before any party sent anything: "
                                    f"{exc}") from None
     except (TypeError, ValueError, OverflowError, MemoryError) as exc:
         raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
-    privacy = release.privacy if hasattr(release, "privacy") else release.statistic.privacy
+    privacy = release.privacy
     noise_kind = "none" if math.isinf(args.epsilon) else ("deployment" if deployment
                                                             else "simulation")
     row: dict[str, Any] = {
@@ -599,18 +601,20 @@ def _floats(values: Any) -> list[float | str]:
 def _curve_values(spec: Statistic, release: Any, exact: Any) -> dict[str, Any]:
     """The released curve (and the exact one) as JSON-ready lists, and one summary value
     (median, the AUC, H) where the statistic has one."""
-    def quantiles(result: Any) -> list[float]:
-        return _floats(getattr(result, "values", None) if hasattr(result, "levels")
-                       else result.value)
+    def quantiles(result: Any) -> tuple[list[float | str], list[float | str]]:
+        """(levels, values) of a QuantilesResult, QuantileEstimate or Quantiles."""
+        if hasattr(result, "levels"):
+            return _floats(result.levels), _floats(result.values)
+        return _floats(getattr(result, "level", getattr(result, "q", None))), \
+            _floats(result.value)
 
     if spec.curve == "ecdf":
         return {"thresholds": _floats(release.thresholds), "values": _floats(release.values),
                 "exact_values": None if exact is None else _floats(exact.values),
                 "estimate": None, "exact": None}
     if spec.curve in ("quantile", "median"):
-        levels = _floats(release.levels if hasattr(release, "levels") else release.q)
-        values = quantiles(release)
-        exact_values = None if exact is None else quantiles(exact)
+        levels, values = quantiles(release)
+        exact_values = None if exact is None else quantiles(exact)[1]
         single = spec.curve == "median"
         return {"levels": levels, "values": values, "exact_values": exact_values,
                 "estimate": values[0] if single else None,
@@ -625,9 +629,9 @@ def _curve_values(spec: Statistic, release: Any, exact: Any) -> dict[str, Any]:
                 "estimate": float(release.auc.value), "std_error": release.auc.std_error,
                 "ci95_low": float(low), "ci95_high": float(high),
                 "exact": None if exact is None else float(exact.auc.value)}
-    return {"estimate": float(release.statistic.value), "pvalue": float(release.pvalue),
+    return {"estimate": float(release.statistic), "pvalue": float(release.pvalue),
             "df": int(release.df), "cuts": _floats(release.cuts),
-            "exact": None if exact is None else float(exact.statistic.value),
+            "exact": None if exact is None else float(exact.statistic),
             "exact_pvalue": None if exact is None else float(exact.pvalue)}
 
 

@@ -3,45 +3,29 @@
 ``fedustat estimate`` (Python and command line) hands every curve statistic (``ecdf``,
 ``quantile``, ``median``, ``roc``, ``hl``) and every curve release (``dp-ecdf``,
 ``dp-quantiles``, ``dp-roc``, ``dp-ecdf-hl``, ``ecdf-secagg``, ``ecdf-fss``, ...) to
-:func:`release_curve`, which calls the release function of
-:mod:`fedustat.protocols.ecdf`. The functions' own checks (grids, labels, budgets) apply.
+:func:`release_curve`, which calls the one-call functions of :mod:`fedustat.curves`
+(``ecdf``, ``quantile``, ``median``, ``roc_curve``, ``hosmer_lemeshow``) and, for what
+they do not offer (003's smoothed ECDF, quantiles read from a smoothed or federated
+curve), the protocol layer :mod:`fedustat.protocols.ecdf`. The functions' own checks
+(grids, labels, budgets) apply.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from fedustat import catalogue
+from fedustat import catalogue, curves
 from fedustat.privacy.budget import BudgetAccountant
-from fedustat.privacy.guarantee import PrivacyGuarantee
 from fedustat.privacy.noise import NoiseSource
-from fedustat.protocols import registry
-from fedustat.protocols.ecdf import (
-    dp_ecdf,
-    dp_hosmer_lemeshow,
-    dp_quantile,
-    dp_quantiles,
-    dp_roc_curve,
-    fss_ecdf,
-    pointwise_ecdf,
-    smooth,
-)
-from fedustat.protocols.ecdf.hosmer_lemeshow import HL_ADJACENCY
-from fedustat.protocols.ecdf.release import ECDF_ADJACENCY
-from fedustat.protocols.ecdf.roc import ROC_ADJACENCY
+from fedustat.protocols.ecdf import dp_quantile, smooth
 
 __all__ = ["DEFAULT_LEVELS", "release_curve"]
 
 #: Quantile levels released when none are given (``fedustat compare`` measures these).
 DEFAULT_LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
-
-_ADJACENCY = {"ecdf": ECDF_ADJACENCY, "quantile": ECDF_ADJACENCY, "median": ECDF_ADJACENCY,
-              "roc": ROC_ADJACENCY, "hl": HL_ADJACENCY}
-
 
 def release_curve(statistic: str, columns: Sequence[Any], *, epsilon: float,
                   protocol: str | None = None, thresholds: Any = None,
@@ -74,9 +58,10 @@ def release_curve(statistic: str, columns: Sequence[Any], *, epsilon: float,
     Returns
     -------
     Any
-        The release function's own result: a ``PrivateECDF`` / ``SmoothedECDF`` /
-        ``FederatedECDF`` (ecdf), ``PrivateQuantiles`` or ``Quantiles`` (quantile,
-        median), ``DPROCCurve`` (roc) or ``DPHosmerLemeshow`` (hl).
+        The release function's own result: :class:`~fedustat.curves.ECDFResult` (a
+        ``SmoothedECDF`` for dp-ecdf-smoothed), ``QuantilesResult`` / ``QuantileEstimate``
+        (a protocol-layer ``Quantiles`` when read from a smoothed or federated curve),
+        ``ROCCurveResult`` or ``HosmerLemeshowResult``.
 
     Examples
     --------
@@ -99,20 +84,8 @@ def release_curve(statistic: str, columns: Sequence[Any], *, epsilon: float,
     if len(columns) != len(stat.columns):
         raise ValueError(f"{statistic} needs {len(stat.columns)} column(s) "
                          f"({', '.join(stat.columns)}), got {len(columns)}")
-    if budget is not None and not math.isinf(epsilon):
-        model = (catalogue.CURVE_RELEASES[name].model if name in catalogue.CURVE_RELEASES
-                 else next(e.model for e in registry.available_curves() if e.name == name))
-        budget.check(PrivacyGuarantee(epsilon, 0.0, model, _ADJACENCY[statistic]))
-    release = _release(stat, name, columns, epsilon=epsilon, thresholds=thresholds,
-                       levels=levels, rng=rng, noise=noise)
-    if budget is not None:
-        budget.spend(_guarantee(release), name=f"{statistic} ({name})")
-    return release
-
-
-def _guarantee(release: Any) -> PrivacyGuarantee:
-    privacy = getattr(release, "privacy", None)
-    return privacy if privacy is not None else release.statistic.privacy
+    return _release(stat, name, columns, epsilon=epsilon, thresholds=thresholds,
+                    levels=levels, rng=rng, noise=noise, budget=budget)
 
 
 def _quantile_levels(statistic: str, levels: Any) -> Any:
@@ -125,42 +98,48 @@ def _quantile_levels(statistic: str, levels: Any) -> Any:
 
 def _release(stat: catalogue.Statistic, name: str, columns: Sequence[Any], *,
              epsilon: float, thresholds: Any, levels: Any, rng: Any,
-             noise: NoiseSource | None) -> Any:
+             noise: NoiseSource | None, budget: BudgetAccountant | None) -> Any:
+    """The one-call functions of :mod:`fedustat.curves` where they serve ``name``; the
+    protocol layer for the rest (003's smoothing, quantiles read from a federated curve).
+    Budgets are checked and charged by the one-call functions."""
+    common = {"epsilon": epsilon, "rng": rng, "noise": noise, "budget": budget}
     if stat.curve == "hl":
         score, label = columns
-        return dp_hosmer_lemeshow(label, score, epsilon=epsilon, rng=rng, noise=noise)
+        return curves.hosmer_lemeshow(label, score, **common)
     if thresholds is None:
         raise ValueError(f"{stat.name} needs a public grid: thresholds=[t1, t2, ...] "
                          "(strictly increasing; never taken from the data)")
     if stat.curve == "roc":
         score, label = columns
         estimator = "smoothed" if name == "dp-roc-smoothed" else None
-        return dp_roc_curve(label, score, epsilon=epsilon, thresholds=thresholds,
-                            estimator=estimator, rng=rng, noise=noise)
+        return curves.roc_curve(label, score, thresholds=thresholds, estimator=estimator,
+                                **common)
     x = np.asarray(columns[0], dtype=np.float64)
-    if name == "dp-quantiles":
-        return dp_quantiles(x, _quantile_levels(stat.name, levels), epsilon=epsilon,
-                            thresholds=thresholds, rng=rng, noise=noise)
-    curve = _ecdf(name, x, thresholds, epsilon=epsilon, rng=rng, noise=noise)
     if stat.curve == "ecdf":
         if levels is not None:
             raise ValueError("levels are for quantile releases, not ecdf")
-        return curve
-    # Quantiles read from a private curve: 003 Alg. 1, post-processing.
-    return dp_quantile(curve, _quantile_levels(stat.name, levels))
+        if name == "dp-ecdf-smoothed":
+            # 003's smoothing (Eq. 3) corrects 003's tree noise: post-processing.
+            tree = curves.ecdf(x, thresholds=thresholds, method="003-tree", **common)
+            return smooth(tree.release, p=2)
+        return curves.ecdf(x, thresholds=thresholds, protocol=_federated(name), **common)
+    if name in ("dp-quantiles", "dp-ecdf"):
+        # dp-ecdf: the curve inverted (dp_quantiles' method "curve", 003 Alg. 1).
+        method = "auto" if name == "dp-quantiles" else "curve"
+        if stat.curve == "median":
+            if levels is not None:
+                raise ValueError("median is the 0.5 quantile; give levels to quantile "
+                                 "instead")
+            return curves.median(x, thresholds=thresholds, method=method, **common)
+        return curves.quantile(x, _quantile_levels(stat.name, levels),
+                               thresholds=thresholds, method=method, **common)
+    # Quantiles read from a smoothed or federated curve: 003 Alg. 1, post-processing.
+    curve = curves.ecdf(x, thresholds=thresholds, protocol=_federated(name),
+                        method="003-tree" if name == "dp-ecdf-smoothed" else None, **common)
+    source = smooth(curve.release, p=2) if name == "dp-ecdf-smoothed" else curve.release
+    return dp_quantile(source, _quantile_levels(stat.name, levels))
 
 
-def _ecdf(name: str, x: np.ndarray, thresholds: Any, *, epsilon: float, rng: Any,
-          noise: NoiseSource | None) -> Any:
-    if name in ("ecdf-secagg", "ecdf-fss"):
-        # Deployment: shares, masks and noise from the OS CSPRNG.
-        deployment = noise is not None and noise.kind == "deployment"
-        randomness = "os" if deployment else "simulation"
-        evaluate = pointwise_ecdf if name == "ecdf-secagg" else fss_ecdf
-        return evaluate(x, thresholds, epsilon=epsilon, rng=None if randomness == "os"
-                        else rng, randomness=randomness)
-    if name == "dp-ecdf-smoothed":
-        # 003's smoothing (Eq. 3) corrects 003's tree noise.
-        return smooth(dp_ecdf(x, thresholds, epsilon=epsilon, rng=rng, noise=noise,
-                              method="003-tree"), p=2)
-    return dp_ecdf(x, thresholds, epsilon=epsilon, rng=rng, noise=noise)
+def _federated(name: str) -> str | None:
+    """The ``protocol`` argument of :func:`fedustat.curves.ecdf` (None: the central one)."""
+    return name if name in ("ecdf-secagg", "ecdf-fss") else None

@@ -284,4 +284,5 @@ def test_a_curve_release_spends_the_budget_file(capsys: pytest.CaptureFixture[st
         main(["estimate", "--statistic", "ecdf", "--epsilon", "0.6", "--budget", str(budget)])
     capsys.readouterr()
     spent = json.loads(budget.read_text())
-    assert [entry["cost"]["epsilon"] for entry in spent["ledger"]] == [0.6]
+    assert [e["epsilon"] for e in spent["ledger"]] == [0.6]
+    assert spent["ledger"][0]["name"].startswith("median")

@@ -255,7 +255,7 @@ def test_unknown_protocol_lists_the_available_ones() -> None:
         fedustat.roc_auc_score(D["labels"], D["scores"], epsilon=1.0, protocol="ldp-magic")
 
 
-@pytest.mark.parametrize("kernel", ["auc", auc_kernel, None, gini_kernel])
+@pytest.mark.parametrize("kernel", [b"auc", auc_kernel, None, gini_kernel])
 def test_kernel_that_is_not_a_kernel(kernel: object) -> None:
     with pytest.raises(TypeError, match=r"kernel must be a fedustat Kernel, got "):
         fedustat.estimate(kernel, np.zeros((4, 2)), epsilon=1.0)  # type: ignore[arg-type]

@@ -140,8 +140,8 @@ def test_data_that_is_not_numeric(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_kernel_and_protocol_of_the_wrong_type(name: str) -> None:
-    with pytest.raises(TypeError, match=r"kernel must be a fedustat Kernel, got str"):
-        fedustat.estimate("auc", CASES[name].data, epsilon=1.0, protocol=name)
+    with pytest.raises(TypeError, match=r"kernel must be a fedustat Kernel, got bytes"):
+        fedustat.estimate(b"auc", CASES[name].data, epsilon=1.0, protocol=name)
     with pytest.raises(TypeError, match=r"protocol must be a protocol name \(a string\), got 3"):
         fedustat.estimate(CASES[name].kernel, CASES[name].data, epsilon=1.0,
                           protocol=3)  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +28,7 @@ import numpy as np
 from scipy import integrate
 from scipy import stats as sps
 
+from fedustat import catalogue
 from fedustat._validation import (
     RandomLike,
     as_rng,
@@ -329,6 +330,16 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
 
 #: Points of the even grid a curve statistic gets from ``bounds=(lo, hi)``.
 CURVE_GRID_POINTS = 256
+#: The function that releases a curve statistic by name
+#: (:func:`fedustat.curve_dispatch.release_curve`). It builds on :mod:`fedustat.curves`,
+#: which builds on this module, so it registers itself here when imported (``import
+#: fedustat`` does) instead of being imported by this module.
+_CURVE_RELEASER: list[Callable[..., Any]] = []
+
+
+def _register_curve_releaser(release: Callable[..., Any]) -> None:
+    """Make ``release`` the function :func:`estimate` hands curve statistics to."""
+    _CURVE_RELEASER[:] = [release]
 
 
 def _estimate_by_name(name: str, data: Any, *, epsilon: float, delta: float,
@@ -337,9 +348,6 @@ def _estimate_by_name(name: str, data: Any, *, epsilon: float, delta: float,
                       budget: BudgetAccountant | None, clip: bool,
                       params: dict[str, Any]) -> Any:
     """:func:`estimate` for a statistic named in :mod:`fedustat.catalogue`."""
-    from fedustat import catalogue  # the catalogue reads the registry, filled by now
-    from fedustat.curve_dispatch import release_curve
-
     statistic = catalogue.get(name)
     if protocol is not None:
         refusal = catalogue.protocol_refusal(name, protocol)
@@ -368,6 +376,10 @@ def _estimate_by_name(name: str, data: Any, *, epsilon: float, delta: float,
     if thresholds is None and bounds is not None:
         low, high = (float(b) for b in bounds)
         thresholds = np.linspace(low, high, CURVE_GRID_POINTS)
+    if not _CURVE_RELEASER:
+        raise RuntimeError("the curve releases are not loaded: import fedustat (or "
+                           "fedustat.curve_dispatch) first")
+    release_curve = _CURVE_RELEASER[0]
     return release_curve(name, _curve_columns(statistic, data), epsilon=epsilon,
                          protocol=protocol, thresholds=thresholds, levels=levels, rng=rng,
                          noise=_noise_source(noise, rng), budget=budget)

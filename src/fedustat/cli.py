@@ -447,7 +447,11 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         for name in names:
             try:
                 spec = STATISTICS[name]
-                refusal = catalogue.protocol_refusal(name, args.protocol)
+                # A U-statistic protocol refuses a kernel itself, after checking its
+                # parameters; a curve and a U-statistic protocol (or the reverse) are
+                # refused here.
+                curves = spec.kind == "curve" or catalogue.is_curve_protocol(args.protocol)
+                refusal = catalogue.protocol_refusal(name, args.protocol) if curves else None
                 if refusal is not None:
                     raise ProtocolRefusedError(f"{name} with protocol {args.protocol}: "
                                                f"{refusal}")

@@ -31,10 +31,8 @@ from fedustat.protocols import registry
 # there) whose code is being rewritten now. Empty this set once they land.
 BEING_WRITTEN = {
     "fedustat.estimate",
-    "fedustat.advisor",
     "fedustat.cli",
     "fedustat.compare",
-    "fedustat.curves",
 }
 
 _FLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS

@@ -15,11 +15,38 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from fedustat.advisor import Advice
-    from fedustat.compare import ComparisonResult, RunRow
+
+
+# What the summary reads of a comparison, stated structurally: fedustat.compare imports this
+# module to print the summary, so naming its classes here would close an import cycle.
+class RunRow(Protocol):
+    """One measured cell of a comparison (:class:`fedustat.compare.RunRow`)."""
+
+    @property
+    def protocol(self) -> str: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def rmse(self) -> float: ...
+    @property
+    def bits_per_party(self) -> float | None: ...
+
+
+class ComparisonResult(Protocol):
+    """A comparison (:class:`fedustat.compare.ComparisonResult`), as the summary reads it."""
+
+    @property
+    def settings(self) -> Mapping[str, Any]: ...
+    @property
+    def statistics(self) -> Sequence[str]: ...
+    @property
+    def advice(self) -> Mapping[tuple[str, float], Advice]: ...
+
+    def rows_for(self, statistic: str) -> Sequence[RunRow]: ...
 
 __all__ = ["SUMMARY_TRUST_MODELS", "TrustChoice", "summarize", "summary_rows"]
 

@@ -286,3 +286,22 @@ def test_a_curve_release_spends_the_budget_file(capsys: pytest.CaptureFixture[st
     spent = json.loads(budget.read_text())
     assert [e["epsilon"] for e in spent["ledger"]] == [0.6]
     assert spent["ledger"][0]["name"].startswith("median")
+
+
+def test_a_curve_of_your_own_file_is_release_only_unless_evaluated(
+        capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    path = tmp_path / "values.csv"
+    x = np.array([1.0, 2.0, 2.0, 3.0, 5.0])
+    path.write_text("v\n" + "\n".join(f"{v:g}" for v in x) + "\n")
+    argv = ["estimate", "--statistic", "ecdf", "--file", str(path), "--columns", "v",
+            "--param", "thresholds=1,2,3,4,5", "--format", "json"]
+    (row,) = run_json(capsys, *argv)
+    assert row["exact_values"] is None and len(row["values"]) == 5
+    (row,) = run_json(capsys, *argv, "--evaluate")
+    assert row["exact_values"] == [0.2, 0.6, 0.8, 0.8, 1.0]
+    assert main(argv[:-2]) == 0
+    text = capsys.readouterr().out
+    assert "exact F" not in text and "exact: not shown (release only" in text
+    with pytest.raises(SystemExit, match=r"ecdf on your own columns needs their public "
+                                         r"bounds for the grid: --bounds LO,HI"):
+        main(["estimate", "--statistic", "ecdf", "--file", str(path), "--columns", "v"])

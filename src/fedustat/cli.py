@@ -677,19 +677,24 @@ def _print_curve(row: dict[str, Any], args: argparse.Namespace) -> None:
         headers = ["", "exact", "released"]
         lines = [["H", cell(row["exact"]), cell(row["estimate"])],
                  ["p-value", cell(row["exact_pvalue"]), cell(row["pvalue"])]]
+    if not _evaluates(args):  # release only: no exact columns (as for the U-statistics)
+        keep = [i for i, h in enumerate(headers) if not h.startswith("exact")]
+        headers = [headers[i] for i in keep]
+        lines = [[line[i] for i in keep] for line in lines]
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
     print("  ".join("-" * w for w in widths))
     for line in lines:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
     if statistic == "roc":
+        exact = f"; exact: {cell(row['exact'])}" if _evaluates(args) else ""
         print(f"AUC of the released curve: {row['estimate']:.4f} (95% CI "
-              f"[{row['ci95_low']:.4f}, {row['ci95_high']:.4f}]); exact: {cell(row['exact'])}")
+              f"[{row['ci95_low']:.4f}, {row['ci95_high']:.4f}]){exact}")
     print(f"noise: {NOISE_DESCRIPTIONS[row['noise']]}")
     print(f"privacy: {row['privacy']}")
     if row["trust"]:
         print("trust assumptions: " + "; ".join(row["trust"]))
-    if row["exact"] is None and row.get("exact_values") is None and not _evaluates(args):
+    if not _evaluates(args):
         print("exact: not shown (release only, for your own data); --evaluate also "
               "computes the exact value from the raw rows, which is not private")
 

@@ -512,6 +512,8 @@ def _all_protocols() -> list[str]:
                   | set(catalogue.CURVE_RELEASES))
 
 
+#: Statistics of two public classes given by their sizes (advise --n-pos / --n-neg).
+_TWO_CLASS = [s.name for s in STATISTICS.values() if s.columns[-1] == "label"]
 #: Grid points of a curve's public grid when --param thresholds=... is not given.
 CURVE_GRID_POINTS = 256
 #: Grid points shown in the table of an ECDF or ROC release (JSON has them all).
@@ -974,9 +976,9 @@ def build_parser() -> argparse.ArgumentParser:
     adv.add_argument("--records-per-silo", type=int, default=None,
                      help="records m each silo holds (with --silos; n = K m)")
     adv.add_argument("--n-pos", type=int, default=None,
-                     help="positives (public class size) for auc and roc")
+                     help="positives (public class size) for " + ", ".join(_TWO_CLASS))
     adv.add_argument("--n-neg", type=int, default=None,
-                     help="negatives (public class size) for auc and roc")
+                     help="negatives (public class size) for " + ", ".join(_TWO_CLASS))
     adv.add_argument("--epsilon", type=float, required=True, help="privacy budget > 0")
     adv.add_argument("--delta", type=float, default=0.0,
                      help="delta; protocols that need delta > 0 are considered only with it")

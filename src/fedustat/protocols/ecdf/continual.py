@@ -121,7 +121,7 @@ def dp_prefix_sums(stream: Any, *, epsilon: float | None = None, rho: float | No
     >>> stream = [1, 0, 1, 1, 0, 1, 1, 1]
     >>> np.cumsum(stream)
     array([1, 1, 2, 3, 3, 4, 5, 6])
-    >>> sums = fedustat.dp_prefix_sums(stream, epsilon=20.0, rng=0)
+    >>> sums = fedustat.protocols.ecdf.dp_prefix_sums(stream, epsilon=20.0, rng=0)
     >>> np.round(sums.values, 1), sums.scale
     (array([1.2, 1.1, 2.1, 3.1, 3. , 4.1, 4.3, 5.3]), 0.1)
     """

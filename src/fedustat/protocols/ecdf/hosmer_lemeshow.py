@@ -216,7 +216,7 @@ def dp_hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, Q: int = 10,
     >>> rng = np.random.default_rng(0)
     >>> y_prob = rng.uniform(0.2, 0.8, size=400)
     >>> y_true = (rng.uniform(size=400) < y_prob).astype(int)
-    >>> hl = fedustat.dp_hosmer_lemeshow(y_true, y_prob, epsilon=math.inf)
+    >>> hl = fedustat.protocols.ecdf.dp_hosmer_lemeshow(y_true, y_prob, epsilon=math.inf)
     >>> round(hl.statistic.value, 2), hl.df, round(hl.pvalue, 2)
     (5.62, 8, 0.69)
     """

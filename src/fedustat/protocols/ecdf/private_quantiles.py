@@ -565,10 +565,10 @@ def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = 
     Examples
     --------
     >>> x = np.random.default_rng(0).uniform(size=1000)
-    >>> fedustat.dp_quantiles(x, [0.25, 0.5, 0.75], epsilon=math.inf, bounds=(0, 1),
+    >>> fedustat.protocols.ecdf.dp_quantiles(x, [0.25, 0.5, 0.75], epsilon=math.inf, bounds=(0, 1),
     ...                       grid_points=101).values
     array([0.28, 0.53, 0.77])
-    >>> fedustat.dp_quantiles(x, [0.5], epsilon=1.0, bounds=(0, 1), grid_points=101,
+    >>> fedustat.protocols.ecdf.dp_quantiles(x, [0.5], epsilon=1.0, bounds=(0, 1), grid_points=101,
     ...                       rng=0).values
     array([0.54])
     """

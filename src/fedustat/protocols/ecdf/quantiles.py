@@ -86,9 +86,9 @@ def dp_quantile(curve: PrivateECDF | SmoothedECDF, q: Any, *, nu: float | None =
 
     Examples
     --------
-    >>> curve = fedustat.dp_ecdf([0.1, 0.4, 0.5, 0.9], [0.25, 0.5, 0.75, 1.0],
+    >>> curve = fedustat.protocols.ecdf.dp_ecdf([0.1, 0.4, 0.5, 0.9], [0.25, 0.5, 0.75, 1.0],
     ...                          epsilon=math.inf)
-    >>> q = fedustat.dp_quantile(curve, 0.5)
+    >>> q = fedustat.protocols.ecdf.dp_quantile(curve, 0.5)
     >>> float(q.lower), float(q.upper), float(q.value)
     (0.25, 0.5, 0.375)
     """

@@ -323,10 +323,10 @@ def dp_ecdf(values: Any, thresholds: Any, *, epsilon: float, rng: RandomLike = N
     --------
     >>> x = np.random.default_rng(0).uniform(size=1000)
     >>> grid = np.linspace(0.1, 1.0, 10)
-    >>> fedustat.dp_ecdf([0.1, 0.4, 0.5, 0.9], [0.25, 0.5, 0.75, 1.0],
+    >>> fedustat.protocols.ecdf.dp_ecdf([0.1, 0.4, 0.5, 0.9], [0.25, 0.5, 0.75, 1.0],
     ...                  epsilon=math.inf).values
     array([0.25, 0.75, 0.75, 1.  ])
-    >>> np.round(fedustat.dp_ecdf(x, grid, epsilon=1.0, rng=0).values, 2)
+    >>> np.round(fedustat.protocols.ecdf.dp_ecdf(x, grid, epsilon=1.0, rng=0).values, 2)
     array([0.09, 0.19, 0.27, 0.36, 0.46, 0.58, 0.67, 0.78, 0.9 , 1.  ])
     """
     x = as_float_array(values, "values")

@@ -687,7 +687,7 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
     --------
     >>> y = [0, 0, 1, 1, 0, 1]
     >>> s = [0.1, 0.4, 0.35, 0.8, 0.2, 0.9]
-    >>> roc = fedustat.dp_roc_curve(y, s, epsilon=math.inf,
+    >>> roc = fedustat.protocols.ecdf.dp_roc_curve(y, s, epsilon=math.inf,
     ...                             thresholds=np.linspace(0.1, 1.0, 10))
     >>> round(roc.auc.value, 4)
     0.9444

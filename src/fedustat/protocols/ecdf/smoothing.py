@@ -800,7 +800,7 @@ def smooth(curve: PrivateECDF, p: int = 2, subset: Any = None, *,
     Examples
     --------
     >>> x = np.random.default_rng(0).uniform(size=1000)
-    >>> curve = fedustat.dp_ecdf(x, np.linspace(0.1, 1.0, 10), epsilon=1.0, rng=0,
+    >>> curve = fedustat.protocols.ecdf.dp_ecdf(x, np.linspace(0.1, 1.0, 10), epsilon=1.0, rng=0,
     ...                          method="003-tree")
     >>> np.round(fedustat.smooth(curve).values, 2)
     array([0.07, 0.17, 0.22, 0.31, 0.47, 0.59, 0.66, 0.77, 0.89, 1.  ])
@@ -848,7 +848,7 @@ def isotonic_projection(curve: PrivateECDF, subset: Any = None) -> SmoothedECDF:
     Examples
     --------
     >>> x = np.random.default_rng(0).uniform(size=1000)
-    >>> curve = fedustat.dp_ecdf(x, np.linspace(0.1, 1.0, 10), epsilon=1.0, rng=0)
+    >>> curve = fedustat.protocols.ecdf.dp_ecdf(x, np.linspace(0.1, 1.0, 10), epsilon=1.0, rng=0)
     >>> np.round(fedustat.isotonic_projection(curve).values, 2)
     array([0.09, 0.19, 0.27, 0.36, 0.46, 0.58, 0.67, 0.78, 0.9 , 1.  ])
     """

@@ -183,8 +183,9 @@ def dp_ecdf_distributed(partitions: Sequence[Partition], thresholds: Any, *,
     >>> grid = [0.25, 0.5, 0.75, 1.0]
     >>> curve = dp_ecdf_distributed(array_partitions(rows, [40, 60]), grid, epsilon=1.0,
     ...                             rng=0, engine=engine)
-    >>> bool(np.all(curve.values == fedustat.dp_ecdf(rows[:, 0], grid, epsilon=1.0,
-    ...                                              rng=0).values))
+    >>> from fedustat.protocols.ecdf import dp_ecdf
+    >>> in_process = dp_ecdf(rows[:, 0], grid, epsilon=1.0, rng=0)
+    >>> bool(np.all(curve.values == in_process.values))
     True
     >>> client.close()
     """

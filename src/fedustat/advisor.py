@@ -1477,8 +1477,11 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
     Parameters
     ----------
     statistic:
-        One of :data:`STATISTICS`: ``"auc"``, ``"kendall"``, ``"gini"``, ``"variance"``,
-        ``"duplicate"``, ``"ecdf"``, ``"quantile"``, ``"roc"``.
+        A statistic of the catalogue (:data:`fedustat.catalogue.STATISTICS`). Errors are
+        predicted for ``"auc"``, ``"kendall"``, ``"gini"``, ``"variance"``,
+        ``"duplicate"``, ``"ecdf"``, ``"quantile"`` and ``"roc"``; for the others
+        (``"renyi2"``, ``"vus"``, ``"median"``, ``"hl"``) the protocols that compute them
+        are listed without a prediction, and the rest with the reason they cannot.
     n, n_pos, n_neg:
         Number of parties; the class sizes (public) for ``"auc"`` and ``"roc"``.
     epsilon, delta:

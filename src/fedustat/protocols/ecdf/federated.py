@@ -507,9 +507,13 @@ def _guarantee(epsilon: float, protocol: str = "", n_servers: int = 2,
         assumptions.append(trusted_dealer("the tree noise shares (it knows the noise)"))
     elif noise is not None:
         assumptions.append(honest_noise(noise.contributors, noise.min_honest))
+    model = PrivacyModel.CENTRAL
     if protocol == "ecdf-fss":
+        # The DCF keys hide a party's value only from bounded servers: the same model
+        # the curve registry states for ecdf-fss (and pairs-2pc for its garbled circuits).
         assumptions.append(computational("the AES-128 based PRG of the DCF keys"))
-    return PrivacyGuarantee(epsilon, 0.0, PrivacyModel.CENTRAL, ECDF_ADJACENCY,
+        model = PrivacyModel.COMPUTATIONAL
+    return PrivacyGuarantee(epsilon, 0.0, model, ECDF_ADJACENCY,
                             assumptions=tuple(assumptions))
 
 

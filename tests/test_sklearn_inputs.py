@@ -208,11 +208,25 @@ def test_private_release_from_series_equals_the_array_release(frame):
     assert from_series.value == from_arrays.value
 
 
-def test_polars_series_if_installed(binary):
-    pl = pytest.importorskip("polars")
+def test_polars_series_and_tables(binary):
+    import polars as pl
+    from scipy import stats
+
     y, score = binary
     got = fedustat.roc_auc_score(pl.Series(y), pl.Series(score), epsilon=INF)
     assert got.value == pytest.approx(skm.roc_auc_score(y, score), abs=1e-12)
+    table = pl.DataFrame({"label": y, "score": score, "other": score[::-1]})
+    by_name = fedustat.roc_auc_score("label", "score", data=table, epsilon=INF)
+    assert by_name.value == pytest.approx(skm.roc_auc_score(y, score), abs=1e-12)
+    tau = fedustat.kendalltau("score", "other", data=table, epsilon=INF, variant="b")
+    assert tau.statistic == pytest.approx(stats.kendalltau(score, score[::-1]).statistic,
+                                          abs=1e-12)
+    grid = np.unique(score)
+    median = fedustat.median("score", data=table, epsilon=INF, thresholds=grid)
+    assert median.value == np.quantile(score, 0.5, method="inverted_cdf")
+    # The same seeded release from a polars table as from the arrays.
+    seeded = fedustat.roc_auc_score("label", "score", data=table, epsilon=1.0, rng=7)
+    assert seeded.value == fedustat.roc_auc_score(y, score, epsilon=1.0, rng=7).value
 
 
 # ---------------------------------------------------------------- multiclass

@@ -3,10 +3,19 @@
 Walked: every name in ``fedustat.__all__``, plus the public functions and classes of the
 documented entry modules (``fedustat.privacy.budget.__all__``, the functions of
 ``fedustat.runtime.engine.__all__``, ``fedustat.compare.run_comparison``,
-``fedustat.advisor.advise`` and the public functions and classes of
-``fedustat.protocols.registry``). Each docstring needs the numpydoc sections
-``Parameters`` (when the object takes any), ``Returns`` (functions that return a value)
-and ``Examples`` with at least one ``>>>`` line; every example then runs as a doctest
+``fedustat.advisor.advise``, the public functions and classes of
+``fedustat.protocols.registry``, ``fedustat.curves.__all__`` and
+``fedustat.catalogue.__all__``), plus the public methods and properties of every walked
+class: names without a leading underscore defined in the class itself or in a fedustat
+base class (not those inherited from ``object``, ``float``, ``str``, ``Enum`` or made by
+``dataclass``), each walked once, under the class that defines it.
+
+Each docstring needs the numpydoc sections ``Parameters`` (when the object takes any),
+``Returns`` (functions and methods that return a value) and ``Examples`` with at least
+one ``>>>`` line. A property is documented as numpydoc documents an attribute: a summary
+line saying what its value is, and an ``Examples`` section; it takes no parameters and
+needs no ``Returns`` section, since its summary describes the value and its getter's
+return annotation (required) gives the type. Every example then runs as a doctest
 (``NORMALIZE_WHITESPACE | ELLIPSIS``) in a fresh namespace holding ``fedustat``, ``np``
 and ``math``, with NumPy's global generator seeded.
 """
@@ -18,7 +27,6 @@ import importlib
 import inspect
 import math
 import re
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,8 +41,8 @@ pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")
 _FLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
 
 
-def _public_objects() -> dict[str, Any]:
-    """Qualified name -> object, for every callable the test walks."""
+def _module_objects() -> dict[str, Any]:
+    """Qualified name -> object, for every module-level function and class the test walks."""
     found: dict[str, Any] = {}
     for name in fedustat.__all__:
         found[f"fedustat.{name}"] = getattr(fedustat, name)
@@ -53,17 +61,131 @@ def _public_objects() -> dict[str, Any]:
     found["fedustat.compare.run_comparison"] = importlib.import_module(
         "fedustat.compare").run_comparison
     found["fedustat.advisor.advise"] = importlib.import_module("fedustat.advisor").advise
-    return {name: obj for name, obj in found.items() if callable(obj)}
+    for module_name in ("fedustat.curves", "fedustat.catalogue"):
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            found.setdefault(f"{module_name}.{name}", getattr(module, name))
+    # One entry per object (fedustat.ecdf is fedustat.curves.ecdf): the first name wins.
+    seen: set[int] = set()
+    unique: dict[str, Any] = {}
+    for name, obj in found.items():
+        if callable(obj) and id(obj) not in seen:
+            seen.add(id(obj))
+            unique[name] = obj
+    return unique
+
+
+def _is_fedustat_class(klass: type) -> bool:
+    return klass.__module__ == "fedustat" or klass.__module__.startswith("fedustat.")
+
+
+def _public_members(classes: list[type]) -> dict[str, Any]:
+    """Qualified name -> function or property, for the public methods and properties of
+    ``classes``: defined in the class or a fedustat base, keyed by the defining class."""
+    found: dict[str, Any] = {}
+    for cls in classes:
+        for name in dir(cls):
+            if name.startswith("_"):
+                continue
+            owner = next((k for k in cls.__mro__ if name in vars(k)), None)
+            if owner is None or not _is_fedustat_class(owner):
+                continue  # object, float, str, Enum or dataclass machinery
+            attr = vars(owner)[name]
+            if isinstance(attr, classmethod | staticmethod):
+                attr = attr.__func__
+            if inspect.isfunction(attr) or isinstance(attr, property):
+                found[f"{owner.__module__}.{owner.__qualname__}.{name}"] = attr
+    return found
+
+
+def _public_objects() -> dict[str, Any]:
+    """Qualified name -> object, for everything the test walks."""
+    found = _module_objects()
+    found.update(_public_members([obj for obj in found.values() if inspect.isclass(obj)]))
+    return found
 
 
 PUBLIC = _public_objects()
 
+#: Docstrings of ``fedustat.catalogue`` that do not have their sections yet, listed so that
+#: every other name is held to the rule now. Strict: one that gains its sections fails
+#: until it leaves this set.
+CATALOGUE_PENDING = frozenset({
+    "fedustat.catalogue.CurveRelease",
+    "fedustat.catalogue.Statistic",
+    "fedustat.catalogue.Statistic.default_bounds",
+    "fedustat.catalogue.Statistic.kind",
+    "fedustat.catalogue.Statistic.value_column",
+})
 
-def _params() -> list[str]:
-    return sorted(PUBLIC)
+
+def _params() -> list[Any]:
+    pending = pytest.mark.xfail(strict=True, reason="catalogue docstring without its sections "
+                                "yet (CATALOGUE_PENDING)")
+    return [pytest.param(name, marks=pending) if name in CATALOGUE_PENDING else name
+            for name in sorted(PUBLIC)]
 
 
-def _takes_parameters(obj: Callable[..., Any]) -> bool:
+def test_pending_names_are_walked() -> None:
+    assert set(PUBLIC) >= CATALOGUE_PENDING, sorted(CATALOGUE_PENDING - set(PUBLIC))
+
+
+def test_walk_covers_methods_and_properties_of_the_public_classes() -> None:
+    for qualname in ("fedustat.protocols.base.Estimate.confidence_interval",
+                     "fedustat.protocols.base.Estimate.raw_value",
+                     "fedustat.privacy.budget.BudgetAccountant.from_json",
+                     "fedustat.curves.CurveRelease.to_dict",
+                     "fedustat.curves.ROCCurveResult.auc",
+                     "fedustat.catalogue.Statistic.kernel"):
+        assert qualname in PUBLIC, qualname
+    # Inherited from str / Enum, or made by dataclass: not walked.
+    assert not [name for name in PUBLIC if name.endswith((".upper", ".replace", ".name"))]
+
+
+def test_member_walk_keeps_public_members_of_fedustat_classes_only() -> None:
+    class Outside:
+        def foreign(self) -> None:
+            """Not a fedustat method."""
+
+    class Base:
+        def shared(self) -> None:
+            """Inherited by Child, walked under Base."""
+
+        def overridden(self) -> None:
+            """Replaced in Child."""
+
+    class Child(Base, Outside, float):
+        limit = 3
+
+        @property
+        def size(self) -> int:
+            """A property."""
+            return 1
+
+        @classmethod
+        def make(cls) -> Child:
+            """A class method."""
+            return cls(0.0)
+
+        def overridden(self) -> None:
+            """Child's own."""
+
+        def _private(self) -> None:
+            """Not public."""
+
+    for klass in (Base, Child):
+        klass.__module__, klass.__qualname__ = "fedustat.example", klass.__name__
+    found = _public_members([Child])
+    assert sorted(found) == ["fedustat.example.Base.shared", "fedustat.example.Child.make",
+                             "fedustat.example.Child.overridden",
+                             "fedustat.example.Child.size"]
+    assert isinstance(found["fedustat.example.Child.size"], property)
+    assert found["fedustat.example.Child.make"] is vars(Child)["make"].__func__
+
+
+def _takes_parameters(obj: Any) -> bool:
+    if isinstance(obj, property):
+        return False
     if inspect.isclass(obj):
         init = obj.__init__
         if init is object.__init__ or init is BaseException.__init__:
@@ -74,11 +196,11 @@ def _takes_parameters(obj: Callable[..., Any]) -> bool:
         signature = inspect.signature(obj)
     except (TypeError, ValueError):
         return False
-    return any(name != "self" for name in signature.parameters)
+    return any(name not in ("self", "cls") for name in signature.parameters)
 
 
-def _returns_value(obj: Callable[..., Any]) -> bool:
-    if inspect.isclass(obj):
+def _returns_value(obj: Any) -> bool:
+    if inspect.isclass(obj) or isinstance(obj, property):
         return False
     annotation = inspect.signature(obj).return_annotation
     return annotation not in (None, "None")
@@ -92,11 +214,16 @@ def _sections(doc: str) -> set[str]:
             and len(lines[i + 1].strip()) == len(lines[i].strip())}
 
 
-def _missing_sections(obj: Callable[..., Any]) -> list[str]:
-    """The numpydoc sections ``obj``'s docstring lacks (``">>>"`` for an empty Examples)."""
+def _missing_sections(obj: Any) -> list[str]:
+    """The numpydoc sections ``obj``'s docstring lacks (``">>>"`` for an empty Examples;
+    ``"annotation"`` for a property whose getter does not annotate its type)."""
     doc = obj.__doc__ or ""
     sections = _sections(doc)
     missing = []
+    if isinstance(obj, property) and (
+            obj.fget is None
+            or inspect.signature(obj.fget).return_annotation is inspect.Signature.empty):
+        missing.append("annotation")
     if _takes_parameters(obj) and "Parameters" not in sections:
         missing.append("Parameters")
     if _returns_value(obj) and not sections & {"Returns", "Yields"}:
@@ -147,9 +274,28 @@ def test_section_check_finds_what_is_missing() -> None:
         >>> nothing()
         """
 
+    class Holder:
+        @property
+        def annotated(self) -> int:
+            """Two.
+
+            Examples
+            --------
+            >>> 2
+            2
+            """
+            return 2
+
+        @property
+        def bare(self):  # type: ignore[no-untyped-def]
+            """Two."""
+            return 2
+
     assert _missing_sections(one_line) == ["Parameters", "Returns", "Examples"]
     assert _missing_sections(no_prompt) == [">>>"]
     assert _missing_sections(nothing) == []
+    assert _missing_sections(vars(Holder)["annotated"]) == []
+    assert _missing_sections(vars(Holder)["bare"]) == ["annotation", "Examples"]
 
 
 def _run_examples(obj: Any, qualname: str) -> tuple[int, int, str]:

@@ -784,7 +784,25 @@ class KendallTauResult(Estimate):
         return (float(self.statistic), float(self.pvalue))[index]
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
-        """:meth:`Estimate.to_dict` with the p-value (computed from the release alone)."""
+        """:meth:`Estimate.to_dict` with the p-value (computed from the release alone).
+
+        Parameters
+        ----------
+        confidence_level:
+            Level of the intervals, in (0, 1).
+
+        Returns
+        -------
+        dict
+            :meth:`Estimate.to_dict`'s entries plus ``pvalue``.
+
+        Examples
+        --------
+        >>> result = fedustat.kendalltau([1, 2, 3, 4, 5], [1, 3, 2, 5, 4], epsilon=math.inf)
+        >>> out = result.to_dict()
+        >>> out["value"], round(out["pvalue"], 4)
+        (0.6, 0.1416)
+        """
         return {**super().to_dict(confidence_level), "pvalue": float(self.pvalue)}
 
 

@@ -158,6 +158,12 @@ class CurveRelease:
     is computed from them, checked by tests/test_release_privacy.py) and their public
     configuration in ``public_fields``; :meth:`to_dict` serialises exactly these, the
     guarantee and the error bars (functions of public quantities), nothing else.
+
+    Examples
+    --------
+    >>> res = fedustat.ecdf([1, 2, 2, 4], epsilon=math.inf, thresholds=[1, 2, 3, 4])
+    >>> isinstance(res, fedustat.curves.CurveRelease), np.asarray(res).tolist()
+    (True, [0.25, 0.75, 0.75, 1.0])
     """
 
     released_fields: ClassVar[tuple[str, ...]] = ()
@@ -173,7 +179,26 @@ class CurveRelease:
         return values.copy() if copy else values
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
-        """Released and public fields, the guarantee and the error bars, as plain values."""
+        """Released and public fields, the guarantee and the error bars, as plain values.
+
+        Parameters
+        ----------
+        confidence_level:
+            Level of the ``interval`` entry, in (0, 1).
+
+        Returns
+        -------
+        dict
+            ``kind`` (the class name), the public and released fields, ``std_error``,
+            ``confidence_level``, ``interval`` ([low, high]), ``guarantee`` and ``noise``.
+
+        Examples
+        --------
+        >>> res = fedustat.ecdf([1, 2, 2, 4], epsilon=math.inf, thresholds=[1, 2, 3, 4])
+        >>> out = res.to_dict()
+        >>> out["kind"], out["curve"], out["interval"][0]
+        ('ECDFResult', [0.25, 0.75, 0.75, 1.0], [0.25, 0.75, 0.75, 1.0])
+        """
         low, high = self.confidence_interval(confidence_level)
         # Dotted names are inside ``release``, the protocol layer's object, which stays out:
         # its released parts are the top-level fields.
@@ -186,7 +211,25 @@ class CurveRelease:
                 "guarantee": _plain(self.privacy), "noise": self.noise}
 
     def to_json(self, confidence_level: float = 0.95, **kwargs: Any) -> str:
-        """:meth:`to_dict` as a JSON string; ``kwargs`` go to :func:`json.dumps`."""
+        """:meth:`to_dict` as a JSON string; ``kwargs`` go to :func:`json.dumps`.
+
+        Parameters
+        ----------
+        confidence_level:
+            As for :meth:`to_dict`.
+        **kwargs:
+            Passed to :func:`json.dumps` (``indent``, ``sort_keys``, ...).
+
+        Returns
+        -------
+        str
+
+        Examples
+        --------
+        >>> res = fedustat.ecdf([1, 2, 2, 4], epsilon=math.inf, thresholds=[1, 2, 3, 4])
+        >>> res.to_json()[:45]
+        '{"kind": "ECDFResult", "thresholds": [1.0, 2.'
+        """
         return json.dumps(self.to_dict(confidence_level), **kwargs)
 
 
@@ -202,6 +245,29 @@ class ECDFResult(CurveRelease):
     pointwise (or, ``simultaneous=True``, whole-curve) band from the noise law
     (:meth:`~fedustat.protocols.ecdf.PrivateECDF.confidence_band`). ``release`` is the
     protocol layer's curve, for its further post-processing (``smooth``, ``dp_quantile``).
+
+    Parameters
+    ----------
+    thresholds:
+        The public grid.
+    curve:
+        The released ``F_hat`` at the grid points.
+    n:
+        The number of records.
+    protocol:
+        The release's name (``"dp-ecdf"``, ``"ecdf-secagg"``, ``"ecdf-fss"``).
+    privacy:
+        The guarantee the release carries.
+    noise:
+        ``"simulation"``, ``"deployment"`` or ``"none"``.
+    release:
+        The protocol layer's curve.
+
+    Examples
+    --------
+    >>> res = fedustat.ecdf([1, 2, 2, 4], epsilon=math.inf, thresholds=[1, 2, 3, 4])
+    >>> res.thresholds.tolist(), res.curve.tolist(), res.n, res.noise
+    ([1.0, 2.0, 3.0, 4.0], [0.25, 0.75, 0.75, 1.0], 4, 'none')
     """
 
     released_fields: ClassVar[tuple[str, ...]] = ("curve", "release.values")
@@ -217,16 +283,56 @@ class ECDFResult(CurveRelease):
 
     @property
     def values(self) -> np.ndarray:
+        """The released curve at :attr:`thresholds` (``np.asarray(result)``).
+
+        Examples
+        --------
+        >>> res = fedustat.ecdf([1, 2, 2, 4], epsilon=math.inf, thresholds=[1, 2, 3, 4])
+        >>> res.values.tolist()
+        [0.25, 0.75, 0.75, 1.0]
+        """
         return self.curve
 
     @property
     def std_error(self) -> np.ndarray:
+        """The exact noise standard deviation of the curve at each grid point.
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> res = fedustat.ecdf(x, epsilon=1.0, bounds=(0, 10), grid_points=5, rng=1)
+        >>> res.std_error.round(4).tolist()
+        [0.0026, 0.0033, 0.0035, 0.0033, 0.0026]
+        """
         return np.sqrt(self.release.point_variances)
 
     def confidence_interval(self, confidence_level: float = 0.95, *,
                             simultaneous: bool = False) -> ConfidenceInterval:
         """Pointwise intervals for the exact ECDF at the grid points; ``simultaneous=True``
-        covers all N points at once (union bound: each at ``1 - (1 - level) / N``)."""
+        covers all N points at once (union bound: each at ``1 - (1 - level) / N``).
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage, in (0, 1).
+        simultaneous:
+            Cover every grid point at once rather than each on its own.
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)``, arrays of the grid's shape.
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> res = fedustat.ecdf(x, epsilon=1.0, bounds=(0, 10), grid_points=5, rng=1)
+        >>> low, high = res.confidence_interval(0.9)
+        >>> low.round(3).tolist(), high.round(3).tolist()
+        ([-0.005, 0.228, 0.466, 0.73, 0.996], [0.003, 0.239, 0.478, 0.741, 1.005])
+        >>> bool(np.all(res.confidence_interval(0.9, simultaneous=True).low <= low))
+        True
+        """
         level = _check_level(confidence_level)
         if simultaneous:
             level = 1.0 - (1.0 - level) / self.thresholds.size
@@ -235,7 +341,24 @@ class ECDFResult(CurveRelease):
 
     def evaluate(self, t: Any) -> np.ndarray:
         """The released step function at ``t`` (0 below the first threshold), as
-        ``scipy.stats.ecdf(x).cdf.evaluate``."""
+        ``scipy.stats.ecdf(x).cdf.evaluate``.
+
+        Parameters
+        ----------
+        t:
+            A point or an array of points.
+
+        Returns
+        -------
+        numpy.ndarray
+            The released curve at the largest grid point ``<= t``.
+
+        Examples
+        --------
+        >>> res = fedustat.ecdf([1, 2, 2, 4], epsilon=math.inf, thresholds=[1, 2, 3, 4])
+        >>> res.evaluate([0, 2.5, 5]).tolist()
+        [0.0, 0.75, 1.0]
+        """
         return self.release(t)
 
 
@@ -398,6 +521,29 @@ class QuantileEstimate(Estimate):
     :attr:`level_std_error` bounds the root mean square of that level error. A value-space
     interval would need the data's density, which is private, so
     :meth:`confidence_interval` has none and ``std_error`` is None.
+
+    Parameters
+    ----------
+    value, quantity, protocol, privacy, std_error, cost, diagnostics, error:
+        The fields of :class:`~fedustat.protocols.base.Estimate`, as are ``noise``,
+        ``clip_range`` and ``unclipped``; ``value`` is the released grid point.
+    level:
+        The level q in (0, 1].
+    method:
+        The mechanism: ``"exponential"`` or ``"curve"``.
+    n:
+        The number of records.
+    grid:
+        The public grid of candidates.
+    levels_released:
+        How many levels shared the budget (the level error grows with it).
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+    >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
+    >>> round(float(med), 2), med.level, med.method, med.n, med.std_error
+    (5.3, 0.5, 'exponential', 1000, None)
     """
 
     #: Fields that depend on the data: the released grid point (everything else, the level
@@ -411,7 +557,25 @@ class QuantileEstimate(Estimate):
     levels_released: int = 1
 
     def level_error(self, confidence_level: float = 0.95) -> float:
-        """The bound ``delta`` of :func:`level_error_bound` for this release."""
+        """The bound ``delta`` of :func:`level_error_bound` for this release.
+
+        Parameters
+        ----------
+        confidence_level:
+            The probability, in (0, 1), with which the bound holds.
+
+        Returns
+        -------
+        float
+            ``delta`` (0 for an exact release).
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
+        >>> round(med.level_error(0.95), 4)
+        0.0152
+        """
         if self.noise == "none":
             return 0.0
         return level_error_bound(self.method, self.levels_released, self.n, self.grid,
@@ -419,20 +583,71 @@ class QuantileEstimate(Estimate):
 
     @property
     def level_std_error(self) -> float:
-        """:func:`level_std_error_bound` for this release (0 for an exact one)."""
+        """:func:`level_std_error_bound` for this release (0 for an exact one).
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
+        >>> round(med.level_std_error, 4)
+        0.0117
+        """
         if self.noise == "none":
             return 0.0
         return level_std_error_bound(self.method, self.levels_released, self.n, self.grid,
                                      self.privacy.epsilon)
 
     def level_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        """``(q - delta, q + delta)`` within [0, 1]: the levels the release answers."""
+        """``(q - delta, q + delta)`` within [0, 1]: the levels the release answers.
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage, in (0, 1).
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)`` levels; ``delta`` is :meth:`level_error`.
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
+        >>> low, high = med.level_interval(0.95)
+        >>> round(low, 4), round(high, 4)
+        (0.4848, 0.5152)
+        """
         half = self.level_error(confidence_level)
         return ConfidenceInterval(max(0.0, self.level - half), min(1.0, self.level + half))
 
     def raw_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
         """The exact release's value; a private one has no value interval (see
-        :meth:`level_interval`)."""
+        :meth:`level_interval`).
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage, in (0, 1) (the exact release's interval is a point).
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(value, value)`` for an exact release; a private one raises ValueError.
+
+        Examples
+        --------
+        >>> exact = fedustat.median([1, 2, 3, 4, 5], epsilon=math.inf, bounds=(0, 10),
+        ...                         grid_points=11)
+        >>> exact.raw_interval()
+        ConfidenceInterval(low=3.0, high=3.0)
+        >>> private = fedustat.median([1, 2, 3, 4, 5], epsilon=1.0, bounds=(0, 10),
+        ...                           grid_points=11, rng=0)
+        >>> private.raw_interval()
+        Traceback (most recent call last):
+        ...
+        ValueError: a private quantile errs in rank, not in value: ...
+        """
         if self.noise == "none":
             return ConfidenceInterval(self.value, self.value)
         raise ValueError("a private quantile errs in rank, not in value: its interval is "
@@ -440,7 +655,29 @@ class QuantileEstimate(Estimate):
                          "would need the data's private density")
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
-        """:meth:`Estimate.to_dict` with the level, method and level error bar."""
+        """:meth:`Estimate.to_dict` with the level, method and level error bar.
+
+        Parameters
+        ----------
+        confidence_level:
+            Level of the intervals, in (0, 1).
+
+        Returns
+        -------
+        dict
+            :meth:`Estimate.to_dict`'s entries plus ``level``, ``method``, ``n``,
+            ``level_interval`` and ``level_std_error``.
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
+        >>> out = med.to_dict()
+        >>> out["level"], out["method"], out["interval"]
+        (0.5, 'exponential', None)
+        >>> [round(v, 4) for v in out["level_interval"]]
+        [0.4848, 0.5152]
+        """
         return {**super().to_dict(confidence_level), "level": float(self.level),
                 "method": self.method, "n": int(self.n),
                 "level_interval": list(self.level_interval(confidence_level)),
@@ -454,6 +691,31 @@ class QuantilesResult(CurveRelease):
     The error bar is in levels, where the mechanism errs: :meth:`confidence_interval` gives
     ``(q - delta, q + delta)`` holding for every level at once (:func:`level_error_bound`)
     and ``std_error`` the bound of :func:`level_std_error_bound` for each level.
+
+    Parameters
+    ----------
+    levels:
+        The levels q, each in (0, 1].
+    quantiles:
+        The released grid point of each level.
+    method:
+        The mechanism: ``"exponential"`` or ``"curve"``.
+    n:
+        The number of records.
+    privacy:
+        The guarantee of the whole release (all levels).
+    noise:
+        ``"simulation"``, ``"deployment"`` or ``"none"``.
+    grid:
+        The public grid of candidates.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+    >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
+    ...                         grid_points=101, rng=1)
+    >>> res.quantiles.round(2).tolist(), res.method, res.n
+    ([2.8, 5.6, 7.7], 'exponential', 1000)
     """
 
     released_fields: ClassVar[tuple[str, ...]] = ("quantiles",)
@@ -469,10 +731,38 @@ class QuantilesResult(CurveRelease):
 
     @property
     def values(self) -> np.ndarray:
+        """The released quantiles (``np.asarray(result)``), one per level.
+
+        Examples
+        --------
+        >>> res = fedustat.quantile([1, 2, 3, 4, 5], [0.2, 0.6], epsilon=math.inf,
+        ...                         bounds=(0, 10), grid_points=11)
+        >>> res.values.tolist()
+        [1.0, 3.0]
+        """
         return self.quantiles
 
     def level_error(self, confidence_level: float = 0.95) -> float:
-        """The bound ``delta`` of :func:`level_error_bound` (all levels at once)."""
+        """The bound ``delta`` of :func:`level_error_bound` (all levels at once).
+
+        Parameters
+        ----------
+        confidence_level:
+            The probability, in (0, 1), with which the bound holds for every level.
+
+        Returns
+        -------
+        float
+            ``delta`` (0 for an exact release).
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
+        ...                         grid_points=101, rng=1)
+        >>> round(res.level_error(0.95), 4)
+        0.0523
+        """
         if self.noise == "none":
             return 0.0
         return level_error_bound(self.method, self.levels.size, self.n, self.grid,
@@ -480,13 +770,44 @@ class QuantilesResult(CurveRelease):
 
     @property
     def std_error(self) -> np.ndarray:
+        """A bound on the root mean square level error of each level
+        (:func:`level_std_error_bound`; zeros for an exact release).
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
+        ...                         grid_points=101, rng=1)
+        >>> res.std_error.round(4).tolist()
+        [0.0416, 0.0416, 0.0416]
+        """
         if self.noise == "none":
             return np.zeros(self.levels.size)
         return np.full(self.levels.size, level_std_error_bound(
             self.method, self.levels.size, self.n, self.grid, self.privacy.epsilon))
 
     def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        """Level intervals ``(q - delta, q + delta)`` holding for all levels at once."""
+        """Level intervals ``(q - delta, q + delta)`` holding for all levels at once.
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage, in (0, 1), of all levels together.
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)``: arrays of levels, clipped to [0, 1].
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
+        ...                         grid_points=101, rng=1)
+        >>> low, high = res.confidence_interval(0.9)
+        >>> low.round(3).tolist(), high.round(3).tolist()
+        ([0.202, 0.452, 0.702], [0.298, 0.548, 0.798])
+        """
         half = self.level_error(confidence_level)
         return ConfidenceInterval(np.clip(self.levels - half, 0.0, 1.0),
                                   np.clip(self.levels + half, 0.0, 1.0))
@@ -625,6 +946,31 @@ class ROCCurveResult(CurveRelease):
     unsmoothed private curve at each threshold (``release.raw_fpr``, ``release.raw_tpr``;
     the band of :meth:`~fedustat.protocols.ecdf.DPROCCurve.fpr_band`). ``release`` is the
     protocol layer's :class:`~fedustat.protocols.ecdf.DPROCCurve`.
+
+    Parameters
+    ----------
+    fpr, tpr:
+        The released false and true positive rates, thresholds downwards, ending at (1, 1).
+    thresholds:
+        The grid's thresholds, downwards, then ``-inf`` (as scikit-learn's last point).
+    n:
+        The number of records.
+    privacy:
+        The guarantee the release carries.
+    noise:
+        ``"simulation"``, ``"deployment"`` or ``"none"``.
+    release:
+        The protocol layer's curve.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.integers(0, 2, 2000)
+    >>> score = np.clip(rng.normal(0.4 + 0.2 * y, 0.15), 0, 1)
+    >>> res = fedustat.roc_curve(y, score, epsilon=2.0, bounds=(0, 1), grid_points=5, rng=1)
+    >>> fpr, tpr, thresholds = res
+    >>> fpr.round(3).tolist(), tpr.round(3).tolist(), res.n
+    ([0.0, 0.005, 0.227, 0.82, 0.995, 1.0], [0.0, 0.163, 0.737, 0.992, 1.0, 1.0], 2000)
     """
 
     released_fields: ClassVar[tuple[str, ...]] = (
@@ -641,6 +987,15 @@ class ROCCurveResult(CurveRelease):
 
     @property
     def values(self) -> np.ndarray:
+        """Rows (FPR, TPR, thresholds) stacked (``np.asarray(result)``).
+
+        Examples
+        --------
+        >>> res = fedustat.roc_curve([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], epsilon=math.inf,
+        ...                          thresholds=[0.1, 0.35, 0.4, 0.8])
+        >>> res.values.tolist()
+        [[0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0], [0.8, 0.4, 0.35, 0.1, -inf]]
+        """
         return np.vstack([self.fpr, self.tpr, self.thresholds])
 
     def __iter__(self) -> Iterator[np.ndarray]:
@@ -648,7 +1003,17 @@ class ROCCurveResult(CurveRelease):
 
     @property
     def auc(self) -> Estimate:
-        """The estimate of the area under the exact ROC curve on the grid."""
+        """The estimate of the area under the exact ROC curve on the grid.
+
+        Examples
+        --------
+        >>> rng = np.random.default_rng(0)
+        >>> y = rng.integers(0, 2, 2000)
+        >>> score = np.clip(rng.normal(0.4 + 0.2 * y, 0.15), 0, 1)
+        >>> res = fedustat.roc_curve(y, score, epsilon=2.0, bounds=(0, 1), grid_points=5, rng=1)
+        >>> round(float(res.auc), 3), round(res.auc.std_error, 4)
+        (0.792, 0.0017)
+        """
         return self.release.auc
 
     @property
@@ -656,14 +1021,47 @@ class ROCCurveResult(CurveRelease):
         """Rows (FPR, TPR): a first-order (delta-method) bound on the noise standard
         deviation of each rate ``1 - F_hat(t) / F_hat(tau_N)`` of the unsmoothed curve,
         ``(sd(t) + r sd(tau_N)) / F_hat(tau_N)`` (the covariance bounded by
-        Cauchy-Schwarz), listed like ``raw_fpr``: thresholds downwards, then (1, 1)."""
+        Cauchy-Schwarz), listed like ``raw_fpr``: thresholds downwards, then (1, 1).
+
+        Examples
+        --------
+        >>> rng = np.random.default_rng(0)
+        >>> y = rng.integers(0, 2, 2000)
+        >>> score = np.clip(rng.normal(0.4 + 0.2 * y, 0.15), 0, 1)
+        >>> res = fedustat.roc_curve(y, score, epsilon=2.0, bounds=(0, 1), grid_points=5, rng=1)
+        >>> res.std_error.round(3).tolist()
+        [[0.007, 0.006, 0.005, 0.003, 0.001, 0.0], [0.006, 0.005, 0.003, 0.002, 0.001, 0.0]]
+        """
         return np.vstack([_rate_std_error(self.release.negatives),
                           _rate_std_error(self.release.positives)])
 
     def confidence_interval(self, confidence_level: float = 0.95, *,
                             simultaneous: bool = False) -> ConfidenceInterval:
         """Rows (FPR, TPR) of the bands for the exact rates at each threshold (003 Sec.
-        5.1; :meth:`~fedustat.protocols.ecdf.DPROCCurve.tpr_band`)."""
+        5.1; :meth:`~fedustat.protocols.ecdf.DPROCCurve.tpr_band`).
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage, in (0, 1).
+        simultaneous:
+            Cover every threshold at once rather than each on its own.
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)``, each with rows (FPR, TPR).
+
+        Examples
+        --------
+        >>> rng = np.random.default_rng(0)
+        >>> y = rng.integers(0, 2, 2000)
+        >>> score = np.clip(rng.normal(0.4 + 0.2 * y, 0.15), 0, 1)
+        >>> res = fedustat.roc_curve(y, score, epsilon=2.0, bounds=(0, 1), grid_points=5, rng=1)
+        >>> low, high = res.confidence_interval(0.9)
+        >>> low[1].round(3).tolist(), high[1].round(3).tolist()
+        ([0.0, 0.153, 0.729, 0.986, 0.994, 1.0], [0.012, 0.175, 0.745, 0.998, 1.0, 1.0])
+        """
         level = _check_level(confidence_level)
         fpr_low, fpr_high = self.release.fpr_band(level, simultaneous=simultaneous)
         tpr_low, tpr_high = self.release.tpr_band(level, simultaneous=simultaneous)
@@ -750,6 +1148,35 @@ class HosmerLemeshowResult(CurveRelease):
     cell, from its exact noise law ``Lap(1 / eps')`` (003 Alg. 2) around the exact cell on
     the released cuts. The statistic itself, a nonlinear function of the cells, has no
     interval. ``release`` is the protocol layer's result.
+
+    Parameters
+    ----------
+    statistic, pvalue:
+        The released statistic and its p-value (chi-squared with ``df`` degrees of freedom).
+    df:
+        Degrees of freedom, ``n_groups - 2``.
+    n_groups:
+        The number of risk groups Q.
+    cuts:
+        The released cut points between the groups.
+    observed, expected:
+        The released observed and expected counts, rows (label 0, label 1), one column per
+        group.
+    privacy:
+        The guarantee the release carries.
+    noise:
+        ``"simulation"``, ``"deployment"`` or ``"none"``.
+    release:
+        The protocol layer's result.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.uniform(0.05, 0.95, 5000)
+    >>> y = rng.uniform(size=5000) < p
+    >>> res = fedustat.hosmer_lemeshow(y, p, epsilon=4.0, rng=1)
+    >>> round(res.statistic, 2), round(res.pvalue, 2), res.df, res.cuts.round(2).tolist()
+    (10.65, 0.22, 8, [0.13, 0.23, 0.33, 0.41, 0.51, 0.6, 0.69, 0.78, 0.86])
     """
 
     released_fields: ClassVar[tuple[str, ...]] = (
@@ -770,6 +1197,17 @@ class HosmerLemeshowResult(CurveRelease):
 
     @property
     def values(self) -> np.ndarray:
+        """The released table ``[observed, expected]``, shape (2, 2, Q).
+
+        Examples
+        --------
+        >>> rng = np.random.default_rng(0)
+        >>> p = rng.uniform(0.05, 0.95, 5000)
+        >>> y = rng.uniform(size=5000) < p
+        >>> res = fedustat.hosmer_lemeshow(y, p, epsilon=4.0, rng=1)
+        >>> res.values.shape, res.values[:, :, 0].round(1).tolist()
+        ((2, 2, 10), [[450.6, 34.6], [444.6, 39.9]])
+        """
         return np.stack([self.observed, self.expected])
 
     def __iter__(self) -> Iterator[float]:
@@ -777,10 +1215,42 @@ class HosmerLemeshowResult(CurveRelease):
 
     @property
     def std_error(self) -> np.ndarray:
+        """The exact noise standard deviation of each released cell, shape (2, 2, Q).
+
+        Examples
+        --------
+        >>> rng = np.random.default_rng(0)
+        >>> p = rng.uniform(0.05, 0.95, 5000)
+        >>> y = rng.uniform(size=5000) < p
+        >>> res = fedustat.hosmer_lemeshow(y, p, epsilon=4.0, rng=1)
+        >>> res.std_error.shape, round(float(res.std_error[0, 0, 0]), 3)
+        ((2, 2, 10), 6.718)
+        """
         return np.full(self.values.shape, self.release.cell_error.std)
 
     def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        """Per cell: the released cell ± the half-width of ``Lap(1 / eps')``."""
+        """Per cell: the released cell ± the half-width of ``Lap(1 / eps')``.
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage of each cell, in (0, 1).
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)``, arrays of shape (2, 2, Q) like :attr:`values`.
+
+        Examples
+        --------
+        >>> rng = np.random.default_rng(0)
+        >>> p = rng.uniform(0.05, 0.95, 5000)
+        >>> y = rng.uniform(size=5000) < p
+        >>> res = fedustat.hosmer_lemeshow(y, p, epsilon=4.0, rng=1)
+        >>> low, high = res.confidence_interval(0.9)
+        >>> low[0, :, 0].round(1).tolist(), high[0, :, 0].round(1).tolist()
+        ([439.6, 23.6], [461.5, 45.5])
+        """
         half = self.release.cell_error.half_width(_check_level(confidence_level))
         return ConfidenceInterval(self.values - half, self.values + half)
 
@@ -851,6 +1321,25 @@ class CumsumResult(CurveRelease):
     ``L + 1`` independent Laplace node noises (003 Thm 3), the same at every position.
     ``release`` is the protocol layer's
     :class:`~fedustat.protocols.ecdf.PrivatePrefixSums`.
+
+    Parameters
+    ----------
+    sums:
+        The released running sums, one per stream element.
+    bounds:
+        The public range of one element.
+    privacy:
+        The guarantee the release carries.
+    noise:
+        ``"simulation"``, ``"deployment"`` or ``"none"``.
+    release:
+        The protocol layer's release.
+
+    Examples
+    --------
+    >>> res = fedustat.cumsum([1, 0, 1, 1, 0, 1, 1, 1], epsilon=1.0, rng=0)
+    >>> res.sums.round(2).tolist(), res.bounds
+    ([5.56, 3.69, 4.82, 4.0, 2.8, 5.32, -9.11, -7.36], (0.0, 1.0))
     """
 
     released_fields: ClassVar[tuple[str, ...]] = ("sums", "release.values")
@@ -864,14 +1353,48 @@ class CumsumResult(CurveRelease):
 
     @property
     def values(self) -> np.ndarray:
+        """The released running sums (``np.asarray(result)``).
+
+        Examples
+        --------
+        >>> res = fedustat.cumsum([1, 0, 1, 1, 0, 1, 1, 1], epsilon=1.0, rng=0)
+        >>> res.values.round(2).tolist()
+        [5.56, 3.69, 4.82, 4.0, 2.8, 5.32, -9.11, -7.36]
+        """
         return self.sums
 
     @property
     def std_error(self) -> np.ndarray:
+        """The exact noise standard deviation of each sum (the same at every position).
+
+        Examples
+        --------
+        >>> res = fedustat.cumsum([1, 0, 1, 1, 0, 1, 1, 1], epsilon=1.0, rng=0)
+        >>> res.std_error.round(2).tolist()
+        [5.66, 5.66, 5.66, 5.66, 5.66, 5.66, 5.66, 5.66]
+        """
         return np.full(self.sums.size, math.sqrt(self.release.variance))
 
     def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        """Pointwise: each sum ± the half-width of its exact noise law."""
+        """Pointwise: each sum ± the half-width of its exact noise law.
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage of each sum, in (0, 1).
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)``, arrays with one entry per sum.
+
+        Examples
+        --------
+        >>> res = fedustat.cumsum([1, 0, 1, 1, 0, 1, 1, 1], epsilon=1.0, rng=0)
+        >>> low, high = res.confidence_interval(0.9)
+        >>> (high - low).round(2).tolist()
+        [18.53, 18.53, 18.53, 18.53, 18.53, 18.53, 18.53, 18.53]
+        """
         half = self.release.error.half_width(_check_level(confidence_level))
         return ConfidenceInterval(self.sums - half, self.sums + half)
 

@@ -431,12 +431,30 @@ class BudgetAccountant:
               gaussian: bool = False) -> None:
         """Raise unless ``guarantee`` can be spent; never changes the ledger.
 
+        Parameters
+        ----------
+        guarantee, rho, gaussian:
+            As for :meth:`spend`.
+
         Raises
         ------
         BudgetExceededError
             The composed spend would exceed the total.
         IncomparableGuaranteeError
             The release's adjacency or model says nothing about the budget's.
+
+        Examples
+        --------
+        >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+        >>> budget = BudgetAccountant(1.0)
+        >>> spent = budget.spend(PrivacyGuarantee(0.4), name="auc")
+        >>> budget.check(PrivacyGuarantee(0.6))
+        >>> budget.check(PrivacyGuarantee(0.7))
+        Traceback (most recent call last):
+        ...
+        fedustat.privacy.budget.BudgetExceededError: this release (0.7, 0) would bring ...
+        >>> budget.spent
+        (0.4, 0.0)
         """
         _, (eps, delta) = self._after(guarantee, rho, gaussian)
         if not self._fits(eps, delta):
@@ -468,6 +486,15 @@ class BudgetAccountant:
         -------
         PrivacyGuarantee
             What the release cost, under the budget's adjacency and model.
+
+        Examples
+        --------
+        >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+        >>> budget = BudgetAccountant(1.0)
+        >>> print(budget.spend(PrivacyGuarantee(0.4), name="auc"))
+        (eps=0.4) central DP, adjacency: replace one record
+        >>> budget.remaining
+        (0.6, 0.0)
         """
         self.check(guarantee, rho=rho, gaussian=gaussian)
         entry, _ = self._after(guarantee, rho, gaussian)
@@ -479,18 +506,46 @@ class BudgetAccountant:
 
     @property
     def ledger(self) -> tuple[LedgerEntry, ...]:
-        """The releases spent so far, in order."""
+        """The releases spent so far, in order.
+
+        Examples
+        --------
+        >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+        >>> budget = BudgetAccountant(1.0)
+        >>> spent = budget.spend(PrivacyGuarantee(0.4), name="auc")
+        >>> [(entry.name, entry.cost.epsilon) for entry in budget.ledger]
+        [('auc', 0.4)]
+        """
         return tuple(self._ledger)
 
     @property
     def spent(self) -> tuple[float, float]:
-        """The composed ``(epsilon, delta)`` of the ledger under the rule."""
+        """The composed ``(epsilon, delta)`` of the ledger under the rule.
+
+        Examples
+        --------
+        >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+        >>> budget = BudgetAccountant(1.0)
+        >>> spent = budget.spend(PrivacyGuarantee(0.4), name="auc")
+        >>> spent = budget.spend(PrivacyGuarantee(0.25))
+        >>> budget.spent
+        (0.65, 0.0)
+        """
         return self._compose([e.cost for e in self._ledger],
                              [e.rho for e in self._ledger if e.rho is not None])
 
     @property
     def spent_rho(self) -> float:
-        """Under ``"zcdp"``: the summed rho of the ledger (0 under other rules)."""
+        """Under ``"zcdp"``: the summed rho of the ledger (0 under other rules).
+
+        Examples
+        --------
+        >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+        >>> budget = BudgetAccountant(5.0, 1e-6, rule="zcdp")
+        >>> spent = budget.spend(PrivacyGuarantee(0.5))   # eps^2 / 2
+        >>> budget.spent_rho
+        0.125
+        """
         return math.fsum(e.rho for e in self._ledger if e.rho is not None)
 
     @property
@@ -500,7 +555,15 @@ class BudgetAccountant:
         ``epsilon``: the largest epsilon of one more pure-DP release that fits.
         ``delta``: what a further release may add (``"basic"``: the total minus the
         spent delta; ``"advanced"``: also minus ``delta_slack``; ``"zcdp"``: 0, since
-        Gaussian releases there spend rho, not delta).
+            Gaussian releases there spend rho, not delta).
+
+        Examples
+        --------
+        >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+        >>> budget = BudgetAccountant(1.0)
+        >>> spent = budget.spend(PrivacyGuarantee(0.4), name="auc")
+        >>> budget.remaining
+        (0.6, 0.0)
         """
         costs = [e.cost for e in self._ledger]
         if self.rule == "zcdp":
@@ -543,7 +606,23 @@ class BudgetAccountant:
     # -- persistence --------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: the total, rule, relation and the ledger."""
+        """A JSON-ready dict: the total, rule, relation and the ledger.
+
+        Returns
+        -------
+        dict
+            ``epsilon``, ``delta``, ``rule``, ``delta_slack``, ``adjacency``, ``model`` and
+            ``ledger`` (one dict per release).
+
+        Examples
+        --------
+        >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+        >>> budget = BudgetAccountant(1.0)
+        >>> spent = budget.spend(PrivacyGuarantee(0.4), name="auc")
+        >>> out = budget.to_dict()
+        >>> out["epsilon"], out["rule"], [row["name"] for row in out["ledger"]]
+        (1.0, 'basic', ['auc'])
+        """
         return {
             "epsilon": self.epsilon, "delta": self.delta, "rule": self.rule,
             "delta_slack": self.delta_slack, "adjacency": self.adjacency,
@@ -559,13 +638,55 @@ class BudgetAccountant:
         }
 
     def to_json(self, **kwargs: Any) -> str:
-        """The budget as JSON (the CLI's budget file); ``kwargs`` go to ``json.dumps``."""
+        """The budget as JSON (the CLI's budget file); ``kwargs`` go to ``json.dumps``.
+
+        Parameters
+        ----------
+        **kwargs:
+            Passed to :func:`json.dumps` (``indent``, ``sort_keys``, ...).
+
+        Returns
+        -------
+        str
+
+        Examples
+        --------
+        >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+        >>> budget = BudgetAccountant(1.0)
+        >>> spent = budget.spend(PrivacyGuarantee(0.4), name="auc")
+        >>> budget.to_json()[:50]
+        '{"epsilon": 1.0, "delta": 0.0, "rule": "basic", "d'
+        """
         return json.dumps(self.to_dict(), **kwargs)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BudgetAccountant:
         """Rebuild a budget; its ledger is spent again, so a tampered file that overspends
-        is refused."""
+        is refused.
+
+        Parameters
+        ----------
+        data:
+            A dict as made by :meth:`to_dict`.
+
+        Returns
+        -------
+        BudgetAccountant
+
+        Examples
+        --------
+        >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+        >>> budget = BudgetAccountant(1.0)
+        >>> spent = budget.spend(PrivacyGuarantee(0.4), name="auc")
+        >>> BudgetAccountant.from_dict(budget.to_dict()).spent
+        (0.4, 0.0)
+        >>> data = budget.to_dict()
+        >>> data["ledger"][0]["epsilon"] = 1.5
+        >>> BudgetAccountant.from_dict(data)
+        Traceback (most recent call last):
+        ...
+        fedustat.privacy.budget.BudgetExceededError: this release (1.5, 0) would bring ...
+        """
         if not isinstance(data, dict):
             raise TypeError(f"a budget must be a JSON object, got {type(data).__name__}")
         missing = [k for k in ("epsilon", "delta", "rule", "adjacency", "model", "ledger")
@@ -583,7 +704,26 @@ class BudgetAccountant:
 
     @classmethod
     def from_json(cls, text: str) -> BudgetAccountant:
-        """Inverse of :meth:`to_json`."""
+        """Inverse of :meth:`to_json`.
+
+        Parameters
+        ----------
+        text:
+            A JSON document as written by :meth:`to_json`.
+
+        Returns
+        -------
+        BudgetAccountant
+
+        Examples
+        --------
+        >>> from fedustat import BudgetAccountant, PrivacyGuarantee
+        >>> budget = BudgetAccountant(1.0)
+        >>> spent = budget.spend(PrivacyGuarantee(0.4), name="auc")
+        >>> restored = BudgetAccountant.from_json(budget.to_json())
+        >>> restored.spent, restored.ledger[0].name
+        ((0.4, 0.0), 'auc')
+        """
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

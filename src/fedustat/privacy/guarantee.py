@@ -151,16 +151,53 @@ class PrivacyGuarantee:
         check_delta(self.delta, "delta")
 
     def assuming(self, *assumptions: Assumption) -> PrivacyGuarantee:
-        """This guarantee with ``assumptions`` added."""
+        """This guarantee with ``assumptions`` added.
+
+        Parameters
+        ----------
+        *assumptions:
+            The :class:`Assumption` objects to add.
+
+        Returns
+        -------
+        PrivacyGuarantee
+            A copy; equal to this one, since assumptions are not part of equality.
+
+        Examples
+        --------
+        >>> from fedustat.privacy.guarantee import trusted_curator
+        >>> g = fedustat.PrivacyGuarantee(1.0).assuming(trusted_curator())
+        >>> [a.kind.value for a in g.assumptions], g == fedustat.PrivacyGuarantee(1.0)
+        (['trusted curator'], True)
+        """
         return replace(self, assumptions=(*self.assumptions, *assumptions))
 
     @classmethod
     def none(cls) -> PrivacyGuarantee:
-        """The 'guarantee' of an exact, non-private computation."""
+        """The 'guarantee' of an exact, non-private computation.
+
+        Returns
+        -------
+        PrivacyGuarantee
+            ``epsilon = inf`` in :attr:`PrivacyModel.NONE`.
+
+        Examples
+        --------
+        >>> g = fedustat.PrivacyGuarantee.none()
+        >>> str(g), g.epsilon, g.model.value
+        ('not private', inf, 'none')
+        """
         return cls(math.inf, 0.0, PrivacyModel.NONE, "none")
 
     @property
     def is_pure(self) -> bool:
+        """Whether the guarantee is pure epsilon-DP: ``delta == 0`` and epsilon finite.
+
+        Examples
+        --------
+        >>> fedustat.PrivacyGuarantee(1.0).is_pure, fedustat.PrivacyGuarantee(1.0, 1e-6).is_pure
+        (True, False)
+        """
         return self.delta == 0.0 and math.isfinite(self.epsilon)
 
     def __str__(self) -> str:

@@ -338,6 +338,25 @@ class Estimate:
         entirely outside it shrinks to the nearest end). Post-processing of a DP release
         costs no privacy (Dwork and Roth 2014, Prop. 2.1). The unclipped release stays
         available as :attr:`raw_value` and :meth:`raw_interval`.
+
+        Parameters
+        ----------
+        low, high:
+            The valid range (``low < high``).
+
+        Returns
+        -------
+        Estimate
+            A copy with the clipped value, ``clip_range=(low, high)`` and the raw value
+            kept as ``unclipped``.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(1.08, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> clipped = est.clipped(0.0, 1.0)
+        >>> clipped.value, clipped.raw_value, clipped.clip_range
+        (1.0, 1.08, (0.0, 1.0))
         """
         low, high = _check_range((low, high))
         raw = self.raw_value
@@ -347,12 +366,39 @@ class Estimate:
     @property
     def raw_value(self) -> float:
         """The release before clipping into the valid range: unbiased where the protocol
-        is, so the one to average over many releases; equals :attr:`value` if unclipped."""
+        is, so the one to average over many releases; equals :attr:`value` if unclipped.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(1.08, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.raw_value, est.clipped(0.0, 1.0).raw_value
+        (1.08, 1.08)
+        """
         return float(self.value) if self.unclipped is None else float(self.unclipped)
 
     def raw_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
         """:meth:`confidence_interval` around :attr:`raw_value`, not intersected with the
-        valid range."""
+        valid range.
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage, in (0, 1).
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)``; ValueError when the release has no error bar.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(1.08, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> low, high = est.clipped(0.0, 1.0).raw_interval()
+        >>> round(low, 4), round(high, 4)
+        (0.982, 1.178)
+        """
         if not 0.0 < confidence_level < 1.0:
             raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
         raw = self.raw_value
@@ -373,6 +419,27 @@ class Estimate:
         else the normal approximation ``value ± z std_error``. A clipped release's interval
         is the raw one intersected with :attr:`clip_range`: the exact statistic lies in the
         range, so the intersection keeps the coverage.
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage, in (0, 1).
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)``; ValueError when the release has no error bar.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(1.08, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> low, high = est.confidence_interval(0.95)
+        >>> round(low, 4), round(high, 4)
+        (0.982, 1.178)
+        >>> low, high = est.clipped(0.0, 1.0).confidence_interval(0.95)
+        >>> round(low, 4), round(high, 4)
+        (0.982, 1.0)
         """
         low, high = self.raw_interval(confidence_level)
         if self.clip_range is not None:
@@ -382,7 +449,15 @@ class Estimate:
 
     @property
     def interval_method(self) -> str:
-        """How :meth:`confidence_interval` is computed, in words."""
+        """How :meth:`confidence_interval` is computed, in words.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(1.08, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.interval_method
+        'normal approximation'
+        """
         if self.error is not None:
             return f"error law {self.error}"
         if self.std_error is not None:
@@ -392,9 +467,34 @@ class Estimate:
     # SciPy's result objects call the released number ``statistic``; mirror that name.
     @property
     def statistic(self) -> float:
+        """The released value, :attr:`value` (the name of SciPy's result objects).
+
+        Examples
+        --------
+        >>> fedustat.kendalltau([1, 2, 3, 4, 5], [1, 3, 2, 5, 4], epsilon=math.inf).statistic
+        0.6
+        """
         return self.value
 
     def with_cost(self, cost: Cost) -> Estimate:
+        """This release with its measured cost replaced by ``cost``.
+
+        Parameters
+        ----------
+        cost:
+            The :class:`~fedustat.cost.Cost` to carry.
+
+        Returns
+        -------
+        Estimate
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(1.08, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.with_cost(fedustat.Cost(bits_per_party=64.0, rounds=1)).cost.bits_per_party
+        64.0
+        """
         return replace(self, cost=cost)
 
     # ------------------------------------------------------------ a number's behaviour
@@ -492,6 +592,26 @@ class Estimate:
         public configuration (see the class docstring), so this adds nothing private. The
         interval is at ``confidence_level`` (``None`` where no error bar is known); the
         guarantee, costs and diagnostics become dicts, lists, strings and numbers.
+
+        Parameters
+        ----------
+        confidence_level:
+            Level of the ``interval`` and ``raw_interval`` entries, in (0, 1).
+
+        Returns
+        -------
+        dict
+            ``quantity``, ``protocol``, ``value``, ``std_error``, ``confidence_level``,
+            ``interval``, ``interval_method``, ``raw_value``, ``raw_interval``,
+            ``clip_range``, ``guarantee``, ``noise``, ``cost`` and ``diagnostics``.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(1.08, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> out = est.clipped(0.0, 1.0).to_dict()
+        >>> out["value"], out["raw_value"], out["clip_range"], out["guarantee"]["epsilon"]
+        (1.0, 1.08, [0.0, 1.0], 1.0)
         """
         try:
             interval: list[float] | None = list(self.confidence_interval(confidence_level))
@@ -519,7 +639,26 @@ class Estimate:
 
     def to_json(self, confidence_level: float = 0.95, **kwargs: Any) -> str:
         """:meth:`to_dict` as a JSON string; ``kwargs`` go to :func:`json.dumps`
-        (an infinite epsilon is written ``Infinity``, as Python's json does)."""
+        (an infinite epsilon is written ``Infinity``, as Python's json does).
+
+        Parameters
+        ----------
+        confidence_level:
+            As for :meth:`to_dict`.
+        **kwargs:
+            Passed to :func:`json.dumps` (``indent``, ``sort_keys``, ...).
+
+        Returns
+        -------
+        str
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(1.08, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.to_json()[:60]
+        '{"quantity": "auc", "protocol": "central-laplace", "value": '
+        """
         return json.dumps(self.to_dict(confidence_level), **kwargs)
 
     def __str__(self) -> str:

@@ -398,3 +398,11 @@ def test_every_u_statistic_one_call_function_takes_budget() -> None:
     macro = fedustat.roc_auc_score(y, proba, multi_class="ovr", epsilon=0.9, rng=5,
                                    budget=score_budget)
     assert score_budget.spent == pytest.approx((0.9, 0.0)) and macro.privacy.epsilon == 0.9
+
+
+def test_printed_quantile_states_its_level_error_bar(values: np.ndarray) -> None:
+    private = fedustat.median(values, epsilon=1.0, bounds=(-4.0, 4.0), rng=3)
+    low, high = private.level_interval(0.95)
+    assert f"at a level in [{low:.3g}, {high:.3g}] with 95% probability" in str(private)
+    exact = fedustat.median(values, epsilon=math.inf, bounds=(-4.0, 4.0))
+    assert "level in" not in str(exact)

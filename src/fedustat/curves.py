@@ -556,6 +556,17 @@ class QuantileEstimate(Estimate):
     grid: tuple[float, ...] = field(default=(), repr=False)
     levels_released: int = 1
 
+    def __str__(self) -> str:
+        # The error bar is in levels (the value has none): print it where Estimate prints
+        # its standard error.
+        text = super().__str__()
+        if self.noise == "none":
+            return text
+        low, high = self.level_interval(0.95)
+        head, sep, rest = text.partition(" [")
+        return (f"{head}, an exact quantile of the data at a level in [{low:.3g}, "
+                f"{high:.3g}] with 95% probability{sep}{rest}")
+
     def level_error(self, confidence_level: float = 0.95) -> float:
         """The bound ``delta`` of :func:`level_error_bound` for this release.
 

@@ -15,14 +15,35 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
+from sklearn.metrics import rand_score
 
 import fedustat
-from fedustat import catalogue, datasets
+from fedustat import catalogue, compare, datasets
 from fedustat.cli import _all_protocols, build_parser, flag_hint, main
 from fedustat.protocols import registry
 
 STATISTICS = list(catalogue.STATISTICS)
 PROTOCOLS = _all_protocols()
+#: Statistics that only the non-private reference computes (tau-b: its tie correction
+#: reads private tie counts, so every private protocol refuses it).
+EXACT_ONLY = [name for name in STATISTICS if catalogue.protocols_for(name) == ["exact"]]
+
+
+def mann_whitney_u(score: np.ndarray, label: np.ndarray) -> float:
+    return float(sps.mannwhitneyu(score[label == 1], score[label == 0]).statistic)
+
+
+#: The statistics the Flower run config had before the catalogue, against the library
+#: that defines them (tau-b as SciPy's default variant).
+REFERENCES = {
+    "kendall-b": lambda x, y: float(sps.kendalltau(x, y, variant="b").statistic),
+    "rand": lambda a, b: float(rand_score(a, b)),
+    "mann-whitney": mann_whitney_u,
+}
+# Exact algorithms and the references sum the same pair counts in another order: equal
+# up to float64 rounding of a ratio of counts below 2^53.
+REFERENCE_RTOL = 1e-12
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
@@ -85,6 +106,14 @@ def test_subcommands_offer_every_statistic() -> None:
 @pytest.mark.parametrize("name", STATISTICS)
 def test_estimate_runs_every_statistic_with_its_default_protocol(
         capsys: pytest.CaptureFixture[str], name: str) -> None:
+    if name in EXACT_ONLY:
+        with pytest.raises(SystemExit) as info:
+            main(["estimate", "--statistic", name, "--seed", "3"])
+        refusal = catalogue.protocol_refusal(name, "central-laplace")
+        assert refusal is not None and "private" in refusal
+        assert info.value.code == flag_hint(f"error: {name} with protocol central-laplace: "
+                                            f"{refusal}")
+        return
     (row,) = run_json(capsys, "estimate", "--statistic", name, "--format", "json",
                       "--seed", "3")
     assert row["statistic"] == name
@@ -166,6 +195,32 @@ def test_curve_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
         main(["estimate", "--statistic", "hl", "--bounds", "0,1"])
 
 
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_the_flower_statistics_equal_scipy_and_sklearn_at_infinite_epsilon(
+        capsys: pytest.CaptureFixture[str], name: str) -> None:
+    columns = bundled_columns(name)
+    reference = REFERENCES[name](*columns)
+    release = fedustat.estimate(name, np.column_stack(columns), epsilon=math.inf)
+    assert release.value == pytest.approx(reference, rel=REFERENCE_RTOL, abs=0)
+    (row,) = run_json(capsys, "estimate", "--statistic", name, "--epsilon", "inf",
+                      "--evaluate", "--format", "json")
+    assert row["estimate"] == pytest.approx(reference, rel=REFERENCE_RTOL, abs=0)
+    assert row["exact"] == row["estimate"] and row["privacy"] == "not private"
+
+
+def test_the_new_statistics_default_data_are_bundled_columns_with_public_descriptions(
+) -> None:
+    # Rand: the diabetes patients grouped by sex and by progression class (public codes).
+    rand = catalogue.get("rand")
+    assert (rand.data, rand.data_columns) == ("diabetes_pairs", ("sex", "progression_class"))
+    assert catalogue.public_description(rand, rand.data, rand.data_columns) == (
+        {}, {"a": [1.0, 2.0], "b": [0.0, 1.0, 2.0]})
+    sex = np.asarray(datasets.load("diabetes_pairs")["sex"])
+    assert set(np.unique(sex)) == {1.0, 2.0}  # the declared codes are the data's codes
+    assert catalogue.get("mann-whitney").labelled
+    assert catalogue.get("kendall-b").kernel().name == "kendall_tau_b"
+
+
 # ------------------------------------------------------------------ advise and compare
 
 
@@ -177,6 +232,8 @@ def advise_sizes(name: str) -> list[str]:
         sizes += ["--bounds", "0,1"]
     if name == "duplicate":
         sizes += ["--domain-size", "3"]
+    if name == "rand":
+        sizes += ["--domain-size", "2,3"]  # sex and progression class
     return sizes
 
 
@@ -203,6 +260,14 @@ def test_compare_runs_every_statistic(capsys: pytest.CaptureFixture[str], name: 
                       "--repetitions", "1", "--grid-points", "16", "--out", "",
                       "--no-progress", "--format", "json")
     ran = {r["protocol"] for r in result["rows"]}
+    if name in EXACT_ONLY:
+        # Nothing runs; each protocol's refusal is said.
+        assert not ran
+        refused = {e.name for e in registry.available()} - {"exact"}
+        assert result["skipped"] == [
+            f"{name}: {protocol} ({catalogue.protocol_refusal(name, protocol)})"
+            for protocol in sorted(refused)]
+        return
     assert ran, name
     assert {r["statistic"] for r in result["rows"]} == {name}
     for row in result["rows"]:
@@ -211,6 +276,30 @@ def test_compare_runs_every_statistic(capsys: pytest.CaptureFixture[str], name: 
     for protocol in set(catalogue.protocols_for(name)) - ran - {"exact"}:
         said = any(protocol in line for line in result["skipped"])
         assert listed(protocol, ran) or said, (name, protocol)
+
+
+def test_compare_describes_the_metric_of_every_statistic() -> None:
+    # The text report's header reads it for every statistic compared.
+    assert set(catalogue.STATISTICS) <= set(compare._METRIC)
+
+
+def test_advise_asks_for_the_rand_clusterings_sizes() -> None:
+    with pytest.raises(SystemExit, match=r"error: --domain-size is required for rand: the "
+                                         r"public number of clusters in each of the two "
+                                         r"clusterings"):
+        main(["advise", "--statistic", "rand", "--n", "250", "--epsilon", "1"])
+
+
+def test_advise_has_no_formula_for_the_exact_only_statistics(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for name in EXACT_ONLY:
+        advice = run_json(capsys, "advise", "--statistic", name, "--epsilon", "1",
+                          "--n", "250", "--format", "json")
+        assert advice["predictions"]
+        assert all(p["kind"] == "no prediction" and not p["eligible"]
+                   and p["reason"].startswith(f"cannot compute {name}: ")
+                   for p in advice["predictions"])
+        assert any(f"no error formula for {name}" in note for note in advice["notes"])
 
 
 def test_compare_names_the_pair_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,10 +28,15 @@ from fedustat.stats import gini_kernel, variance_kernel
 TOL = 1e-12
 #: Valid ranges of the statistics (fedustat.api.statistic_range; Gini and variance are
 #: also bounded above by their column bounds, far from these releases).
-VALID_RANGE = {"auc": (0.0, 1.0), "kendall": (-1.0, 1.0), "gini": (0.0, math.inf),
+#: The Mann-Whitney U is not clipped (its range [0, n+ n-] depends on the class sizes).
+VALID_RANGE = {"auc": (0.0, 1.0), "mann-whitney": (-math.inf, math.inf),
+               "kendall": (-1.0, 1.0), "gini": (0.0, math.inf),
                "variance": (0.0, math.inf), "duplicate": (0.0, 1.0),
-               "renyi2": (0.0, math.inf), "vus": (0.0, 1.0)}
-STATISTICS = ["auc", "kendall", "gini", "variance", "duplicate", "renyi2", "vus"]
+               "renyi2": (0.0, math.inf), "rand": (0.0, 1.0), "vus": (0.0, 1.0)}
+#: The default table's rows: every U-statistic but tau-b, which no private protocol
+#: releases (its tie correction reads private tie counts).
+STATISTICS = ["auc", "mann-whitney", "kendall", "gini", "variance", "duplicate", "renyi2",
+              "rand", "vus"]
 JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_low",
              "ci95_high", "error", "protocol", "privacy", "bits_per_party", "noise", "trust"}
 OPTIONS = ["--statistic", "--data", "--file", "--evaluate", "--columns", "--epsilon", "--delta",
@@ -68,14 +73,23 @@ def direct_exact_values() -> dict[str, float]:
     bmi, prog = np.asarray(db["bmi"]), np.asarray(db["progression"])
     cultivar = np.asarray(wine["cultivar"])
     duplicate = pair_mean(cultivar, lambda a, b: a == b)
+    score, label = np.asarray(bc["score"]), np.asarray(bc["label"])
+    positive, negative = score[label == 1], score[label == 0]
+    sex, progression_class = np.asarray(db["sex"]), np.asarray(db["progression_class"])
     return {
         "auc": roc_auc_score(bc["label"], bc["score"]),
+        # Pairs (positive, negative) with the positive scored higher, ties 1/2.
+        "mann-whitney": float(np.sum(positive[:, None] > negative[None, :])
+                              + 0.5 * np.sum(positive[:, None] == negative[None, :])),
         "kendall": pair_mean(np.arange(bmi.size), lambda i, j: np.sign(bmi[i] - bmi[j])
                              * np.sign(prog[i] - prog[j])),
         "gini": pair_mean(bmi, lambda a, b: np.abs(a - b)),
         "variance": float(np.var(bmi, ddof=1)),
         "duplicate": duplicate,
         "renyi2": -math.log(duplicate),
+        # Pairs that both groupings put together, or both apart.
+        "rand": pair_mean(np.arange(sex.size), lambda i, j: (sex[i] == sex[j])
+                          == (progression_class[i] == progression_class[j])),
         "vus": brute_vus(bmi, np.asarray(db["progression_class"])),
     }
 
@@ -139,6 +153,8 @@ def test_default_table_has_every_statistic(capsys: pytest.CaptureFixture[str],
         assert int(n) > 100
         assert float(bits) in (64.0, 128.0)
     assert "computed from public quantities only" in out
+    assert "not computed: kendall-b with protocol central-laplace: kernel 'kendall_tau_b' " \
+           "maps U to its statistic with private data" in out
 
 
 def test_json_has_the_documented_keys_and_values(capsys: pytest.CaptureFixture[str],

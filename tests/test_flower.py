@@ -30,9 +30,10 @@ import numpy as np
 import pytest
 
 import fedustat
+from fedustat import catalogue
 from fedustat.protocols.base import Role
 from fedustat.runtime.flower import RunConfig, load_silo, write_app
-from fedustat.runtime.flower.config import NodeConfig
+from fedustat.runtime.flower.config import STATISTICS, NodeConfig
 from fedustat.runtime.flower.driver import drive, release_document
 from fedustat.runtime.flower.node import answer
 from fedustat.runtime.network.certs import create_deployment
@@ -122,10 +123,12 @@ CASES = [
     {"protocol": "fedauc-laplace-local", "params": json.dumps({"n_clients": 3})},
     {"protocol": "central-laplace"},
     {"protocol": "ldp-tree", "params": json.dumps({"d": 16})},
+    {"protocol": "central-laplace", "statistic": "mann-whitney"},
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["protocol"] for c in CASES])
+@pytest.mark.parametrize("case", CASES,
+                         ids=[f"{c['protocol']}-{c.get('statistic', 'auc')}" for c in CASES])
 def test_driven_rounds_give_the_simulators_release(tmp_path, case):
     data = labelled(60, integer=case["protocol"] == "ldp-tree")
     run = {**case, "seed": str(SEED)}
@@ -511,7 +514,15 @@ def test_a_reply_with_unexpected_keys_is_refused(tmp_path):
     ({"seed": "abc"}, "seed must be an integer or \"\""),
     ({"seed": "-3"}, "seed must be >= 0, got -3"),
     ({"nodes": -1}, "nodes must be an integer >= 0"),
-    ({"statistic": "median"}, "statistic 'median' is unknown"),
+    ({"statistic": "mode"}, "statistic 'mode' is unknown; choose one of ['auc', "
+                            "'mann-whitney', 'kendall', 'kendall-b', 'gini'"),
+    ({"statistic": "median"}, "statistic 'median' is a curve the Flower app does not "
+                              "release: its curve protocols (ecdf-fss, ecdf-secagg) release "
+                              "the ECDF (statistic \"ecdf\")"),
+    ({"statistic": "ecdf"}, "statistic 'ecdf' is released by the curve protocols ecdf-fss, "
+                            "ecdf-secagg, not by 'ldp-quantized'"),
+    ({"statistic": "kendall-b", "protocol": "central-laplace"},
+     "kernel 'kendall_tau_b' maps U to its statistic with private data"),
     ({"statistic": "gini"}, "statistic 'gini' needs statistic-bounds"),
     ({"statistic": "gini", "statistic-bounds": "1"}, "statistic-bounds must be \"LO,HI\""),
     ({"epsilons": 1.0}, "unknown run config keys ['epsilons']"),
@@ -529,6 +540,44 @@ def test_bounded_statistics_take_their_public_bounds_from_the_run_config():
     config = RunConfig.parse({"statistic": "gini", "statistic-bounds": "0,2",
                               "protocol": "central-laplace"})
     assert config.kernel().output_range == (0.0, 2.0)
+
+
+def test_the_run_config_takes_the_catalogues_u_statistics():
+    assert list(STATISTICS) == catalogue.names("u-statistic")
+    for name in catalogue.names("u-statistic"):
+        stat = catalogue.get(name)
+        bounds = "0,1" if stat.needs_bounds else ""
+        config = RunConfig.parse({"statistic": name, "statistic-bounds": bounds})
+        assert config.statistic == name
+        assert config.kernel().name == stat.kernel((0.0, 1.0)).name
+
+
+@pytest.mark.parametrize(("old", "new", "kernel"), [("kendall-a", "kendall", "kendall_tau_a"),
+                                                    ("rand-index", "rand", "rand_index")])
+def test_old_statistic_names_stand_for_the_catalogues(tmp_path, old, new, kernel):
+    assert RunConfig.parse({"statistic": old}).statistic == new
+    # A server on the old name and nodes on the new one run the same configuration, and
+    # release what the simulator releases for the catalogue's name.
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 3, size=(60, 2)).astype(float)
+    server = {"protocol": "central-laplace", "statistic": old, "seed": str(SEED)}
+    nodes = in_process(tmp_path, server, data)
+    nodes.node_runs = {node: {**server, "statistic": new} for node in NODES}
+    result = nodes.drive()
+    expected = expected_release({**server, "statistic": new}, data, [20, 20, 20])
+    assert RunConfig.parse(server).kernel().name == kernel
+    np.testing.assert_equal(result.estimate.value, expected.value)
+
+
+def test_the_curve_protocols_take_the_ecdf_by_name():
+    params = json.dumps({"bounds": [0, 15], "precision": 1})
+    for statistic in ("ecdf", "auc"):  # a U-statistic name is ignored, as before
+        config = RunConfig.parse({"protocol": "ecdf-fss", "statistic": statistic,
+                                  "params": params})
+        assert config.statistic == statistic and config.make_protocol().name == "ecdf-fss"
+    with pytest.raises(ValueError, match=r"statistic 'roc' is a curve the Flower app does "
+                                         r"not release"):
+        RunConfig.parse({"protocol": "ecdf-fss", "statistic": "roc", "params": params})
 
 
 def test_node_data_from_csv_with_header_npy_and_selected_columns(tmp_path):

@@ -1261,7 +1261,9 @@ def _formula_applies(statistic: catalogue.Statistic) -> bool:
     if statistic.name == "auc":
         return True
     kernel = statistic.kernel(statistic.default_bounds)
-    return not statistic.labelled and kernel.statistic_fn is None
+    # tau-b's statistic reads private tie counts: no private protocol releases it.
+    return (not statistic.labelled and kernel.statistic_fn is None
+            and kernel.statistic_is_public)
 
 
 _U_STATS = tuple(s.name for s in catalogue.STATISTICS.values() if _formula_applies(s))
@@ -1280,8 +1282,10 @@ for _name, _sens, _alloc, _mech in (
     register_predictor(_name, _fedauc_lap(_name, _sens, _alloc, _mech), trust=_LABEL,
                        statistics=("auc",))
 register_predictor("umpc", _umpc, trust=_SECURE, statistics=_U_STATS)
+# pairs-2pc has no two-party circuit for the variance or the Rand index
+# (pairs_2pc.SUPPORTED_KERNELS).
 register_predictor("pairs-2pc", _pairs_2pc, trust=_SECURE,
-                   statistics=tuple(s for s in _U_STATS if s != "variance"))
+                   statistics=tuple(s for s in _U_STATS if s not in ("variance", "rand")))
 register_predictor("dp-ecdf", _ecdf("dp-ecdf", False), trust=_CURATOR,
                    statistics=("ecdf", "quantile"))
 register_predictor("dp-ecdf-smoothed", _ecdf("dp-ecdf-smoothed", True), trust=_CURATOR,
@@ -1353,6 +1357,9 @@ def _normalize_domain(statistic: str, domain_size: Any) -> dict[str, int]:
         if statistic == "duplicate":
             raise ValueError("domain_size is required for duplicate: the public number of "
                              "categories")
+        if statistic == "rand":
+            raise ValueError("domain_size is required for rand: the public number of "
+                             "clusters in each of the two clusterings")
         return {}
     if statistic in _CURVES:
         return {}

@@ -58,7 +58,7 @@ PUBLIC_BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
 }
 PUBLIC_VALUES: dict[str, dict[str, list[float]]] = {
     "breast_cancer_scores": {"label": [0.0, 1.0]},
-    "diabetes_pairs": {"progression_class": [0.0, 1.0, 2.0]},
+    "diabetes_pairs": {"progression_class": [0.0, 1.0, 2.0], "sex": [1.0, 2.0]},
     "digits_images": {"digit": [float(v) for v in range(10)]},
     "digits_scores": {"label": [0.0, 1.0]},
     "wine_cultivars": {"cultivar": [0.0, 1.0, 2.0]},
@@ -154,10 +154,18 @@ STATISTICS: dict[str, Statistic] = {s.name: s for s in [
     Statistic("auc", "area under the ROC curve of a score for a binary label (labels and "
               "class sizes public)", ("score", "label"),
               *_ROC_DATA, make_kernel=_no_bounds(kernels.auc_kernel), labelled=True),
+    Statistic("mann-whitney", "Mann-Whitney U of a score between the two classes of a "
+              "binary label (labels and class sizes public)", ("score", "label"),
+              *_ROC_DATA, make_kernel=_no_bounds(kernels.mann_whitney_kernel), labelled=True),
     Statistic("kendall", "Kendall's tau-a between two variables", ("x", "y"),
               "diabetes_pairs", ("bmi", "progression"), "diabetes_pairs",
               ("bmi", "progression"),
               make_kernel=_no_bounds(lambda: kernels.kendall_tau_kernel("a"))),
+    Statistic("kendall-b", "Kendall's tau-b between two variables (exact only: its tie "
+              "correction reads the private tie counts)", ("x", "y"),
+              "diabetes_pairs", ("bmi", "progression"), "diabetes_pairs",
+              ("bmi", "progression"),
+              make_kernel=_no_bounds(lambda: kernels.kendall_tau_kernel("b"))),
     Statistic("gini", "Gini mean difference of a bounded variable (needs public bounds)",
               ("x",), "diabetes_pairs", ("bmi",), "digits_images", ("ink",),
               make_kernel=_with_bounds(kernels.gini_kernel), needs_bounds=True),
@@ -170,6 +178,10 @@ STATISTICS: dict[str, Statistic] = {s.name: s for s in [
     Statistic("renyi2", "Rényi-2 (collision) entropy of a categorical variable", ("x",),
               "wine_cultivars", ("cultivar",), "digits_images", ("digit",),
               make_kernel=_no_bounds(kernels.renyi2_entropy_kernel)),
+    Statistic("rand", "Rand index of two clusterings (two category codes) of the same "
+              "records", ("a", "b"), "diabetes_pairs", ("sex", "progression_class"),
+              "diabetes_pairs", ("sex", "progression_class"),
+              make_kernel=_no_bounds(kernels.rand_index_kernel)),
     Statistic("vus", "volume under the ROC surface of a score for 3 ordered classes "
               "(classes public)", ("score", "class"), "diabetes_pairs",
               ("bmi", "progression_class"), "diabetes_pairs", ("bmi", "progression_class"),

@@ -101,11 +101,14 @@ _KIND_CODE = {EXACT: "exact", BOUND: "bound", PARTIAL: "bound*", APPROX: "approx
               NO_PREDICTION: "none"}
 _METRIC: dict[str, str] = {
     "auc": "error of the released AUC against the exact AUC of the data",
+    "mann-whitney": "error of the released Mann-Whitney U against its exact value",
     "kendall": "error of the released tau-a against the exact tau-a of the data",
+    "kendall-b": "error of the released tau-b against the exact tau-b of the data",
     "gini": "error of the released Gini mean difference against its exact value",
     "variance": "error of the released sample variance against its exact value",
     "duplicate": "error of the released duplicate-pair ratio against its exact value",
     "renyi2": "error of the released Renyi-2 entropy against its exact value",
+    "rand": "error of the released Rand index against its exact value",
     "vus": "error of the released volume under the ROC surface against its exact value",
     "ecdf": ("error of the released ECDF at each grid threshold (pooled over thresholds "
              "and repetitions); exact / mean columns: the curve at the exact median"),
@@ -826,6 +829,11 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
                 runnable.append(pred)
             plan.append((st, eps, adv, runnable))
         listed = {p.protocol for p in plan[-1][2].predictions}
+        if wanted is None and not any(r for name, _, _, r in plan if name == st):
+            # No private protocol computes it (tau-b): say why, protocol by protocol.
+            skipped.extend(f"{st}: {name} ({catalogue.protocol_refusal(st, name)})"
+                           for name in sorted(listed)
+                           if catalogue.protocol_refusal(st, name) is not None)
         for name in sorted((wanted or set()) - listed):
             refusal = catalogue.protocol_refusal(st, name)
             if refusal is not None:
@@ -888,6 +896,7 @@ _ERROR_AXIS: dict[str, str] = {
     "gini": "RMSE of the Gini mean difference (units of the data)",
     "variance": "RMSE of the variance (squared units of the data)",
     "duplicate": "RMSE of the duplicate-pair ratio (0-1)",
+    "rand": "RMSE of the Rand index (0-1)",
     "ecdf": "RMSE of F per threshold (probability)",
     "quantile": "RMSE in rank, F(q_hat) - q (probability)",
     "roc": "RMSE of TPR and FPR per threshold (rate)",

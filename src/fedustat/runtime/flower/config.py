@@ -18,38 +18,37 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fedustat import catalogue
 from fedustat._validation import as_float_array
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
 from fedustat.protocols.base import Protocol
 from fedustat.runtime.network.service import fingerprint
-from fedustat.stats import kernels
 from fedustat.stats.kernels import Kernel
 
-__all__ = ["DEFAULT_RUN_CONFIG", "STATISTICS", "NodeConfig", "RunConfig", "app_pyproject",
-           "load_silo", "write_app"]
+__all__ = ["CURVE_STATISTICS", "DEFAULT_RUN_CONFIG", "STATISTICS", "STATISTIC_ALIASES",
+           "NodeConfig", "RunConfig", "app_pyproject", "load_silo", "write_app"]
 
-#: Statistics a run can compute, by the name the run config uses. Bounded kernels take
-#: their public bounds from ``statistic-bounds`` (never from the data: that would leak it).
-STATISTICS: dict[str, Callable[[tuple[float, float] | None], Kernel]] = {
-    "auc": lambda b: kernels.auc_kernel(),
-    "mann-whitney": lambda b: kernels.mann_whitney_kernel(),
-    "kendall-a": lambda b: kernels.kendall_tau_kernel("a"),
-    "kendall-b": lambda b: kernels.kendall_tau_kernel("b"),
-    "gini": lambda b: kernels.gini_kernel(_need_bounds(b, "gini")),
-    "variance": lambda b: kernels.variance_kernel(_need_bounds(b, "variance")),
-    "duplicate": lambda b: kernels.duplicate_pair_kernel(),
-    "renyi2": lambda b: kernels.renyi2_entropy_kernel(),
-    "rand-index": lambda b: kernels.rand_index_kernel(),
-    "vus": lambda b: kernels.vus_kernel(),
-}
+#: Statistics a run can compute: the U-statistics of :mod:`fedustat.catalogue`, by its
+#: names. Bounded kernels take their public bounds from ``statistic-bounds`` (never from
+#: the data: that would leak it).
+STATISTICS: dict[str, catalogue.Statistic] = {
+    name: catalogue.get(name) for name in catalogue.names("u-statistic")}
+
+#: Run-config names of earlier versions, still accepted: each stands for the catalogue's.
+STATISTIC_ALIASES: dict[str, str] = {"kendall-a": "kendall", "rand-index": "rand"}
+
+#: The curve statistic the app releases: the federated ECDF releases (``ecdf-secagg``,
+#: ``ecdf-fss``) publish the ECDF at grid points. The quantiles read from it and the
+#: central curve releases (roc, hl) are not run inside Flower.
+CURVE_STATISTICS = ("ecdf",)
 
 #: The run config the app declares (Flower only accepts overrides of declared keys).
 #: ``seed = ""`` draws every random number from the operating system; an integer seed
@@ -72,11 +71,31 @@ DEFAULT_RUN_CONFIG: dict[str, Any] = {
 }
 
 
-def _need_bounds(bounds: tuple[float, float] | None, name: str) -> tuple[float, float]:
-    if bounds is None:
-        raise ValueError(f"statistic {name!r} needs statistic-bounds = \"LO,HI\": public bounds "
-                         "on the values (they fix the sensitivity)")
-    return bounds
+def _statistic(name: str, protocol: str) -> str:
+    """The catalogue name of the run config's statistic (an old name mapped to it).
+
+    A U-statistic protocol needs a U-statistic; the federated curve releases release the
+    ECDF whatever the key says (so the default ``"auc"`` does not stop them), but a curve
+    statistic the app does not release is refused.
+    """
+    name = STATISTIC_ALIASES.get(name, name)
+    if name in STATISTICS:
+        return name
+    curves = [e.name for e in registry.available_curves()]
+    if name in CURVE_STATISTICS:
+        if registry.is_curve(protocol):
+            return name
+        raise ValueError(f"statistic {name!r} is released by the curve protocols "
+                         f"{', '.join(curves)}, not by {protocol!r}")
+    if name in catalogue.STATISTICS:
+        raise ValueError(f"statistic {name!r} is a curve the Flower app does not release: "
+                         f"its curve protocols ({', '.join(curves)}) release the ECDF "
+                         "(statistic \"ecdf\"); `fedustat estimate --statistic "
+                         f"{name}` releases it")
+    raise ValueError(f"statistic {name!r} is unknown; choose one of {list(STATISTICS)} "
+                     f"(a U-statistic protocol) or {list(CURVE_STATISTICS)} (the curve "
+                     "protocols); older names still taken: "
+                     + ", ".join(f"{old} = {new}" for old, new in STATISTIC_ALIASES.items()))
 
 
 def _parse_bounds(text: str) -> tuple[float, float] | None:
@@ -126,10 +145,7 @@ class RunConfig:
             raise ValueError(f"unknown run config keys {unknown}; fedustat's keys are "
                              f"{sorted(DEFAULT_RUN_CONFIG)}")
         merged = {**DEFAULT_RUN_CONFIG, **config}
-        statistic = str(merged["statistic"])
-        if statistic not in STATISTICS:
-            raise ValueError(f"statistic {statistic!r} is unknown; choose one of "
-                             f"{sorted(STATISTICS)}")
+        statistic = _statistic(str(merged["statistic"]), str(merged["protocol"]))
         try:
             params = json.loads(str(merged["params"]))
         except json.JSONDecodeError as exc:
@@ -171,7 +187,13 @@ class RunConfig:
                    _tuples(params), seed, noise, nodes, str(merged["release"]), timeout)
 
     def kernel(self) -> Kernel:
-        return STATISTICS[self.statistic](self.statistic_bounds)
+        """The statistic's kernel, with the run config's public bounds where it needs them."""
+        statistic = STATISTICS[self.statistic]
+        if statistic.needs_bounds and self.statistic_bounds is None:
+            raise ValueError(f"statistic {self.statistic!r} needs statistic-bounds = "
+                             "\"LO,HI\": public bounds on the values (they fix the "
+                             "sensitivity)")
+        return statistic.kernel(self.statistic_bounds)
 
     def make_protocol(self) -> Protocol:
         """The protocol from the registry, exactly as every role builds it.

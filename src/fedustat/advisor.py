@@ -1486,9 +1486,11 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
     statistic:
         A statistic of the catalogue (:data:`fedustat.catalogue.STATISTICS`). Errors are
         predicted for ``"auc"``, ``"kendall"``, ``"gini"``, ``"variance"``,
-        ``"duplicate"``, ``"ecdf"``, ``"quantile"`` and ``"roc"``; for the others
-        (``"renyi2"``, ``"vus"``, ``"median"``, ``"hl"``) the protocols that compute them
-        are listed without a prediction, and the rest with the reason they cannot.
+        ``"duplicate"``, ``"rand"``, ``"ecdf"``, ``"quantile"`` and ``"roc"``; for the
+        others (``"renyi2"``, ``"vus"``, ``"mann-whitney"``, ``"median"``, ``"hl"``) the
+        protocols that compute them are listed without a prediction, and the rest with the
+        reason they cannot (every private protocol refuses ``"kendall-b"``: its tie
+        counts are private).
     n, n_pos, n_neg:
         Number of parties; the class sizes (public) for ``"auc"`` and ``"roc"``.
     epsilon, delta:
@@ -1504,7 +1506,8 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
         Public bounds: ``(lo, hi)`` of the values (required for gini and variance; the
         score range of auc/roc; one pair per column, or a mapping, for kendall).
     domain_size:
-        Number of public values of a discrete column (required for duplicate; integer
+        Number of public values of a discrete column (required for duplicate; one per
+        clustering for rand, e.g. ``(2, 3)``; integer
         scores ``0..domain_size-1`` for auc; one per column for kendall on ratings), or
         the number N of grid thresholds for ecdf, quantile and roc (default 256).
     zeta:

@@ -75,6 +75,32 @@ class Statistic:
     kernel's (or the curve's) columns in order; ``data``/``data_columns`` the bundled demo
     set of ``fedustat estimate``, ``study_data``/``study_columns`` the larger real table
     ``fedustat compare`` measures on. ``labelled``: the last column is a public label.
+
+    Parameters
+    ----------
+    name, description:
+        The name every entry point accepts, and what it computes.
+    columns:
+        The kernel's (or curve's) columns, in order.
+    data, data_columns:
+        The bundled data set ``fedustat estimate`` runs on by default, and its columns.
+    study_data, study_columns:
+        The larger real table ``fedustat compare`` measures on, and its columns.
+    make_kernel:
+        Builds the U-statistic's kernel from public bounds; None for a curve statistic.
+    curve:
+        The kind of curve release; None for a U-statistic.
+    needs_bounds:
+        The kernel needs public bounds of the values (gini, variance).
+    labelled:
+        The last column is a public label.
+
+    Examples
+    --------
+    >>> from fedustat import catalogue
+    >>> gini = catalogue.get("gini")
+    >>> gini.kind, gini.columns, gini.needs_bounds
+    ('u-statistic', ('x',), True)
     """
 
     name: str
@@ -91,19 +117,40 @@ class Statistic:
 
     @property
     def kind(self) -> str:
-        """``"u-statistic"`` or ``"curve"``."""
+        """``"u-statistic"`` or ``"curve"``.
+
+        Examples
+        --------
+        >>> from fedustat import catalogue
+        >>> catalogue.get("kendall").kind, catalogue.get("median").kind
+        ('u-statistic', 'curve')
+        """
         return "curve" if self.curve is not None else "u-statistic"
 
     @property
     def default_bounds(self) -> tuple[float, float] | None:
         """Public bounds of the default data's value column (for gini, variance and the
-        curves' grids), or None."""
+        curves' grids), or None.
+
+        Examples
+        --------
+        >>> from fedustat import catalogue
+        >>> catalogue.get("gini").default_bounds
+        (10.0, 60.0)
+        """
         bounds, _ = public_description(self, self.data, self.data_columns)
         return bounds.get(self.value_column)
 
     @property
     def value_column(self) -> str:
-        """The column whose public bounds fix a kernel's sensitivity or a curve's grid."""
+        """The column whose public bounds fix a kernel's sensitivity or a curve's grid.
+
+        Examples
+        --------
+        >>> from fedustat import catalogue
+        >>> catalogue.get("auc").value_column
+        'score'
+        """
         return self.columns[0]
 
     def kernel(self, bounds: tuple[float, float] | None = None) -> Kernel:
@@ -286,7 +333,26 @@ def public_description(statistic: Statistic, data: str, columns: tuple[str, ...]
 @dataclass(frozen=True)
 class CurveRelease:
     """A central curve release of :mod:`fedustat.protocols.ecdf` (a function, not a
-    registry protocol): its name, privacy model, summary, source and statistics."""
+    registry protocol): its name, privacy model, summary, source and statistics.
+
+    Parameters
+    ----------
+    name:
+        The release's name (the advisor's, and the ``protocol`` field of its results).
+    model:
+        Its privacy model (central: a trusted curator adds the noise).
+    summary, source:
+        What it does, and the paper section or work it implements.
+    statistics:
+        The catalogue statistics it releases.
+
+    Examples
+    --------
+    >>> from fedustat import catalogue
+    >>> release = catalogue.CURVE_RELEASES["dp-roc"]
+    >>> release.model.value, release.statistics
+    ('central', ('roc',))
+    """
 
     name: str
     model: PrivacyModel

@@ -994,7 +994,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "for kendall one pair per column separated by ';'")
     adv.add_argument("--domain-size", default=None,
                      help="number of public values of a discrete column (required for "
-                          "duplicate; 6,6 for kendall on two 6-point scales), or the number of "
+                          "duplicate; 6,6 for kendall on two 6-point scales; one per "
+                          "clustering for rand, e.g. 2,3), or the number of "
                           "grid thresholds for ecdf, quantile and roc")
     adv.add_argument("--zeta", default=None,
                      help="zeta_1,zeta_2 of the Hoeffding decomposition for the subsampling "

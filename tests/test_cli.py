@@ -720,6 +720,18 @@ def test_library_warnings_are_one_line_with_flags(capsys: pytest.CaptureFixture[
     assert capsys.readouterr().err == ""
 
 
+def test_a_warning_repeated_by_every_run_is_printed_once(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # compare runs U-MPC once per repetition and budget, each warning of the undeclared
+    # fixed-point format; the reader needs it once.
+    assert main(["compare", "--statistic", "duplicate", "--protocols", "umpc",
+                 "--repetitions", "2", "--epsilons", "1,2", "--out", "", "--no-progress"]) == 0
+    warnings_printed = [line for line in capsys.readouterr().err.splitlines()
+                        if line.startswith("warning: ")]
+    assert len(warnings_printed) == 1, warnings_printed
+    assert "no bounds declared" in warnings_printed[0]
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--statistic", "vus", "--protocol", "umpc", "--param", "comparison=fss"],
      "error: vus with protocol umpc: --param comparison=fss is a two-party construction; "

@@ -18,7 +18,7 @@ import re
 import resource
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -1613,9 +1613,21 @@ def _protocol_parameter_names() -> frozenset[str]:
     return frozenset(names - {"bounds", "domain", "precision", "noise"})
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str,
-                  lineno: int, file: Any = None, line: str | None = None) -> None:
-    print(f"warning: {flag_hint(str(message))}", file=sys.stderr)
+def _warning_printer() -> Callable[..., None]:
+    """A ``warnings.showwarning`` that prints each distinct warning once per command.
+
+    Commands that run many repetitions (``compare``) enter ``warnings.catch_warnings``
+    per run, which resets Python's own once-per-location bookkeeping; one line per
+    distinct message is what the reader needs."""
+    shown: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str,
+             lineno: int, file: Any = None, line: str | None = None) -> None:
+        text = f"warning: {flag_hint(str(message))}"
+        if text not in shown:
+            shown.add(text)
+            print(text, file=sys.stderr)
+    return show
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1626,7 +1638,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             # The library's warnings, one line each, their hints in flags too.
-            warnings.showwarning = _show_warning
+            warnings.showwarning = _warning_printer()
             return int(args.func(args))
     except SystemExit as exc:
         # Messages of the library reach the user through SystemExit("error: ..."): say

@@ -195,6 +195,24 @@ def test_curve_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
         main(["estimate", "--statistic", "hl", "--bounds", "0,1"])
 
 
+def test_curve_error_bars_are_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    # A quantile's error bar is the levels it answers (fedustat.curves.level_error_bound);
+    # the ECDF's is its per-point interval. Both reach the JSON and the table.
+    (row,) = run_json(capsys, "estimate", "--statistic", "median", "--epsilon", "0.4",
+                      "--seed", "2", "--format", "json")
+    bmi = fedustat.datasets.load("diabetes_pairs")["bmi"]
+    again = fedustat.median(bmi, epsilon=0.4, bounds=catalogue.get("median").default_bounds,
+                            grid_points=256, rng=np.random.default_rng(2))
+    assert row["values"] == [again.value]
+    assert row["level_intervals"] == [list(again.level_interval(0.95))]
+    assert main(["estimate", "--statistic", "median", "--epsilon", "0.4", "--seed", "2"]) == 0
+    low, high = again.level_interval(0.95)
+    assert f"[{low:.3f}, {high:.3f}]" in capsys.readouterr().out
+    (row,) = run_json(capsys, "estimate", "--statistic", "ecdf", "--epsilon", "1",
+                      "--format", "json")
+    assert len(row["std_error"]) == len(row["values"]) and min(row["std_error"]) > 0
+
+
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_the_flower_statistics_equal_scipy_and_sklearn_at_infinite_epsilon(
         capsys: pytest.CaptureFixture[str], name: str) -> None:

@@ -615,14 +615,17 @@ def _curve_values(spec: Statistic, release: Any, exact: Any) -> dict[str, Any]:
             _floats(result.value)
 
     if spec.curve == "ecdf":
+        std_error = getattr(release, "std_error", None)
         return {"thresholds": _floats(release.thresholds), "values": _floats(release.values),
                 "exact_values": None if exact is None else _floats(exact.values),
+                "std_error": None if std_error is None else _floats(std_error),
                 "estimate": None, "exact": None}
     if spec.curve in ("quantile", "median"):
         levels, values = quantiles(release)
         exact_values = None if exact is None else quantiles(exact)[1]
         single = spec.curve == "median"
         return {"levels": levels, "values": values, "exact_values": exact_values,
+                "level_intervals": _level_intervals(release),
                 "estimate": values[0] if single else None,
                 "exact": exact_values[0] if single and exact_values else None}
     if spec.curve == "roc":
@@ -639,6 +642,17 @@ def _curve_values(spec: Statistic, release: Any, exact: Any) -> dict[str, Any]:
             "df": int(release.df), "cuts": _floats(release.cuts),
             "exact": None if exact is None else float(exact.statistic),
             "exact_pvalue": None if exact is None else float(exact.pvalue)}
+
+
+def _level_intervals(release: Any) -> list[list[float]] | None:
+    """Per level, the 95% interval of levels at which the release is an exact quantile
+    (``fedustat.curves.level_error_bound``); None for a release without one."""
+    if hasattr(release, "level_interval"):  # one level
+        return [list(map(float, release.level_interval(0.95)))]
+    if hasattr(release, "level_error"):  # several levels, one bound for all
+        low, high = release.confidence_interval(0.95)
+        return [[float(a), float(b)] for a, b in zip(low, high, strict=True)]
+    return None
 
 
 def _threshold_text(value: float | str) -> str:
@@ -660,10 +674,15 @@ def _print_curve(row: dict[str, Any], args: argparse.Namespace) -> None:
         shown = sorted({round(i * (size - 1) / (SHOWN_POINTS - 1))
                         for i in range(SHOWN_POINTS)})
         if statistic == "ecdf":
-            headers = ["threshold", "exact F", "released F"]
+            headers = ["threshold", "exact F", "released F", "95% CI"]
+            half = [None if row["std_error"] is None else 1.959963984540054 * row["std_error"][i]
+                    for i in range(size)]
             lines = [[_threshold_text(row["thresholds"][i]),
                       cell(row["exact_values"][i] if row["exact_values"] else None),
-                      cell(row["values"][i])] for i in shown]
+                      cell(row["values"][i]),
+                      "-" if half[i] is None else
+                      f"[{row['values'][i] - half[i]:.4f}, {row['values'][i] + half[i]:.4f}]"]
+                     for i in shown]
         else:
             headers = ["threshold", "exact FPR", "exact TPR", "released FPR", "released TPR"]
             lines = [[_threshold_text(row["thresholds"][i]),
@@ -672,9 +691,14 @@ def _print_curve(row: dict[str, Any], args: argparse.Namespace) -> None:
                       cell(row["fpr"][i]), cell(row["tpr"][i])] for i in shown]
         print(f"{len(shown)} of its {size} grid points (--format json gives all):")
     elif statistic in ("quantile", "median"):
-        headers = ["level", "exact", "released"]
+        # A quantile errs in level, not in value: its error bar is the levels it answers.
+        headers = ["level", "exact", "released", "an exact quantile at levels (95%)"]
+        intervals = row["level_intervals"]
         lines = [[f"{q:g}", cell(row["exact_values"][i] if row["exact_values"] else None),
-                  cell(row["values"][i])] for i, q in enumerate(row["levels"])]
+                  cell(row["values"][i]),
+                  "-" if intervals is None else
+                  f"[{intervals[i][0]:.3f}, {intervals[i][1]:.3f}]"]
+                 for i, q in enumerate(row["levels"])]
     else:
         headers = ["", "exact", "released"]
         lines = [["H", cell(row["exact"]), cell(row["estimate"])],

@@ -370,10 +370,11 @@ def test_an_unseeded_federated_ecdf_between_processes_draws_from_the_os(processe
 def test_protocols_lists_the_curve_releases():
     listed = subprocess.run([*FEDUSTAT, "protocols"], capture_output=True, text=True,
                             check=True, timeout=60).stdout
-    assert re.search(r"^ecdf-fss\s+computational\s+curve release, no --statistic: .*"
-                     r"003 Sec\. 4\.2", listed, re.M)
-    assert re.search(r"^ecdf-secagg\s+central\s+curve release, no --statistic: .*"
-                     r"003 Sec\. 4\.1", listed, re.M)
+    assert re.search(r"^ecdf-fss\s+computational\s+federated curve release: .*"
+                     r"\(statistics: ecdf, quantile, median\).*003 Sec\. 4\.2", listed, re.M)
+    assert re.search(r"^ecdf-secagg\s+central\s+federated curve release: .*"
+                     r"\(statistics: ecdf, quantile, median\).*003 Sec\. 4\.1", listed, re.M)
+    assert re.search(r"^dp-ecdf\s+central\s+central curve release: ", listed, re.M)
 
 
 def test_the_curve_registry_shares_one_name_space_with_the_protocols():

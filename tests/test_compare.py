@@ -23,7 +23,12 @@ from fedustat.compare import (
     COMPARED_STATISTICS,
     PUBLIC_BOUNDS,
     ComparisonResult,
+    _advice_for,
+    _build_case,
+    _Outcome,
+    _run_curve,
     available_data,
+    level_errors,
     load_data,
     run_comparison,
     write_report,
@@ -350,3 +355,35 @@ def test_ecdf_curve_figure_shows_where_the_data_are() -> None:
     assert ax.get_xlim() == pytest.approx((start - margin, stop + margin))
     assert stop - start < 0.7 * (grid[-1] - grid[0])
     assert ax.get_ylim() == pytest.approx((-0.03, 1.03))
+
+
+def test_level_error_by_hand() -> None:
+    # x = 1, 2, 2, 4 on the grid 1..4: F = 0.25, 0.75, 0.75, 1 at the grid points, so 2 is
+    # the exact grid quantile for q in (0.25, 0.75], 3 for none (an empty cell: lo = hi =
+    # 0.75) and 4 for q in (0.75, 1]; a value between grid points uses the point below.
+    x = np.array([1.0, 2.0, 2.0, 4.0])
+    grid = np.array([1.0, 2.0, 3.0, 4.0])
+    released = [2.0, 2.0, 2.0, 3.0, 4.0, 1.0, 2.5]
+    levels = [0.5, 0.75, 0.9, 0.5, 0.5, 0.6, 0.5]
+    expected = [0.0, 0.0, 0.15, 0.25, 0.25, 0.35, 0.25]
+    assert level_errors(x, grid, released, levels) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("statistic", ["quantile", "median"])
+def test_every_quantile_row_scores_zero_for_the_exact_grid_quantile(statistic: str) -> None:
+    # At eps = inf every release is the grid's generalized inverse min{t : F(t) >= q},
+    # an exact quantile at q itself; an error in rank F(t) - q would charge it up to a
+    # cell's mass (about 0.01 on this data).
+    case = _build_case(statistic, data=None, file=None, columns=None, bounds=None,
+                       column_bounds=None, column_values=None, grid_points=64)
+    rows = [p for p in _advice_for(case, 1.0, 1e-6).predictions if p.registered]
+    assert {"dp-ecdf", "dp-ecdf-smoothed", "dp-quantiles", "ecdf-secagg"} <= {
+        p.protocol for p in rows}
+    x = np.sort(case.arrays[0])
+    assert case.grid is not None
+    rank_floor = np.searchsorted(x, case.grid, side="right") / x.size
+    assert np.max(np.diff(rank_floor)) > 0.01  # the rank metric's floor is not vacuous
+    for pred in rows:
+        out = _Outcome()
+        _run_curve(case, pred, math.inf, [np.random.SeedSequence(7)], out, lambda: None)
+        assert out.sq_errors and max(out.sq_errors) == 0.0, pred.protocol

@@ -248,7 +248,7 @@ def test_advisor_reports_the_pick_and_its_predicted_error() -> None:
     expected = predict_quantile_errors(ADVISED_QUANTILE_LEVELS, 5000, 256, 1.0)
     pick = min(("exponential", "joint", "curve"), key=lambda m: expected[m].mean_steps)
     assert pred.parameters["method"] == pick == pred.run_params["method"]
-    assert pred.mse == pytest.approx(float(np.mean(expected[pick].rank_mse)))
+    assert pred.mse == pytest.approx(float(np.mean(expected[pick].level_mse)))
     assert pred.parameters["steps"] == pytest.approx(expected[pick].mean_steps, abs=1e-4)
     assert pred.registered and pred.eligible
 

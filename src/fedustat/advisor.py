@@ -194,7 +194,8 @@ class Prediction:
         The guarantee the protocol delivers with these parameters.
     mse:
         Predicted mean squared error of the released value against the statistic of the
-        parties' data (per point for curves; in rank for quantiles).
+        parties' data (per point for curves; for quantiles the level error, the distance
+        from q to the levels at which the release is an exact grid quantile).
     kind:
         ``"exact"``, ``"upper bound"``, ``"upper bound (randomization only)"`` or
         ``"approximate"`` (module docstring).
@@ -1108,6 +1109,22 @@ def _hierarchical_ecdf_mse(q: Query, epsilon: float, count: int) -> float:
     return default_plan(q.grid_points).mean_variance() / (epsilon**2 * float(count) ** 2)
 
 
+def _quantile_from_curve(q: Query, point_mse: float, formula: str, notes: list[str]
+                         ) -> tuple[float, str]:
+    """The mean square level error of quantiles read from a curve of point variance
+    ``point_mse`` (003 Alg. 1): :func:`~fedustat.protocols.ecdf.private_quantiles.
+    curve_level_mse` at :data:`ADVISED_QUANTILE_LEVELS` on Poisson model data."""
+    from fedustat.protocols.ecdf.private_quantiles import curve_level_mse
+
+    notes.append("quantiles: the level error (the distance from q to the levels at which "
+                 "the release is an exact grid quantile of the data): the curve's error at "
+                 "the quantile less what the data's grid cell there absorbs, on Poisson "
+                 "model data (n / N records per grid point); smaller on data with "
+                 "heavier cells")
+    mse = curve_level_mse(ADVISED_QUANTILE_LEVELS, q.n, q.grid_points, point_mse)
+    return mse, formula + ", inverted by 003 Alg. 1 (level error on model data)"
+
+
 def _ecdf(name: str, smooth: bool) -> Predictor:
     def predict(q: Query) -> Prediction | None:
         if q.statistic not in _CURVES:
@@ -1155,9 +1172,7 @@ def _ecdf(name: str, smooth: bool) -> Predictor:
             formula = ("hierarchical tree with least squares: exact mean variance over the "
                        "grid points / (eps^2 n^2)")
             if q.statistic == "quantile":
-                formula += ", read as an error in rank (003 Alg. 1)"
-                notes.append("quantiles: error of F(q_hat) - q, about the curve's error at "
-                             "the quantile plus the grid spacing")
+                mse, formula = _quantile_from_curve(q, mse, formula, notes)
             cols = 1
         else:
             mse = _ecdf_mse(q, q.epsilon, q.n)
@@ -1165,9 +1180,7 @@ def _ecdf(name: str, smooth: bool) -> Predictor:
             kind = APPROX
             formula = "003 Thm 1: 2 (L+1)^3 / (eps^2 n^2)"
             if q.statistic == "quantile":
-                formula += ", read as an error in rank (003 Alg. 1)"
-                notes.append("quantiles: error of F(q_hat) - q, about the curve's error at "
-                             "the quantile plus the grid spacing")
+                mse, formula = _quantile_from_curve(q, mse, formula, notes)
             cols = 1
         return Prediction(name, PrivacyModel.CENTRAL, q.epsilon, 0.0, mse, kind, formula,
                           components=comps, bits_per_party=FLOAT_BITS * cols, rounds=1,
@@ -1183,7 +1196,7 @@ ADVISED_QUANTILE_LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
 
 def _dp_quantiles(q: Query) -> Prediction | None:
     """Direct private quantiles (:func:`fedustat.protocols.ecdf.dp_quantiles`): the method
-    its ``"auto"`` would pick and that method's predicted rank error, from
+    its ``"auto"`` would pick and that method's predicted level error, from
     :func:`~fedustat.protocols.ecdf.private_quantiles.predict_quantile_errors` (exact error
     laws on Poisson model data from a public seed; approximate for other data)."""
     if q.statistic != "quantile":
@@ -1195,12 +1208,12 @@ def _dp_quantiles(q: Query) -> Prediction | None:
 
     preds = predict_quantile_errors(ADVISED_QUANTILE_LEVELS, q.n, q.grid_points, q.epsilon)
     pick = min(QUANTILE_METHODS, key=lambda name: preds[name].mean_steps)
-    mse = float(np.mean(preds[pick].rank_mse))
+    mse = float(np.mean(preds[pick].level_mse))
     return Prediction(
         "dp-quantiles", PrivacyModel.CENTRAL, q.epsilon, 0.0, mse, APPROX,
         f"dp_quantiles(method='auto') picks {pick!r}: {preds[pick].source}, on Poisson "
         "model data",
-        components={name: float(np.mean(p.rank_mse)) for name, p in preds.items()},
+        components={name: float(np.mean(p.level_mse)) for name, p in preds.items()},
         bits_per_party=FLOAT_BITS, rounds=1,
         parameters={"N": q.grid_points, "method": pick, "levels": len(ADVISED_QUANTILE_LEVELS),
                     "steps": round(preds[pick].mean_steps, 4)},
@@ -1237,16 +1250,20 @@ def _ecdf_secagg(q: Query) -> Prediction | None:
     if q.statistic not in ("ecdf", "quantile"):
         return None
     L = tree_depth(q.grid_points)
-    mse = _secagg_ecdf_mse(q, q.epsilon, q.n)
+    point_mse = _secagg_ecdf_mse(q, q.epsilon, q.n)
     kind = EXACT if q.statistic == "ecdf" else APPROX
+    formula = (f"hierarchical tree, exact mean variance with Protocol B.1 noise from "
+               f"{SECAGG_SERVERS} contributors per node (min_honest = 1)")
+    notes = ["every party secret-shares its N indicators with the servers (003 Sec. 4.1): "
+             "m N l bits each, l = 64"]
+    mse = point_mse
+    if q.statistic == "quantile":
+        mse, formula = _quantile_from_curve(q, point_mse, formula, notes)
     return Prediction(
-        "ecdf-secagg", PrivacyModel.CENTRAL, q.epsilon, 0.0, mse, kind,
-        f"hierarchical tree, exact mean variance with Protocol B.1 noise from "
-        f"{SECAGG_SERVERS} contributors per node (min_honest = 1)",
-        components={"per_point": mse}, bits_per_party=SECAGG_SERVERS * q.grid_points * 64,
+        "ecdf-secagg", PrivacyModel.CENTRAL, q.epsilon, 0.0, mse, kind, formula,
+        components={"per_point": point_mse}, bits_per_party=SECAGG_SERVERS * q.grid_points * 64,
         rounds=3, parameters={"N": q.grid_points, "L": L, "servers": SECAGG_SERVERS},
-        notes=("every party secret-shares its N indicators with the servers (003 Sec. 4.1): "
-               "m N l bits each, l = 64",))
+        notes=tuple(notes))
 
 
 def _formula_applies(statistic: catalogue.Statistic) -> bool:
@@ -1668,11 +1685,16 @@ def _without_formula(q: Query, predicted: set[str]) -> list[Prediction]:
 def _advice_notes(q: Query, found: list[Prediction], rec: Prediction | None,
                   trust: str | None) -> list[str]:
     notes = []
-    if any(p.kind == NO_PREDICTION for p in found):
+    unpredicted = [p for p in found if p.kind == NO_PREDICTION]
+    if unpredicted and len(unpredicted) == len(found):
         notes.append(f"the advisor has no error formula for {q.statistic} (its formulas bound "
                      "the error of a U-statistic itself, of the ECDF, of the ROC curve and of "
                      "quantiles): the protocols that compute it are listed without a "
                      "prediction; `fedustat compare` measures their error")
+    else:
+        # Some protocols have a formula: name only those without one.
+        notes.extend(f"{p.protocol}: no error formula; `fedustat compare` measures it"
+                     for p in unpredicted)
     if rec is not None and not rec.registered:
         notes.append(f"{rec.protocol} is predicted from its paper but is not registered "
                      "in this installation; the best registered eligible protocol is "

@@ -81,6 +81,7 @@ __all__ = [
     "ComparisonResult",
     "RunRow",
     "available_data",
+    "level_errors",
     "load_data",
     "run_comparison",
     "write_report",
@@ -112,12 +113,16 @@ _METRIC: dict[str, str] = {
     "vus": "error of the released volume under the ROC surface against its exact value",
     "ecdf": ("error of the released ECDF at each grid threshold (pooled over thresholds "
              "and repetitions); exact / mean columns: the curve at the exact median"),
-    "quantile": ("error in rank F(q_hat) - q of the released quantiles, pooled over "
-                 f"q = {', '.join(f'{q:g}' for q in QUANTILE_LEVELS)} (the grid adds a floor "
-                 "of about the data's mass in one grid cell); exact / mean columns: the "
-                 "median in the data's units; median RMSE in those units"),
-    "median": ("error in rank F(q_hat) - 0.5 of the released median; exact / mean columns: "
-               "the median in the data's units; median RMSE in those units"),
+    "quantile": ("level error of the released quantiles, pooled over "
+                 f"q = {', '.join(f'{q:g}' for q in QUANTILE_LEVELS)}: the distance from q "
+                 "to the levels (F(t^-), F(t)] at which the release t is an exact quantile "
+                 "of the data on the grid (t^- the grid point below t; 0 for the exact grid "
+                 "quantile); exact / mean columns: the median in the data's units; median "
+                 "RMSE in those units"),
+    "median": ("level error of the released median: the distance from 0.5 to the levels "
+               "(F(t^-), F(t)] at which the release t is an exact quantile of the data on "
+               "the grid; exact / mean columns: the median in the data's units; median RMSE "
+               "in those units"),
     "hl": "error of the released Hosmer-Lemeshow statistic H against its exact value",
     "roc": ("error of the released TPR and FPR at each grid threshold (pooled); exact / "
             "mean columns: the area under the curve; L1: 003 Sec. 6.5's area between the "
@@ -553,6 +558,53 @@ def _bits_sent(est: Any) -> float:
     return float(cost.bits_per_party)
 
 
+def level_errors(sorted_x: np.ndarray, grid: np.ndarray, released: Any,
+                 levels: Sequence[float]) -> np.ndarray:
+    """The level error of released quantiles: how far each level q is from the levels at
+    which its release is an exact quantile of the data on the grid.
+
+    A grid point ``v`` is the exact (generalized-inverse) q'-quantile on the grid for
+    every ``q'`` in ``(lo, hi]`` with ``lo = F(largest grid point < v)`` (0 if none) and
+    ``hi = F(v)``, ``F`` the data's ECDF (the event of
+    :func:`fedustat.curves.level_error_bound`). The error is the distance from q to that
+    interval, ``max(0, lo - q, q - hi)``: 0 for the exact grid quantile, which an error in
+    rank ``F(v) - q`` charges up to one grid cell's mass.
+
+    Parameters
+    ----------
+    sorted_x:
+        The data, sorted.
+    grid:
+        The public grid, strictly increasing.
+    released:
+        One released value per level.
+    levels:
+        The levels q, in (0, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        The level error per level, in [0, 1].
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([1.0, 2.0, 2.0, 4.0])
+    >>> grid = np.array([1.0, 2.0, 3.0, 4.0])
+    >>> np.round(level_errors(x, grid, [2.0, 2.0, 4.0], [0.5, 0.9, 0.5]), 4).tolist()
+    [0.0, 0.15, 0.25]
+    """
+    v = np.asarray(released, dtype=np.float64)
+    q = np.asarray(levels, dtype=np.float64)
+    n = sorted_x.size
+    hi = np.searchsorted(sorted_x, v, side="right") / n
+    below = np.searchsorted(grid, v, side="left") - 1  # the largest grid point < v
+    lo = np.where(below >= 0,
+                  np.searchsorted(sorted_x, grid[np.maximum(below, 0)], side="right") / n,
+                  0.0)
+    return np.maximum(0.0, np.maximum(lo - q, q - hi))
+
+
 def _exact_quantiles(x: np.ndarray, levels: Sequence[float]) -> np.ndarray:
     return np.quantile(x, levels, method="inverted_cdf")
 
@@ -599,8 +651,8 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
                                       method=pred.run_params.get("method", "auto"), rng=rng)
                 out.seconds += time.perf_counter() - start
                 guarantee = direct.privacy
-                rank = np.searchsorted(sorted_x, direct.values, side="right") / x.size
-                out.sq_errors.extend(((rank - np.asarray(levels)) ** 2).tolist())
+                err = level_errors(sorted_x, tau, direct.values, levels)
+                out.sq_errors.extend((err**2).tolist())
                 mid = list(levels).index(0.5)
                 out.values.append(float(direct.values[mid]))
                 out.extra.setdefault("median RMSE", []).append(
@@ -636,14 +688,18 @@ def _run_curve(case: Case, pred: Prediction, eps: float,
                     out.covered.extend((np.abs(err) <= half).tolist())
             else:
                 source = smooth(released, p=2) if smoothed else released
-                q = dp_quantile(source, list(levels))
+                # The grid point ending Alg. 1's last bracket (F_hat(t^-) < q <= F_hat(t)),
+                # as dp_quantiles(method="curve") and fedustat.quantile release it; the
+                # bracket's midpoint sits inside a cell, an exact quantile at no level
+                # when records lie between it and the grid point.
+                answers = dp_quantile(source, list(levels)).upper
                 out.seconds += time.perf_counter() - start
-                rank = np.searchsorted(sorted_x, q.value, side="right") / x.size
-                out.sq_errors.extend(((rank - np.asarray(levels)) ** 2).tolist())
+                err = level_errors(sorted_x, tau, answers, levels)
+                out.sq_errors.extend((err**2).tolist())
                 mid = list(levels).index(0.5)
-                out.values.append(float(q.value[mid]))
+                out.values.append(float(answers[mid]))
                 out.extra.setdefault("median RMSE", []).append(
-                    (float(q.value[mid]) - median) ** 2)
+                    (float(answers[mid]) - median) ** 2)
         if pred.protocol not in ("ecdf-secagg", "ecdf-fss"):  # measured above
             out.bits.append(pred.bits_per_party or math.nan)
         out.model = guarantee.model.value
@@ -898,7 +954,7 @@ _ERROR_AXIS: dict[str, str] = {
     "duplicate": "RMSE of the duplicate-pair ratio (0-1)",
     "rand": "RMSE of the Rand index (0-1)",
     "ecdf": "RMSE of F per threshold (probability)",
-    "quantile": "RMSE in rank, F(q_hat) - q (probability)",
+    "quantile": "RMSE of the level error, distance from q to (F(t^-), F(t)] (probability)",
     "roc": "RMSE of TPR and FPR per threshold (rate)",
 }
 

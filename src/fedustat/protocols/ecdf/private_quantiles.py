@@ -48,6 +48,7 @@ __all__ = [
     "QUANTILE_METHODS",
     "PrivateQuantiles",
     "QuantileErrorPrediction",
+    "curve_level_mse",
     "dp_quantiles",
     "expected_errors",
     "joint_exponential",
@@ -298,13 +299,16 @@ class QuantileErrorPrediction:
     ``n / N`` records per grid point, Poisson), which is what it depends on besides
     (m, n, N, eps).
 
-    ``steps``: expected ``|o_j - x_j|`` in grid steps, per level; ``rank_mse``: expected
-    ``(F(q_hat) - q)^2`` per level (the advisor's unit); ``source`` names the computation.
+    ``steps``: expected ``|o_j - x_j|`` in grid steps, per level; ``level_mse``: expected
+    square of the level error per level (the advisor's unit): the distance from ``q_j`` to
+    the levels ``(F(t_{o-1}), F(t_o)]`` at which the released ``t_o`` is an exact grid
+    quantile of the data, 0 for the exact answer (what ``fedustat compare`` measures);
+    ``source`` names the computation.
     """
 
     method: str
     steps: np.ndarray
-    rank_mse: np.ndarray
+    level_mse: np.ndarray
     source: str
 
     @property
@@ -342,12 +346,94 @@ def _truth_index(counts: np.ndarray, n: int, levels: np.ndarray) -> np.ndarray:
                       counts.size - 1)
 
 
-def _law_errors(law: np.ndarray, truth: int, counts: np.ndarray, n: int, rank: int
+def _level_errors_of_points(counts: np.ndarray, n: int, level: float) -> np.ndarray:
+    """The level error of answering ``level`` with each grid point ``t_k``: the distance
+    from the level to ``(C(t_{k-1}) / n, C(t_k) / n]``, the levels at which ``t_k`` is the
+    generalized-inverse quantile (``C(t_{-1}) = 0``)."""
+    hi = np.asarray(counts, dtype=np.float64) / n
+    lo = np.concatenate([[0.0], hi[:-1]])
+    return np.maximum(0.0, np.maximum(lo - level, level - hi))
+
+
+def _law_errors(law: np.ndarray, truth: int, counts: np.ndarray, n: int, level: float
                 ) -> tuple[float, float]:
+    """(expected |steps from the truth|, expected squared level error) under ``law``."""
     idx = np.arange(law.size)
     steps = float(law @ np.abs(idx - truth))
-    rank_err = (counts - rank) / n
-    return steps, float(law @ rank_err**2)
+    return steps, float(law @ _level_errors_of_points(counts, n, level) ** 2)
+
+
+#: Nodes of the normal integral in :func:`curve_level_mse` (standard deviations).
+_NORMAL_NODES = np.linspace(-8.0, 8.0, 4001)
+_NORMAL_WEIGHTS = np.exp(-0.5 * _NORMAL_NODES**2) / np.sum(np.exp(-0.5 * _NORMAL_NODES**2))
+
+
+def _curve_level_mse_on(counts: np.ndarray, n: int, levels: np.ndarray, variance: Any
+                        ) -> np.ndarray:
+    """Expected squared level error per level of inverting a curve ``F + e`` on these
+    counts, with ``e ~ N(0, variance)`` (one variance, or one per level) the same at the
+    crossing point and the one below.
+
+    003 Alg. 1 returns the first ``t_k`` with ``F(t_k) + e_k >= q``; with ``e_{k-1} =
+    e_k = e`` that is the point whose cell ``(F(t_{k-1}), F(t_k)]`` holds ``q - e``, and
+    its level error the distance from q to that cell: about ``|e|`` less what the cell
+    absorbs (0 when ``q - e`` stays in q's own cell). The normal integral is a sum over
+    :data:`_NORMAL_NODES`; ``q - e`` outside ``(0, 1]`` is answered by the first or last
+    point, as Alg. 1 does.
+    """
+    var = np.broadcast_to(np.asarray(variance, dtype=np.float64), levels.shape)
+    per_point = np.asarray(counts, dtype=np.float64) / n
+    out = np.zeros(levels.size)
+    for j, q in enumerate(levels):
+        if var[j] <= 0.0:
+            continue
+        shifted = q - math.sqrt(var[j]) * _NORMAL_NODES
+        k = np.minimum(np.searchsorted(per_point, shifted, side="left"), per_point.size - 1)
+        err = _level_errors_of_points(counts, n, float(q))[k]
+        out[j] = float(_NORMAL_WEIGHTS @ err**2)
+    return out
+
+
+def curve_level_mse(levels: Any, n: int, grid_points: int, variance: float) -> float:
+    """Predicted mean square level error of quantiles read from a private curve.
+
+    The curve's error at a point is modelled as ``N(0, variance)`` (``variance`` its point
+    variance, e.g. 003 Thm 1's), the same at the crossing and the point below (003 Alg.
+    1's answer is then the grid point whose cell holds ``q - e``), on the public model
+    data of :func:`model_counts` averaged over ``ceil(MODEL_LEVELS / m)`` data sets. The
+    level error is the distance from q to the levels at which the answer is an exact
+    grid quantile (:class:`QuantileErrorPrediction`): ``|e|`` less what the data's grid
+    cell at the quantile absorbs, so it is below ``variance`` when cells hold much mass.
+
+    Parameters
+    ----------
+    levels:
+        The levels q, in (0, 1].
+    n, grid_points:
+        Records and grid points (public).
+    variance:
+        The curve's point variance at the quantiles.
+
+    Returns
+    -------
+    float
+        The mean over levels of the expected squared level error.
+
+    Examples
+    --------
+    >>> from fedustat.protocols.ecdf.private_quantiles import curve_level_mse
+    >>> curve_level_mse([0.5], 1000, 64, 0.0)
+    0.0
+    >>> 0.0 < curve_level_mse([0.5], 1000, 64, 1e-4) < 1e-4
+    True
+    """
+    q = np.atleast_1d(as_float_array(levels, "levels", ndim=(0, 1)))
+    replicates = -(-MODEL_LEVELS // q.size)
+    parts = []
+    for i in range(replicates):
+        counts = model_counts(int(n), int(grid_points), i)
+        parts.append(_curve_level_mse_on(counts, int(counts[-1]), q, float(variance)))
+    return float(np.mean(parts))
 
 
 def predict_quantile_errors(levels: Any, n: int, grid_points: int, epsilon: float
@@ -398,7 +484,7 @@ def _predict_one(q: np.ndarray, counts: np.ndarray, eps: float
     steps, mse = np.empty(m), np.empty(m)
     for j in range(m):
         law = permute_and_flip_distribution(rank_costs(counts, int(ranks[j])), eps / m / 2.0)
-        steps[j], mse[j] = _law_errors(law, int(truth[j]), counts, n, int(ranks[j]))
+        steps[j], mse[j] = _law_errors(law, int(truth[j]), counts, n, float(q[j]))
     out["exponential"] = (steps, mse, "permute-and-flip law (McKenna and Sheldon 2020) at "
                           "eps/m per level, sensitivity 1")
 
@@ -412,20 +498,22 @@ def _predict_one(q: np.ndarray, counts: np.ndarray, eps: float
         steps_j, mse_j = np.empty(m), np.empty(m)
         for j in range(m):
             steps_j[order[j]], mse_j[order[j]] = _law_errors(
-                marg[j], int(truth[order[j]]), counts, n, int(ranks[order[j]]))
+                marg[j], int(truth[order[j]]), counts, n, float(q[order[j]]))
         out["joint"] = (steps_j, mse_j, "JointExp marginals (Gillenwater et al. 2021), "
                         "forward-backward")
 
     curve = dp_ecdf_from_counts(counts, n, np.arange(grid_points, dtype=np.float64),
                                 epsilon=eps, rng=0)
     if curve.privacy.model is PrivacyModel.NONE:
-        e_abs = 0.0
+        e_abs, variance = 0.0, np.zeros(m)
     else:
         e_abs = float(np.sqrt(2.0 / np.pi) * curve.std_error)  # normal approximation
+        # The curve's own variance at each level's true quantile (it varies by point).
+        variance = np.asarray(curve.point_variances)[truth]
     step_err = e_abs * grid_points + 0.5
-    out["curve"] = (np.full(m, step_err), np.full(m, curve.std_error**2 if e_abs else 0.0),
+    out["curve"] = (np.full(m, step_err), _curve_level_mse_on(counts, n, q, variance),
                     "003 Thm 1 point error of dp_ecdf, |e| N grid steps (normal "
-                    "approximation)")
+                    "approximation); level error: the cell of q - e (curve_level_mse)")
     return out
 
 

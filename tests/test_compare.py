@@ -300,6 +300,36 @@ def test_summary_says_when_no_protocol_meets_a_trust_model() -> None:
                                          "budget")
 
 
+def test_summary_ranks_rmse_zero_by_the_arithmetic_mean() -> None:
+    # A quantile's level error can be 0 in every repetition at a large budget; a geometric
+    # mean would then tie every such protocol at 0 and print an infinite ratio.
+    from types import SimpleNamespace
+
+    from fedustat.comparison_summary import summarize
+
+    def row(protocol: str, eps: float, rmse: float) -> SimpleNamespace:
+        return SimpleNamespace(protocol=protocol, epsilon=eps, rmse=rmse, bits_per_party=64.0)
+
+    rows = [row("dp-quantiles", 0.5, 0.004), row("dp-quantiles", 4.0, 0.0),
+            row("dp-ecdf", 0.5, 0.002), row("dp-ecdf", 4.0, 0.0),
+            row("ecdf-secagg", 0.5, 0.0), row("ecdf-secagg", 4.0, 0.0)]
+    trust = {"dp-quantiles": {"curator"}, "dp-ecdf": {"curator"},
+             "ecdf-secagg": {"curator", "secure"}}
+    advice = SimpleNamespace(
+        prediction=lambda name: SimpleNamespace(trust=frozenset(trust[name])))
+    result = SimpleNamespace(settings={"epsilons": [0.5, 4.0], "repetitions": 3},
+                             statistics=["quantile"], advice={("quantile", 0.5): advice},
+                             rows_for=lambda st: rows)
+    choices = {c.trust: c for c in summarize(result)}
+    curator = choices["curator"]
+    assert curator.averaging == "arithmetic"
+    assert curator.protocol == "ecdf-secagg" and curator.score == 0.0
+    assert curator.runner_up == "dp-ecdf" and curator.runner_up_score == pytest.approx(0.001)
+    assert "(exact at every budget)" in curator.reason()
+    assert "arithmetic mean over the budgets" in curator.reason()
+    assert "inf" not in curator.reason()
+
+
 def test_error_figure_is_readable(small: ComparisonResult) -> None:
     from matplotlib.colors import to_hex
 

@@ -4,7 +4,8 @@ For every statistic of a :func:`fedustat.compare.run_comparison` result and ever
 model (local DP, a trusted curator, secure computation, label DP), the protocols that
 meet the trust model (as the advisor registers them, :data:`fedustat.advisor.TRUST_MODELS`)
 and ran at every budget of the grid are ranked by their *measured* RMSE: the geometric
-mean over the budgets, so that each budget weighs the same whatever its error's size.
+mean over the budgets, so that each budget weighs the same whatever its error's size
+(the arithmetic mean where a protocol was exact in every repetition at some budget).
 The choice is the lowest; the reason given is its measured error and bits per party
 against the runner-up's. Nothing here is predicted or fixed in advance: a different
 data set or seed can change the choice.
@@ -73,7 +74,9 @@ class TrustChoice:
     rmse
         Its measured RMSE at each budget epsilon.
     score
-        Geometric mean of those RMSEs (the ranking key).
+        Geometric mean of those RMSEs (the ranking key); the arithmetic mean where a
+        protocol of the statistic measured an RMSE of 0 at some budget (a release that
+        hit the exact value in every repetition), which a geometric mean cannot rank.
     bits_per_party
         Its measured bits per party (mean over the budgets), or None if not measured.
     runner_up, runner_up_score, runner_up_bits
@@ -99,6 +102,7 @@ class TrustChoice:
     runner_up_bits: float | None
     candidates: int
     resolvable_ratio: float = 1.0
+    averaging: str = "geometric"
 
     def reason(self) -> str:
         """Why this protocol: its measured error and cost against the runner-up.
@@ -129,10 +133,15 @@ class TrustChoice:
                      f"{_g(values[-1])} at eps={eps[-1]:g}")
         if self.runner_up is None:
             return error + "; the only protocol meeting this trust model that ran"
-        ratio = (self.runner_up_score / self.score if self.score > 0 else math.inf)
-        mean = "geometric mean over the budgets " if len(eps) > 1 else ""
+        mean = f"{self.averaging} mean over the budgets " if len(eps) > 1 else ""
+        if self.score > 0:
+            ratio = self.runner_up_score / self.score
+            lower = f"{ratio:.3g}x lower"
+        else:  # exact in every repetition at every budget: no ratio to state
+            ratio = math.inf if self.runner_up_score > 0 else 1.0
+            lower = "exact at every budget" if ratio > 1 else "both exact at every budget"
         text = (f"{error}; {mean}{_g(self.score)} against {self.runner_up}'s "
-                f"{_g(self.runner_up_score)} ({ratio:.3g}x lower), at "
+                f"{_g(self.runner_up_score)} ({lower}), at "
                 f"{_bits(self.bits_per_party)} bits/party against "
                 f"{_bits(self.runner_up_bits)}")
         if ratio < self.resolvable_ratio:
@@ -149,10 +158,9 @@ def _bits(bits: float | None) -> str:
     return "unmeasured" if bits is None else f"{bits:.4g}"
 
 
-def _geometric_mean(values: Sequence[float]) -> float:
-    # An RMSE of exactly 0 (a protocol that releases the exact value) ranks first.
-    if any(v <= 0 for v in values):
-        return 0.0
+def _mean(values: Sequence[float], averaging: str) -> float:
+    if averaging == "arithmetic":
+        return sum(values) / len(values)
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
@@ -198,12 +206,16 @@ def summarize(result: ComparisonResult) -> list[TrustChoice]:
         by_protocol: dict[str, list[RunRow]] = {}
         for r in rows:
             by_protocol.setdefault(r.protocol, []).append(r)
-        ranked: list[tuple[float, str, list[RunRow]]] = []
-        for name, mine in by_protocol.items():
-            if sorted(r.epsilon for r in mine) != sorted(grid) \
-                    or not all(math.isfinite(r.rmse) for r in mine):
-                continue
-            ranked.append((_geometric_mean([r.rmse for r in mine]), name, mine))
+        complete = {name: mine for name, mine in by_protocol.items()
+                    if sorted(r.epsilon for r in mine) == sorted(grid)
+                    and all(math.isfinite(r.rmse) for r in mine)}
+        # A geometric mean cannot rank an RMSE of 0 (exact in every repetition, as a
+        # quantile's level error can be): then every protocol of it is ranked by the
+        # arithmetic mean.
+        averaging = ("arithmetic" if any(r.rmse <= 0 for mine in complete.values()
+                                         for r in mine) else "geometric")
+        ranked = [(_mean([r.rmse for r in mine], averaging), name, mine)
+                  for name, mine in complete.items()]
         ranked.sort(key=lambda item: (item[0], item[1]))
         for trust in SUMMARY_TRUST_MODELS:
             meeting = [item for item in ranked
@@ -217,7 +229,8 @@ def summarize(result: ComparisonResult) -> list[TrustChoice]:
             choices.append(TrustChoice(
                 st, trust, name, {r.epsilon: r.rmse for r in mine}, score, _mean_bits(mine),
                 None if nxt is None else nxt[1], math.nan if nxt is None else nxt[0],
-                None if nxt is None else _mean_bits(nxt[2]), len(meeting), resolvable))
+                None if nxt is None else _mean_bits(nxt[2]), len(meeting),
+                resolvable if averaging == "geometric" else 1.0, averaging))
     return choices
 
 

@@ -28,6 +28,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fedustat.stats", "fedustat.privacy"),
     ("fedustat.secure",),
     ("fedustat.protocols",),
+    # The names of statistics and what serves them: read by the runtime (the Flower run
+    # config) and by every application.
+    ("fedustat.catalogue",),
     ("fedustat.runtime",),
     ("fedustat", "fedustat.api", "fedustat.curves", "fedustat.advisor", "fedustat.compare",
      "fedustat.reproduce", "fedustat.report", "fedustat.cli", "fedustat.__main__"),

@@ -13,7 +13,6 @@ side.
 import warnings
 from typing import Any
 
-from fedustat import curve_dispatch as _curve_dispatch  # noqa: F401  (estimate by curve name)
 from fedustat.advisor import advise
 from fedustat.api import (
     KendallTauResult,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +29,13 @@ from scipy import integrate
 from scipy import stats as sps
 
 from fedustat import catalogue
+from fedustat._inputs import (
+    NO_PRIVATE_MEANING,
+    binary_score,
+    binary_target,
+    column_inputs,
+    noise_source,
+)
 from fedustat._validation import (
     RandomLike,
     as_rng,
@@ -37,10 +44,11 @@ from fedustat._validation import (
     check_positive_int,
 )
 from fedustat.cost import Cost
+from fedustat.curve_dispatch import release_curve
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.errors import error_sum
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
-from fedustat.privacy.noise import DeploymentNoise, NoiseSource
+from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols import registry
 from fedustat.protocols.base import Estimate
 from fedustat.runtime.simulate import simulate
@@ -78,26 +86,6 @@ def _in_range(release: Estimate, kernel: Kernel, clip: bool) -> Estimate:
     """``release`` clipped into the statistic's valid range when ``clip`` (post-processing)."""
     bounds = statistic_range(kernel)
     return release.clipped(*bounds) if clip and bounds is not None else release
-
-
-def _noise_source(noise: Any, rng: RandomLike) -> NoiseSource | None:
-    """The deployment source ``noise`` asks for, or None for a seeded simulation."""
-    if isinstance(noise, NoiseSource):
-        if noise.kind == "deployment" and rng is not None:
-            raise ValueError("deployment noise cannot be seeded: pass rng=None with "
-                             "noise='deployment' (a seed would make the release reproducible "
-                             "by anyone who knows it)")
-        return noise
-    if noise is None or noise == "simulation":
-        return None
-    if noise == "deployment":
-        if rng is not None:
-            raise ValueError("deployment noise cannot be seeded: pass rng=None with "
-                             "noise='deployment' (a seed would make the release reproducible "
-                             "by anyone who knows it)")
-        return DeploymentNoise()
-    raise ValueError(f"noise must be 'simulation' or 'deployment' (or a NoiseSource), "
-                     f"got {noise!r}")
 
 
 def _partition_sizes(n: int, batch_size: Any) -> list[int]:
@@ -171,7 +159,7 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
         raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}: it is "
                         f"not an argument of {caller} nor a parameter of protocol "
                         f"{protocol!r} (its parameters: {', '.join(accepted) or 'none'})")
-    source = _noise_source(noise, rng)
+    source = noise_source(noise, rng)
     if data is None and partitions is None:
         raise ValueError(f"{caller}() needs data (one row per party) or, with an engine, "
                          "partitions= (stored data)")
@@ -305,9 +293,9 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
                                  params=params)
     protocol = DEFAULT_PROTOCOL if protocol is None else protocol
     for key in params:
-        if key in _NO_PRIVATE_MEANING:
+        if key in NO_PRIVATE_MEANING:
             raise TypeError(f"fedustat.estimate() does not take {key}=: "
-                            f"{_NO_PRIVATE_MEANING[key]}")
+                            f"{NO_PRIVATE_MEANING[key]}")
     data = _table_columns(kernel, data)
     gaussian = protocol == "fedauc-gaussian"  # the one registered Gaussian mechanism
     if budget is not None:
@@ -330,18 +318,6 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
 
 #: Points of the even grid a curve statistic gets from ``bounds=(lo, hi)``.
 CURVE_GRID_POINTS = 256
-#: The function that releases a curve statistic by name
-#: (:func:`fedustat.curve_dispatch.release_curve`). It builds on :mod:`fedustat.curves`,
-#: which builds on this module, so it registers itself here when imported (``import
-#: fedustat`` does) instead of being imported by this module.
-_CURVE_RELEASER: list[Callable[..., Any]] = []
-
-
-def _register_curve_releaser(release: Callable[..., Any]) -> None:
-    """Make ``release`` the function :func:`estimate` hands curve statistics to."""
-    _CURVE_RELEASER[:] = [release]
-
-
 def _estimate_by_name(name: str, data: Any, *, epsilon: float, delta: float,
                       protocol: str | None, rng: RandomLike, noise: Any, batch_size: Any,
                       engine: Any, workers: int | None, partitions: Any,
@@ -376,13 +352,9 @@ def _estimate_by_name(name: str, data: Any, *, epsilon: float, delta: float,
     if thresholds is None and bounds is not None:
         low, high = (float(b) for b in bounds)
         thresholds = np.linspace(low, high, CURVE_GRID_POINTS)
-    if not _CURVE_RELEASER:
-        raise RuntimeError("the curve releases are not loaded: import fedustat (or "
-                           "fedustat.curve_dispatch) first")
-    release_curve = _CURVE_RELEASER[0]
     return release_curve(name, _curve_columns(statistic, data), epsilon=epsilon,
                          protocol=protocol, thresholds=thresholds, levels=levels, rng=rng,
-                         noise=_noise_source(noise, rng), budget=budget)
+                         noise=noise_source(noise, rng), budget=budget)
 
 
 def _curve_columns(statistic: Any, data: Any) -> list[np.ndarray]:
@@ -391,7 +363,7 @@ def _curve_columns(statistic: Any, data: Any) -> list[np.ndarray]:
         raise ValueError(f"fedustat.estimate({statistic.name!r}) needs data: its columns "
                          f"{', '.join(statistic.columns)}")
     if hasattr(data, "columns") and not isinstance(data, np.ndarray):
-        return [np.asarray(_sklearn_inputs("fedustat.estimate", {}, data, column=c)["column"])
+        return [np.asarray(column_inputs("fedustat.estimate", {}, data, column=c)["column"])
                 for c in statistic.columns]
     array = np.asarray(data)
     width = len(statistic.columns)
@@ -406,53 +378,6 @@ def _curve_columns(statistic: Any, data: Any) -> list[np.ndarray]:
 
 # ------------------------------------------------------------------ scikit-learn inputs
 
-#: scikit-learn / SciPy arguments that have no private meaning here, with the reason given
-#: when one is passed (rather than "unexpected keyword argument").
-_NO_PRIVATE_MEANING: dict[str, str] = {
-    "sample_weight": "a weighted U-statistic has another sensitivity (one record's weight "
-                     "moves it by more than the unweighted bound the noise is calibrated "
-                     "to), so weights have no private meaning here",
-    "max_fpr": "the standardized partial AUC up to max_fpr depends on the negatives' score "
-               "quantile, which is private, so it is not a U-statistic of a public kernel "
-               "and has no private release here",
-}
-
-
-def _sklearn_inputs(caller: str, params: dict[str, Any], data: Any,
-                    **columns: Any) -> dict[str, np.ndarray]:
-    """The columns of a one-call function as NumPy arrays, checked at the boundary.
-
-    A column may be an array, a list, a pandas/polars Series (converted with
-    ``np.asarray``), or a column name of the table ``data`` (a DataFrame or a dict of
-    columns, as in seaborn's API).
-    Arguments of scikit-learn without a private meaning (:data:`_NO_PRIVATE_MEANING`)
-    are refused here with the reason, before any party runs.
-    """
-    for key in params:
-        if key in _NO_PRIVATE_MEANING:
-            raise TypeError(f"{caller}() does not take {key}=: {_NO_PRIVATE_MEANING[key]}")
-    out = {}
-    for name, values in columns.items():
-        if isinstance(values, str):
-            if data is None:
-                raise TypeError(f"{caller}(): {name}={values!r} is a column name; pass the "
-                                "table too (data=df)")
-            # a DataFrame's columns, or a dict's keys (a table as a mapping of columns)
-            names = [str(c) for c in (data.keys() if isinstance(data, Mapping)
-                                      else getattr(data, "columns", ()))]
-            if values not in names:
-                raise ValueError(f"{caller}(): data has no column {values!r} (its columns: "
-                                 f"{', '.join(names) or 'none'})")
-            values = data[values]
-        elif data is not None and isinstance(values, (int, float)):
-            raise TypeError(f"{caller}(): with data=, give {name} as a column name")
-        to_numpy = getattr(values, "to_numpy", None)  # pandas and polars Series
-        if callable(to_numpy) and not isinstance(values, np.ndarray):
-            values = to_numpy()
-        out[name] = np.asarray(values)
-    return out
-
-
 def _table_columns(kernel: Kernel, data: Any) -> Any:
     """A pandas/polars DataFrame as the array of ``kernel.columns`` (selected by name);
     anything else unchanged."""
@@ -464,57 +389,9 @@ def _table_columns(kernel: Kernel, data: Any) -> Any:
         raise ValueError(f"fedustat.estimate(): data has no column {missing[0]!r}; kernel "
                          f"{kernel.name!r} reads the columns {', '.join(kernel.columns)} "
                          f"(data's columns: {', '.join(names)})")
-    return np.column_stack([np.asarray(_sklearn_inputs("fedustat.estimate", {}, data,
+    return np.column_stack([np.asarray(column_inputs("fedustat.estimate", {}, data,
                                                        column=c)["column"])
                             for c in kernel.columns])
-
-def _binary_target(y_true: np.ndarray, pos_label: Any, caller: str) -> tuple[np.ndarray, int]:
-    """``y_true`` as 0/1 (1 = ``pos_label``) and the positive class's index among the
-    sorted labels (its ``predict_proba`` column).
-
-    scikit-learn's rule (``sklearn.metrics.roc_curve``): labels {0, 1} or {-1, 1} need no
-    ``pos_label`` (1 is positive); any other labels need it.
-    """
-    if y_true.ndim != 1:
-        raise ValueError(f"{caller}(): y_true must be one-dimensional, got shape "
-                         f"{y_true.shape}")
-    if y_true.dtype.kind in "fc" and not np.all(np.isfinite(y_true)):
-        raise ValueError(f"{caller}(): y_true contains NaN or infinite labels")
-    try:
-        classes = np.unique(y_true).tolist()
-    except TypeError as exc:  # mixed types that do not sort
-        raise ValueError(f"{caller}(): y_true mixes label types ({exc})") from exc
-    numeric = y_true.dtype.kind in "biuf"
-    shown = str([float(c) if numeric and y_true.dtype.kind != "b" else c
-                 for c in classes[:5]])[:-1] + (", ...]" if len(classes) > 5 else "]")
-    if pos_label is None:
-        if not numeric or not (set(classes) <= {0, 1} or set(classes) <= {-1, 1}):
-            raise ValueError(f"{caller}(): y_true's label must be binary (0/1, -1/1 or "
-                             f"booleans); found values {shown}: for other labels, name the "
-                             "positive class with pos_label="
-                             + ("; for a multiclass AUC, give one y_score column per class "
-                                "and multi_class='ovr' or 'ovo'" if len(classes) > 2 else ""))
-        # 1 is positive; a single class is refused by the kernel ("no ... example")
-        return (y_true == 1).astype(np.int8), 1
-    if pos_label not in classes:
-        raise ValueError(f"{caller}(): pos_label={pos_label!r} is not among y_true's "
-                         f"labels {shown}")
-    return (y_true == pos_label).astype(np.int8), classes.index(pos_label)
-
-
-def _binary_score(y_score: np.ndarray, column: int, n_classes: int, caller: str) -> np.ndarray:
-    """A 1-D score, or the positive class's column of a ``predict_proba`` array (column 1
-    of an (n, 2) array for labels 0/1, scikit-learn's binary convention)."""
-    if y_score.ndim == 2 and y_score.shape[1] == 1:
-        return y_score[:, 0]
-    if y_score.ndim == 2 and y_score.shape[1] == max(n_classes, 2):
-        return y_score[:, column]
-    if y_score.ndim != 1:
-        raise ValueError(f"{caller}(): y_score has shape {y_score.shape}; expected a 1-D "
-                         "score or an (n, 2) predict_proba array (column 1 = probability of "
-                         f"the positive class) for the {n_classes} label(s) of y_true")
-    return y_score
-
 
 def _codes(values: np.ndarray) -> np.ndarray:
     """Non-numeric labels (strings, objects) as integer codes: the Rand index reads only
@@ -638,7 +515,7 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
     ('central-laplace', 1.0)
     """
     caller = "fedustat.roc_auc_score"
-    cols = _sklearn_inputs(caller, params, data, y_true=y_true, y_score=y_score)
+    cols = column_inputs(caller, params, data, y_true=y_true, y_score=y_score)
     if multi_class not in ("raise", "ovr", "ovo"):
         raise ValueError(f"{caller}(): multi_class must be 'raise', 'ovr' or 'ovo', got "
                          f"{multi_class!r}")
@@ -658,8 +535,8 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
             caller=caller, epsilon=epsilon, delta=delta, protocol=name, rng=rng,
             noise=noise, params=params, engine=engine, workers=workers, clip=clip), name,
             single=False)
-    labels, column = _binary_target(cols["y_true"], pos_label, caller)
-    score = _binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
+    labels, column = binary_target(cols["y_true"], pos_label, caller)
+    score = binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     kernel = kernels.auc_kernel()
     name = _protocol_for(epsilon, protocol)
     _check_budget(budget, kernel, epsilon, delta, name)
@@ -890,7 +767,7 @@ def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: s
     0.6
     """
     caller = "fedustat.kendalltau"
-    cols = _sklearn_inputs(caller, params, data, x=x, y=y)
+    cols = column_inputs(caller, params, data, x=x, y=y)
     kernel = kernels.kendall_tau_kernel(variant)
     records = kernel.pack(cols["x"], cols["y"])
     name = _protocol_for(epsilon, protocol)
@@ -950,7 +827,7 @@ def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
     2.0
     """
     caller = "fedustat.gini_mean_difference"
-    cols = _sklearn_inputs(caller, params, data, x=x)
+    cols = column_inputs(caller, params, data, x=x)
     kernel = kernels.gini_kernel(bounds)
     name = _protocol_for(epsilon, protocol)
     _check_budget(budget, kernel, epsilon, delta, name)
@@ -1003,7 +880,7 @@ def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
     0.2667
     """
     caller = "fedustat.duplicate_pair_ratio"
-    cols = _sklearn_inputs(caller, params, data, x=x)
+    cols = column_inputs(caller, params, data, x=x)
     kernel = kernels.duplicate_pair_kernel()
     name = _protocol_for(epsilon, protocol)
     _check_budget(budget, kernel, epsilon, delta, name)
@@ -1057,7 +934,7 @@ def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: flo
     0.8333
     """
     caller = "fedustat.rand_score"
-    cols = _sklearn_inputs(caller, params, data, labels_true=labels_true,
+    cols = column_inputs(caller, params, data, labels_true=labels_true,
                            labels_pred=labels_pred)
     kernel = kernels.rand_index_kernel()
     name = _protocol_for(epsilon, protocol)

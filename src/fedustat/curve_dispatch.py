@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from fedustat import api, catalogue, curves
+from fedustat import catalogue, curves
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols.ecdf import dp_quantile, smooth
@@ -144,5 +144,3 @@ def _federated(name: str) -> str | None:
     """The ``protocol`` argument of :func:`fedustat.curves.ecdf` (None: the central one)."""
     return name if name in ("ecdf-secagg", "ecdf-fss") else None
 
-
-api._register_curve_releaser(release_curve)

@@ -27,13 +27,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fedustat._inputs import binary_score, binary_target, column_inputs, noise_source
 from fedustat._validation import RandomLike, as_float_array, check_epsilon
-from fedustat.api import (
-    _binary_score,
-    _binary_target,
-    _noise_source,
-    _sklearn_inputs,
-)
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource
@@ -92,7 +87,7 @@ _FEDERATED_ECDF: dict[str, Callable[..., FederatedECDF]] = {
 
 def _refuse_unknown(caller: str, params: dict[str, Any]) -> None:
     """An argument the function does not take, refused with its name (scikit-learn
-    arguments without a private meaning get their reason from ``_sklearn_inputs``)."""
+    arguments without a private meaning get their reason from ``column_inputs``)."""
     if params:
         raise TypeError(f"{caller}() got an unexpected keyword argument "
                         f"{next(iter(params))!r}")
@@ -407,11 +402,11 @@ def ecdf(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
     [0.25, 0.75, 0.75, 1.0]
     """
     caller = "fedustat.ecdf"
-    values = _sklearn_inputs(caller, params, data, x=x)["x"]
+    values = column_inputs(caller, params, data, x=x)["x"]
     _refuse_unknown(caller, params)
     tau = _grid(caller, thresholds, bounds, grid_points)
     eps = check_epsilon(epsilon, allow_inf=True)
-    source = _noise_source(noise, rng)
+    source = noise_source(noise, rng)
     records = _into_grid(as_float_array(values, "x"), tau)
     if protocol is None:
         _check_budget(budget, eps, ECDF_ADJACENCY)
@@ -907,7 +902,7 @@ def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thres
               grid_points: int, method: str, data: Any, rng: RandomLike, noise: Any,
               budget: BudgetAccountant | None, params: dict[str, Any]
               ) -> QuantileEstimate | QuantilesResult:
-    values = _sklearn_inputs(caller, params, data, x=x)["x"]
+    values = column_inputs(caller, params, data, x=x)["x"]
     _refuse_unknown(caller, params)
     tau = _grid(caller, thresholds, bounds, grid_points)
     levels = np.asarray(q, dtype=np.float64) if not isinstance(q, str) else None
@@ -921,7 +916,7 @@ def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thres
         raise ValueError(f"{caller}(): method must be 'auto', 'exponential' or 'curve', got "
                          f"{method!r}")
     eps = check_epsilon(epsilon, allow_inf=True)
-    source = _noise_source(noise, rng)
+    source = noise_source(noise, rng)
     records = _into_grid(as_float_array(values, "x"), tau)
     if records.size == 0:
         raise ValueError(f"{caller}(): x is empty: a quantile needs at least one record")
@@ -1130,13 +1125,13 @@ def roc_curve(y_true: Any, y_score: Any, *, epsilon: float,
     ([0.0, 0.0, 0.5, 0.5, 1.0], [0.0, 0.5, 0.5, 1.0, 1.0])
     """
     caller = "fedustat.roc_curve"
-    cols = _sklearn_inputs(caller, params, data, y_true=y_true, y_score=y_score)
-    labels, column = _binary_target(cols["y_true"], pos_label, caller)
-    score = _binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
+    cols = column_inputs(caller, params, data, y_true=y_true, y_score=y_score)
+    labels, column = binary_target(cols["y_true"], pos_label, caller)
+    score = binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     _refuse_unknown(caller, params)
     tau = _grid(caller, thresholds, bounds, grid_points)
     eps = check_epsilon(epsilon, allow_inf=True)
-    source = _noise_source(noise, rng)
+    source = noise_source(noise, rng)
     scores = _into_grid(as_float_array(score, "y_score"), tau)
     _check_budget(budget, eps, ROC_ADJACENCY)
     release = dp_roc_curve(labels, scores, epsilon=eps, thresholds=tau, estimator=estimator,
@@ -1305,12 +1300,12 @@ def hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, n_groups: int =
     (10.65, 0.22)
     """
     caller = "fedustat.hosmer_lemeshow"
-    cols = _sklearn_inputs(caller, params, data, y_true=y_true, y_prob=y_prob)
-    labels, column = _binary_target(cols["y_true"], pos_label, caller)
-    prob = _binary_score(cols["y_prob"], column, len(np.unique(cols["y_true"])), caller)
+    cols = column_inputs(caller, params, data, y_true=y_true, y_prob=y_prob)
+    labels, column = binary_target(cols["y_true"], pos_label, caller)
+    prob = binary_score(cols["y_prob"], column, len(np.unique(cols["y_true"])), caller)
     _refuse_unknown(caller, params)
     eps = check_epsilon(epsilon, allow_inf=True)
-    source = _noise_source(noise, rng)
+    source = noise_source(noise, rng)
     _check_budget(budget, eps, HL_ADJACENCY)
     release = dp_hosmer_lemeshow(labels, prob, epsilon=eps, Q=n_groups, gamma=gamma, rng=rng,
                                  noise=source)
@@ -1442,7 +1437,7 @@ def cumsum(x: Any, *, epsilon: float, bounds: tuple[float, float] = (0.0, 1.0),
     ((8,), 5.66)
     """
     caller = "fedustat.cumsum"
-    stream = _sklearn_inputs(caller, params, data, x=x)["x"]
+    stream = column_inputs(caller, params, data, x=x)["x"]
     _refuse_unknown(caller, params)
     try:
         low, high = (float(b) for b in bounds)
@@ -1452,7 +1447,7 @@ def cumsum(x: Any, *, epsilon: float, bounds: tuple[float, float] = (0.0, 1.0),
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ValueError(f"{caller}(): bounds must be finite with low < high, got {bounds!r}")
     eps = check_epsilon(epsilon)
-    source = _noise_source(noise, rng)
+    source = noise_source(noise, rng)
     values = np.clip(as_float_array(stream, "x"), low, high)
     adjacency = f"replace one stream element (values in [{low:g}, {high:g}])"
     _check_budget(budget, eps, adjacency)

@@ -1,0 +1,134 @@
+"""What the one-call functions accept, checked at the boundary.
+
+Columns by name from a table (pandas, polars, a dict of columns) or as arrays and
+Series; scikit-learn's labels (``pos_label``) and scores (a ``predict_proba`` column);
+the noise source a call asks for. :mod:`fedustat.api` (the U-statistics) and
+:mod:`fedustat.curves` (the curve statistics) share them, so both read their inputs the
+same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fedustat._validation import RandomLike
+from fedustat.privacy.noise import DeploymentNoise, NoiseSource
+
+__all__ = ["NO_PRIVATE_MEANING", "binary_score", "binary_target", "column_inputs",
+           "noise_source"]
+
+
+def noise_source(noise: Any, rng: RandomLike) -> NoiseSource | None:
+    """The deployment source ``noise`` asks for, or None for a seeded simulation."""
+    if noise is None or noise == "simulation":
+        return None
+    if isinstance(noise, NoiseSource):
+        source = noise
+    elif noise == "deployment":
+        source = DeploymentNoise()
+    else:
+        raise ValueError(f"noise must be 'simulation' or 'deployment' (or a NoiseSource), "
+                         f"got {noise!r}")
+    if source.kind == "deployment" and rng is not None:
+        raise ValueError("deployment noise cannot be seeded: pass rng=None with "
+                         "noise='deployment' (a seed would make the release reproducible "
+                         "by anyone who knows it)")
+    return source
+
+
+#: scikit-learn / SciPy arguments that have no private meaning here, with the reason given
+#: when one is passed (rather than "unexpected keyword argument").
+NO_PRIVATE_MEANING: dict[str, str] = {
+    "sample_weight": "a weighted U-statistic has another sensitivity (one record's weight "
+                     "moves it by more than the unweighted bound the noise is calibrated "
+                     "to), so weights have no private meaning here",
+    "max_fpr": "the standardized partial AUC up to max_fpr depends on the negatives' score "
+               "quantile, which is private, so it is not a U-statistic of a public kernel "
+               "and has no private release here",
+}
+
+
+def column_inputs(caller: str, params: dict[str, Any], data: Any,
+                    **columns: Any) -> dict[str, np.ndarray]:
+    """The columns of a one-call function as NumPy arrays, checked at the boundary.
+
+    A column may be an array, a list, a pandas/polars Series (converted with
+    ``np.asarray``), or a column name of the table ``data`` (a DataFrame or a dict of
+    columns, as in seaborn's API).
+    Arguments of scikit-learn without a private meaning (:data:`NO_PRIVATE_MEANING`)
+    are refused here with the reason, before any party runs.
+    """
+    for key in params:
+        if key in NO_PRIVATE_MEANING:
+            raise TypeError(f"{caller}() does not take {key}=: {NO_PRIVATE_MEANING[key]}")
+    out = {}
+    for name, values in columns.items():
+        if isinstance(values, str):
+            if data is None:
+                raise TypeError(f"{caller}(): {name}={values!r} is a column name; pass the "
+                                "table too (data=df)")
+            # a DataFrame's columns, or a dict's keys (a table as a mapping of columns)
+            names = [str(c) for c in (data.keys() if isinstance(data, Mapping)
+                                      else getattr(data, "columns", ()))]
+            if values not in names:
+                raise ValueError(f"{caller}(): data has no column {values!r} (its columns: "
+                                 f"{', '.join(names) or 'none'})")
+            values = data[values]
+        elif data is not None and isinstance(values, (int, float)):
+            raise TypeError(f"{caller}(): with data=, give {name} as a column name")
+        to_numpy = getattr(values, "to_numpy", None)  # pandas and polars Series
+        if callable(to_numpy) and not isinstance(values, np.ndarray):
+            values = to_numpy()
+        out[name] = np.asarray(values)
+    return out
+
+
+def binary_target(y_true: np.ndarray, pos_label: Any, caller: str) -> tuple[np.ndarray, int]:
+    """``y_true`` as 0/1 (1 = ``pos_label``) and the positive class's index among the
+    sorted labels (its ``predict_proba`` column).
+
+    scikit-learn's rule (``sklearn.metrics.roc_curve``): labels {0, 1} or {-1, 1} need no
+    ``pos_label`` (1 is positive); any other labels need it.
+    """
+    if y_true.ndim != 1:
+        raise ValueError(f"{caller}(): y_true must be one-dimensional, got shape "
+                         f"{y_true.shape}")
+    if y_true.dtype.kind in "fc" and not np.all(np.isfinite(y_true)):
+        raise ValueError(f"{caller}(): y_true contains NaN or infinite labels")
+    try:
+        classes = np.unique(y_true).tolist()
+    except TypeError as exc:  # mixed types that do not sort
+        raise ValueError(f"{caller}(): y_true mixes label types ({exc})") from exc
+    numeric = y_true.dtype.kind in "biuf"
+    shown = str([float(c) if numeric and y_true.dtype.kind != "b" else c
+                 for c in classes[:5]])[:-1] + (", ...]" if len(classes) > 5 else "]")
+    if pos_label is None:
+        if not numeric or not (set(classes) <= {0, 1} or set(classes) <= {-1, 1}):
+            raise ValueError(f"{caller}(): y_true's label must be binary (0/1, -1/1 or "
+                             f"booleans); found values {shown}: for other labels, name the "
+                             "positive class with pos_label="
+                             + ("; for a multiclass AUC, give one y_score column per class "
+                                "and multi_class='ovr' or 'ovo'" if len(classes) > 2 else ""))
+        # 1 is positive; a single class is refused by the kernel ("no ... example")
+        return (y_true == 1).astype(np.int8), 1
+    if pos_label not in classes:
+        raise ValueError(f"{caller}(): pos_label={pos_label!r} is not among y_true's "
+                         f"labels {shown}")
+    return (y_true == pos_label).astype(np.int8), classes.index(pos_label)
+
+
+def binary_score(y_score: np.ndarray, column: int, n_classes: int, caller: str) -> np.ndarray:
+    """A 1-D score, or the positive class's column of a ``predict_proba`` array (column 1
+    of an (n, 2) array for labels 0/1, scikit-learn's binary convention)."""
+    if y_score.ndim == 2 and y_score.shape[1] == 1:
+        return y_score[:, 0]
+    if y_score.ndim == 2 and y_score.shape[1] == max(n_classes, 2):
+        return y_score[:, column]
+    if y_score.ndim != 1:
+        raise ValueError(f"{caller}(): y_score has shape {y_score.shape}; expected a 1-D "
+                         "score or an (n, 2) predict_proba array (column 1 = probability of "
+                         f"the positive class) for the {n_classes} label(s) of y_true")
+    return y_score

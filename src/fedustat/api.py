@@ -297,22 +297,14 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
             raise TypeError(f"fedustat.estimate() does not take {key}=: "
                             f"{NO_PRIVATE_MEANING[key]}")
     data = _table_columns(kernel, data)
-    gaussian = protocol == "fedauc-gaussian"  # the one registered Gaussian mechanism
-    if budget is not None:
-        models = {entry.name: entry.model for entry in registry.available()}
-        if protocol in models:  # an unknown name is refused by _release below
-            # Label-DP protocols protect labels only; the others the kernel's relation.
-            adjacency = ("label" if models[protocol] is PrivacyModel.LABEL
-                         else kernel.adjacency)
-            budget.check(PrivacyGuarantee(check_epsilon(epsilon, allow_inf=True),
-                                          check_delta(delta), models[protocol], adjacency),
-                         gaussian=gaussian)
+    _check_budget(budget, kernel, epsilon, delta, protocol)
     release = _release(kernel, data, epsilon=epsilon, delta=delta, protocol=protocol,
                        rng=rng, noise=noise, batch_size=batch_size,
                        caller="fedustat.estimate", params=params, engine=engine,
                        workers=workers, partitions=partitions, clip=clip)
     if budget is not None:
-        budget.spend(release.privacy, name=f"{kernel.name} ({protocol})", gaussian=gaussian)
+        budget.spend(release.privacy, name=f"{kernel.name} ({protocol})",
+                     gaussian=protocol == "fedauc-gaussian")
     return release
 
 

@@ -340,7 +340,7 @@ def test_deployment_noise_source_object_is_used_as_given() -> None:
 def test_simulation_noise_is_reproducible_and_says_so() -> None:
     first, again = run("central-laplace"), run("central-laplace", noise="simulation")
     assert first.value == again.value
-    assert "simulation noise (not for protecting people)" in str(first)
+    assert "simulation noise: a study, not a protection" in str(first)
 
 
 # ------------------------------------------------------------------ command line
@@ -493,7 +493,8 @@ def test_cli_deployment_release_says_so(capsys: pytest.CaptureFixture[str]) -> N
 def test_cli_simulation_release_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["estimate", "--statistic", "auc"]) == 0
     out = capsys.readouterr().out
-    assert "seed=0" in out and "noise: simulation noise" in out and "NOT for protecting" in out
+    assert "seed=0: a simulation study, not a protection" in out
+    assert "noise: simulation noise" in out and "NOT a protection" in out
 
 
 @pytest.mark.parametrize(("argv", "match"), [

@@ -144,7 +144,8 @@ def test_default_table_has_every_statistic(capsys: pytest.CaptureFixture[str],
                                            exact_values: dict[str, float]) -> None:
     out = run(capsys, "estimate")
     assert out.startswith("Exact statistics and the central-laplace release "
-                          "(epsilon=1, delta=0, seed=0)")
+                          "(epsilon=1, delta=0, seed=0: a simulation study, not a "
+                          "protection)")
     rows = table_rows(out)
     assert [r[0] for r in rows] == STATISTICS
     for name, _data, n, exact, *_rest, protocol, bits in rows:

@@ -250,6 +250,12 @@ def test_an_unseeded_networked_run_draws_from_the_os(certs, make):
 
 def test_an_unseeded_run_with_simulation_randomness_is_refused(certs):
     x = poisson_data(21, seed=6)
-    server, _ = run_deployment(certs, lambda: PointwiseECDF(GRID, epsilon=EPS),
-                               np.split(x[:, None], [1, 3]), rng=None)
+    server, _ = run_deployment(
+        certs, lambda: PointwiseECDF(GRID, epsilon=EPS, randomness="simulation"),
+        np.split(x[:, None], [1, 3]), rng=None)
     assert isinstance(server, ValueError) and "pass a seed" in str(server)
+    # Left unset, the randomness of an unseeded run is the OS CSPRNG's.
+    server, parties = run_deployment(certs, lambda: PointwiseECDF(GRID, epsilon=EPS),
+                                     np.split(x[:, None], [1, 3]), rng=None)
+    assert server.estimate.noise == "deployment"
+    assert {p.release["noise"] for p in parties} == {"deployment"}

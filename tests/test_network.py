@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("grpc")
 
 from fedustat.privacy.guarantee import PrivacyGuarantee
-from fedustat.privacy.noise import DeploymentNoise
+from fedustat.privacy.noise import SimulationNoise
 from fedustat.protocols import registry
 from fedustat.protocols.base import Estimate, Message, Protocol, Role
 from fedustat.runtime.network.certs import create_deployment, load_credentials
@@ -188,17 +188,18 @@ def test_a_forged_message_is_refused_naming_the_sender_and_field(certs):
 
 
 def test_deployment_randomness_is_the_default(certs):
-    # Without a seed, a protocol holding simulation noise is refused before connecting ...
-    with pytest.raises(ValueError, match=r"noise=fedustat\.privacy\.DeploymentNoise"):
-        serve(registry.make("ldp-quantized", GINI, epsilon=1.0, k=8), 2,
-              load_credentials(certs, "server"))
+    # Without a seed, a protocol built with a simulation source is refused before
+    # connecting ...
+    chosen = registry.make("ldp-quantized", GINI, epsilon=1.0, k=8, noise=SimulationNoise(1))
     with pytest.raises(ValueError, match="pass a seed to ask for simulation randomness"):
-        run_party(registry.make("ldp-quantized", GINI, epsilon=1.0, k=8), labelled(5)[:, :1],
-                  load_credentials(certs, "party-0"), "127.0.0.1:1")
+        serve(chosen, 2, load_credentials(certs, "server"))
+    with pytest.raises(ValueError, match="pass a seed to ask for simulation randomness"):
+        run_party(chosen, labelled(5)[:, :1], load_credentials(certs, "party-0"),
+                  "127.0.0.1:1")
 
-    # ... and with deployment noise the run releases a deployment-grade value.
+    # ... and one whose noise is unset (or deployment) releases a deployment-grade value.
     def make() -> Protocol:
-        return registry.make("ldp-quantized", GINI, epsilon=1.0, k=8, noise=DeploymentNoise())
+        return registry.make("ldp-quantized", GINI, epsilon=1.0, k=8)
 
     server, parties = run_deployment(certs, make, np.array_split(labelled(40)[:, :1], 2),
                                      rng=None)

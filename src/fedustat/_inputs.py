@@ -15,16 +15,24 @@ from typing import Any
 import numpy as np
 
 from fedustat._validation import RandomLike
-from fedustat.privacy.noise import DeploymentNoise, NoiseSource
+from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
 
 __all__ = ["NO_PRIVATE_MEANING", "binary_score", "binary_target", "column_inputs",
            "noise_source"]
 
 
 def noise_source(noise: Any, rng: RandomLike) -> NoiseSource | None:
-    """The deployment source ``noise`` asks for, or None for a seeded simulation."""
-    if noise is None or noise == "simulation":
-        return None
+    """The source of a call's private draws; None for a simulation seeded by ``rng``.
+
+    No ``noise`` and no ``rng`` (the default): deployment noise, since the call may run on
+    someone's records (the OS CSPRNG and the fixed-work samplers). A seed asks for a
+    reproducible study (None: the protocol's steps draw from ``rng``'s streams).
+    ``noise="simulation"`` without a seed is a study on fresh NumPy entropy.
+    """
+    if noise is None:
+        return DeploymentNoise() if rng is None else None
+    if isinstance(noise, str) and noise == "simulation":
+        return SimulationNoise(np.random.default_rng()) if rng is None else None
     if isinstance(noise, NoiseSource):
         source = noise
     elif noise == "deployment":

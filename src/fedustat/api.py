@@ -4,9 +4,9 @@
 ``roc_auc_score``, ``kendalltau``, ``gini_mean_difference``, ``duplicate_pair_ratio`` and
 ``rand_score`` wrap it for the common statistics. All return an
 :class:`~fedustat.protocols.base.Estimate`; ``epsilon=math.inf`` (with the default
-protocol) gives the exact, non-private value. ``noise="deployment"`` draws every private
-value from the operating system's CSPRNG through fixed-work samplers instead of a seeded
-simulation; the release records which (``Estimate.noise``). ``engine=`` runs the same
+protocol) gives the exact, non-private value. Without ``rng`` every private value is drawn
+from the operating system's CSPRNG through fixed-work samplers (deployment noise); a seed
+asks for a reproducible simulation study; the release records which (``Estimate.noise``). ``engine=`` runs the same
 protocol with its batches of parties as tasks on a Dask cluster (docs/engine.md).
 
 Every release is post-processed into its statistic's valid range (:func:`statistic_range`:
@@ -222,13 +222,16 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
         A registered protocol name; ``fedustat.protocols.registry.available()`` lists them
         (``fedustat protocols`` lists the curve releases too). Default: central-laplace.
     rng:
-        Seed or Generator for the simulation; the same seed gives the same estimate.
+        A seed or Generator asks for a reproducible study (simulation noise: the same seed
+        gives the same estimate; the release says it is a study, not a protection).
+        None (default): deployment noise, as for a release about real people.
     noise:
-        ``"simulation"`` (the default, seeded NumPy draws: fast and reproducible, not fit
-        to protect people) or ``"deployment"`` (the operating system's CSPRNG for shares,
-        masks and keys, fixed-work samplers for the noise; refuses a seed).
-        A :class:`~fedustat.privacy.noise.NoiseSource` is used as given. The release's
-        ``noise`` attribute, and its printed form, say which one was used.
+        None (default): deployment noise without ``rng``, simulation noise with it.
+        ``"deployment"``: the operating system's CSPRNG for shares, masks and keys,
+        fixed-work samplers for the noise (refuses a seed). ``"simulation"``: seeded NumPy
+        draws, fast and reproducible, not fit to protect people (fresh entropy without
+        ``rng``). A :class:`~fedustat.privacy.noise.NoiseSource` is used as given. The
+        release's ``noise`` attribute, and its printed form, say which one was used.
     batch_size:
         Parties per simulated batch, or the sizes of the batches. In process the result
         does not depend on it; on the engine, in-memory data are split in these slices

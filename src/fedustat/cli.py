@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from fedustat import __version__, catalogue, datasets
+from fedustat._inputs import noise_source
 from fedustat.advisor import TRUST_MODELS, advise
 from fedustat.api import DEFAULT_PROTOCOL, NOISE_CHOICES, estimate
 from fedustat.catalogue import STATISTICS, Statistic
@@ -272,12 +273,10 @@ def _row(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
         source, data = str(args.partitions), None
         n = sum(part.n_rows_stored() for part in stored)
     params = _protocol_params(spec, kernel, args)
-    deployment = args.noise == "deployment"
     try:
         registry.check_parameters(args.protocol, params)
         private = estimate(kernel, data, epsilon=args.epsilon, delta=args.delta,
-                           protocol=args.protocol, noise=args.noise,
-                           rng=None if deployment else _seed(args),
+                           protocol=args.protocol, noise=args.noise, rng=args.seed,
                            budget=getattr(args, "accountant", None), **engine_options, **params)
     except (BudgetExceededError, IncomparableGuaranteeError) as exc:
         raise ProtocolRefusedError(f"{spec.name} refused before any party sent anything: "
@@ -318,8 +317,27 @@ def _evaluates(args: argparse.Namespace) -> bool:
     return args.evaluate or not user_data
 
 
-def _seed(args: argparse.Namespace) -> int:
-    return 0 if args.seed is None else args.seed
+def _resolve_randomness(args: argparse.Namespace) -> None:
+    """``args.noise`` and ``args.seed`` as the release will use them.
+
+    A user's own data (``--file``, ``--partitions``) gets deployment randomness unless a
+    ``--seed`` (or ``--noise simulation``) asks for a study explicitly; the bundled data
+    sets are public demo data, seeded by default (seed 0) so their tables reproduce.
+    """
+    user_data = bool(args.file) or args.partitions is not None
+    if args.noise is None:
+        args.noise = ("simulation" if args.seed is not None or not user_data
+                      else "deployment")
+    if args.noise == "simulation" and args.seed is None and not user_data:
+        args.seed = 0
+
+
+def _randomness_text(args: argparse.Namespace) -> str:
+    """How a release's randomness is described beside it."""
+    if args.noise == "deployment":
+        return ""
+    seed = "fresh entropy" if args.seed is None else f"seed={args.seed}"
+    return f", {seed}: a simulation study, not a protection"
 
 
 def _format_table(rows: list[dict[str, Any]]) -> str:
@@ -347,8 +365,8 @@ def _format_table(rows: list[dict[str, Any]]) -> str:
 
 
 NOISE_DESCRIPTIONS = {
-    "simulation": "simulation noise: seeded NumPy draws for studies, NOT for protecting "
-                  "people",
+    "simulation": "simulation noise: seeded NumPy draws, a study, NOT a protection of "
+                  "the people in the data",
     "deployment": "deployment noise: OS CSPRNG for shares, masks and keys, fixed-work "
                   "samplers for the noise; not reproducible",
     "none": "no noise",
@@ -408,6 +426,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                          "seeded (drop --seed, or use --noise simulation)")
     if not 0 <= args.delta < 1:
         raise SystemExit(f"error: --delta must be in [0, 1), got {args.delta}")
+    _resolve_randomness(args)
     names = (catalogue.names("u-statistic") if args.statistic == "all"
              else [args.statistic])
     if args.protocol is None:
@@ -472,11 +491,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     elif rows[0]["statistic"] in catalogue.names("curve"):
         _print_curve(rows[0], args)
     else:
-        seed = "" if args.noise == "deployment" else f", seed={_seed(args)}"
         what = ("Exact statistics and the" if any(r["exact"] is not None for r in rows)
                 else "The")
         print(f"{what} {args.protocol} release "
-              f"(epsilon={args.epsilon:g}, delta={args.delta:g}{seed})")
+              f"(epsilon={args.epsilon:g}, delta={args.delta:g}{_randomness_text(args)})")
         print(_format_table(rows))
         print("std_error and the 95% CI describe the error the protocol adds to the exact "
               "value of these data; they are computed from public quantities only.")
@@ -572,13 +590,11 @@ def _curve_row(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
     if len(columns) != len(spec.columns):
         raise SystemExit(f"error: {spec.name} needs {len(spec.columns)} column(s) "
                          f"({', '.join(spec.columns)}), got {len(columns)}")
-    deployment = args.noise == "deployment"
-    noise = DeploymentNoise() if deployment else None
     try:
         release = release_curve(spec.name, columns, epsilon=args.epsilon,
-                                protocol=args.protocol, rng=None if deployment else _seed(args),
-                                noise=noise, budget=getattr(args, "accountant", None),
-                                **options)
+                                protocol=args.protocol, rng=args.seed,
+                                noise=noise_source(args.noise, args.seed),
+                                budget=getattr(args, "accountant", None), **options)
         # The exact curve: the central release at epsilon = inf (the federated releases
         # are private only).
         exact = (release_curve(spec.name, columns, epsilon=math.inf, **options)
@@ -589,8 +605,7 @@ def _curve_row(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
     except (TypeError, ValueError, OverflowError, MemoryError) as exc:
         raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
     privacy = release.privacy
-    noise_kind = "none" if math.isinf(args.epsilon) else ("deployment" if deployment
-                                                            else "simulation")
+    noise_kind = "none" if math.isinf(args.epsilon) else release.noise
     row: dict[str, Any] = {
         "statistic": spec.name, "data": source, "n": int(np.asarray(columns[0]).size),
         "protocol": args.protocol, "privacy": str(privacy), "noise": noise_kind,
@@ -661,9 +676,8 @@ def _threshold_text(value: float | str) -> str:
 
 def _print_curve(row: dict[str, Any], args: argparse.Namespace) -> None:
     """A curve release as text: a few points of the curve beside the exact ones."""
-    seed = "" if args.noise == "deployment" else f", seed={_seed(args)}"
     print(f"{row['statistic']} on {row['data']} (n={row['n']}): the {row['protocol']} "
-          f"release (epsilon={args.epsilon:g}{seed})")
+          f"release (epsilon={args.epsilon:g}{_randomness_text(args)})")
     statistic = row["statistic"]
 
     def cell(value: float | None) -> str:
@@ -959,13 +973,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="fixed-point precision, for protocols whose constructor takes "
                           "'precision' (an error for the others); default: the protocol's "
                           "own")
-    est.add_argument("--noise", choices=list(NOISE_CHOICES), default="simulation",
-                     help="simulation: seeded NumPy draws, fast and reproducible, NOT for "
-                          "protecting people; deployment: OS CSPRNG for shares, masks and "
-                          "keys, fixed-work exact samplers for the noise "
-                          "(running time independent of the value; refuses --seed)")
+    est.add_argument("--noise", choices=list(NOISE_CHOICES), default=None,
+                     help="deployment (the default on --file and --partitions): OS CSPRNG "
+                          "for shares, masks and keys, fixed-work exact samplers for the "
+                          "noise (running time independent of the value; refuses --seed); "
+                          "simulation (the default on bundled data, and with --seed): "
+                          "seeded NumPy draws, fast and reproducible, a study, NOT a "
+                          "protection")
     est.add_argument("--seed", type=int, default=None,
-                     help="seed of the simulation's randomness (default 0; not allowed with "
+                     help="seed of a simulation study (asks for simulation noise; default: "
+                          "0 on bundled data, none on your own data; not allowed with "
                           "--noise deployment)")
     est.add_argument("--format", choices=["table", "json"], default="table",
                      help="output format")

@@ -417,14 +417,15 @@ def ecdf(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
         if math.isinf(eps):
             raise ValueError(f"{caller}(): protocol={protocol!r} is a private release; for "
                              "the exact ECDF pass epsilon=math.inf without a protocol")
-        if isinstance(source, NoiseSource) and not isinstance(source, DeploymentNoise):
+        if isinstance(noise, NoiseSource) and not isinstance(noise, DeploymentNoise):
             raise ValueError(f"{caller}(): protocol={protocol!r} draws its own shares; "
                              "noise must be 'simulation' or 'deployment'")
         models = {entry.name: entry.model for entry in registry.available_curves()}
         _check_budget(budget, eps, ECDF_ADJACENCY, models[protocol])
         curve = _FEDERATED_ECDF[protocol](
             records, tau, epsilon=eps, rng=rng, method=method,
-            randomness="os" if source is not None else "simulation")
+            randomness="os" if source is not None and source.kind == "deployment"
+            else "simulation")
         name = protocol
     else:
         names = ", ".join(_FEDERATED_ECDF)

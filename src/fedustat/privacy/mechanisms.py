@@ -123,7 +123,8 @@ class LaplaceMechanism(_PureDPMechanism):
             A number or an array of numbers (each entry gets its own noise draw; the
             sensitivity must then bound the L1 change of the whole array).
         rng:
-            A seed, a Generator or a :class:`NoiseSource` (``noise`` is an alias).
+            A seed or a Generator (a simulation study), a :class:`NoiseSource`, or None
+            (deployment noise: the OS CSPRNG); ``noise`` is an alias.
         """
         arr = as_float_array(value, "value", ndim=_ANY_NDIM)
         source = resolve_noise(rng, noise)
@@ -343,7 +344,8 @@ def polya(r: float, p: float, size: Size | None = None,
     size:
         Output shape (None: a single draw, returned as a 0-d array).
     rng:
-        A seed, a Generator or a :class:`NoiseSource`.
+        A seed or a Generator (a simulation study), a :class:`NoiseSource`, or None
+        (deployment noise: the OS CSPRNG).
     """
     r = check_epsilon(r, "r")
     p = check_probability(p, "p", open_right=True)

@@ -15,8 +15,10 @@ Every mechanism and randomizer in :mod:`fedustat.privacy` draws through a
   per Gaussian or Pólya draw): it suits one party's few values, never a simulation of
   millions of parties.
 
-:func:`as_noise` turns the usual ``rng`` argument (None, a seed, a Generator) into a
-:class:`SimulationNoise`, and passes a :class:`NoiseSource` through unchanged.
+:func:`as_noise` turns the usual ``rng`` argument into a source: a seed or a Generator
+into a :class:`SimulationNoise` (a study asked for explicitly), ``None`` into a
+:class:`DeploymentNoise` (no seed: the draw may protect someone's record, so it comes
+from the CSPRNG), and passes a :class:`NoiseSource` through unchanged.
 """
 
 from __future__ import annotations
@@ -240,13 +242,15 @@ def as_noise(rng: RandomLike | NoiseSource | str = None) -> NoiseSource:
     Parameters
     ----------
     rng:
-        A :class:`NoiseSource` (returned unchanged); None, an integer seed, a
-        ``SeedSequence`` or a ``numpy.random.Generator`` (wrapped in
-        :class:`SimulationNoise`); or the string ``"deployment"`` (a new
-        :class:`DeploymentNoise`).
+        A :class:`NoiseSource` (returned unchanged); an integer seed, a ``SeedSequence``
+        or a ``numpy.random.Generator`` (wrapped in :class:`SimulationNoise`: a
+        reproducible study); None or the string ``"deployment"`` (a new
+        :class:`DeploymentNoise`: without a seed, randomness is deployment-grade).
     """
     if isinstance(rng, NoiseSource):
         return rng
+    if rng is None:
+        return DeploymentNoise()
     if isinstance(rng, str):
         if rng == "deployment":
             return DeploymentNoise()

@@ -28,6 +28,7 @@ traffic, counted from the rows that travel.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -50,6 +51,7 @@ from fedustat._validation import (
 from fedustat.cost import Cost
 from fedustat.privacy.errors import ErrorDistribution
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+from fedustat.privacy.noise import DeploymentNoise
 
 NOISE_KINDS = ("simulation", "deployment", "none")
 
@@ -663,7 +665,7 @@ class Estimate:
 
     def __str__(self) -> str:
         se = "" if self.std_error is None else f" ± {self.std_error:.3g} (s.e.)"
-        grade = {"simulation": "simulation noise (not for protecting people)",
+        grade = {"simulation": "simulation noise: a study, not a protection",
                  "deployment": "deployment noise", "none": "no noise"}[self.noise]
         return (f"{self.quantity} = {self.value:.6g}{se} [{self.protocol}; {self.privacy}; "
                 f"{grade}; {self.cost.bits_per_party:g} bits/party]")
@@ -813,6 +815,68 @@ class Protocol(ABC):
             return kernel.check_records(data)
         arr = as_float_array(data, "data", ndim=(1, 2))
         return arr[:, None] if arr.ndim == 1 else arr
+
+    # ------------------------------------------------------------------ randomness
+
+    @property
+    def is_private(self) -> bool:
+        """Whether a run draws private values (noise, shares, masks, randomized reports):
+        False only for a release without privacy (the exact protocol, epsilon = inf)."""
+        guarantee = getattr(self, "guarantee", None)
+        return guarantee is None or guarantee.model is not PrivacyModel.NONE
+
+    @property
+    def randomness_grade(self) -> str:
+        """Where this protocol's private draws come from: ``"deployment"`` (the OS CSPRNG
+        and the fixed-work samplers of :mod:`fedustat.privacy.samplers`), ``"simulation"``
+        (the step's seeded NumPy generator) or ``"none"`` (no privacy, nothing private is
+        drawn). The release is labelled with it."""
+        if not self.is_private:
+            return "none"
+        attributes = vars(self)
+        if "randomness" in attributes:
+            return "deployment" if attributes["randomness"] == "os" else "simulation"
+        noise = attributes.get("noise")
+        return "deployment" if getattr(noise, "kind", None) == "deployment" else "simulation"
+
+    def with_deployment_randomness(self) -> Protocol:
+        """A copy of this protocol that draws every private value (noise, shares, masks,
+        keys, randomized reports) from the operating system's CSPRNG.
+
+        Protocols name their source in one of two public attributes: ``randomness``
+        (``"os"``, ``"simulation"`` or None until a run decides; the federated ECDF
+        releases, whose ``noise`` is a shared tree noise) or else ``noise`` (a
+        :class:`~fedustat.privacy.noise.NoiseSource`; None until a run decides). A
+        protocol with neither cannot run on deployment randomness and is refused.
+        """
+        out = copy.copy(self)
+        attributes = vars(out)
+        if "randomness" in attributes:
+            out.randomness = "os"  # type: ignore[attr-defined]
+        elif "noise" in attributes:
+            out.noise = DeploymentNoise()  # type: ignore[attr-defined]
+        else:
+            raise TypeError(f"protocol {self.name!r} names no source of its private draws "
+                            "(a 'noise' or 'randomness' attribute), so it cannot run on "
+                            "deployment randomness")
+        return out
+
+    def for_run(self, rng: Any) -> Protocol:
+        """The protocol a transport runs when the caller gave ``rng``.
+
+        Without a seed (``rng=None``) a private protocol whose source is still undecided
+        (``noise=None`` or ``randomness=None``) draws from the OS CSPRNG: randomness that
+        touches people's records is deployment-grade unless a seed asks for a
+        reproducible study explicitly. A source the caller chose (a
+        :class:`~fedustat.privacy.noise.NoiseSource`, ``randomness="simulation"``) is
+        kept; a seed leaves an undecided source to the steps' seeded generators.
+        """
+        attributes = vars(self)
+        source = "randomness" if "randomness" in attributes else "noise"
+        undecided = source in attributes and attributes[source] is None
+        if rng is None and self.is_private and undecided:
+            return self.with_deployment_randomness()
+        return self
 
     def service_roles(self) -> tuple[str, ...]:
         """The record-less service roles this protocol needs (default: none)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -356,7 +356,11 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
     data:
         Array of shape (n_rows, n_columns), or (n_rows,) for one column.
     rng:
-        Seed or Generator; the same seed gives the same estimate.
+        Seed or Generator: a reproducible study (the same seed gives the same estimate).
+        None (default): the protocol's undecided source of private draws becomes the OS
+        CSPRNG (:meth:`~fedustat.protocols.base.Protocol.for_run`) and the release is
+        labelled deployment-grade; public coins (designs, client splits) still come from
+        fresh NumPy streams.
     batch_size:
         Parties per batch (default: all parties in one batch), or the sizes of
         consecutive batches (a networked run's silos, so its seeded numbers match).
@@ -384,7 +388,8 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
         records = records[:, None]
     n_rows = records.shape[0]
     root = as_seed_sequence(rng)
-    protocol = protocol.configure(n_rows)
+    # No seed: private draws come from the OS CSPRNG (a seed asks for a study).
+    protocol = protocol.for_run(rng).configure(n_rows)
     if parties is None:
         # The split of rows among parties is public; it draws from its own stream so
         # one-row-per-party runs keep the streams they always had.
@@ -451,6 +456,8 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
             ops = int(out.cost.server_operations)
             estimate = out.with_cost(log.cost(server_operations=ops,
                                               offline_bits=out.cost.offline_bits))
+            if estimate.noise != "none":
+                estimate = replace(estimate, noise=protocol.randomness_grade)
             return SimulationRun(estimate, server_state, party_states)
         log.record(out)
         to_parties = out if relay is None else relay(out)

@@ -64,6 +64,8 @@ class PrivatePrefixSums:
     scale: float
     rho: float | None
     privacy: PrivacyGuarantee
+    #: Where the noise came from (``"simulation"`` or ``"deployment"``).
+    noise_kind: str = "simulation"
 
     @property
     def variance(self) -> float:
@@ -159,4 +161,5 @@ def dp_prefix_sums(stream: Any, *, epsilon: float | None = None, rho: float | No
                                      f"{adjacency}; {rho_value:g}-zCDP",
                                      assumptions=(trusted_curator(),))
     values = apply_tree_noise(np.cumsum(x), draw)
-    return PrivatePrefixSums(values, tree, draw.distribution, draw.scale, rho_value, guarantee)
+    return PrivatePrefixSums(values, tree, draw.distribution, draw.scale, rho_value, guarantee,
+                             source.kind)

@@ -439,7 +439,8 @@ class FederatedECDF:
             indices=idx, n=self.n, p=p, estimator="tree-noise", correction=nu,
             objective=info["objective"], method=info["method"],
             iterations=info["iterations"], seconds=info["seconds"], privacy=self.privacy,
-            diagnostics={"max_violation_removed": info["max_violation_removed"] / self.n})
+            diagnostics={"max_violation_removed": info["max_violation_removed"] / self.n},
+            noise_kind=self.noise_kind)
 
 
 #: Default grid from public bounds: 2^10 intervals of (hi - lo) / 2^10.

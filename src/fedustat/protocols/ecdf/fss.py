@@ -57,6 +57,7 @@ from fedustat.protocols.ecdf.shared_noise import (
     held_point_units,
     noise_law,
     resolve_noise_plan,
+    run_randomness,
 )
 from fedustat.protocols.ecdf.tree_noise import TreeNoise
 from fedustat.secure.dcf import FssKey, dcf_gen, dcf_sum_at
@@ -257,7 +258,7 @@ class FssECDF(Protocol):
                  tree_noise: TreeNoise | NodeNoise | None = None,
                  contributors: int | None = None,
                  min_honest: int = 1, frac_bits: int | None = None, ring_bits: int = 64,
-                 randomness: Randomness = "simulation", bounds: Any = None,
+                 randomness: Randomness | None = None, bounds: Any = None,
                  precision: float | None = None, method: str | None = None) -> None:
         if n_servers != 2:
             raise ValueError(f"n_servers must be 2: the comparison keys (DCF, Boyle et al. "
@@ -487,7 +488,7 @@ def fss_ecdf_setup(values: Any, thresholds: Any, *, epsilon: float,
                    contributors: int | None = None, min_honest: int = 1,
                    frac_bits: int | None = None, ring_bits: int = 64,
                    batch_size: int = DEFAULT_BATCH, rng: RandomLike = None,
-                   randomness: Randomness = "simulation", method: str | None = None
+                   randomness: Randomness | None = None, method: str | None = None
                    ) -> FssECDFServers:
     """003 Sec. 4.2's preprocessing: every party uploads its two DCF keys, once.
 
@@ -499,7 +500,8 @@ def fss_ecdf_setup(values: Any, thresholds: Any, *, epsilon: float,
     """
     protocol = FssECDF(thresholds, None, epsilon=epsilon, noise=noise, tree_noise=tree_noise,
                        contributors=contributors, min_honest=min_honest, frac_bits=frac_bits,
-                       ring_bits=ring_bits, randomness=randomness, method=method)
+                       ring_bits=ring_bits,
+                       randomness=run_randomness(randomness, rng), method=method)
     x = as_float_array(values, "values")
     size = check_positive_int(batch_size, "batch_size")
     root = as_seed_sequence(rng)
@@ -524,7 +526,7 @@ def fss_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: float,
              contributors: int | None = None, min_honest: int = 1,
              frac_bits: int | None = None, ring_bits: int = 64,
              batch_size: int = DEFAULT_BATCH, rng: RandomLike = None,
-             randomness: Randomness = "simulation", method: str | None = None
+             randomness: Randomness | None = None, method: str | None = None
              ) -> FederatedECDF:
     """003 Sec. 4.2 in one call: key upload (:func:`fss_ecdf_setup`), then one query.
 

@@ -251,6 +251,7 @@ def dp_hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, Q: int = 10,
                                      assumptions=(trusted_curator(),))
     df = n_groups - 2
     estimate = Estimate(value=h, quantity="hosmer_lemeshow", protocol="dp-ecdf-hl",
-                        privacy=guarantee, diagnostics=diagnostics)
+                        privacy=guarantee, diagnostics=diagnostics,
+                        noise="none" if source is None else source.kind)
     return DPHosmerLemeshow(estimate, float(sps.chi2.sf(h, df)), df, cuts, observed,
                             expected, eps_prime, curve, guarantee, diagnostics)

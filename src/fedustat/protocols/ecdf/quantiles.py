@@ -51,6 +51,13 @@ class Quantiles:
     bracketed: np.ndarray
     evaluations: int
     privacy: PrivacyGuarantee
+    #: Where the curve's noise came from (``"simulation"``, ``"deployment"``, ``"none"``).
+    noise_kind: str = "simulation"
+
+
+def _noise_kind(curve: Any) -> str:
+    """The randomness label of a private curve (post-processing keeps it)."""
+    return str(getattr(curve, "noise_kind", "simulation"))
 
 
 def dp_quantile(curve: PrivateECDF | SmoothedECDF, q: Any, *, nu: float | None = None,
@@ -128,7 +135,7 @@ def dp_quantile(curve: PrivateECDF | SmoothedECDF, q: Any, *, nu: float | None =
         return arr[0] if scalar else arr
 
     return Quantiles(out(levels), out((a + b) / 2.0), out(a), out(b), out(bracketed),
-                     evaluations, curve.privacy)
+                     evaluations, curve.privacy, _noise_kind(curve))
 
 
 def quantile_interval(curve: PrivateECDF, q: Any, confidence_level: float = 0.95, *,

@@ -22,7 +22,7 @@ __all__: list[str] = []
 def _ecdf_secagg(*, epsilon: float, thresholds: Any = None, query: Any = None,
                  n_servers: int = 2, contributors: int | None = None, min_honest: int = 1,
                  frac_bits: int | None = None, ring_bits: int = 64,
-                 randomness: Randomness = "simulation", bounds: Any = None,
+                 randomness: Randomness | None = None, bounds: Any = None,
                  precision: float | None = None, method: str | None = None) -> PointwiseECDF:
     return PointwiseECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
                          contributors=contributors, min_honest=min_honest,
@@ -33,7 +33,7 @@ def _ecdf_secagg(*, epsilon: float, thresholds: Any = None, query: Any = None,
 def _ecdf_fss(*, epsilon: float, thresholds: Any = None, query: Any = None,
               n_servers: int = 2, contributors: int | None = None, min_honest: int = 1,
               frac_bits: int | None = None, ring_bits: int = 64,
-              randomness: Randomness = "simulation", bounds: Any = None,
+              randomness: Randomness | None = None, bounds: Any = None,
               precision: float | None = None, method: str | None = None) -> FssECDF:
     return FssECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
                    contributors=contributors, min_honest=min_honest, frac_bits=frac_bits,

@@ -58,6 +58,7 @@ from fedustat.protocols.ecdf.shared_noise import (
     held_point_units,
     noise_law,
     resolve_noise_plan,
+    run_randomness,
 )
 from fedustat.protocols.ecdf.tree_noise import TreeNoise
 from fedustat.secure.ring import Ring, as_share_rng
@@ -147,7 +148,8 @@ class PointwiseECDF(Protocol):
     ring_bits:
         l (default 64).
     randomness:
-        ``"simulation"`` (the steps' seeded generators) or ``"os"`` (OS CSPRNG).
+        ``"simulation"`` (the steps' seeded generators), ``"os"`` (OS CSPRNG), or None
+        (default): decided by the run, the OS CSPRNG unless a seed is given.
     bounds, precision:
         Public ``(lo, hi)`` of the values: with ``thresholds=None`` the grid is
         ``absolute_grid(lo, hi, precision)`` (default precision ``(hi - lo) / 2^10``), and
@@ -176,7 +178,7 @@ class PointwiseECDF(Protocol):
                  tree_noise: TreeNoise | NodeNoise | None = None,
                  contributors: int | None = None,
                  min_honest: int = 1, frac_bits: int | None = None, ring_bits: int = 64,
-                 randomness: Randomness = "simulation", bounds: Any = None,
+                 randomness: Randomness | None = None, bounds: Any = None,
                  precision: float | None = None, method: str | None = None) -> None:
         self.thresholds, self.bounds = grid_from_bounds(thresholds, bounds, precision)
         self.tree = DyadicTree(self.thresholds.size)
@@ -409,7 +411,7 @@ def pointwise_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: 
                    contributors: int | None = None, min_honest: int = 1,
                    frac_bits: int | None = None, ring_bits: int = 64,
                    batch_size: int = DEFAULT_BATCH, rng: RandomLike = None,
-                   randomness: Randomness = "simulation", method: str | None = None
+                   randomness: Randomness | None = None, method: str | None = None
                    ) -> FederatedECDF:
     """003 Sec. 4.1 in one process: the private ECDF at ``query`` by secure aggregation.
 
@@ -430,7 +432,7 @@ def pointwise_ecdf(values: Any, thresholds: Any, query: Any = None, *, epsilon: 
     protocol = PointwiseECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
                              noise=noise, tree_noise=tree_noise, contributors=contributors,
                              min_honest=min_honest, frac_bits=frac_bits, ring_bits=ring_bits,
-                             randomness=randomness, method=method)
+                             randomness=run_randomness(randomness, rng), method=method)
     x = as_float_array(values, "values")
     size = check_positive_int(batch_size, "batch_size")
     root = as_seed_sequence(rng)

@@ -89,11 +89,22 @@ def _check_contributors(contributors: Any, n_servers: int, min_honest: Any) -> t
     return k, h
 
 
-def check_randomness(randomness: Any) -> Randomness:
-    if randomness not in ("simulation", "os"):
+def check_randomness(randomness: Any) -> Randomness | None:
+    """``"simulation"``, ``"os"``, or None: decided by the run (the OS CSPRNG unless a
+    seed asks for a reproducible simulation, :meth:`Protocol.for_run`)."""
+    if randomness is not None and randomness not in ("simulation", "os"):
         raise ValueError(f"randomness must be 'simulation' (seeded NumPy) or 'os' (the "
                          f"operating system's CSPRNG), got {randomness!r}")
     return randomness
+
+
+def run_randomness(randomness: Any, rng: Any) -> Randomness:
+    """The source of a one-process run: as given, or (None) the OS CSPRNG without a seed
+    and the seeded generators with one."""
+    chosen = check_randomness(randomness)
+    if chosen is None:
+        return "os" if rng is None else "simulation"
+    return chosen
 
 
 def _noise_bound(tree: DyadicTree, scale: float, shape_ratio: float) -> float:

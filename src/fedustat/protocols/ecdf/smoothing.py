@@ -134,6 +134,8 @@ class SmoothedECDF:
     seconds: float
     privacy: PrivacyGuarantee
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    #: Where the smoothed curve's noise came from (post-processing keeps the label).
+    noise_kind: str = "simulation"
 
     def __call__(self, t: Any) -> np.ndarray:
         """Right-continuous step evaluation: the value at the largest threshold ``<= t``
@@ -819,7 +821,8 @@ def smooth(curve: PrivateECDF, p: int = 2, subset: Any = None, *,
         method=info["method"], iterations=info["iterations"], seconds=info["seconds"],
         privacy=curve.privacy,
         diagnostics={"max_violation_removed": info["max_violation_removed"] / n,
-                     **({"fallback": info["fallback"]} if "fallback" in info else {})})
+                     **({"fallback": info["fallback"]} if "fallback" in info else {})},
+        noise_kind=str(getattr(curve, "noise_kind", "simulation")))
 
 
 def isotonic_projection(curve: PrivateECDF, subset: Any = None) -> SmoothedECDF:
@@ -862,5 +865,6 @@ def isotonic_projection(curve: PrivateECDF, subset: Any = None) -> SmoothedECDF:
         thresholds=np.asarray(curve.thresholds)[idx], values=fitted, raw_values=raw,
         indices=idx, n=n, p=None, estimator="isotonic-projection", correction=None,
         objective=float(np.sum(((fitted - raw) * n) ** 2)), method="isotonic_regression",
-        iterations=1, seconds=seconds, privacy=curve.privacy)
+        iterations=1, seconds=seconds, privacy=curve.privacy,
+        noise_kind=str(getattr(curve, "noise_kind", "simulation")))
 

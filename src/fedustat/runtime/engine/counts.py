@@ -35,7 +35,7 @@ from fedustat.protocols.ecdf.hierarchical import NodeNoise
 from fedustat.protocols.ecdf.release import PrivateECDF, dp_ecdf_from_counts
 from fedustat.protocols.ecdf.roc import DPROCCurve, dp_roc_curve_from_counts, roc_class_counts
 from fedustat.protocols.ecdf.secagg import PointwiseECDF
-from fedustat.protocols.ecdf.shared_noise import Randomness, SharedTreeNoise
+from fedustat.protocols.ecdf.shared_noise import Randomness, SharedTreeNoise, run_randomness
 from fedustat.protocols.ecdf.tree_noise import TreeNoise
 from fedustat.runtime.engine.driver import DaskEngine
 from fedustat.runtime.engine.partitions import Partition
@@ -285,7 +285,7 @@ def pointwise_ecdf_distributed(partitions: Sequence[Partition], thresholds: Any,
                                tree_noise: TreeNoise | NodeNoise | None = None,
                                contributors: int | None = None, min_honest: int = 1,
                                frac_bits: int | None = None, ring_bits: int = 64,
-                               rng: RandomLike = None, randomness: Randomness = "simulation",
+                               rng: RandomLike = None, randomness: Randomness | None = None,
                                column: int = 0, engine: DaskEngine | None = None,
                                method: str | None = None) -> FederatedECDF:
     """:func:`~fedustat.protocols.ecdf.pointwise_ecdf` with one batch per partition.
@@ -336,7 +336,7 @@ def pointwise_ecdf_distributed(partitions: Sequence[Partition], thresholds: Any,
     protocol = PointwiseECDF(thresholds, query, epsilon=epsilon, n_servers=n_servers,
                              noise=noise, tree_noise=tree_noise, contributors=contributors,
                              min_honest=min_honest, frac_bits=frac_bits, ring_bits=ring_bits,
-                             randomness=randomness, method=method)
+                             randomness=run_randomness(randomness, rng), method=method)
     parts = _check_partitions(partitions)
     root = as_seed_sequence(rng)
 

@@ -444,11 +444,21 @@ class DaskEngine:
         if server_steps not in ("distributed", "gathered"):
             raise ValueError(f"server_steps must be 'distributed' or 'gathered', got "
                              f"{server_steps!r}")
-        if server_steps == "gathered":
-            if not isinstance(protocol, Protocol):
-                raise TypeError(f"protocol must be a fedustat Protocol, got "
-                                f"{type(protocol).__name__}")
-            return self._run_gathered(protocol, partitions, rng)
+        if server_steps == "gathered" and not isinstance(protocol, Protocol):
+            raise TypeError(f"protocol must be a fedustat Protocol, got "
+                            f"{type(protocol).__name__}")
+        if isinstance(protocol, Protocol):
+            # No seed: private draws come from the OS CSPRNG on every worker.
+            protocol = protocol.for_run(rng)
+        release = (self._run_gathered(protocol, partitions, rng) if server_steps == "gathered"
+                   else self._run_distributed(protocol, partitions, rng, n_buckets))
+        if release.noise != "none" and isinstance(protocol, Protocol):
+            release = replace(release, noise=protocol.randomness_grade)
+        return release
+
+    def _run_distributed(self, protocol: Protocol, partitions: Sequence[Partition],
+                         rng: RandomLike, n_buckets: int | None) -> Estimate:
+        """:meth:`run` with the server steps as reductions (``server_steps="distributed"``)."""
         check_supported(protocol)
         parts = list(partitions)
         if not parts or not all(isinstance(p, Partition) for p in parts):
@@ -471,7 +481,7 @@ class DaskEngine:
         # Replaying a batch redraws its party steps: the same draws only when they come
         # from the batch's seeded stream, so a protocol drawing from another source (OS
         # entropy: deployment noise) keeps its states.
-        replay = not self.keep_states and getattr(protocol, "noise", None) is None
+        replay = not self.keep_states and protocol.randomness_grade != "deployment"
         replies: list[Message] = []  # broadcasts so far, while no batch state is kept
         batches: list[Any] | None = None  # futures of the kept batch states, once kept
         rounds = 0

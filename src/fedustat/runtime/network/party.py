@@ -43,8 +43,8 @@ from fedustat.runtime.network.service import (
     REPLY_RELEASE,
     ROUND,
     NetworkRunError,
-    check_randomness,
     fingerprint,
+    resolve_randomness,
 )
 from fedustat.runtime.simulate import (
     MAX_ROUNDS,
@@ -112,14 +112,14 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
     credentials:
         This party's certificate (its name says which party it is), key and the CA.
     rng:
-        ``None`` (default): deployment randomness (the protocol must hold a deployment
-        noise source for its private draws). A seed asks for simulation randomness
-        explicitly: the simulator's numbers for the same seed and split of rows.
+        ``None`` (default): deployment randomness (a protocol whose noise is unset draws
+        from the OS CSPRNG). A seed asks for simulation randomness explicitly: the
+        simulator's numbers for the same seed and split of rows.
     timeout:
         Seconds to wait for each of the server's answers.
     """
     grpc = _grpc()
-    check_randomness(protocol, rng)
+    protocol, _ = resolve_randomness(protocol, rng)
     rows = as_float_array(records, "records", ndim=(1, 2))
     rows = rows[:, None] if rows.ndim == 1 else rows
     channel = grpc.secure_channel(
@@ -233,7 +233,7 @@ def run_service(protocol: Protocol, role: str, credentials: Credentials, server:
         Seconds to wait for each of the server's answers.
     """
     grpc = _grpc()
-    check_randomness(protocol, rng)
+    protocol, _ = resolve_randomness(protocol, rng)
     roles = tuple(protocol.service_roles())
     if role not in roles:
         raise ValueError(f"protocol {protocol.name!r} has no service role {role!r}; its "

@@ -57,9 +57,9 @@ from fedustat.runtime.network.service import (
     REPLY_RELEASE,
     SERVICE,
     NetworkRunError,
-    check_randomness,
     fingerprint,
     release_summary,
+    resolve_randomness,
 )
 from fedustat.runtime.simulate import MAX_ROUNDS, MessageLog, merge_round
 from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
@@ -584,9 +584,9 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     address:
         ``host:port`` to listen on; port 0 picks a free port (``on_ready`` gets it).
     rng:
-        ``None`` (default): deployment randomness; the protocol must hold a deployment
-        noise source (``noise=DeploymentNoise()``) for its private draws, and the server's
-        public coins come from the OS. A seed asks for the simulator's streams
+        ``None`` (default): deployment randomness; a protocol whose noise is unset draws
+        its private values from the OS CSPRNG, and the server's public coins come from
+        the OS. A seed asks for the simulator's streams
         explicitly, to compare a networked run with a simulation.
     timeout:
         Seconds a stage (joining, each round) may go without progress.
@@ -606,7 +606,7 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     """
     grpc = _grpc()
     n_silos = check_positive_int(n_silos, "n_silos")
-    grade = check_randomness(protocol, rng)
+    protocol, grade = resolve_randomness(protocol, rng)
     least = n_silos if min_silos is None else check_positive_int(min_silos, "min_silos")
     if least > n_silos:
         raise ValueError(f"min_silos ({least}) cannot exceed n_silos ({n_silos})")

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.protocols.base import Estimate, Protocol
 from fedustat.stats.kernels import Kernel
 
@@ -95,27 +94,23 @@ def fingerprint(protocol: Protocol) -> str:
     return f"{protocol.name}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
-def check_randomness(protocol: Protocol, rng: Any) -> str:
-    """The noise grade of a networked run; refuses private draws from a non-CSPRNG source.
+def resolve_randomness(protocol: Protocol, rng: Any) -> tuple[Protocol, str]:
+    """The protocol a networked role runs and the noise grade of the run.
 
     Networked runs use deployment randomness unless a seed asks for simulation randomness
-    explicitly (to compare with the simulator): without a seed, a protocol that draws
-    private values must hold a deployment noise source (``noise=DeploymentNoise()``).
+    explicitly (to compare with the simulator): without a seed, a protocol whose source is
+    undecided draws from the OS CSPRNG (:meth:`Protocol.for_run`), and one built with a
+    simulation source is refused (its private draws would come from a non-CSPRNG source
+    nobody asked for).
     """
-    kind = getattr(getattr(protocol, "noise", None), "kind", None)
-    if getattr(protocol, "randomness", None) == "os":
-        # The federated ECDF releases name their source this way (shares, masks, noise).
-        kind = "deployment"
-    guarantee = getattr(protocol, "guarantee", None)
-    private = guarantee is None or guarantee.model is not PrivacyModel.NONE
-    if rng is None and private and kind != "deployment":
-        raise ValueError(f"protocol {protocol.name!r} would draw its private values from a "
-                         "simulation generator: build it with "
-                         "noise=fedustat.privacy.DeploymentNoise() for a networked run, or "
-                         "pass a seed to ask for simulation randomness explicitly")
-    if not private:
-        return "none"
-    return "deployment" if kind == "deployment" else "simulation"
+    chosen = protocol.for_run(rng)
+    grade = chosen.randomness_grade
+    if rng is None and grade == "simulation":
+        raise ValueError(f"protocol {protocol.name!r} was built with a simulation noise "
+                         "source, which a networked run without a seed refuses: leave its "
+                         "noise unset (deployment randomness), or pass a seed to ask for "
+                         "simulation randomness explicitly")
+    return chosen, grade
 
 
 def release_summary(estimate: Estimate, level: float = 0.95) -> dict[str, Any]:

@@ -6,8 +6,9 @@
 :class:`~fedustat.protocols.base.Estimate`; ``epsilon=math.inf`` (with the default
 protocol) gives the exact, non-private value. Without ``rng`` every private value is drawn
 from the operating system's CSPRNG through fixed-work samplers (deployment noise); a seed
-asks for a reproducible simulation study; the release records which (``Estimate.noise``). ``engine=`` runs the same
-protocol with its batches of parties as tasks on a Dask cluster (docs/engine.md).
+asks for a reproducible simulation study; the release records which (``Estimate.noise``).
+``engine=`` runs the same protocol with its batches of parties as tasks on a Dask cluster
+(docs/engine.md).
 
 Every release is post-processed into its statistic's valid range (:func:`statistic_range`:
 AUC, probabilities and ratios in [0, 1], tau in [-1, 1], Gini mean difference and

@@ -605,7 +605,9 @@ def _curve_row(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
     except (TypeError, ValueError, OverflowError, MemoryError) as exc:
         raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
     privacy = release.privacy
-    noise_kind = "none" if math.isinf(args.epsilon) else release.noise
+    # Curve results name it ``noise``; the protocol-layer curves ``noise_kind``.
+    noise_kind = ("none" if math.isinf(args.epsilon)
+                  else getattr(release, "noise", None) or release.noise_kind)
     row: dict[str, Any] = {
         "statistic": spec.name, "data": source, "n": int(np.asarray(columns[0]).size),
         "protocol": args.protocol, "privacy": str(privacy), "noise": noise_kind,

@@ -83,7 +83,7 @@ from scipy import optimize
 from fedustat._validation import check_delta, check_epsilon
 from fedustat.privacy.accounting import basic_composition
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
-from fedustat.privacy.mechanisms import GaussianMechanism
+from fedustat.privacy.mechanisms import GaussianMechanism, gaussian_delta
 
 __all__ = [
     "ADJACENCY_CLASSES",
@@ -526,7 +526,10 @@ class BudgetAccountant:
         k = self._group_size(guarantee)
         # Group privacy (Vadhan 2017, Lemma 2.2).
         eps = k * guarantee.epsilon
-        delta = k * math.exp((k - 1) * guarantee.epsilon) * guarantee.delta
+        growth = (k - 1) * guarantee.epsilon
+        # k e^{(k-1) eps} delta; past e^{700} (near a float's end) taken as 1 (refused).
+        delta = (k * math.exp(growth) * guarantee.delta if growth < 700.0
+                 else (1.0 if guarantee.delta > 0.0 else 0.0))
         if delta >= 1.0:
             raise BudgetExceededError(f"over {k} neighbouring steps the release's delta becomes "
                                  f"{delta:g} >= 1, which guarantees nothing")
@@ -1097,11 +1100,13 @@ class BudgetAccountant:
         elif source is not None:
             raise LedgerError(f"{where}: rho_from {source!r} is given but rho is null")
         try:
-            given = rho if source == "given" else None
-            gaussian = source == "gaussian"
-            entry, (eps, delta) = self._after(guarantee, given, gaussian)
+            # A stored rho (checked against its guarantee above) is charged as it is.
+            entry, (eps, delta) = self._after(guarantee, rho, False)
+            entry = replace(entry, rho_source=source)
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"{where}: {exc}") from None
+        except ArithmeticError:  # sums of epsilons near the largest float
+            raise LedgerError(f"{where}: its epsilon or rho is too large to compose") from None
         # A withheld row was charged after its run, beyond what was checked: it is kept
         # whatever the total. Any other row must fit, as when it was spent.
         if status != "withheld" and not self._fits(eps, delta):
@@ -1123,21 +1128,31 @@ class BudgetAccountant:
         if source not in RHO_SOURCES:
             raise LedgerError(f"{where}: rho_from must be one of {', '.join(RHO_SOURCES)}, "
                               f"got {source!r}")
+        eps, delta = guarantee.epsilon, guarantee.delta
         if source == "epsilon":
-            if guarantee.delta != 0.0:
+            if delta != 0.0:
                 raise LedgerError(f"{where}: rho_from 'epsilon' is for pure epsilon-DP rows, "
-                                  f"but delta is {guarantee.delta:g}")
-            expected = guarantee.epsilon**2 / 2.0  # Bun & Steinke Prop. 1.4
+                                  f"but delta is {delta:g}")
+            expected = eps**2 / 2.0  # Bun & Steinke Prop. 1.4
+            if not math.isclose(rho, expected, rel_tol=1e-9):
+                raise LedgerError(f"{where}: rho {rho:.6g} does not match its epsilon {eps:g} "
+                                  f"(a pure epsilon-DP release has rho = epsilon^2 / 2 = "
+                                  f"{expected:.6g})")
         elif source == "gaussian":
-            if guarantee.delta == 0.0:
+            if delta == 0.0:
                 raise LedgerError(f"{where}: rho_from 'gaussian' needs delta > 0")
-            expected = gaussian_rho(guarantee.epsilon, guarantee.delta)
-        else:
-            return source
-        if not math.isclose(rho, expected, rel_tol=1e-9):
-            raise LedgerError(f"{where}: rho {rho:.6g} does not match its epsilon "
-                              f"{guarantee.epsilon:g} (rho_from {source!r} gives "
-                              f"{expected:.6g})")
+            # The Gaussian mechanism of this rho has unit scale sigma = 1 / sqrt(2 rho)
+            # (Bun & Steinke Prop. 1.6); it is the one calibrated to (eps, delta) iff its
+            # delta at eps (Balle & Wang 2018, Thm 8) is delta. Checked in this direction
+            # (no root finding), so an edited row cannot make the reader search for long.
+            try:
+                at_rho = gaussian_delta(1.0 / math.sqrt(2.0 * rho), 1.0, eps)
+            except (ArithmeticError, ValueError):
+                at_rho = math.nan
+            if not abs(at_rho - delta) <= 1e-3 * delta + 1e-15:
+                raise LedgerError(f"{where}: rho {rho:.6g} does not match its epsilon {eps:g} "
+                                  f"and delta {delta:g}: the Gaussian mechanism of that rho "
+                                  f"has delta {at_rho:.3g} at epsilon {eps:g}")
         return source
 
     @classmethod

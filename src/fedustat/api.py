@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -419,8 +420,11 @@ def _check_budget(budget: BudgetAccountant | None, kernel: Kernel, epsilon: floa
     if any(key not in registry.parameters(protocol) for key in params):
         return
     eps, dlt = check_epsilon(epsilon, allow_inf=True), check_delta(delta)
-    planned = registry.make(protocol, kernel, epsilon=eps, delta=dlt,
-                            **params).planned_guarantee(_row_count(kernel, data, partitions))
+    with warnings.catch_warnings():
+        # The run builds the protocol again and warns then; planning must not warn twice.
+        warnings.simplefilter("ignore")
+        planned = registry.make(protocol, kernel, epsilon=eps, delta=dlt, **params
+                                ).planned_guarantee(_row_count(kernel, data, partitions))
     if not single:  # _multiclass_auc states the composition as (epsilon, delta)
         planned = replace(planned, epsilon=eps, delta=dlt)
     budget.before_release(planned, name=f"{kernel.name} ({protocol})",
@@ -430,7 +434,7 @@ def _check_budget(budget: BudgetAccountant | None, kernel: Kernel, epsilon: floa
 def _row_count(kernel: Kernel, data: Any, partitions: Any) -> int | None:
     """The public number of rows of a release's data, before it runs (None if unknown)."""
     if data is not None:
-        return len(data)
+        return len(data) if hasattr(data, "__len__") else None  # else refused by the run
     if isinstance(partitions, (str, os.PathLike)):
         from fedustat.runtime import engine as eng  # imports Dask only when asked for
 

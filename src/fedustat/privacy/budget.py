@@ -1102,7 +1102,8 @@ class BudgetAccountant:
         try:
             # A stored rho (checked against its guarantee above) is charged as it is.
             entry, (eps, delta) = self._after(guarantee, rho, False)
-            entry = replace(entry, rho_source=source)
+            if rho is not None:
+                entry = replace(entry, rho_source=source)
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"{where}: {exc}") from None
         except ArithmeticError:  # sums of epsilons near the largest float

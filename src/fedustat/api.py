@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -48,7 +49,6 @@ from fedustat.cost import Cost
 from fedustat.curve_dispatch import release_curve
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.errors import error_sum
-from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols import registry
 from fedustat.protocols.base import Estimate
@@ -301,14 +301,15 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
             raise TypeError(f"fedustat.estimate() does not take {key}=: "
                             f"{NO_PRIVATE_MEANING[key]}")
     data = _table_columns(kernel, data)
-    _check_budget(budget, kernel, epsilon, delta, protocol)
+    _check_budget(budget, kernel, epsilon, delta, protocol, data=data, partitions=partitions,
+                  params=params)
     release = _release(kernel, data, epsilon=epsilon, delta=delta, protocol=protocol,
                        rng=rng, noise=noise, batch_size=batch_size,
                        caller="fedustat.estimate", params=params, engine=engine,
                        workers=workers, partitions=partitions, clip=clip)
     if budget is not None:
-        budget.spend(release.privacy, name=f"{kernel.name} ({protocol})",
-                     gaussian=protocol == "fedauc-gaussian")
+        budget.after_release(release.privacy, name=f"{kernel.name} ({protocol})",
+                             gaussian=protocol == "fedauc-gaussian")
     return release
 
 
@@ -408,20 +409,43 @@ def _protocol_for(epsilon: float, protocol: str | None) -> str:
 
 
 def _check_budget(budget: BudgetAccountant | None, kernel: Kernel, epsilon: float,
-                  delta: float, protocol: str, single: bool = True) -> None:
-    """A one-call function's release checked against ``budget`` before it runs, as in
-    :func:`estimate` (label-DP protocols protect labels only; the others the kernel's
-    relation). An unknown protocol name is refused later, by ``_release``. ``single=False``
-    for a composition of several releases: its (epsilon, delta) is not one Gaussian
-    mechanism's, so no rho is recovered from it (zCDP budgets then refuse delta > 0)."""
-    if budget is None:
+                  delta: float, protocol: str, single: bool = True, *, data: Any = None,
+                  partitions: Any = None, params: dict[str, Any] | None = None) -> None:
+    """A release checked against ``budget`` before any party runs (a budget file reserves
+    it: ``budget.before_release``), with the guarantee the protocol will deliver on these
+    rows: ``Protocol.planned_guarantee`` of the protocol built from the same public
+    configuration (its own delta, model and relation). An unknown protocol name or
+    parameter is refused later, by ``_release``. ``single=False`` for a composition of
+    several releases of (epsilon, delta) in total: not one Gaussian mechanism's, so no rho
+    is recovered from it (zCDP budgets then refuse delta > 0)."""
+    if budget is None or protocol not in {entry.name for entry in registry.available()}:
         return
-    models = {entry.name: entry.model for entry in registry.available()}
-    if protocol in models:
-        adjacency = "label" if models[protocol] is PrivacyModel.LABEL else kernel.adjacency
-        budget.check(PrivacyGuarantee(check_epsilon(epsilon, allow_inf=True),
-                                      check_delta(delta), models[protocol], adjacency),
-                     gaussian=single and protocol == "fedauc-gaussian")
+    params = params or {}
+    if any(key not in registry.parameters(protocol) for key in params):
+        return
+    eps, dlt = check_epsilon(epsilon, allow_inf=True), check_delta(delta)
+    with warnings.catch_warnings():
+        # The run builds the protocol again and warns then; planning must not warn twice.
+        warnings.simplefilter("ignore")
+        planned = registry.make(protocol, kernel, epsilon=eps, delta=dlt, **params
+                                ).planned_guarantee(_row_count(kernel, data, partitions))
+    if not single:  # _multiclass_auc states the composition as (epsilon, delta)
+        planned = replace(planned, epsilon=eps, delta=dlt)
+    budget.before_release(planned, name=f"{kernel.name} ({protocol})",
+                          gaussian=single and protocol == "fedauc-gaussian")
+
+
+def _row_count(kernel: Kernel, data: Any, partitions: Any) -> int | None:
+    """The public number of rows of a release's data, before it runs (None if unknown)."""
+    if data is not None:
+        return len(data) if hasattr(data, "__len__") else None  # else refused by the run
+    if isinstance(partitions, (str, os.PathLike)):
+        from fedustat.runtime import engine as eng  # imports Dask only when asked for
+
+        partitions = eng.parquet_directory(partitions, kernel.columns)
+    if isinstance(partitions, list | tuple):
+        return sum(int(part.n_rows_stored()) for part in partitions)
+    return None
 
 
 def _spend(budget: BudgetAccountant | None, release: Estimate, protocol: str,
@@ -429,8 +453,8 @@ def _spend(budget: BudgetAccountant | None, release: Estimate, protocol: str,
     """``release``'s guarantee charged to ``budget`` (after it ran); the release itself.
     ``single`` as for :func:`_check_budget`."""
     if budget is not None:
-        budget.spend(release.privacy, name=f"{release.quantity} ({protocol})",
-                     gaussian=single and protocol == "fedauc-gaussian")
+        budget.after_release(release.privacy, name=f"{release.quantity} ({protocol})",
+                             gaussian=single and protocol == "fedauc-gaussian")
     return release
 
 
@@ -525,7 +549,8 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
             raise ValueError(f"{caller}(): pos_label is for binary labels; with "
                              f"multi_class={multi_class!r} every class is positive in turn")
         name = _protocol_for(epsilon, protocol)
-        _check_budget(budget, kernels.auc_kernel(), epsilon, delta, name, single=False)
+        _check_budget(budget, kernels.auc_kernel(), epsilon, delta, name, single=False,
+                      data=cols["y_true"], params=params)
         return _spend(budget, _multiclass_auc(
             cols["y_true"], cols["y_score"], multi_class=multi_class, average=average,
             caller=caller, epsilon=epsilon, delta=delta, protocol=name, rng=rng,
@@ -535,7 +560,7 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
     score = binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     kernel = kernels.auc_kernel()
     name = _protocol_for(epsilon, protocol)
-    _check_budget(budget, kernel, epsilon, delta, name)
+    _check_budget(budget, kernel, epsilon, delta, name, data=labels, params=params)
     return _spend(budget, _release(kernel, kernel.pack(score, labels), epsilon=epsilon,
                                    delta=delta, protocol=name, rng=rng, noise=noise,
                                    batch_size=None, caller=caller, params=params,
@@ -767,7 +792,7 @@ def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: s
     kernel = kernels.kendall_tau_kernel(variant)
     records = kernel.pack(cols["x"], cols["y"])
     name = _protocol_for(epsilon, protocol)
-    _check_budget(budget, kernel, epsilon, delta, name)
+    _check_budget(budget, kernel, epsilon, delta, name, data=records, params=params)
     release = _spend(budget, _release(kernel, records, epsilon=epsilon, delta=delta,
                                       protocol=name, rng=rng, noise=noise, batch_size=None,
                                       caller=caller, params=params, engine=engine,
@@ -826,7 +851,7 @@ def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
     cols = column_inputs(caller, params, data, x=x)
     kernel = kernels.gini_kernel(bounds)
     name = _protocol_for(epsilon, protocol)
-    _check_budget(budget, kernel, epsilon, delta, name)
+    _check_budget(budget, kernel, epsilon, delta, name, data=cols["x"], params=params)
     return _spend(budget, _release(kernel, kernel.pack(cols["x"]), epsilon=epsilon,
                                    delta=delta, protocol=name, rng=rng, noise=noise,
                                    batch_size=None, caller=caller, params=params,
@@ -879,7 +904,7 @@ def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
     cols = column_inputs(caller, params, data, x=x)
     kernel = kernels.duplicate_pair_kernel()
     name = _protocol_for(epsilon, protocol)
-    _check_budget(budget, kernel, epsilon, delta, name)
+    _check_budget(budget, kernel, epsilon, delta, name, data=cols["x"], params=params)
     return _spend(budget, _release(kernel, kernel.pack(cols["x"]), epsilon=epsilon,
                                    delta=delta, protocol=name, rng=rng, noise=noise,
                                    batch_size=None, caller=caller, params=params,
@@ -934,8 +959,8 @@ def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: flo
                            labels_pred=labels_pred)
     kernel = kernels.rand_index_kernel()
     name = _protocol_for(epsilon, protocol)
-    _check_budget(budget, kernel, epsilon, delta, name)
     records = kernel.pack(_codes(cols["labels_true"]), _codes(cols["labels_pred"]))
+    _check_budget(budget, kernel, epsilon, delta, name, data=records, params=params)
     return _spend(budget, _release(kernel, records, epsilon=epsilon, delta=delta,
                                    protocol=name, rng=rng, noise=noise, batch_size=None,
                                    caller=caller, params=params, engine=engine,

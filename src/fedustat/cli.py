@@ -11,6 +11,7 @@ available.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import math
@@ -42,7 +43,11 @@ from fedustat.curve_dispatch import release_curve
 from fedustat.privacy.budget import (
     BudgetAccountant,
     BudgetExceededError,
+    BudgetFile,
+    FileBudget,
     IncomparableGuaranteeError,
+    LedgerEntry,
+    LedgerError,
 )
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
@@ -373,27 +378,59 @@ NOISE_DESCRIPTIONS = {
 }
 
 
-def _load_budget(path: Path) -> BudgetAccountant:
+def _budget_file(path: Path) -> BudgetFile:
+    """The budget file of ``--budget``: held under its lock from the check of the first
+    release to the commit of the last (docs/budget.md, "Budget file")."""
     if not path.is_file():
         raise SystemExit(f"error: no budget file {str(path)!r}; create one with "
                          f"`fedustat budget {path} --epsilon E`")
+
+    def announce() -> None:
+        print(f"waiting for budget file {str(path)!r}: another release holds its lock "
+              f"({path!s}.lock)", file=sys.stderr, flush=True)
+
+    return BudgetFile(path, on_wait=announce)
+
+
+def _hold_budget(stack: contextlib.ExitStack, budget_file: BudgetFile) -> FileBudget:
+    """Take the file's lock and read its ledger as it is now; a reservation left by a run
+    that never committed stays counted, and is named on stderr."""
     try:
-        return BudgetAccountant.from_json(path.read_text())
-    except (TypeError, ValueError) as exc:
-        raise SystemExit(f"error: budget file {str(path)!r}: {exc}") from None
+        budget = stack.enter_context(budget_file)
+    except LedgerError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    for entry in budget.stale:
+        who = entry.process.describe() if entry.process is not None else "an unknown process"
+        print(f"warning: budget file {str(budget_file.path)!r}: {entry.name!r} (epsilon "
+              f"{entry.cost.epsilon:g}, delta {entry.cost.delta:g}) was reserved by {who} "
+              "and never committed (that run ended before it finished); it stays counted as "
+              "spent", file=sys.stderr)
+    return budget
 
 
-def _save_budget(path: Path, accountant: BudgetAccountant) -> None:
-    # Written to a sibling file and renamed, so an interrupted run never leaves half a ledger.
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(accountant.to_json(indent=2) + "\n")
-    tmp.replace(path)
+def _ledger_line(entry: LedgerEntry, busy: bool) -> str:
+    line = f"  {entry.name}: epsilon {entry.cost.epsilon:g}, delta {entry.cost.delta:g}"
+    if entry.status == "reserved":
+        who = entry.process.describe() if entry.process is not None else "an unknown process"
+        state = ("another process holds the file's lock now, so this run may still be going "
+                 "on" if busy else "never committed: that run ended before it finished")
+        return f"{line} [reserved by {who}; {state}; counted as spent]"
+    if entry.status == "withheld":
+        return (f"{line} [withheld: its run delivered more than it reserved; not released, "
+                "charged]")
+    return line
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if args.epsilon is None:
-        acct = _load_budget(path)
+        if not path.is_file():
+            raise SystemExit(f"error: no budget file {str(path)!r}; create one with "
+                             f"`fedustat budget {path} --epsilon E`")
+        try:
+            acct, busy = BudgetFile.read(path)
+        except LedgerError as exc:
+            raise SystemExit(f"error: {exc}") from None
         eps, delta = acct.remaining
         spent_eps, spent_delta = acct.spent
         print(f"budget {path}: epsilon {acct.epsilon:g}, delta {acct.delta:g}, rule "
@@ -401,8 +438,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
         print(f"spent: epsilon {spent_eps:g}, delta {spent_delta:g}; remaining: epsilon "
               f"{eps:g}, delta {delta:g}")
         for entry in acct.ledger:
-            print(f"  {entry.name}: epsilon {entry.cost.epsilon:g}, delta "
-                  f"{entry.cost.delta:g}")
+            print(_ledger_line(entry, busy))
         return 0
     if path.exists() and not args.force:
         raise SystemExit(f"error: {str(path)!r} exists; add --force to replace it (its "
@@ -412,7 +448,13 @@ def cmd_budget(args: argparse.Namespace) -> int:
                                 delta_slack=args.delta_slack, adjacency=args.adjacency)
     except (TypeError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
-    _save_budget(path, acct)
+    try:
+        BudgetFile.create(path, acct, replace=args.force,
+                          on_wait=lambda: print(f"waiting for budget file {str(path)!r}: "
+                                                "another release holds its lock",
+                                                file=sys.stderr, flush=True))
+    except (FileExistsError, LedgerError) as exc:
+        raise SystemExit(f"error: {exc}") from None
     print(f"created {path}: epsilon {acct.epsilon:g}, delta {acct.delta:g}, rule {acct.rule}")
     return 0
 
@@ -427,6 +469,11 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if not 0 <= args.delta < 1:
         raise SystemExit(f"error: --delta must be in [0, 1), got {args.delta}")
     _resolve_randomness(args)
+    if args.budget is not None and args.evaluate:
+        raise SystemExit("error: --evaluate computes the exact value of your data from the raw "
+                         "rows, a non-private number that no privacy budget can account for; "
+                         "drop --evaluate to spend --budget on the release alone, or drop "
+                         "--budget to evaluate")
     names = (catalogue.names("u-statistic") if args.statistic == "all"
              else [args.statistic])
     if args.protocol is None:
@@ -460,9 +507,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                    else "add --evaluate to confirm that this is an evaluation, not a release")
         raise SystemExit("error: --epsilon inf and --protocol exact print the exact, "
                          f"non-private value of your data; {confirm}")
-    args.accountant = None if args.budget is None else _load_budget(Path(args.budget))
+    budget_file = None if args.budget is None else _budget_file(Path(args.budget))
     rows, refused = [], []
-    try:
+    # With --budget the file stays locked from here to the last commit: each release is
+    # checked against the ledger as it is now, reserved in it before any party runs, and
+    # committed after; a release that fails has its reservation removed (attempt()).
+    with contextlib.ExitStack() as held:
+        args.accountant = None if budget_file is None else _hold_budget(held, budget_file)
         for name in names:
             try:
                 spec = STATISTICS[name]
@@ -474,15 +525,14 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                 if refusal is not None:
                     raise ProtocolRefusedError(f"{name} with protocol {args.protocol}: "
                                                f"{refusal}")
-                rows.append(_curve_row(spec, args) if spec.kind == "curve"
-                            else _row(spec, args))
+                with (contextlib.nullcontext() if args.accountant is None
+                      else args.accountant.attempt()):
+                    rows.append(_curve_row(spec, args) if spec.kind == "curve"
+                                else _row(spec, args))
             except ProtocolRefusedError as exc:
                 if len(names) == 1:
                     raise SystemExit(f"error: {exc}") from None
                 refused.append(str(exc))
-    finally:
-        if args.accountant is not None and rows:
-            _save_budget(Path(args.budget), args.accountant)
     if not rows:
         raise SystemExit("error: the protocol computed none of the statistics:\n  "
                          + "\n  ".join(refused))

@@ -125,14 +125,17 @@ def _into_grid(values: np.ndarray, tau: np.ndarray) -> np.ndarray:
 
 def _check_budget(budget: BudgetAccountant | None, epsilon: float, adjacency: str,
                   model: PrivacyModel = PrivacyModel.CENTRAL) -> None:
-    """Check the guarantee the release will carry before it runs (docs/budget.md)."""
+    """Check the guarantee the release will carry (pure epsilon-DP under ``adjacency``)
+    before it runs; a budget file reserves it (docs/budget.md)."""
     if budget is not None:
-        budget.check(PrivacyGuarantee(epsilon, 0.0, model, adjacency))
+        budget.before_release(PrivacyGuarantee(epsilon, 0.0, model, adjacency))
 
 
 def _spend(budget: BudgetAccountant | None, privacy: PrivacyGuarantee, name: str) -> None:
+    """Charge the release's own guarantee; one that delivered more than was checked is
+    withheld (ReleaseWithheldError) and charged."""
     if budget is not None:
-        budget.spend(privacy, name=name)
+        budget.after_release(privacy, name=name)
 
 
 def _check_level(confidence_level: float) -> float:

@@ -772,6 +772,24 @@ class Protocol(ABC):
         """This protocol set up with the run's public size (default: unchanged)."""
         return self
 
+    def planned_guarantee(self, n_rows: int | None = None) -> PrivacyGuarantee:
+        """The guarantee a run over ``n_rows`` records will deliver, from the public
+        configuration alone, so that a budget can be checked (and a budget file reserved)
+        before any party sends anything.
+
+        Default: the protocol's ``guarantee`` once :meth:`configure` has set it up for
+        ``n_rows`` (None: the size is not known yet; the guarantee must not need it). A
+        protocol whose guarantee depends on more (ghazi-shuffle: its delta on the number
+        of parties) overrides this; one with no ``guarantee`` must.
+        """
+        configured = self if n_rows is None else self.configure(n_rows)
+        guarantee = getattr(configured, "guarantee", None)
+        if not isinstance(guarantee, PrivacyGuarantee):
+            raise NotImplementedError(
+                f"protocol {self.name!r} does not state its guarantee before it runs: give "
+                "it a guarantee property or a planned_guarantee method")
+        return guarantee
+
     def assign_parties(self, records: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
         """Party id of each row when a party holds several rows (e.g. a client's samples).
 

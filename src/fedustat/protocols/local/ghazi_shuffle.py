@@ -716,6 +716,15 @@ class GhaziShuffle(Protocol):
                                 assumptions=(self._shuffler_assumption(),
                                              honest_noise(params.n_parties, params.n_honest)))
 
+    def planned_guarantee(self, n_rows: int | None = None) -> PrivacyGuarantee:
+        """The guarantee of a run with ``n_rows`` parties (public): its delta follows from
+        the number of messages and the ring (:func:`shuffle_delta`), which depend on n."""
+        n = self.n_parties if n_rows is None else n_rows
+        if n is None:
+            raise ValueError("ghazi-shuffle's delta depends on the number of parties: give "
+                             "the data, or n_parties=, before checking a budget")
+        return self.guarantee_for(self._setup(n)[1])
+
     def _shuffler_assumption(self) -> Any:
         if self.shuffler == "service":
             return replace(trusted_shuffler(), detail=(

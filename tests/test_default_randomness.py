@@ -382,3 +382,36 @@ def test_engine_without_a_seed_is_deployment_grade(cluster, name: str):
     assert_deployment_and_fresh(lambda: fedustat.estimate(
         kernel, data, protocol=name, epsilon=EPSILON, engine=cluster, batch_size=[20, 20]
         if len(data) == 40 else None, **params))
+
+
+# ------------------------------------------------------------------ inside Flower
+
+
+FLOWER_CASES = {
+    "central-laplace": {},
+    "ldp-quantized": {"k": 8, "bounds": [0, 1]},
+    "ldp-tree": {"d": 16},
+    "fedauc-rr": {"n_clients": 3},
+    "fedauc-laplace-local": {"n_clients": 3},
+    "pairs-2pc": {"P": 2},
+    "umpc": {"bounds": {"score": [0, 1]}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLOWER_CASES))
+def test_flower_run_without_a_seed_is_deployment_grade(tmp_path, certs, name: str):
+    # The Flower ServerApp's rounds driven in process (tests/test_flower.py's harness):
+    # the run config's noise "auto" with no seed gives every role deployment randomness.
+    pytest.importorskip("flwr")
+    from test_flower import in_process
+    from test_flower import labelled as flower_data
+
+    data = flower_data(60, integer=name == "ldp-tree")
+    run = {"protocol": name, "params": json.dumps(FLOWER_CASES[name])}
+    extra = {"certs": str(certs)} if name in ("pairs-2pc", "umpc") else {}
+    releases = []
+    for i in range(2):
+        (tmp_path / str(i)).mkdir()
+        releases.append(in_process(tmp_path / str(i), run, data, **extra).drive().estimate)
+    assert [r.noise for r in releases] == ["deployment"] * 2
+    assert releases[0].value != releases[1].value

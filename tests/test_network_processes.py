@@ -28,8 +28,8 @@ from fedustat.stats.ecdf import ecdf_counts
 
 FEDUSTAT = [sys.executable, "-m", "fedustat.cli"]
 SILOS = 3
-# Seconds a stage may go without progress in the fault tests: long enough for the honest
-# parties' processes to start on a loaded machine.
+# The stage timeout of the fault tests (joining lasts this long from the first join):
+# long enough for the honest parties' processes to start on a loaded machine.
 STAGE = 8.0
 
 

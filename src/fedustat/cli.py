@@ -1390,7 +1390,9 @@ def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--certs", required=True,
                      help="directory with ca.pem and this role's certificate and key")
     cmd.add_argument("--timeout", type=float, default=60.0,
-                     help="seconds a stage may go without progress before the run stops")
+                     help="the stage timeout: seconds joining and each round may last; "
+                          "give every role the same number (a party waits a margin "
+                          "longer for each answer, so the server decides first)")
     cmd.add_argument("--seed", type=int, default=None,
                      help="simulation randomness with this seed (to compare with the "
                           "simulator); default: deployment randomness")

@@ -87,9 +87,10 @@ def _grpc() -> Any:
     return grpc
 
 
-#: Times in a row the server may close the connection mid-handshake before the party
-#: concludes that it refuses this party's certificate (once can be a server restarting).
-_CLOSED_HANDSHAKES = 3
+#: Seconds the server may keep closing the connection mid-handshake before the party
+#: concludes that it refuses this party's certificate (once can be a server restarting;
+#: gRPC retries the connection with a backoff of about a second at first).
+_CLOSED_HANDSHAKES_SECONDS = 3.0
 
 
 class _Link:
@@ -120,7 +121,8 @@ class _Link:
         grpc = self.grpc
         ready = grpc.channel_ready_future(self.channel)
         give_up = time.monotonic() + self.deadline
-        closed, last = 0, "no connection attempt finished"
+        closed_since: float | None = None
+        last = "no connection attempt finished"
         try:
             while True:
                 try:
@@ -134,10 +136,11 @@ class _Link:
                     self.calls["ping"](b"", timeout=2.0, wait_for_ready=False)
                     break
                 except grpc.RpcError as exc:
-                    if exc.code() != grpc.StatusCode.UNAVAILABLE:
-                        if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
-                            break  # it reached the server
-                    else:
+                    code = exc.code()
+                    if code not in (grpc.StatusCode.UNAVAILABLE,
+                                    grpc.StatusCode.DEADLINE_EXCEEDED):
+                        break  # it reached the server
+                    if code == grpc.StatusCode.UNAVAILABLE:
                         last = str(exc.details() or "")
                         why = tls_failure(last)
                         if why is not None:
@@ -145,9 +148,11 @@ class _Link:
                                                   f"the server at {self.server} failed: "
                                                   f"{why}") from None
                         lowered = last.lower()
-                        closed = closed + 1 if ("socket closed" in lowered
-                                                or "connection reset" in lowered) else 0
-                        if closed >= _CLOSED_HANDSHAKES:
+                        if "socket closed" not in lowered and "connection reset" not in lowered:
+                            closed_since = None
+                        elif closed_since is None:
+                            closed_since = time.monotonic()
+                        elif time.monotonic() - closed_since >= _CLOSED_HANDSHAKES_SECONDS:
                             raise NetworkRunError(
                                 f"{self.identity}: the TLS handshake with the server at "
                                 f"{self.server} failed: the server closed the connection, "

@@ -24,9 +24,10 @@ merged after the parties' (``merge_round``). A service with nothing to send call
 
 Failures never yield a wrong number: a party that sends a frame that fails validation
 stops the run with a :class:`~fedustat.runtime.network.service.NetworkRunError` naming
-the party, and every waiting party is told why. A party that does not send its frame of a
-round within ``timeout`` seconds (or whose connection closes while it waits) stops the run
-the same way, unless ``min_silos`` allows going on and the protocol declares that this
+the party, and every waiting party is told why. A round that lasts ``timeout`` seconds
+without some party's frame, or a party whose connection drops (its presence call ends:
+the server learns it at once), stops the run the same way, naming the party and which of
+the two happened, unless ``min_silos`` allows going on and the protocol declares that this
 round's server step may run on the rows that arrived
 (:meth:`~fedustat.protocols.base.Protocol.dropout_rule`): then the step runs on the
 silos that answered, the silent ones are out of the run for good (a late frame of theirs
@@ -157,8 +158,12 @@ class _Coordinator:
         self.log: MessageLog | None = None
         self.server_rng: np.random.Generator | None = None
         self.done = threading.Event()
-        # When the current stage (joining, then each round) began: it may last `timeout`.
+        # When the current stage began: it may last `timeout`. Joining begins with the
+        # first join (or the server's start, if nobody comes), each round when the one
+        # before ended. Every member waiting in a stage called after it began, so its
+        # own deadline (party_deadline) ends after the server's.
         self.stage_started = time.monotonic()
+        self.first_join = True
         # Bytes of every Round/Relay frame received and every reply sent (framing included).
         self.wire_bytes = 0
         # Why a party was turned away at Join (configuration, duplicate): named on timeout.
@@ -222,7 +227,7 @@ class _Coordinator:
                         self.joined.pop(index, None)
                 self.lock.notify_all()
                 context.abort(_grpc().StatusCode.CANCELLED,
-                              f"{party_identity(index)}'s call ended")
+                              f"{self._name(index)}'s call ended")
         if self.failure is not None:
             context.abort(_grpc().StatusCode.ABORTED, self.failure)
 
@@ -391,6 +396,9 @@ class _Coordinator:
             else:
                 self.joined[index] = member
             self.gone.discard(index)
+            if self.first_join:
+                self.first_join = False
+                self.stage_started = time.monotonic()
             if len(self.joined) == self.n_silos and len(self.services) == len(self.roles):
                 self._assign()
             self._wait(lambda: self.assigned, context, index)
@@ -656,8 +664,9 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     Parameters
     ----------
     protocol:
-        The protocol, configured exactly as the parties configure theirs (their public
-        configurations must hash alike, see ``service.fingerprint``).
+        The protocol, configured exactly as the parties configure theirs: each member's
+        public configuration (``service.public_configuration``) is compared key by key
+        at join, and one that differs is refused naming each option.
     n_silos:
         Number of party processes (certificates ``party-0`` ...). A silo holding m rows
         acts for m parties, or for one party where the protocol's party is a client
@@ -672,12 +681,13 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         public coins come from the OS. A seed asks for the simulator's streams
         explicitly, to compare a networked run with a simulation.
     timeout:
-        The stage timeout: seconds each stage may last (joining, from the start of the
-        server; each round, from the end of the one before). Give the parties the same
-        number: they wait for each answer up to :func:`~fedustat.runtime.network.service.
-        party_deadline` of it, a margin longer, so the server decides first and an honest
-        party is never named absent for having given up early. A party whose connection
-        drops is noticed at once, not after the timeout.
+        The stage timeout: seconds each stage may last (joining, from the first join, or
+        from the start when nobody joins; each round, from the end of the one before).
+        Give the parties the same number: they wait for each answer up to
+        :func:`~fedustat.runtime.network.service.party_deadline` of it, a margin longer,
+        so the server decides first and an honest party is never named absent for having
+        given up early. A party whose connection drops is noticed at once, not after the
+        timeout.
     min_silos:
         If fewer than ``n_silos`` parties have joined when the joining stage times out,
         go on without the others provided at least this many joined (default: all must

@@ -32,6 +32,7 @@ before the server has answered it.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import enum
 import functools
@@ -131,9 +132,18 @@ class UndescribedError(TypeError):
     """A protocol holds a setting that cannot be described as public plain data."""
 
 
+#: Set while the derived settings are described: two machines computing the same setting
+#: from the same arguments may differ in the last bits (vectorized exp and log differ
+#: between CPUs), so derived numbers are compared to 12 significant digits and derived
+#: float arrays by their float32 bytes. The arguments are compared exactly.
+_DERIVED: contextvars.ContextVar[bool] = contextvars.ContextVar("derived", default=False)
+
+
 def _float(value: float) -> Any:
     # JSON has no infinities or NaN; their names are unambiguous.
-    return float(value) if math.isfinite(value) else str(float(value))
+    if not math.isfinite(value):
+        return str(float(value))
+    return float(f"{value:.12g}") if _DERIVED.get() else float(value)
 
 
 def _callable_name(value: Any) -> str:
@@ -172,7 +182,8 @@ def describe(value: Any, where: str = "value", depth: int = 0) -> Any:
         return describe(value.value, where, deeper)
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "biuf" and value.size > LISTED_ELEMENTS:
-            data = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
+            kind = np.float32 if value.dtype.kind == "f" and _DERIVED.get() else value.dtype
+            data = np.ascontiguousarray(value, dtype=np.dtype(kind).newbyteorder("<"))
             return {"shape": list(value.shape), "dtype": data.dtype.str,
                     "sha256": hashlib.sha256(data.tobytes()).hexdigest()}
         if value.dtype.kind not in "biufUS" and value.size > LISTED_ELEMENTS:
@@ -245,11 +256,16 @@ def public_configuration(protocol: Protocol) -> dict[str, Any]:
     Server and parties compare it key by key at join (:func:`configuration_differences`);
     a setting that cannot be described raises :class:`UndescribedError`.
     """
+    arguments = {key: describe(value, key)
+                 for key, value in sorted(protocol.public_arguments.items())}
+    derived = _DERIVED.set(True)
+    try:
+        settings = {key: describe(value, key)
+                    for key, value in sorted(_settings(protocol).items())}
+    finally:
+        _DERIVED.reset(derived)
     return {"protocol": protocol.name, "class": type(protocol).__qualname__,
-            "arguments": {key: describe(value, key)
-                          for key, value in sorted(protocol.public_arguments.items())},
-            "settings": {key: describe(value, key)
-                         for key, value in sorted(_settings(protocol).items())}}
+            "arguments": arguments, "settings": settings}
 
 
 def fingerprint(protocol: Protocol) -> str:

@@ -51,7 +51,7 @@ def run_deployment(certs: Any, make: Callable[[], Protocol], silos: list[np.ndar
             parties[i] = run_party(protocol, silos[i],
                                    load_credentials(certs, f"party-{names[i]}"),
                                    f"127.0.0.1:{port['p']}", rng=rng,
-                                   timeout=3 * timeout)  # the server's deadlines come first
+                                   timeout=timeout)  # the same stage timeout as the server
         except Exception as exc:
             parties[i] = exc
 

@@ -392,10 +392,27 @@ def test_a_node_over_its_epsilon_limit_refuses_by_name(tmp_path):
 def test_a_node_with_another_configuration_refuses(tmp_path):
     nodes = in_process(tmp_path, CASES[0], labelled(30))
     nodes.node_runs[303] = {**CASES[0], "epsilon": 5.0}
-    with pytest.raises(NetworkRunError, match=r"node-303 refused: the server runs protocol "
-                                              r"configuration ldp-quantized:\w+/deployment, "
-                                              r"this node runs ldp-quantized:\w+/deployment"):
+    # Refused at join, naming the option that differs (not two hashes).
+    with pytest.raises(NetworkRunError, match=r"^joining: node-303 refused: the server's "
+                                              r"protocol configuration differs from this "
+                                              r"node's: epsilon = 1\.0 \(server\) vs 5\.0 "
+                                              r"\(this node\); no release$"):
         nodes.drive()
+
+
+def test_a_node_whose_records_fail_validation_tells_only_the_public_check(tmp_path, caplog):
+    # node-202 holds a score of 7.25 outside the declared bounds [0, 1]: its own log has
+    # the full error, the ServerApp (and through it everyone) only the check's name.
+    data = labelled(60)
+    data[25, 0] = 7.25
+    nodes = in_process(tmp_path, CASES[0], data)
+    with caplog.at_level("WARNING", logger="fedustat.runtime.flower.node"), \
+            pytest.raises(NetworkRunError) as stopped:
+        nodes.drive()
+    assert str(stopped.value) == ("round 0: node-202 refused: failed validation: values "
+                                  "outside the declared bounds of column 'score'; no release")
+    assert "7.25" in caplog.text  # the node's own log
+    assert "7.25" not in str(stopped.value) and "max" not in str(stopped.value)
 
 
 def test_deployment_noise_is_released_as_such_and_must_agree(tmp_path):
@@ -411,9 +428,10 @@ def test_deployment_noise_is_released_as_such_and_must_agree(tmp_path):
     # A node configured for simulation noise refuses the server's deployment-noise run.
     nodes = in_process(tmp_path, run, labelled(60))
     nodes.node_runs[202] = {**CASES[0], "noise": "simulation"}
-    with pytest.raises(NetworkRunError, match=r"node-202 refused: the server runs protocol "
-                                              r"configuration ldp-quantized:\w+/deployment, "
-                                              r"this node runs ldp-quantized:\w+/simulation"):
+    with pytest.raises(NetworkRunError, match=r"node-202 refused: the server's protocol "
+                                              r"configuration differs from this node's: "
+                                              r"noise = \"deployment\" \(server\) vs none "
+                                              r"\(this node\)"):
         nodes.drive()
 
 

@@ -195,3 +195,38 @@ def check_bounds(values: np.ndarray, bounds: tuple[float, float] | None, name: s
             f"{name} has values outside the declared bounds [{lo}, {hi}] "
             f"(min {values.min():.6g}, max {values.max():.6g}); clip the data or widen the bounds"
         )
+
+
+class RecordCheckError(ValueError):
+    """A party's own records fail a public check (declared bounds, labels, a domain).
+
+    ``str(error)`` is the full message, which may quote the party's values (its minimum
+    and maximum, an unknown category): it stays with that party, which prints or raises
+    it. ``check`` names the public check that failed without any value of the records
+    (``"values outside the declared bounds of column 'income'"``): the only part a
+    transport sends to the server and the other parties.
+    """
+
+    def __init__(self, check: str, detail: str | None = None) -> None:
+        super().__init__(check if detail is None else detail)
+        self.check = check
+
+
+class RecordCheck:
+    """``with RecordCheck(check): ...`` turns a ``ValueError`` raised inside into a
+    :class:`RecordCheckError` for ``check``.
+
+    It wraps a check a party runs on its own records, so the message that quotes its
+    values becomes the private detail and ``check`` is all that may leave the party.
+    """
+
+    def __init__(self, check: str) -> None:
+        self.check = check
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> bool:
+        if isinstance(error, ValueError) and not isinstance(error, RecordCheckError):
+            raise RecordCheckError(self.check, str(error)) from None
+        return False

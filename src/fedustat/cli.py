@@ -236,6 +236,30 @@ def _records(spec: Statistic, kernel: Kernel, args: argparse.Namespace
         raise SystemExit(f"error: {spec.name} on {source}: {exc}") from None
 
 
+def _party_records(spec: Statistic, kernel: Kernel, args: argparse.Namespace) -> np.ndarray:
+    """A networked party's rows, as numbers in the kernel's column order.
+
+    Their public domain (bounds, labels) is checked by the protocol's own party step in
+    the run, not here: a failure then stays with this party in full while the server and
+    the others learn which check failed, instead of waiting out the stage for a party that
+    left without a word. Whole-data-set checks (both classes present, two records) do not
+    apply to one party's share of the data.
+    """
+    source, cols = _load_columns(args, spec)
+    if len(cols) != kernel.n_columns:
+        raise SystemExit(f"error: {spec.name} needs {kernel.n_columns} column(s) "
+                         f"({', '.join(kernel.columns)}), got {len(cols)}")
+    try:
+        rows = np.column_stack([np.asarray(c, dtype=np.float64) for c in cols])
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"error: {spec.name} on {source}: the columns must be numbers "
+                         f"({exc})") from None
+    if rows.size == 0 or not np.all(np.isfinite(rows)):
+        raise SystemExit(f"error: {spec.name} on {source}: every row must hold finite "
+                         "numbers (remove or impute NaN and infinite values)")
+    return rows
+
+
 def _protocol_params(spec: Statistic, kernel: Kernel, args: argparse.Namespace
                      ) -> dict[str, Any]:
     """The protocol parameters the options describe (public descriptions only)."""
@@ -1381,7 +1405,7 @@ def cmd_party(args: argparse.Namespace) -> int:
     if spec is None or kernel is None:
         records = _curve_records(args)
     else:
-        _, records = _records(spec, kernel, args)
+        records = _party_records(spec, kernel, args)
     credentials = network.load_credentials(args.certs, args.identity)
     try:
         result = network.run_party(protocol, records, credentials, args.server,
@@ -1435,7 +1459,9 @@ def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--certs", required=True,
                      help="directory with ca.pem and this role's certificate and key")
     cmd.add_argument("--timeout", type=float, default=60.0,
-                     help="seconds a stage may go without progress before the run stops")
+                     help="the stage timeout: seconds joining and each round may last; "
+                          "give every role the same number (a party waits a margin "
+                          "longer for each answer, so the server decides first)")
     cmd.add_argument("--seed", type=int, default=None,
                      help="simulation randomness with this seed (to compare with the "
                           "simulator); default: deployment randomness")

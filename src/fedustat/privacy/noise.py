@@ -105,6 +105,11 @@ class NoiseSource(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(kind={self.kind!r})"
 
+    def public_description(self) -> str:
+        """What a protocol's configuration records of its noise source: its kind,
+        ``"deployment"`` or ``"simulation"`` (a generator's state is no setting)."""
+        return self.kind
+
 
 class SimulationNoise(NoiseSource):
     """Fast, reproducible noise from a seeded ``numpy.random.Generator``.

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import inspect
 import json
 import math
 import numbers
@@ -43,6 +45,7 @@ import numpy as np
 from scipy import stats as sps
 
 from fedustat._validation import (
+    RecordCheck,
     as_float_array,
     as_int_array,
     check_consistent_length,
@@ -729,6 +732,31 @@ class DropoutRule(NamedTuple):
     reason: str
 
 
+def _recording_arguments(init: Any) -> Any:
+    """``init`` that first records the arguments it is called with (``_arguments``).
+
+    Only the outermost constructor records: a subclass calling ``super().__init__`` with
+    derived values does not overwrite what its caller gave.
+    """
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
+        if "_arguments" not in self.__dict__:
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            given = dict(bound.arguments)
+            given.pop(next(iter(signature.parameters)))
+            for name, parameter in signature.parameters.items():
+                if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                    given.update(given.pop(name, {}))
+            self.__dict__["_arguments"] = given
+        init(self, *args, **kwargs)
+
+    recording._records_arguments = True  # type: ignore[attr-defined]
+    return recording
+
+
 class Protocol(ABC):
     """A protocol as pure steps. Subclasses name their paper, section and equations.
 
@@ -807,6 +835,16 @@ class Protocol(ABC):
         if "init_parties" in cls.__dict__:
             raise TypeError(f"{cls.__name__} overrides init_parties; implement encode_parties "
                             "(and check_records for protocol-specific public domains)")
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "_records_arguments", False):
+            cls.__init__ = _recording_arguments(init)  # type: ignore[method-assign]
+
+    @property
+    def public_arguments(self) -> dict[str, Any]:
+        """The arguments this protocol was built with, defaults included (``k``,
+        ``bounds``, the kernel, ``epsilon``...): its public configuration as its user gave
+        it, which server and parties of a networked run compare option by option."""
+        return dict(self.__dict__.get("_arguments", {}))
 
     def init_parties(self, data: np.ndarray, parties: np.ndarray) -> Any:
         """State of a batch of parties holding ``data``; ``parties`` is each row's party id.
@@ -831,7 +869,8 @@ class Protocol(ABC):
         kernel = getattr(self, "kernel", None)
         if kernel is not None:
             return kernel.check_records(data)
-        arr = as_float_array(data, "data", ndim=(1, 2))
+        with RecordCheck("records that are not finite numbers"):
+            arr = as_float_array(data, "data", ndim=(1, 2))
         return arr[:, None] if arr.ndim == 1 else arr
 
     # ------------------------------------------------------------------ randomness

@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from fedustat._validation import (
+    RecordCheck,
+    RecordCheckError,
     as_binary_labels,
     as_float_array,
     check_bounds,
@@ -261,6 +263,25 @@ class Kernel:
         applying it to a private U is post-processing (False for tau-b)."""
         return self.exact_only_statistic_fn is None
 
+    def public_description(self) -> dict[str, Any]:
+        """What fixes this kernel's values and guarantee, as data a configuration check
+        compares: name, columns, ranges, and each function by its qualified name, with the
+        public parameters bound into it (``gini_kernel``'s declared ``bounds``) lifted to
+        the top so a difference reads ``kernel.bounds``."""
+        described: dict[str, Any] = {
+            "name": self.name, "degree": self.degree, "columns": self.columns,
+            "public_columns": self.public_columns, "output_range": self.output_range,
+            "lipschitz": self.lipschitz, "adjacency": self.adjacency}
+        for name in ("func", "exact", "statistic_fn", "validate", "validate_dataset",
+                     "row_sums", "active_share", "exact_only_statistic_fn"):
+            function = getattr(self, name)
+            if isinstance(function, partial) and not function.args and not (
+                    set(function.keywords) & set(described)):
+                described.update(function.keywords)
+                function = function.func
+            described[name] = function
+        return described
+
     # ---------------------------------------------------------------- data
     def pack(self, *columns: Any) -> np.ndarray:
         """Stack one array per column into the (n, len(columns)) data array, checked.
@@ -292,20 +313,27 @@ class Kernel:
         kernel's public domain: shape, finiteness, labels, declared bounds.
 
         Every protocol runs this in the party's own step (``Protocol.init_parties``), so
-        every transport enforces it.
+        every transport enforces it. A failure raises
+        :class:`~fedustat._validation.RecordCheckError`: its message may quote the
+        records' values and stays with their holder; its ``check`` names the public check
+        that failed, all a transport sends on.
         """
-        arr = as_float_array(data, "data", ndim=(1, 2))
+        with RecordCheck("records that are not finite numbers"):
+            arr = as_float_array(data, "data", ndim=(1, 2))
         if arr.ndim == 1:
             if self.n_columns != 1:
-                raise ValueError(f"data is 1-D but kernel {self.name!r} needs "
-                                 f"{self.n_columns} columns {self.columns}; build it with "
-                                 f"kernel.pack(...)")
+                raise RecordCheckError(f"data is 1-D but kernel {self.name!r} needs "
+                                       f"{self.n_columns} columns {self.columns}; build it "
+                                       f"with kernel.pack(...)")
             arr = arr[:, None]
         if arr.shape[1] != self.n_columns:
-            raise ValueError(f"data has {arr.shape[1]} column(s) but kernel {self.name!r} needs "
-                             f"{self.n_columns} {self.columns}; build it with kernel.pack(...)")
+            raise RecordCheckError(f"data has {arr.shape[1]} column(s) but kernel "
+                                   f"{self.name!r} needs {self.n_columns} {self.columns}; "
+                                   "build it with kernel.pack(...)")
         if self.validate is not None and arr.shape[0]:
-            arr = self.validate(arr)
+            # The built-in validators name their check; a user's is named by its kernel.
+            with RecordCheck(f"values outside the public domain of kernel {self.name!r}"):
+                arr = self.validate(arr)
         return arr
 
     def public_view(self, data: Any) -> PublicData:
@@ -433,7 +461,8 @@ def _as_column(values: Any, name: str) -> np.ndarray:
 
 
 def _validate_binary_labels(data: np.ndarray, column: int, name: str) -> np.ndarray:
-    labels = as_binary_labels(data[:, column], name, require_both=False)
+    with RecordCheck(f"labels that are not binary in column {name!r}"):
+        labels = as_binary_labels(data[:, column], name, require_both=False)
     if not np.array_equal(labels, data[:, column]):
         data = data.copy()
         data[:, column] = labels
@@ -449,12 +478,14 @@ def _validate_auc_dataset(data: np.ndarray) -> None:
 
 
 def _validate_bounded(data: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
-    check_bounds(data[:, 0], bounds, "x")
+    with RecordCheck("values outside the declared bounds of column 'x'"):
+        check_bounds(data[:, 0], bounds, "x")
     return data
 
 
 def _validate_vus(data: np.ndarray) -> np.ndarray:
-    check_ordinal_values(data[:, 1], "class")
+    with RecordCheck("class codes that are not ordinal in column 'class'"):
+        check_ordinal_values(data[:, 1], "class")
     return data
 
 

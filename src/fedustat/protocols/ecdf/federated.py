@@ -104,6 +104,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from fedustat._validation import (
+    RecordCheckError,
     as_float_array,
 )
 from fedustat.privacy.errors import (
@@ -488,8 +489,9 @@ def check_in_bounds(values: np.ndarray, bounds: tuple[float, float] | None) -> N
     lo, hi = bounds
     bad = (values < lo) | (values > hi)
     if np.any(bad):
-        raise ValueError(f"data: {int(bad.sum())} value(s) outside the declared bounds "
-                         f"[{lo:g}, {hi:g}]; declare bounds that hold every value")
+        raise RecordCheckError("values outside the declared bounds of the column",
+                               f"data: {int(bad.sum())} value(s) outside the declared bounds "
+                               f"[{lo:g}, {hi:g}]; declare bounds that hold every value")
 
 
 def _guarantee(epsilon: float, protocol: str = "", n_servers: int = 2,

@@ -293,6 +293,11 @@ class FssECDF(Protocol):
         check_in_bounds(np.asarray(data, dtype=np.float64).ravel(), self.bounds)
         return _FssParties(grid_positions(self.thresholds, data), np.asarray(parties, np.int64))
 
+    def public_settings(self) -> dict[str, Any]:
+        """The noise plan (who draws the distributed noise, how many must be honest),
+        kept under a private name: part of the public configuration parties agree on."""
+        return {"noise_plan": self._plan}
+
     def init_server(self, n_parties: int) -> _FssServerState:
         n = check_positive_int(n_parties, "n_parties")
         check_ring(self.fixed_point, n, self.tree, self.epsilon, self.noise, self._plan)

@@ -49,6 +49,8 @@ from typing import Any, Literal
 import numpy as np
 
 from fedustat._validation import (
+    RecordCheck,
+    RecordCheckError,
     as_float_array,
     as_int_array,
     check_delta,
@@ -433,13 +435,16 @@ class FedAUC(Protocol):
 
         Rows of one client may come in any order; they are grouped here.
         """
-        arr = as_float_array(data, "data", ndim=2)
+        with RecordCheck("records that are not finite numbers"):
+            arr = as_float_array(data, "data", ndim=2)
         if arr.shape[1] != 2:
-            raise ValueError(f"data must have 2 columns (score, label), got {arr.shape[1]}")
+            raise RecordCheckError(f"data must have 2 columns (score, label), got "
+                                   f"{arr.shape[1]}")
         labels = arr[:, 1]
         if not np.all((labels == 0) | (labels == 1)):
-            raise ValueError("data's label column must be 0/1; convert the labels with "
-                             "fedustat._validation.as_binary_labels first")
+            raise RecordCheckError("labels that are not binary in column 'label'",
+                                   "data's label column must be 0/1; convert the labels with "
+                                   "fedustat._validation.as_binary_labels first")
         owner = np.asarray(parties)
         if owner.shape != (arr.shape[0],) or owner.dtype.kind not in "iu":
             raise ValueError("parties must give an integer client id for every row of data")

@@ -81,6 +81,8 @@ from scipy import optimize
 
 from fedustat._validation import (
     RandomLike,
+    RecordCheck,
+    RecordCheckError,
     as_binary_labels,
     as_float_array,
     check_delta,
@@ -433,6 +435,13 @@ class TreeReportRandomizer(LocalRandomizer):
         self.max_report_bits = max_report_bits
         self.oracles = level_oracles(self.alpha, self.level_epsilon, self.oracle_name,
                                      max_report_bits, self.split)
+
+    def public_description(self) -> dict[str, Any]:
+        """Its public settings (the constructor's), for configuration checks; the level
+        oracles follow from them."""
+        return {"d": self.d, "epsilon": self.epsilon, "split": self.split,
+                "delta": self.delta, "oracle": self.oracle_name,
+                "max_report_bits": self.max_report_bits}
 
     @property
     def legacy(self) -> bool:
@@ -843,16 +852,19 @@ class LdpAucTree(Protocol):
 
     # ------------------------------------------------------------------ parties
     def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
-        records = as_float_array(data, "data", ndim=2)
+        with RecordCheck("records that are not finite numbers"):
+            records = as_float_array(data, "data", ndim=2)
         if records.shape[1] != 2:
-            raise ValueError(f"data must have two columns (score, label), got "
-                             f"{records.shape[1]}; build it with auc_kernel().pack(scores, "
-                             "labels)")
+            raise RecordCheckError(f"data must have two columns (score, label), got "
+                                   f"{records.shape[1]}; build it with "
+                                   "auc_kernel().pack(scores, labels)")
         raw = records[:, 0]
         if self.score_grid is not None:
             raw = self.score_grid.encode(raw).astype(np.float64)
-        scores = check_scores(raw, self.d, "score")
-        labels = as_binary_labels(records[:, 1], "label", require_both=False)
+        with RecordCheck("values outside the declared domain of column 'score'"):
+            scores = check_scores(raw, self.d, "score")
+        with RecordCheck("labels that are not binary in column 'label'"):
+            labels = as_binary_labels(records[:, 1], "label", require_both=False)
         return _PartyState(scores, labels, np.asarray(parties))
 
     def party_step(self, state: _PartyState, inbox: Message | None,

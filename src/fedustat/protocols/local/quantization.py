@@ -33,7 +33,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fedustat._validation import as_float_array, check_bounds, check_positive_int
+from fedustat._validation import (
+    RecordCheck,
+    RecordCheckError,
+    as_float_array,
+    check_bounds,
+    check_positive_int,
+)
 from fedustat.privacy.noise import NoiseSource
 from fedustat.stats import kernels as _kernels
 from fedustat.stats.kernels import LABELS_PUBLIC, Kernel, PublicData
@@ -135,7 +141,8 @@ class ColumnGrid:
         """
         if self.values is not None:
             return self._encode_discrete(x)
-        check_bounds(x, (self.lo, self.hi), self.name)
+        with RecordCheck(f"values outside the declared bounds of column {self.name!r}"):
+            check_bounds(x, (self.lo, self.hi), self.name)
         t = (x - self.lo) / self.width
         if not randomized:
             # Nearest centre = the bin containing x; astype truncates, = floor for t >= 0.
@@ -156,7 +163,8 @@ class ColumnGrid:
             unknown = np.unique(x[bad])
             shown = ", ".join(f"{v:g}" for v in unknown[:5])
             more = "" if unknown.size <= 5 else f" and {unknown.size - 5} more"
-            raise ValueError(
+            raise RecordCheckError(
+                f"values outside the declared domain of column {self.name!r}",
                 f"{self.name} has values that are not in the declared domain: {shown}{more}; "
                 f"declare every possible value in domain= (the map from values to codes "
                 f"must be public, so it cannot be read from the data)")

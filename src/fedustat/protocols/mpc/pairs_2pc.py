@@ -142,6 +142,7 @@ import numpy as np
 
 from fedustat._validation import (
     RandomLike,
+    RecordCheckError,
     as_rng,
     check_delta,
     check_epsilon,
@@ -1478,9 +1479,11 @@ class PairsTwoParty(Protocol):
         for j, (lo, hi) in zip(cols, self.encoding.bounds, strict=True):
             bad = (out[:, j] < lo) | (out[:, j] > hi)
             if np.any(bad):
-                raise ValueError(f"data column {self.kernel.columns[j]!r}: {int(bad.sum())} "
-                                 f"value(s) outside the declared bounds [{lo:g}, {hi:g}]; "
-                                 "declare bounds that hold every value")
+                column = self.kernel.columns[j]
+                raise RecordCheckError(
+                    f"values outside the declared bounds of column {column!r}",
+                    f"data column {column!r}: {int(bad.sum())} value(s) outside the "
+                    f"declared bounds [{lo:g}, {hi:g}]; declare bounds that hold every value")
             out[:, j] = out[:, j] - lo
         return out
 

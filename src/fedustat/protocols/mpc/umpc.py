@@ -89,6 +89,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fedustat._validation import (
+    RecordCheck,
+    RecordCheckError,
     check_epsilon,
     check_positive_int,
     check_probability,
@@ -1086,9 +1088,9 @@ class UMPC(Protocol):
     def encode_parties(self, data: np.ndarray, parties: np.ndarray) -> _PartyState:
         records = np.asarray(data, dtype=np.float64)
         if records.ndim != 2 or records.shape[1] != self.kernel.n_columns:
-            raise ValueError(f"data must have {self.kernel.n_columns} column(s) "
-                             f"{self.kernel.columns} for kernel {self.kernel.name!r}, got "
-                             f"shape {records.shape}")
+            raise RecordCheckError(f"data must have {self.kernel.n_columns} column(s) "
+                                   f"{self.kernel.columns} for kernel {self.kernel.name!r}, "
+                                   f"got shape {records.shape}")
         cols = list(self.circuit.secret_columns)
         names = ", ".join(self.kernel.columns[c] for c in cols)
         # Each party encodes its own record; out-of-range values raise here.
@@ -1100,11 +1102,13 @@ class UMPC(Protocol):
                 "values closer than that become ties. Declare bounds=(lo, hi) and "
                 "precision= (the smallest difference that matters)", UserWarning,
                 stacklevel=2)
-        if self.encoding is None:
-            encoded = self.fixed_point.encode(records[:, cols], name=f"data column(s) {names}")
-        else:
-            encoded = self.encoding.encode(records[:, cols], self.fixed_point,
-                                           name=f"data column(s) {names}")
+        with RecordCheck(f"values outside the declared bounds of column(s) {names}"):
+            if self.encoding is None:
+                encoded = self.fixed_point.encode(records[:, cols],
+                                                  name=f"data column(s) {names}")
+            else:
+                encoded = self.encoding.encode(records[:, cols], self.fixed_point,
+                                               name=f"data column(s) {names}")
         public = self.circuit.public_values(records)
         return _PartyState(np.asarray(parties, dtype=np.int64), records, encoded, public)
 

@@ -30,7 +30,7 @@ from fedustat._validation import as_float_array
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
 from fedustat.protocols.base import Protocol
-from fedustat.runtime.network.service import fingerprint
+from fedustat.runtime.network.service import fingerprint, public_configuration
 from fedustat.stats.kernels import Kernel
 
 __all__ = ["CURVE_STATISTICS", "DEFAULT_RUN_CONFIG", "STATISTICS", "STATISTIC_ALIASES",
@@ -218,10 +218,17 @@ class RunConfig:
                              delta=self.delta, **params)
 
     def mark(self, protocol: Protocol) -> str:
-        """What server and nodes must agree on: the protocol's public configuration
-        (:func:`~fedustat.runtime.network.service.fingerprint`) and the noise kind, which
-        the fingerprint does not see (a noise source is not a plain setting)."""
-        return f"{fingerprint(protocol)}/{self.noise}"
+        """What server and nodes must agree on: the hash of the protocol's public
+        configuration (:func:`~fedustat.runtime.network.service.fingerprint`), which
+        covers every option, the noise source's kind (deployment or simulation) included.
+        """
+        return fingerprint(protocol)
+
+    def configuration(self, protocol: Protocol) -> str:
+        """The protocol's public configuration as JSON, sent with the join request so a
+        node that runs another names each option that differs
+        (:func:`~fedustat.runtime.network.service.configuration_differences`)."""
+        return json.dumps(public_configuration(protocol), sort_keys=True)
 
 
 def _number(config: Mapping[str, Any], key: str) -> float:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from fedustat._validation import as_seed_sequence
+from fedustat._validation import RecordCheckError, as_seed_sequence
 from fedustat.protocols.base import Estimate, Role
 from fedustat.runtime.flower import records
 from fedustat.runtime.flower.config import RunConfig
@@ -144,7 +144,9 @@ def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str,
     mark = config.mark(protocol)
     exchange = _Exchange(deliver, config.timeout)
 
-    joined = exchange(records.JOIN, {key: {"run": run, "fingerprint": mark} for key in nodes},
+    configuration = config.configuration(protocol)
+    joined = exchange(records.JOIN, {key: {"run": run, "fingerprint": mark,
+                                           "configuration": configuration} for key in nodes},
                       records.JOIN_REPLY, "joining")
     for node, reply in joined.items():
         if reply["fingerprint"] != mark:
@@ -203,8 +205,10 @@ def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str,
             log.record(merged)
             state, out = protocol.server_step(state, merged, server_rng)
         except (ValueError, TypeError, RuntimeError) as exc:
+            # A records check run on the server names only the public check.
+            told = exc.check if isinstance(exc, RecordCheckError) else exc
             raise NetworkRunError(f"round {current}: the server step refused the nodes' "
-                                  f"messages: {exc}; no release") from None
+                                  f"messages: {told}; no release") from None
         if isinstance(out, Estimate):
             ops = int(out.cost.server_operations)
             if out.noise != "none":

@@ -49,6 +49,11 @@ from fedustat.runtime.flower.config import NodeConfig, RunConfig, load_silo
 from fedustat.runtime.network.certs import Credentials, load_credentials, party_identity
 from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
 from fedustat.runtime.network.relay import open_reply, seal_rows
+from fedustat.runtime.network.service import (
+    configuration_differences,
+    public_configuration,
+    public_reason,
+)
 from fedustat.runtime.wire import MAGIC, Envelope, Expectation, WireError, decode, encode
 
 __all__ = ["MEMORY", "RefusalError", "answer"]
@@ -103,14 +108,49 @@ def _join(content: Mapping[str, Any], run_config: Mapping[str, Any],
           node_config: Mapping[str, Any], node_id: int, memory: dict[str, Any] | None
           ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     request = records.read_record(content, records.JOIN_REQUEST, "the server")
-    _, node, _, mark = _node_protocol(run_config, node_config)
+    _, node, protocol, mark = _node_protocol(run_config, node_config)
     if request["fingerprint"] != mark:
-        raise RefusalError(f"the server runs protocol configuration "
-                           f"{request['fingerprint']}, this node runs {mark}")
-    rows = load_silo(node)
+        raise RefusalError(_mismatch(request, protocol, mark))
+    rows = _silo(node, node_id)
     certificate = "" if node.certs is None else _credentials(node).certificate.decode()
     return {"rows": int(rows.shape[0]), "silo": -1 if node.silo is None else node.silo,
             "fingerprint": mark, "certificate": certificate}, memory
+
+
+def _mismatch(request: Mapping[str, Any], protocol: Protocol, mark: str) -> str:
+    """Why this node refuses the server's configuration: each option that differs."""
+    try:
+        theirs = json.loads(request["configuration"])
+    except json.JSONDecodeError:
+        theirs = None
+    differences = [] if not isinstance(theirs, dict) else configuration_differences(
+        theirs, public_configuration(protocol), me="server", them="this node")
+    if not differences:
+        return (f"the server runs protocol configuration {request['fingerprint']}, this "
+                f"node runs {mark}")
+    return ("the server's protocol configuration differs from this node's: "
+            + "; ".join(differences))
+
+
+def _silo(node: NodeConfig, node_id: int) -> np.ndarray:
+    """This silo's rows; an error about their content stays in this node's log (it may
+    quote a value), the server learns only that the file could not be read."""
+    try:
+        return load_silo(node)
+    except ValueError as exc:
+        _LOG.warning("fedustat: node-%s cannot read its data: %s", node_id, exc)
+        raise RefusalError("its data file could not be read as numbers (the details are "
+                           "in the node's log)") from None
+
+
+def _own_step(step: Any, node_id: int) -> Any:
+    """A step on this node's own records: its failure stays here in full (the node's log);
+    the server learns only which public check failed, never the values."""
+    try:
+        return step()
+    except Exception as exc:  # whatever it says may quote the records
+        _LOG.warning("fedustat: node-%s: its own step failed: %s", node_id, exc)
+        raise RefusalError(public_reason(exc)) from None
 
 
 def _credentials(node: NodeConfig) -> Credentials:
@@ -170,7 +210,7 @@ def _round(content: Mapping[str, Any], run_config: Mapping[str, Any],
     if assignment["fingerprint"] != mark:
         raise RefusalError(f"the server runs protocol configuration "
                            f"{assignment['fingerprint']}, this node runs {mark}")
-    rows = load_silo(node)
+    rows = _silo(node, node_id)
     ids = _check_assignment(assignment, rows.shape[0], protocol, node_id)
     current, run = request["round"], assignment["run"]
     if current < 0:
@@ -222,13 +262,14 @@ def _replay(configured: Protocol, rows: np.ndarray, owner: np.ndarray, current: 
             node_id: int, protocol: Protocol, mark: str, run: str,
             party_rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, Any]]:
     """The party steps of rounds 0..current on the kept frames; this round's frame."""
-    state = configured.init_parties(rows, owner)
+    state = _own_step(lambda: configured.init_parties(rows, owner), node_id)
     bounds = np.asarray(assignment["bounds"], dtype=np.int64)
     keys: PeerKeys | None = None
     inbound = None
     sent = list(kept["sent"])
     for step in range(current + 1):
-        state, outbound = configured.party_step(state, inbound, party_rng)
+        state, outbound = _own_step(
+            lambda s=state, i=inbound: configured.party_step(s, i, party_rng), node_id)
         if outbound.is_peer and keys is None:
             keys = _peer_keys(node, assignment, mark, protocol)
         if outbound.is_peer:

@@ -21,7 +21,9 @@ ROUND = "fedustat_round"
 RELEASE = "fedustat_release"
 
 # What each record holds: key -> the Python type of its value.
-JOIN_REQUEST = {"run": str, "fingerprint": str}
+# ``configuration``: the server's public configuration (JSON), which a node compares key
+# by key with its own, so a refusal names each option that differs.
+JOIN_REQUEST = {"run": str, "fingerprint": str, "configuration": str}
 # ``certificate``: the node's party certificate (PEM) for relay rounds, "" without one.
 JOIN_REPLY = {"rows": int, "silo": int, "fingerprint": str, "certificate": str}
 ROUND_REQUEST = {"assignment": str, "round": int, "frame": bytes}

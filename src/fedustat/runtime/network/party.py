@@ -21,12 +21,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from fedustat._validation import RandomLike, as_float_array, as_seed_sequence
+from fedustat._validation import (
+    RandomLike,
+    RecordCheckError,
+    as_float_array,
+    as_seed_sequence,
+)
 from fedustat.protocols.base import Message, Protocol, Role
 from fedustat.runtime.network.certs import Credentials, party_identity
 from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
@@ -35,16 +41,23 @@ from fedustat.runtime.network.service import (
     ABORT,
     CHANNEL_OPTIONS,
     JOIN,
+    MAX_ABORT_REASON,
     PASS,
     PEERS,
+    PING,
+    PRESENCE,
     RELAY,
     REPLY_MESSAGE,
     REPLY_RELAYED,
     REPLY_RELEASE,
     ROUND,
     NetworkRunError,
-    fingerprint,
+    configuration_hash,
+    party_deadline,
+    public_configuration,
+    public_reason,
     resolve_randomness,
+    tls_failure,
 )
 from fedustat.runtime.simulate import (
     MAX_ROUNDS,
@@ -74,10 +87,133 @@ def _grpc() -> Any:
     return grpc
 
 
-def _reason(error: Any, timeout: float) -> str:
-    if error.code() == _grpc().StatusCode.DEADLINE_EXCEEDED:
-        return f"the server did not answer within {timeout:g} s"
-    return str(error.details())
+#: Seconds the server may keep closing the connection mid-handshake before the party
+#: concludes that it refuses this party's certificate (once can be a server restarting;
+#: gRPC retries the connection with a backoff of about a second at first).
+_CLOSED_HANDSHAKES_SECONDS = 3.0
+
+
+class _Link:
+    """A member's TLS channel to the server: its calls, its presence call, its deadline.
+
+    ``timeout`` is the run's stage timeout; each answer is awaited up to
+    :func:`~fedustat.runtime.network.service.party_deadline` of it.
+    """
+
+    def __init__(self, credentials: Credentials, server: str, timeout: float) -> None:
+        self.grpc = _grpc()
+        self.identity = credentials.identity
+        self.server = server
+        self.deadline = party_deadline(timeout)
+        self.channel = self.grpc.secure_channel(
+            server, self.grpc.ssl_channel_credentials(credentials.ca, credentials.key,
+                                                      credentials.certificate),
+            options=CHANNEL_OPTIONS)
+        self.calls = {name: self.channel.unary_unary(path) for name, path in (
+            ("join", JOIN), ("round", ROUND), ("relay", RELAY), ("pass", PASS),
+            ("abort", ABORT), ("peers", PEERS), ("presence", PRESENCE), ("ping", PING))}
+        self.presence: Any = None
+
+    def connect(self) -> None:
+        """Wait for the TLS channel (the server may start later); a handshake that fails
+        is named at once (a certificate from another CA, a host name it does not carry),
+        never reported as a server that did not answer. Then open the presence call."""
+        grpc = self.grpc
+        ready = grpc.channel_ready_future(self.channel)
+        give_up = time.monotonic() + self.deadline
+        closed_since: float | None = None
+        last = "no connection attempt finished"
+        try:
+            while True:
+                try:
+                    ready.result(timeout=0.25)
+                    break
+                except grpc.FutureTimeoutError:
+                    pass
+                # The channel's state does not say why it failed; a call that must not
+                # wait for it does (the gRPC status details of the last attempt).
+                try:
+                    self.calls["ping"](b"", timeout=2.0, wait_for_ready=False)
+                    break
+                except grpc.RpcError as exc:
+                    code = exc.code()
+                    if code not in (grpc.StatusCode.UNAVAILABLE,
+                                    grpc.StatusCode.DEADLINE_EXCEEDED):
+                        break  # it reached the server
+                    if code == grpc.StatusCode.UNAVAILABLE:
+                        last = str(exc.details() or "")
+                        why = tls_failure(last)
+                        if why is not None:
+                            raise NetworkRunError(f"{self.identity}: the TLS handshake with "
+                                                  f"the server at {self.server} failed: "
+                                                  f"{why}") from None
+                        lowered = last.lower()
+                        if "socket closed" not in lowered and "connection reset" not in lowered:
+                            closed_since = None
+                        elif closed_since is None:
+                            closed_since = time.monotonic()
+                        elif time.monotonic() - closed_since >= _CLOSED_HANDSHAKES_SECONDS:
+                            raise NetworkRunError(
+                                f"{self.identity}: the TLS handshake with the server at "
+                                f"{self.server} failed: the server closed the connection, "
+                                "refusing this party's certificate (one signed by another "
+                                "deployment's CA?)") from None
+                if time.monotonic() > give_up:
+                    raise NetworkRunError(f"{self.identity}: could not reach the server at "
+                                          f"{self.server} within {self.deadline:g} s "
+                                          f"({last.rpartition(': ')[2] or last})")
+                time.sleep(0.25)
+        finally:
+            ready.cancel()
+        self.presence = self.calls["presence"].future(b"")
+
+    def call(self, name: str, payload: bytes, where: str) -> bytes:
+        """One call; a failure raises :class:`NetworkRunError` with the true reason."""
+        try:
+            return self.calls[name](payload, timeout=self.deadline,
+                                    wait_for_ready=name == "join")
+        except self.grpc.RpcError as exc:
+            raise NetworkRunError(f"{where}: {self.reason(exc)}") from None
+
+    def reason(self, error: Any) -> str:
+        """Why a call failed: the server's verdict if it gave one (in the call's status,
+        or in the presence call's reply when the server was already gone)."""
+        grpc = self.grpc
+        if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return f"the server did not answer within {self.deadline:g} s"
+        if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) \
+                and self.presence is not None:
+            try:
+                told = self.presence.result(timeout=2.0).decode("utf-8", errors="replace")
+            except (grpc.RpcError, grpc.FutureTimeoutError, grpc.FutureCancelledError):
+                told = ""
+            return told or ("the connection to the server dropped "
+                            f"({error.details() or error.code().name})")
+        return str(error.details())
+
+    def abort(self, reason: str) -> None:
+        """Tell the server why this member stops (best effort: it may be gone)."""
+        with contextlib.suppress(self.grpc.RpcError):
+            self.calls["abort"](reason.encode()[:MAX_ABORT_REASON], timeout=self.deadline)
+
+    def own_step(self, step: Any, where: str) -> Any:
+        """Run this member's own step on its records. A failure stays here in full; the
+        server and the others learn only which public check failed (or the error's kind),
+        never the records' values (:func:`~fedustat.runtime.network.service.public_reason`)."""
+        try:
+            return step()
+        except Exception as exc:  # whatever it says may quote the records
+            self.abort(public_reason(exc))
+            if isinstance(exc, RecordCheckError):
+                raise NetworkRunError(f"{where}: its records failed validation "
+                                      f"({exc.check}): {exc}") from None
+            raise NetworkRunError(f"{where}: its own step failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        if self.presence is not None:
+            self.presence.cancel()
+        self.channel.close()
 
 
 def _peer_keys(credentials: Credentials, assignment: dict[str, Any], mark: str,
@@ -98,6 +234,15 @@ def _peer_keys(credentials: Credentials, assignment: dict[str, Any], mark: str,
                     assignment["run"], names=names)
 
 
+def _hello(protocol: Protocol, **fields: Any) -> tuple[str, bytes]:
+    """The protocol's fingerprint and the join hello: ``fields`` with the public
+    configuration itself, which the server compares key by key with its own."""
+    configuration = public_configuration(protocol)
+    mark = configuration_hash(protocol.name, configuration)
+    return mark, json.dumps({**fields, "fingerprint": mark,
+                             "configuration": configuration}).encode()
+
+
 def run_party(protocol: Protocol, records: Any, credentials: Credentials, server: str, *,
               rng: RandomLike = None, timeout: float = 60.0) -> PartyResult:
     """Take part in a run of ``protocol`` served at ``server`` (``host:port``).
@@ -105,10 +250,14 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
     Parameters
     ----------
     protocol:
-        Configured exactly as the server's (the server refuses another configuration).
+        Configured exactly as the server's: the server compares the public
+        configurations key by key at join and refuses another, naming each option that
+        differs, before any data step.
     records:
         This party's rows, shape (m, columns) or (m,); they are checked here, by the
-        protocol's own party step, before anything is sent.
+        protocol's own party step, before anything is sent. If they fail a public check
+        the error (with their values) is raised here; the server and the other parties
+        learn only which check failed.
     credentials:
         This party's certificate (its name says which party it is), key and the CA.
     rng:
@@ -116,30 +265,19 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
         from the OS CSPRNG). A seed asks for simulation randomness explicitly: the
         simulator's numbers for the same seed and split of rows.
     timeout:
-        Seconds to wait for each of the server's answers.
+        The run's stage timeout, the number the server is given: each answer is awaited
+        up to :func:`~fedustat.runtime.network.service.party_deadline` of it (a margin
+        longer than the server waits, so the server's verdict comes first).
     """
-    grpc = _grpc()
     protocol, _ = resolve_randomness(protocol, rng)
     rows = as_float_array(records, "records", ndim=(1, 2))
     rows = rows[:, None] if rows.ndim == 1 else rows
-    channel = grpc.secure_channel(
-        server, grpc.ssl_channel_credentials(credentials.ca, credentials.key,
-                                             credentials.certificate),
-        options=CHANNEL_OPTIONS)
+    mark, hello = _hello(protocol, rows=int(rows.shape[0]))
+    link = _Link(credentials, server, timeout)
     identity = credentials.identity
     try:
-        join = channel.unary_unary(JOIN)
-        exchange = channel.unary_unary(ROUND)
-        relay = channel.unary_unary(RELAY)
-        abort = channel.unary_unary(ABORT)
-        peers = channel.unary_unary(PEERS)
-        mark = fingerprint(protocol)
-        try:
-            assignment = json.loads(join(json.dumps({"rows": int(rows.shape[0]),
-                                                     "fingerprint": mark}).encode(),
-                                         timeout=timeout, wait_for_ready=True))
-        except grpc.RpcError as exc:
-            raise NetworkRunError(f"{identity} could not join: {_reason(exc, timeout)}") from None
+        link.connect()
+        assignment = json.loads(link.call("join", hello, f"{identity} could not join"))
         first, stop = assignment["ids"]
         ids = np.arange(first, stop, dtype=np.int64)
         owner = ids if ids.size == rows.shape[0] else np.full(rows.shape[0], first,
@@ -150,32 +288,27 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
         else:
             streams = as_seed_sequence(rng).spawn(int(assignment["n_silos"]) + 1)
             party_rng = np.random.default_rng(streams[1 + int(assignment["silo"])])
-        state = configured.init_parties(rows, owner)
+        state = link.own_step(lambda: configured.init_parties(rows, owner),
+                              f"{identity}, round 0")
         inbox = None
         keys: PeerKeys | None = None
         bounds = np.asarray(assignment["bounds"], dtype=np.int64)
         for current in range(MAX_ROUNDS):
-            state, message = configured.party_step(state, inbox, party_rng)
+            where = f"{identity}, round {current}"
+            state, message = link.own_step(
+                lambda s=state, i=inbox: configured.party_step(s, i, party_rng), where)
             if message.is_peer and keys is None:
-                try:
-                    directory = json.loads(peers(b"", timeout=timeout))
-                except grpc.RpcError as exc:
-                    raise NetworkRunError(f"{identity}, round {current}: "
-                                          f"{_reason(exc, timeout)}") from None
+                directory = json.loads(link.call("peers", b"", where))
                 keys = _peer_keys(credentials, assignment, mark, directory["certificates"])
-            try:
-                if message.is_peer:
-                    assert keys is not None
-                    reply = relay(seal_rows(message, keys, bounds, protocol=mark,
-                                            run=assignment["run"], round_=current,
-                                            identity=identity), timeout=timeout)
-                else:
-                    reply = exchange(encode(Envelope(mark, assignment["run"], current,
-                                                     "party", identity, message)),
-                                     timeout=timeout)
-            except grpc.RpcError as exc:
-                raise NetworkRunError(f"{identity}, round {current}: "
-                                      f"{_reason(exc, timeout)}") from None
+            if message.is_peer:
+                assert keys is not None
+                reply = link.call("relay", seal_rows(message, keys, bounds, protocol=mark,
+                                                     run=assignment["run"], round_=current,
+                                                     identity=identity), where)
+            else:
+                reply = link.call("round", encode(Envelope(mark, assignment["run"], current,
+                                                           "party", identity, message)),
+                                  where)
             if message.is_peer and reply[:1] == REPLY_RELAYED:
                 assert keys is not None
                 try:
@@ -184,9 +317,8 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
                                        round_=current)
                 except WireError as exc:
                     # Tell the server why, so the run stops at once with the cause.
-                    with contextlib.suppress(grpc.RpcError):
-                        abort(str(exc).encode(), timeout=timeout)
-                    raise NetworkRunError(f"{identity}, round {current}: {exc}") from None
+                    link.abort(str(exc))
+                    raise NetworkRunError(f"{where}: {exc}") from None
                 continue
             if reply[:1] == REPLY_RELEASE:
                 return PartyResult(json.loads(reply[1:]), (first, stop), current + 1)
@@ -201,7 +333,7 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
                 raise NetworkRunError(str(exc)) from None
         raise NetworkRunError(f"no release after {MAX_ROUNDS} rounds")
     finally:
-        channel.close()
+        link.close()
 
 
 @dataclass(frozen=True)
@@ -221,7 +353,7 @@ def run_service(protocol: Protocol, role: str, credentials: Credentials, server:
     Parameters
     ----------
     protocol:
-        Configured exactly as the server's and the parties' (same fingerprint).
+        Configured exactly as the server's and the parties' (compared key by key at join).
     role:
         One of ``protocol.service_roles()``; the certificate must carry this name.
     credentials:
@@ -230,9 +362,8 @@ def run_service(protocol: Protocol, role: str, credentials: Credentials, server:
         ``None`` (default): the OS CSPRNG. A seed asks for the simulator's stream of this
         service (``fedustat.runtime.simulate.service_seed``), to compare with a simulation.
     timeout:
-        Seconds to wait for each of the server's answers.
+        The run's stage timeout, as for :func:`run_party`.
     """
-    grpc = _grpc()
     protocol, _ = resolve_randomness(protocol, rng)
     roles = tuple(protocol.service_roles())
     if role not in roles:
@@ -241,28 +372,18 @@ def run_service(protocol: Protocol, role: str, credentials: Credentials, server:
     if credentials.identity != role:
         raise ValueError(f"the {role} service needs the certificate named {role!r}, got "
                          f"{credentials.identity!r}")
-    channel = grpc.secure_channel(
-        server, grpc.ssl_channel_credentials(credentials.ca, credentials.key,
-                                             credentials.certificate),
-        options=CHANNEL_OPTIONS)
+    link = _Link(credentials, server, timeout)
     try:
-        return _service_loop(grpc, channel, protocol, role, credentials, rng, timeout)
+        link.connect()
+        return _service_loop(link, protocol, role, credentials, rng)
     finally:
-        channel.close()
+        link.close()
 
 
-def _service_loop(grpc: Any, channel: Any, protocol: Protocol, role: str,
-                  credentials: Credentials, rng: RandomLike, timeout: float) -> ServiceResult:
-    calls = {name: channel.unary_unary(path) for name, path in
-             (("join", JOIN), ("round", ROUND), ("relay", RELAY), ("pass", PASS),
-              ("abort", ABORT), ("peers", PEERS))}
-    mark = fingerprint(protocol)
-    try:
-        assignment = json.loads(calls["join"](
-            json.dumps({"service": role, "fingerprint": mark}).encode(), timeout=timeout,
-            wait_for_ready=True))
-    except grpc.RpcError as exc:
-        raise NetworkRunError(f"{role} could not join: {_reason(exc, timeout)}") from None
+def _service_loop(link: _Link, protocol: Protocol, role: str, credentials: Credentials,
+                  rng: RandomLike) -> ServiceResult:
+    mark, hello = _hello(protocol, service=role)
+    assignment = json.loads(link.call("join", hello, f"{role} could not join"))
     own = int(assignment["ids"][0])
     slot = int(assignment["silo"])
     configured = protocol.configure(int(assignment["n_rows"]))
@@ -278,30 +399,24 @@ def _service_loop(grpc: Any, channel: Any, protocol: Protocol, role: str,
     def peer_keys(current: int) -> PeerKeys:
         nonlocal keys
         if keys is None:
-            try:
-                directory = json.loads(calls["peers"](b"", timeout=timeout))
-            except grpc.RpcError as exc:
-                raise NetworkRunError(f"{role}, round {current}: "
-                                      f"{_reason(exc, timeout)}") from None
+            directory = json.loads(link.call("peers", b"", f"{role}, round {current}"))
             keys = _peer_keys(credentials, assignment, mark, directory["certificates"])
         return keys
 
     for current in range(MAX_ROUNDS):
+        where = f"{role}, round {current}"
         state, message = configured.service_step(role, state, inbox, gen)
         if message is not None:
             check_service_message(message, role, own)
-        try:
-            if message is None:
-                reply = calls["pass"](b"", timeout=timeout)
-            elif message.is_peer:
-                reply = calls["relay"](seal_rows(message, peer_keys(current), bounds,
+        if message is None:
+            reply = link.call("pass", b"", where)
+        elif message.is_peer:
+            reply = link.call("relay", seal_rows(message, peer_keys(current), bounds,
                                                  protocol=mark, run=run, round_=current,
-                                                 identity=role), timeout=timeout)
-            else:
-                reply = calls["round"](encode(Envelope(mark, run, current, "party", role,
-                                                       message)), timeout=timeout)
-        except grpc.RpcError as exc:
-            raise NetworkRunError(f"{role}, round {current}: {_reason(exc, timeout)}") from None
+                                                 identity=role), where)
+        else:
+            reply = link.call("round", encode(Envelope(mark, run, current, "party", role,
+                                                       message)), where)
         tag = reply[:1]
         if tag == REPLY_RELEASE:
             return ServiceResult(json.loads(reply[1:]), role, own, current + 1)
@@ -311,13 +426,12 @@ def _service_loop(grpc: Any, channel: Any, protocol: Protocol, role: str,
                                        message if message is not None and message.is_peer
                                        else None, protocol=mark, run=run, round_=current)
             except WireError as exc:
-                with contextlib.suppress(grpc.RpcError):
-                    calls["abort"](str(exc).encode(), timeout=timeout)
-                raise NetworkRunError(f"{role}, round {current}: {exc}") from None
+                link.abort(str(exc))
+                raise NetworkRunError(f"{where}: {exc}") from None
             inbox = service_inbox(delivered, own)
             continue
         if tag != REPLY_MESSAGE:
-            raise NetworkRunError(f"{role}, round {current}: the server's reply is not a "
+            raise NetworkRunError(f"{where}: the server's reply is not a "
                                   "message or a release")
         try:
             inbox = service_inbox(decode(reply[1:], Expectation(

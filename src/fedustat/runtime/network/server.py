@@ -24,9 +24,10 @@ merged after the parties' (``merge_round``). A service with nothing to send call
 
 Failures never yield a wrong number: a party that sends a frame that fails validation
 stops the run with a :class:`~fedustat.runtime.network.service.NetworkRunError` naming
-the party, and every waiting party is told why. A party that does not send its frame of a
-round within ``timeout`` seconds (or whose connection closes while it waits) stops the run
-the same way, unless ``min_silos`` allows going on and the protocol declares that this
+the party, and every waiting party is told why. A round that lasts ``timeout`` seconds
+without some party's frame, or a party whose connection drops (its presence call ends:
+the server learns it at once), stops the run the same way, naming the party and which of
+the two happened, unless ``min_silos`` allows going on and the protocol declares that this
 round's server step may run on the rows that arrived
 (:meth:`~fedustat.protocols.base.Protocol.dropout_rule`): then the step runs on the
 silos that answered, the silent ones are out of the run for good (a late frame of theirs
@@ -45,19 +46,28 @@ from typing import Any
 
 import numpy as np
 
-from fedustat._validation import RandomLike, as_seed_sequence, check_positive_int
+from fedustat._validation import (
+    RandomLike,
+    RecordCheckError,
+    as_seed_sequence,
+    check_positive_int,
+)
 from fedustat.protocols.base import Estimate, Message, Protocol, Role, service_id
 from fedustat.runtime.network.certs import Credentials, party_identity, party_index
 from fedustat.runtime.network.relay import RelayedPayload, parse_request, reply_for
 from fedustat.runtime.network.service import (
-    CHANNEL_OPTIONS,
     MAX_ABORT_REASON,
+    MAX_HELLO_BYTES,
     REPLY_MESSAGE,
     REPLY_RELAYED,
     REPLY_RELEASE,
+    SERVER_OPTIONS,
     SERVICE,
+    VALIDATION_FAILED,
     NetworkRunError,
+    configuration_differences,
     fingerprint,
+    public_configuration,
     release_summary,
     resolve_randomness,
 )
@@ -129,6 +139,7 @@ class _Coordinator:
         # The silos taking part: every one, or those that joined in time (min_silos).
         self.active: list[int] = list(range(n_silos))
         self.timeout = timeout
+        self.configuration = public_configuration(protocol)
         self.fingerprint = fingerprint(protocol)
         self.run = f"run-{int(time.time() * 1000):x}"
         self.seeded = rng is not None
@@ -147,14 +158,22 @@ class _Coordinator:
         self.log: MessageLog | None = None
         self.server_rng: np.random.Generator | None = None
         self.done = threading.Event()
-        self.progress = time.monotonic()
+        # When the current stage began: it may last `timeout`. Joining begins with the
+        # first join (or the server's start, if nobody comes), each round when the one
+        # before ended. Every member waiting in a stage called after it began, so its
+        # own deadline (party_deadline) ends after the server's.
+        self.stage_started = time.monotonic()
+        self.first_join = True
         # Bytes of every Round/Relay frame received and every reply sent (framing included).
         self.wire_bytes = 0
         # Why a party was turned away at Join (configuration, duplicate): named on timeout.
         self.refused: dict[str, str] = {}
         self.directory: bytes | None = None
-        # Silos whose waiting call ended (connection closed): they will not send again.
+        # Silos whose waiting call ended or whose connection dropped: they will not send
+        # again.
         self.gone: set[int] = set()
+        # Open presence calls per slot (a restarted process may hold a second one).
+        self.connections: dict[int, int] = {}
         # Silos that fell silent in a round that went on without them: silo -> round.
         self.dropped: dict[int, int] = {}
         self.dropout_reason = ""
@@ -208,7 +227,7 @@ class _Coordinator:
                         self.joined.pop(index, None)
                 self.lock.notify_all()
                 context.abort(_grpc().StatusCode.CANCELLED,
-                              f"{party_identity(index)}'s call ended")
+                              f"{self._name(index)}'s call ended")
         if self.failure is not None:
             context.abort(_grpc().StatusCode.ABORTED, self.failure)
 
@@ -221,27 +240,28 @@ class _Coordinator:
                                        if i not in self.inbox]
 
     def watch(self) -> None:
-        """Fail the run when no party has made progress for ``timeout`` seconds, or go
-        on without the silent silos where ``min_silos`` and the protocol allow it."""
+        """Fail the run when a stage has lasted ``timeout`` seconds, or at once when a
+        party it waits for has lost its connection and the run cannot go on without it;
+        or go on without the silent silos where ``min_silos`` and the protocol allow it."""
         with self.lock:
             if self.failure is not None or self.estimate is not None:
                 return
-            stalled = time.monotonic() - self.progress > self.timeout
+            stalled = time.monotonic() - self.stage_started > self.timeout
             if self.assigned:
                 silent = [i for i in self.active if i not in self.inbox]
                 services = [i for i in self.slots if i >= self.n_silos and i not in self.inbox]
                 if services:
                     # Every round needs every service (its rows, or its pass): no round
                     # goes on without one.
-                    if stalled:
-                        names = ", ".join(self._name(i) for i in [*services, *silent])
-                        self._fail(f"round {self.round}: no answer within "
-                                   f"{self.timeout:g} s from {names}; no release")
+                    if stalled or any(i in self.gone for i in services):
+                        self._fail(self._silence(f"round {self.round}", [*services, *silent]))
                     return
                 # Every silent silo's connection closed: no need to wait out the timeout.
                 closed = bool(silent) and all(i in self.gone for i in silent)
-                if stalled or closed:
-                    self._round_without(silent, stalled)
+                # Without min_silos every silo is needed: one that is gone ends the run now.
+                needed = self.min_silos >= self.n_silos and any(i in self.gone for i in silent)
+                if stalled or closed or needed:
+                    self._round_without(silent, stop=True)
                 return
             stage, waiting = self.missing()
             # Every missing silo had joined and left: no need to wait out the timeout.
@@ -260,13 +280,26 @@ class _Coordinator:
             self._fail(f"{stage}: no answer within {self.timeout:g} s from "
                        f"{', '.join(named)}; no release")
 
-    def _round_without(self, silent: list[int], stalled: bool) -> None:
+    def _silence(self, stage: str, slots: list[int], why: str = "") -> str:
+        """Why a stage stopped: whose connection dropped, who did not answer in time."""
+        dropped = [self._name(i) for i in slots if i in self.gone]
+        quiet = [self._name(i) for i in slots if i not in self.gone]
+        parts = []
+        if dropped:
+            parts.append(f"the connection of {', '.join(dropped)} dropped (its process "
+                         "ended or its network failed)")
+        if quiet:
+            parts.append(f"no answer within {self.timeout:g} s from {', '.join(quiet)}")
+        return f"{stage}: {'; '.join(parts)}{'; ' + why if why else ''}; no release"
+
+    def _round_without(self, silent: list[int], stop: bool) -> None:
         """Run this round's server step without the silent silos, or stop the run.
 
         It goes on only with ``min_silos`` below ``n_silos``, at least ``min_silos`` silos
         answered, no relay round (its rows are shares every member needs) and the
         protocol's :meth:`~fedustat.protocols.base.Protocol.dropout_rule` allowing it.
-        A stop waits out the timeout (a closed connection alone does not stop the run).
+        Otherwise the run stops when ``stop`` (the stage timed out, or the silent silos'
+        connections are gone).
         """
         current = self.round
         why = ""
@@ -286,30 +319,66 @@ class _Coordinator:
                         self.dropped[i] = current
                     self.active = [i for i in self.active if i in self.inbox]
                     self.dropout_reason = rule.reason
-                    self.progress = time.monotonic()
                     self._server_step(current)
                     return
                 why = f"{self.protocol.name} cannot go on without it: {rule.reason}"
-        if stalled:
-            names = ", ".join(party_identity(i) for i in silent)
-            self._fail(f"round {current}: no answer within {self.timeout:g} s from {names}"
-                       f"{'; ' + why if why else ''}; no release")
+        if stop:
+            self._fail(self._silence(f"round {current}", silent, why))
+
+    # ---------------------------------------------------------------- presence
+    def presence(self, request: bytes, context: Any) -> bytes:
+        """A member's call held open for the whole run: when its connection drops (its
+        process was killed, its network failed) gRPC ends the call, and the run learns it
+        at once instead of after the stage timeout. The reply, when the run ends, is why
+        it stopped (empty after a release), so a member busy in its own step when the run
+        failed still learns the reason."""
+        _, index = self._identity(context)
+        with self.lock:
+            self.connections[index] = self.connections.get(index, 0) + 1
+        # add_callback runs when the RPC terminates, whichever side ends it.
+        if not context.add_callback(lambda: self._disconnected(index)):
+            self._disconnected(index)
+        while not self.done.wait(0.5) and context.is_active():
+            pass
+        with self.lock:
+            return (self.failure or "").encode()
+
+    def _disconnected(self, index: int) -> None:
+        with self.lock:
+            self.connections[index] = self.connections.get(index, 1) - 1
+            if self.connections[index] > 0 or self.done.is_set() \
+                    or self._member(index) is None:
+                return
+            self.gone.add(index)
+            if not self.assigned:
+                # Before the start nothing of it has been used: as if it had never joined
+                # (a restarted process may join in its place).
+                if index >= self.n_silos:
+                    self.services.pop(index, None)
+                else:
+                    self.joined.pop(index, None)
+            self.lock.notify_all()
 
     # ---------------------------------------------------------------- Join
     def join(self, request: bytes, context: Any) -> bytes:
         identity, index = self._identity(context)
         try:
+            if len(request) > MAX_HELLO_BYTES:
+                raise ValueError(f"{len(request)} bytes, more than {MAX_HELLO_BYTES}")
             hello = json.loads(request.decode())
             # A service holds no records (its hello names its role instead).
             rows = 0 if index >= self.n_silos else check_positive_int(hello["rows"], "rows")
             party_fingerprint = str(hello["fingerprint"])
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
-                ValueError) as exc:
+            configuration = hello.get("configuration")
+            if configuration is not None and not isinstance(configuration, dict):
+                raise TypeError("configuration must be a JSON object")
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError,
+                AttributeError) as exc:
             context.abort(_grpc().StatusCode.INVALID_ARGUMENT,
                           f"hello from {identity} is malformed: {exc}")
-        if party_fingerprint != self.fingerprint:
-            reason = (f"{identity} runs protocol configuration {party_fingerprint}, the "
-                      f"server runs {self.fingerprint}")
+        if party_fingerprint != self.fingerprint or (
+                configuration is not None and configuration != self.configuration):
+            reason = self._mismatch(identity, party_fingerprint, configuration)
             with self.lock:
                 self.refused[identity] = reason
             context.abort(_grpc().StatusCode.FAILED_PRECONDITION, reason)
@@ -327,7 +396,9 @@ class _Coordinator:
             else:
                 self.joined[index] = member
             self.gone.discard(index)
-            self.progress = time.monotonic()
+            if self.first_join:
+                self.first_join = False
+                self.stage_started = time.monotonic()
             if len(self.joined) == self.n_silos and len(self.services) == len(self.roles):
                 self._assign()
             self._wait(lambda: self.assigned, context, index)
@@ -342,6 +413,19 @@ class _Coordinator:
                                # before deriving keys).
                                "bounds": [int(b) for b in self.bounds],
                                "services": list(self.roles)}).encode()
+
+    def _mismatch(self, identity: str, party_fingerprint: str,
+                  configuration: dict[str, Any] | None) -> str:
+        """Why a member's configuration is refused, naming each option that differs."""
+        differences = [] if configuration is None else configuration_differences(
+            configuration, self.configuration, me=identity, them="server")
+        if not differences:
+            # Nothing to compare key by key (or the same settings hashed otherwise, e.g.
+            # another version of fedustat): the hashes are all there is to show.
+            return (f"{identity}'s protocol configuration {party_fingerprint} differs from "
+                    f"the server's {self.fingerprint}")
+        return (f"{identity}'s protocol configuration differs from the server's: "
+                + "; ".join(differences))
 
     def _assign(self) -> None:
         """Party ids per silo: its own id when a silo is one party, else one id per row."""
@@ -366,6 +450,7 @@ class _Coordinator:
                                dtype=np.int64)
         self.server_state = self.protocol.init_server(self.n_parties)
         self.log = MessageLog(self.n_parties, len(self.roles))
+        self.stage_started = time.monotonic()
         if self.seeded:
             # The simulator's streams for batches of these sizes: same seed, same numbers.
             self.server_rng = np.random.default_rng(self.root.spawn(self.n_silos + 1)[0])
@@ -429,7 +514,6 @@ class _Coordinator:
                               f"{identity} already sent round {current}")
             self.inbox[index] = (kind, entry)
             self.wire_bytes += len(request)
-            self.progress = time.monotonic()
             if len(self.inbox) == len(self.slots):
                 kinds = {i: k for i, (k, _) in self.inbox.items() if k != "pass"}
                 if len(set(kinds.values())) > 1:
@@ -464,13 +548,16 @@ class _Coordinator:
             return self.directory
 
     def abort(self, request: bytes, context: Any) -> bytes:
-        """A party stops the run, saying why (e.g. a relayed payload it cannot open)."""
+        """A party stops the run, saying why (a relayed payload it cannot open, or its own
+        records failing a public check: then only the check's name, never their values)."""
         identity, _ = self._identity(context)
         reason = bytes(request[:MAX_ABORT_REASON]).decode("utf-8", errors="replace")
         with self.lock:
             if self.estimate is None:
-                self._fail(f"round {self.round}: {identity} stopped the run: {reason}; "
-                           "no release")
+                stage = f"round {self.round}" if self.assigned else "joining"
+                told = (f"{identity} {reason}" if reason.startswith(VALIDATION_FAILED)
+                        else f"{identity} stopped the run: {reason}")
+                self._fail(f"{stage}: {told}; no release")
         return b""
 
     def _route(self, current: int) -> None:
@@ -503,8 +590,11 @@ class _Coordinator:
             self.server_state, out = self.protocol.server_step(self.server_state, merged,
                                                                self.server_rng)
         except (ValueError, TypeError, RuntimeError) as exc:
+            # A records check run on the server (the trusted curator's) names only the
+            # public check: every party is told this reason.
+            told = exc.check if isinstance(exc, RecordCheckError) else exc
             self._fail(f"round {current}: the server step refused the parties' messages: "
-                       f"{exc}; no release")
+                       f"{told}; no release")
             return
         if isinstance(out, Estimate):
             ops = int(out.cost.server_operations)
@@ -543,6 +633,7 @@ class _Coordinator:
     def _next_round(self, current: int) -> None:
         self.round = current + 1
         self.reply_round = current
+        self.stage_started = time.monotonic()
         if self.round > MAX_ROUNDS:
             self._fail(f"protocol {self.protocol.name!r} did not finish within {MAX_ROUNDS} "
                        "rounds")
@@ -573,8 +664,9 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     Parameters
     ----------
     protocol:
-        The protocol, configured exactly as the parties configure theirs (their public
-        configurations must hash alike, see ``service.fingerprint``).
+        The protocol, configured exactly as the parties configure theirs: each member's
+        public configuration (``service.public_configuration``) is compared key by key
+        at join, and one that differs is refused naming each option.
     n_silos:
         Number of party processes (certificates ``party-0`` ...). A silo holding m rows
         acts for m parties, or for one party where the protocol's party is a client
@@ -589,7 +681,13 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         the OS. A seed asks for the simulator's streams
         explicitly, to compare a networked run with a simulation.
     timeout:
-        Seconds a stage (joining, each round) may go without progress.
+        The stage timeout: seconds each stage may last (joining, from the first join, or
+        from the start when nobody joins; each round, from the end of the one before).
+        Give the parties the same number: they wait for each answer up to
+        :func:`~fedustat.runtime.network.service.party_deadline` of it, a margin longer,
+        so the server decides first and an honest party is never named absent for having
+        given up early. A party whose connection drops is noticed at once, not after the
+        timeout.
     min_silos:
         If fewer than ``n_silos`` parties have joined when the joining stage times out,
         go on without the others provided at least this many joined (default: all must
@@ -618,10 +716,13 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         "Abort": grpc.unary_unary_rpc_method_handler(coordinator.abort),
         "Peers": grpc.unary_unary_rpc_method_handler(coordinator.peers),
         "Pass": grpc.unary_unary_rpc_method_handler(coordinator.pass_trip),
+        "Presence": grpc.unary_unary_rpc_method_handler(coordinator.presence),
+        "Ping": grpc.unary_unary_rpc_method_handler(lambda request, context: b""),
     })
     members = n_silos + len(coordinator.roles)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=members + 4),
-                         options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=4 * members + 8)
+    # Each member holds a presence call and, while it waits, one Join/Round/Relay call.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2 * members + 4),
+                         options=SERVER_OPTIONS, maximum_concurrent_rpcs=4 * members + 8)
     server.add_generic_rpc_handlers((handler,))
     server_credentials = grpc.ssl_server_credentials(
         [(credentials.key, credentials.certificate)], root_certificates=credentials.ca,
@@ -634,7 +735,8 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     try:
         if on_ready is not None:
             on_ready(port)
-        # Each stage (joining, every round) must see progress within `timeout`.
+        # Each stage (joining, every round) must end within `timeout`; a member whose
+        # connection dropped is noticed at the next check.
         while not coordinator.done.wait(timeout=0.2):
             coordinator.watch()
         # Let the last replies reach the parties before the server goes away.

@@ -16,20 +16,35 @@ It uses no generated code: the two methods carry raw bytes,
   reply is what was addressed to it (relayed rows, its part of the server's message, or
   the release).
 * ``Abort``: a party that refuses what it received (a relayed payload that fails
-  authentication) says why; the server stops the run with that reason, naming the party.
+  authentication), or whose own records fail a public check, says why (for its records,
+  only the name of the check); the server stops the run with that reason, naming the party.
+* ``Presence``: held open by every member for the whole run. When a member's connection
+  drops, gRPC ends the call and the server learns it at once; the reply, when the run
+  ends, is why it stopped (empty after a release).
+
+Timeouts come from one number, the stage timeout ``T`` that server and parties are given:
+the server ends a stage (joining, each round) after ``T`` seconds, and a party waits for
+each answer up to :func:`party_deadline` ``(T) = 1.25 T + 1 s``. The margin covers the
+server's step after the last frame, its watchdog's polling and the reply's way back, so
+the server always decides first and names who was silent; an honest party never gives up
+before the server has answered it.
 """
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
+import enum
+import functools
 import hashlib
 import json
 import math
+import types
 from typing import Any
 
 import numpy as np
 
 from fedustat.protocols.base import Estimate, Protocol
-from fedustat.stats.kernels import Kernel
 
 SERVICE = "fedustat.Exchange"
 JOIN = f"/{SERVICE}/Join"
@@ -40,8 +55,16 @@ PASS = f"/{SERVICE}/Pass"
 # Every silo's certificate, fetched once by a party before its first relay round (the
 # join reply stays small: star protocols never need them).
 PEERS = f"/{SERVICE}/Peers"
+PRESENCE = f"/{SERVICE}/Presence"
+# Answered at once: lets a party tell a channel that reaches the server from one that
+# fails, with gRPC's reason for the failure.
+PING = f"/{SERVICE}/Ping"
 #: Longest reason a party may give when it stops a run (bytes of UTF-8).
 MAX_ABORT_REASON = 1000
+#: Longest join hello (its public configuration included).
+MAX_HELLO_BYTES = 1 << 20
+#: How a party's abort reason starts when its own records failed a public check.
+VALIDATION_FAILED = "failed validation: "
 
 # First byte of a Round reply.
 REPLY_MESSAGE = b"M"
@@ -52,46 +75,271 @@ REPLY_RELAYED = b"P"
 MAX_MESSAGE_BYTES = 1 << 30
 CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+#: The server also pings idle connections (HTTP/2 keepalive, gRPC's doc/keepalive.md): a
+#: member whose machine vanished without closing its socket is dropped within 30 s, which
+#: ends its presence call as a killed process's closed socket does at once.
+SERVER_OPTIONS = [*CHANNEL_OPTIONS,
+                  ("grpc.keepalive_time_ms", 20_000),
+                  ("grpc.keepalive_timeout_ms", 10_000),
+                  ("grpc.keepalive_permit_without_calls", 1),
+                  ("grpc.http2.max_pings_without_data", 0)]
+
+
+def party_deadline(stage_timeout: float) -> float:
+    """How long a party waits for each answer when the stage timeout is ``stage_timeout``:
+    ``1.25 T + 1`` seconds, longer than any stage the server waits out (see the module
+    docstring), so the server's verdict always reaches the party first."""
+    return 1.25 * float(stage_timeout) + 1.0
+
+
+def tls_failure(details: str) -> str | None:
+    """What a failed connection's gRPC details say about the TLS handshake, in words, or
+    ``None`` when it is not a TLS failure (the server not up yet, a refused port)."""
+    text = details.lower()
+    if "hostname verification" in text or "peer name" in text \
+            or "no match found for server name" in text:
+        return ("the server's certificate does not name the host this party connects to "
+                "(check --server against the host names given to `fedustat certs --host`)")
+    if "handshake" in text or "certificate" in text or "ssl" in text or "tls" in text:
+        return ("the server's certificate is not signed by this party's CA (ca.pem from "
+                "another deployment?)")
+    return None
+
+
+def public_reason(error: BaseException) -> str:
+    """What a party may tell the server and the others about its own step's failure: the
+    public check its records failed, never the values (``RecordCheckError.check``), or
+    only the kind of error for anything else (its message may quote the records)."""
+    check = getattr(error, "check", None)
+    if isinstance(check, str):
+        return f"{VALIDATION_FAILED}{check}"
+    return (f"its own step failed ({type(error).__name__}; the details stay with that "
+            "party)")
 
 
 class NetworkRunError(RuntimeError):
     """A networked run that stopped without a release (names the parties at fault)."""
 
 
-def _public(value: Any) -> Any:
-    if isinstance(value, Kernel):
-        return {"kernel": value.name, "degree": value.degree}
+#: Arrays with at most this many elements are listed in a configuration; longer ones are
+#: described by shape, dtype and a SHA-256 digest of their bytes (a grid of 2^20 points
+#: must not make the join hello megabytes long).
+LISTED_ELEMENTS = 16
+
+
+class UndescribedError(TypeError):
+    """A protocol holds a setting that cannot be described as public plain data."""
+
+
+#: Set while the derived settings are described: two machines computing the same setting
+#: from the same arguments may differ in the last bits (vectorized exp and log differ
+#: between CPUs), so derived numbers are compared to 12 significant digits and derived
+#: float arrays by their float32 bytes. The arguments are compared exactly.
+_DERIVED: contextvars.ContextVar[bool] = contextvars.ContextVar("derived", default=False)
+
+
+def _float(value: float) -> Any:
+    # JSON has no infinities or NaN; their names are unambiguous.
+    if not math.isfinite(value):
+        return str(float(value))
+    return float(f"{value:.12g}") if _DERIVED.get() else float(value)
+
+
+def _callable_name(value: Any) -> str:
+    module = getattr(value, "__module__", None) or ""
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None) \
+        or type(value).__qualname__
+    return f"{module}.{name}" if module else name
+
+
+def describe(value: Any, where: str = "value", depth: int = 0) -> Any:
+    """``value`` as public plain data (JSON: numbers, strings, lists, objects).
+
+    Numbers, strings, booleans and ``None`` stand for themselves (infinities by name);
+    tuples, lists, sets and dicts element by element; arrays as lists, or by shape, dtype
+    and digest beyond :data:`LISTED_ELEMENTS` elements; a protocol nested in another by
+    its :func:`public_configuration`; functions by their qualified name
+    (a ``functools.partial`` with its bound arguments, a closure with the values it
+    closes over); an object with a ``public_description()`` method by what that returns
+    (how kernels, noise sources and protocols describe themselves); a dataclass by its
+    constructor fields, except those whose name starts with ``_``. Anything else raises
+    :class:`UndescribedError` naming where it sits: a setting that changes what is
+    computed must never be left out of what server and parties compare.
+    """
+    if depth > 24:
+        raise UndescribedError(f"public configuration: {where} nests too deeply (a cycle?)")
+    deeper = depth + 1
     if value is None or isinstance(value, bool | str):
         return value
+    if isinstance(value, np.bool_):
+        return bool(value)
     if isinstance(value, int | np.integer):
         return int(value)
     if isinstance(value, float | np.floating):
-        return "inf" if math.isinf(value) else float(value)
+        return _float(float(value))
+    if isinstance(value, enum.Enum):
+        return describe(value.value, where, deeper)
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biuf" and value.size > LISTED_ELEMENTS:
+            kind = np.float32 if value.dtype.kind == "f" and _DERIVED.get() else value.dtype
+            data = np.ascontiguousarray(value, dtype=np.dtype(kind).newbyteorder("<"))
+            return {"shape": list(value.shape), "dtype": data.dtype.str,
+                    "sha256": hashlib.sha256(data.tobytes()).hexdigest()}
+        if value.dtype.kind not in "biufUS" and value.size > LISTED_ELEMENTS:
+            raise UndescribedError(f"public configuration: {where} is an array of "
+                                   f"{value.dtype} with {value.size} elements")
+        return describe(value.tolist(), where, deeper)
     if isinstance(value, tuple | list):
-        parts = [_public(v) for v in value]
-        return None if any(p is _SKIP for p in parts) else parts
-    return _SKIP
+        return [describe(v, f"{where}[{i}]", deeper) for i, v in enumerate(value)]
+    if isinstance(value, set | frozenset):
+        return sorted((describe(v, where, deeper) for v in value), key=json.dumps)
+    if isinstance(value, dict):
+        return {str(k): describe(v, f"{where}.{k}", deeper) for k, v in value.items()}
+    if isinstance(value, Protocol):
+        # A protocol built on another (a wrapper) carries the inner one's settings.
+        return public_configuration(value)
+    own = getattr(value, "public_description", None)
+    if callable(own) and not isinstance(value, type):
+        return describe(own(), where, deeper)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                  if f.init and not f.name.startswith("_")}
+        return {"type": type(value).__qualname__,
+                **{k: describe(v, f"{where}.{k}", deeper) for k, v in fields.items()}}
+    if isinstance(value, functools.partial):
+        bound = {"function": _callable_name(value.func)}
+        if value.args:
+            bound["args"] = describe(list(value.args), f"{where}.args", deeper)
+        bound.update({k: describe(v, f"{where}.{k}", deeper)
+                      for k, v in value.keywords.items()})
+        return bound
+    if isinstance(value, types.FunctionType):
+        cells = value.__closure__ or ()
+        if not cells:
+            return _callable_name(value)
+        return {"function": _callable_name(value),
+                "closure": {name: describe(cell.cell_contents, f"{where}.{name}", deeper)
+                            for name, cell in zip(value.__code__.co_freevars, cells,
+                                                  strict=True)}}
+    if isinstance(value, types.BuiltinFunctionType | np.ufunc | type):
+        return _callable_name(value)
+    raise UndescribedError(
+        f"public configuration: {where} is a {type(value).__qualname__}, which does not "
+        "describe itself; give its class a public_description() method returning plain "
+        "data (or make it a dataclass of public fields), or keep it out of the "
+        "configuration with a name starting with '_'")
 
 
-_SKIP = object()
-
-
-def public_configuration(protocol: Protocol) -> dict[str, Any]:
-    """The protocol's name and its plain public settings (numbers, strings, the kernel)."""
-    settings = {"protocol": protocol.name, "class": type(protocol).__name__}
-    for key, value in sorted(vars(protocol).items()):
-        if key.startswith("_"):
-            continue
-        public = _public(value)
-        if public is not _SKIP:
-            settings[key] = public
+def _settings(protocol: Protocol) -> dict[str, Any]:
+    """What a protocol is configured with: its attributes, except private ones (``_name``)
+    and instance-level replacements of its methods (instrumentation, not settings), plus
+    what its ``public_settings()`` adds (public settings it keeps under private names)."""
+    cls = type(protocol)
+    settings = {key: value for key, value in vars(protocol).items()
+                if not key.startswith("_") and not callable(getattr(cls, key, None))}
+    extra = getattr(protocol, "public_settings", None)
+    if callable(extra):
+        settings.update(extra())
     return settings
 
 
+def public_configuration(protocol: Protocol) -> dict[str, Any]:
+    """Everything that fixes what ``protocol`` computes and what it guarantees, as plain
+    data: its name and class; ``arguments``, what it was built with
+    (:attr:`~fedustat.protocols.base.Protocol.public_arguments`: ``k``, ``bounds``, the
+    kernel with its columns and bounds, ``epsilon``...); and ``settings``, every public
+    attribute it derived from them (quantization plans, fixed-point formats, designs,
+    grids, the noise source's kind), nested objects described by themselves
+    (:func:`describe`).
+
+    Server and parties compare it key by key at join (:func:`configuration_differences`);
+    a setting that cannot be described raises :class:`UndescribedError`.
+    """
+    arguments = {key: describe(value, key)
+                 for key, value in sorted(protocol.public_arguments.items())}
+    derived = _DERIVED.set(True)
+    try:
+        settings = {key: describe(value, key)
+                    for key, value in sorted(_settings(protocol).items())}
+    finally:
+        _DERIVED.reset(derived)
+    return {"protocol": protocol.name, "class": type(protocol).__qualname__,
+            "arguments": arguments, "settings": settings}
+
+
 def fingerprint(protocol: Protocol) -> str:
-    """A short hash of :func:`public_configuration`: parties and server must agree on it."""
-    text = json.dumps(public_configuration(protocol), sort_keys=True)
-    return f"{protocol.name}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    """A short hash of :func:`public_configuration` (logs, wire frames, key derivation)."""
+    return configuration_hash(protocol.name, public_configuration(protocol))
+
+
+def configuration_hash(name: str, configuration: dict[str, Any]) -> str:
+    """``name:<16 hex digits>``, the SHA-256 of the configuration's canonical JSON."""
+    text = json.dumps(configuration, sort_keys=True)
+    return f"{name}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def _differing(a: Any, b: Any, path: str, out: list[tuple[str, Any, Any]]) -> None:
+    """Where two described values differ, as ``(a.b[0].c, mine, theirs)``: nested
+    objects key by key, lists of objects entry by entry, anything else whole (a list of
+    numbers reads ``bounds = [0.0, 1.0]``, a value missing on one side ``(not set)``)."""
+    if isinstance(a, dict) and isinstance(b, dict) and not _is_digest(a) \
+            and not _is_digest(b):
+        for key in list(a) + [k for k in b if k not in a]:
+            _differing(a.get(key, _ABSENT), b.get(key, _ABSENT),
+                       f"{path}.{key}" if path else str(key), out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b) \
+            and any(isinstance(v, dict | list) for v in [*a, *b]):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _differing(x, y, f"{path}[{i}]", out)
+    elif a != b:
+        out.append((path, a, b))
+
+
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"shape", "dtype", "sha256"}
+
+
+def _shown(value: Any) -> str:
+    if value is _ABSENT:
+        return "(not set)"
+    if value is None:
+        return "none"
+    if _is_digest(value):
+        size = math.prod(value["shape"])
+        return f"{size} values (sha256 {value['sha256'][:12]})"
+    if isinstance(value, list) and len(value) > 8:
+        head = ", ".join(json.dumps(v) for v in value[:3])
+        return f"[{head}, ... {json.dumps(value[-1])}] ({len(value)} values)"
+    text = json.dumps(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+_ABSENT = object()
+
+
+def configuration_differences(mine: dict[str, Any], theirs: dict[str, Any], *,
+                              me: str = "party", them: str = "server") -> list[str]:
+    """Each option on which two public configurations differ, in words:
+    ``"k = 4 (party) vs 8 (server)"``; empty when they agree.
+
+    The protocol's name and the arguments it was built with come first, by their own
+    names (``k``, ``kernel.bounds``); the derived settings are listed only when the
+    arguments agree (they follow from them otherwise), as ``settings.<path>``.
+    """
+    found: list[tuple[str, Any, Any]] = []
+    _differing(mine, theirs, "", found)
+    found.sort(key=lambda entry: _order(entry[0]))
+    if any(not path.startswith("settings.") for path, _, _ in found):
+        found = [entry for entry in found if not entry[0].startswith("settings.")]
+    return [f"{path.removeprefix('arguments.')} = {_shown(a)} ({me}) vs {_shown(b)} ({them})"
+            for path, a, b in found]
+
+
+def _order(key: str) -> tuple[int, int, str]:
+    # The protocol's name first, then what it was built with, then what it derived;
+    # within each, shallow options before nested ones.
+    group = 0 if key in ("protocol", "class") else 2 if key.startswith("settings.") else 1
+    return (group, key.count("."), key)
 
 
 def resolve_randomness(protocol: Protocol, rng: Any) -> tuple[Protocol, str]:
@@ -124,6 +372,6 @@ def release_summary(estimate: Estimate, level: float = 0.95) -> dict[str, Any]:
     return {"value": float(estimate.value),
             "std_error": None if estimate.std_error is None else float(estimate.std_error),
             "interval": [float(low), float(high)], "level": level,
-            "epsilon": None if guarantee is None else _public(float(guarantee.epsilon)),
+            "epsilon": None if guarantee is None else _float(float(guarantee.epsilon)),
             "delta": None if guarantee is None else float(guarantee.delta),
             "noise": estimate.noise}

@@ -336,9 +336,12 @@ def _gls_leaves(plan: HierarchicalPlan, observations: list[np.ndarray],
         y = _pad(np.asarray(observations[lev], dtype=np.float64), slots)
         v = var[lev]
         real = masks[lev]
-        denom = np.where(real, v + tot, 1.0)
-        z_new = np.where(real, (y * tot + s * v) / denom, 0.0)
-        u_new = np.where(real, v * tot / denom, 0.0)
+        # Both sides exact (variance 0: node noise below the count unit, e.g. discrete
+        # noise at epsilon >= 1e4) agree; the node's own count is the estimate.
+        exact = (v + tot) == 0.0
+        denom = np.where(real & ~exact, v + tot, 1.0)
+        z_new = np.where(real, np.where(exact, y, (y * tot + s * v) / denom), 0.0)
+        u_new = np.where(real & ~exact, v * tot / denom, 0.0)
         zs.append(z_new)
         us.append(u_new)
         ss.append(s)

@@ -416,6 +416,11 @@ class Estimate:
     def unclipped_release(self) -> Estimate:
         """This release as its protocol made it: :attr:`raw_value` as the value, no range.
 
+        Returns
+        -------
+        Estimate
+            A copy with ``value=raw_value``, ``clip_range=None`` and ``unclipped=None``.
+
         Examples
         --------
         >>> est = fedustat.Estimate(1.08, "auc", "central-laplace",

@@ -385,7 +385,9 @@ def _point_resistances(plan: HierarchicalPlan, var: np.ndarray) -> np.ndarray:
         slots = b ** (h - lev)
         tot = us[-1].reshape(slots, b).sum(axis=-1)
         v = var[lev]
-        us.append(np.where(masks[lev], v * tot / np.where(masks[lev], v + tot, 1.0), 0.0))
+        # Two resistors of 0 (exact nodes, as in _gls_leaves) in parallel give 0.
+        joined = masks[lev] & ((v + tot) > 0.0)
+        us.append(np.where(joined, v * tot / np.where(joined, v + tot, 1.0), 0.0))
     # Root: A is the ground; B reaches the ground only through the root's own resistor.
     zaa, zab, zbb = np.zeros(1), np.zeros(1), np.array([float(var[h])])
     for lev in range(h - 1, -1, -1):

@@ -94,7 +94,7 @@ def run_cell(task: Task) -> tuple[float, float, float]:
     start = time.perf_counter()
     est = repeated_estimates(protocol, scores, labels, _DATA["partitions"][key], runs,
                              seed + runs)
-    std = float(np.std([e.value for e in est], ddof=1))
+    std = float(np.std([e.raw_value for e in est], ddof=1))
     se = float(np.mean([e.std_error for e in est]))
     return std, se, time.perf_counter() - start
 

@@ -181,7 +181,7 @@ def _mse_rows(n: int, runs: int) -> list[dict[str, Any]]:
             start = time.perf_counter()
             est = simulate(CentralLaplace(kernel, eps, design=design), data, rng=600 + r)
             seconds.append(time.perf_counter() - start)
-            errors.append(est.value - complete)
+            errors.append(est.raw_value - complete)
         scale = design.max_degree * kernel.sensitivity / (eps * m)
         mse, se = _mse(errors)
         rows.append({
@@ -195,7 +195,7 @@ def _mse_rows(n: int, runs: int) -> list[dict[str, Any]]:
             start = time.perf_counter()
             est = simulate(CentralLaplace(kernel, eps), data, rng=700 + r)
             seconds.append(time.perf_counter() - start)
-            errors.append(est.value - complete)
+            errors.append(est.raw_value - complete)
         scale = 2 * kernel.sensitivity / (n * eps)
         mse, se = _mse(errors)
         rows.append({

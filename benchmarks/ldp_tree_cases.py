@@ -63,7 +63,7 @@ def run_case(name: str, alpha: int, n_per_class: int, epsilon: float, runs: int,
         start = time.perf_counter()
         est = simulate(proto, data, rng=seed * 1000 + r)
         seconds.append(time.perf_counter() - start)
-        values.append(est.value)
+        values.append(est.raw_value)
         std_errors.append(est.std_error)
     values_arr = np.asarray(values)
     diag = est.diagnostics

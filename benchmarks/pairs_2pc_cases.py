@@ -72,7 +72,7 @@ def _case(data: np.ndarray, exact: float, proto: PairsTwoParty, runs: int, seed:
         start = time.perf_counter()
         est = simulate(proto, data, rng=seed * 1000 + r)
         seconds.append(time.perf_counter() - start)
-        errors.append((est.value - exact) ** 2)
+        errors.append((est.raw_value - exact) ** 2)
     assert est is not None
     d = est.diagnostics
     mse_se = np.std(errors, ddof=1) / math.sqrt(runs) if runs > 1 else math.nan

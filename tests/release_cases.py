@@ -44,6 +44,7 @@ from fedustat.stats import (
     duplicate_pair_kernel,
     gini_kernel,
     kendall_tau_kernel,
+    renyi2_entropy_kernel,
 )
 from fedustat.stats.kernels import Kernel
 
@@ -221,12 +222,16 @@ def protocol_cases() -> list[ReleaseCase]:
     return [
         _protocol_case("auc", "central-laplace", auc, labelled()),
         _protocol_case("gini", "central-laplace", GINI, unit_values()),
+        # Renyi-2's -ln U is released through a StatisticMap (the noisy U and its law).
+        _protocol_case("renyi2", "central-laplace", renyi2_entropy_kernel(), categories()),
         _protocol_case("auc", "exact", auc, labelled(), epsilon=math.inf),
         _protocol_case("gini", "ldp-quantized", GINI, unit_values(), k=8),
         _protocol_case("auc", "ldp-quantized", auc, labelled(), k=8, bounds=(0.0, 1.0)),
         _protocol_case("kendall", "ldp-quantized", kendall_tau_kernel("a"), pairs_xy(), k=4,
                        bounds={"x": (0.0, 1.0), "y": (0.0, 1.0)}),
         _protocol_case("duplicate", "ldp-quantized", duplicate_pair_kernel(), categories(),
+                       domain=DOMAIN6),
+        _protocol_case("renyi2", "ldp-quantized", renyi2_entropy_kernel(), categories(),
                        domain=DOMAIN6),
         _protocol_case("gini", "ldp-ghazi", GINI, unit_values(), k=8),
         _protocol_case("gini", "ghazi-shuffle", GINI, unit_values(), k=8),

@@ -26,10 +26,10 @@ from fedustat.cli import build_parser, main
 from fedustat.stats import gini_kernel, variance_kernel
 
 TOL = 1e-12
-#: Valid ranges of the statistics (fedustat.api.statistic_range; Gini and variance are
-#: also bounded above by their column bounds, far from these releases).
-#: The Mann-Whitney U is not clipped (its range [0, n+ n-] depends on the class sizes).
-VALID_RANGE = {"auc": (0.0, 1.0), "mann-whitney": (-math.inf, math.inf),
+#: Valid ranges of the statistics (Kernel.statistic_range; Gini and variance are also
+#: bounded above by their column bounds, far from these releases). The Mann-Whitney U's
+#: is [0, n+ n-] (106 x 179 on the breast-cancer scores); Renyi-2's [0, ln C(n,2)].
+VALID_RANGE = {"auc": (0.0, 1.0), "mann-whitney": (0.0, 106.0 * 179.0),
                "kendall": (-1.0, 1.0), "gini": (0.0, math.inf),
                "variance": (0.0, math.inf), "duplicate": (0.0, 1.0),
                "renyi2": (0.0, math.inf), "rand": (0.0, 1.0), "vus": (0.0, 1.0)}
@@ -171,8 +171,18 @@ def test_json_has_the_documented_keys_and_values(capsys: pytest.CaptureFixture[s
         # clipped into it by default; none of these estimates is itself clipped).
         low, high = VALID_RANGE[row["statistic"]]
         assert low < row["estimate"] < high
-        assert row["ci95_low"] == pytest.approx(max(row["estimate"] - half, low), rel=1e-9)
-        assert row["ci95_high"] == pytest.approx(min(row["estimate"] + half, high), rel=1e-9)
+        if row["statistic"] == "renyi2":
+            # -ln U: U's Laplace interval mapped through -ln (the s.e. is U's, times the
+            # slope 1 / U of the map).
+            u = math.exp(-row["estimate"])
+            half *= u
+            assert row["ci95_low"] == pytest.approx(-math.log(u + half), rel=1e-9)
+            assert row["ci95_high"] == pytest.approx(-math.log(u - half), rel=1e-9)
+        else:
+            assert row["ci95_low"] == pytest.approx(max(row["estimate"] - half, low),
+                                                    rel=1e-9)
+            assert row["ci95_high"] == pytest.approx(min(row["estimate"] + half, high),
+                                                     rel=1e-9)
         assert row["protocol"] == "central-laplace"
         assert row["privacy"].startswith("(eps=0.5) central DP")
         assert row["noise"] == "simulation" and isinstance(row["trust"], list)

@@ -77,6 +77,10 @@ def categories(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(0, 6, n).astype(float)
 
 
+def constant(n: int, rng: np.random.Generator) -> np.ndarray:
+    return np.full(n, 0.5)
+
+
 def two_clusterings(n: int, rng: np.random.Generator) -> np.ndarray:
     a = rng.integers(0, 3, n)
     return np.column_stack([a, np.where(rng.random(n) < 0.8, a, rng.integers(0, 3, n))])
@@ -189,6 +193,21 @@ def test_fedauc_rr_engine_equals_in_process(engine, generator, epsilon, n_bucket
     if not math.isfinite(epsilon):  # no noise: the AUC itself, ties counted 1/2
         from sklearn.metrics import roc_auc_score
         assert local.value == pytest.approx(roc_auc_score(data[:, 1], data[:, 0]), abs=1e-12)
+
+
+def test_engine_releases_in_the_statistics_range(engine):
+    # The clip is part of the protocol's server step: the engine's release of a Gini mean
+    # difference whose exact value is 0 is clipped at 0 like the simulator's, with the
+    # protocol's raw (negative) value kept.
+    protocol = make("ldp-quantized", gini_kernel((0.0, 1.0)), epsilon=1.0, k=8)
+    parts = generated_partitions(constant, SIZES, seed=4)
+    seed = next(s for s in range(40)
+                if simulate(protocol, load_all(parts), rng=s, batch_size=SIZES).raw_value < 0)
+    local = simulate(protocol, load_all(parts), rng=seed, batch_size=SIZES)
+    release = engine.run(protocol, parts, rng=seed)
+    _same_release(local, release)
+    assert release.value == 0.0 and release.raw_value == local.raw_value < 0.0
+    assert release.clip_range == (0.0, 1.0) and release.confidence_interval().low == 0.0
 
 
 def test_parquet_partitions_equal_in_process(engine, tmp_path: Path):

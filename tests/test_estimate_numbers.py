@@ -162,8 +162,8 @@ def test_clipped_keeps_the_raw_release_and_intersects_the_interval() -> None:
 
 
 @pytest.mark.parametrize(("bounds", "error", "message"), [
-    ((1.0, 0.0), ValueError, r"valid range needs low < high, got \(1.0, 0.0\)"),
-    ((0.0, math.nan), ValueError, "valid range needs low < high"),
+    ((1.0, 0.0), ValueError, r"valid range needs low <= high, got \(1.0, 0.0\)"),
+    ((0.0, math.nan), ValueError, "valid range needs low <= high"),
     (("a", 1.0), TypeError, "a valid range must be a pair"),
 ])
 def test_clipped_refuses_a_bad_range(bounds: tuple, error: type, message: str) -> None:
@@ -178,8 +178,15 @@ def test_statistic_ranges_of_the_built_in_kernels() -> None:
     assert api.statistic_range(kernels.variance_kernel((0.0, 2.0))) == (0.0, 2.0)
     assert api.statistic_range(kernels.duplicate_pair_kernel()) == (0.0, 1.0)
     assert api.statistic_range(kernels.vus_kernel()) == (0.0, 1.0)
+    # Without n: the widest ranges (with n, [0, ln C(n,2)] and [0, n+ n-]).
     assert api.statistic_range(kernels.renyi2_entropy_kernel()) == (0.0, math.inf)
-    assert api.statistic_range(kernels.mann_whitney_kernel()) is None  # range needs n
+    assert api.statistic_range(kernels.mann_whitney_kernel()) == (0.0, math.inf)
+    public = kernels.PublicData(5, {"label": np.array([0, 1, 1, 0, 1])})
+    assert kernels.renyi2_entropy_kernel().statistic_range(public) == (0.0, math.log(10))
+    assert kernels.mann_whitney_kernel().statistic_range(public) == (0.0, 6.0)
+    user = kernels.user_kernel(lambda a, b: a[:, 0] * b[:, 0], 2, "x", (0.0, 1.0),
+                               statistic_fn=lambda u, public: 2.0 * u)
+    assert api.statistic_range(user) is None  # a user map: no range known
 
 
 def _separated(n: int = 40) -> tuple[np.ndarray, np.ndarray]:

@@ -423,12 +423,40 @@ def test_rr_flips_each_label_once_and_reuses_them():
     assert np.array_equal(again.fields["local_pos"], first.fields["local_pos"])
 
 
-def test_rr_undefined_debiasing_warns():
+def test_rr_projects_the_estimated_class_counts_and_stays_finite():
+    # At eps = 0.05 on 10 samples the flipped labels often estimate P' <= 0 or >= M, and
+    # sometimes hold one class only (P_bar = 0 or M), where eq. 3 divides by zero: P' is
+    # projected onto [1, M - 1] and the release stays a finite AUC in [0, 1].
     s, y = binormal(3, 7, seed=0)
-    with pytest.warns(RuntimeWarning, match="debiased AUC is undefined"):
-        values = [run_fedauc(FedAUCRR(0.05), s, y, np.arange(10), rng=r).value
-                  for r in range(40)]
-    assert any(math.isnan(v) for v in values)
+    with pytest.warns(RuntimeWarning, match="projected to"):
+        releases_ = [run_fedauc(FedAUCRR(0.05), s, y, np.arange(10), rng=r)
+                     for r in range(40)]
+    assert any("projected_pos" in e.diagnostics for e in releases_)
+    for e in releases_:
+        low, high = e.confidence_interval()
+        assert all(math.isfinite(v) for v in (e.value, e.raw_value, e.std_error, low, high))
+        assert 0.0 <= low <= e.value <= high <= 1.0
+
+
+def test_rr_debiased_form_matches_eq3_where_defined():
+    m, eps = 50, 0.8
+    rank_sum, rank_sq = m * (m - 1) / 2, (m - 1) * m * (2 * m - 1) / 6
+    for p_bar, s in [(20.0, 700.0), (31.0, 500.0), (25.0, 300.0)]:  # 1 < P' < M - 1
+        t = fv.rr_debias_terms(p_bar, m, eps)
+        eq3 = (fv.auc_from_sums(s, p_bar, m) - (t["alpha"] + t["beta"]) / 2) / t["D"]
+        debiased = fv.rr_debiased_auc(s, p_bar, m, eps)
+        assert debiased.value == pytest.approx(eq3, rel=1e-12)
+        # The gradient is that of eq. 3: a central difference in P_bar agrees.
+        h = 1e-4
+        up = fv.rr_debiased_auc(s, p_bar + h, m, eps).value
+        down = fv.rr_debiased_auc(s, p_bar - h, m, eps).value
+        assert debiased.grad_pos == pytest.approx((up - down) / (2 * h), rel=1e-6)
+        assert fv.rr_linearized_std(s, p_bar, m, rank_sum, rank_sq, eps) > 0
+    # One class among the flipped labels: eq. 3 is undefined, the projected form is not.
+    for p_bar in (0.0, float(m)):
+        debiased = fv.rr_debiased_auc(0.0 if p_bar == 0 else rank_sum, p_bar, m, eps)
+        assert debiased.projected_pos in (1.0, m - 1.0)
+        assert math.isfinite(debiased.value) and math.isfinite(debiased.grad_pos)
 
 
 # ----------------------------------------------------------------------------- Laplace

@@ -510,7 +510,10 @@ def test_guarantee_diagnostics_and_standard_error() -> None:
     assert d["design_variance_bound"] == pytest.approx(design_var, rel=1e-12)
     assert est.std_error == pytest.approx(math.sqrt(noise_var + design_var) * slope, rel=1e-6)
     assert d["u_sensitivity"] == design.max_degree / design.size
-    assert est.value == pytest.approx(d["u_statistic"] * slope)
+    # The protocol's own release is clipped into [0, 1] (on every transport); the raw
+    # ratio estimate stays in raw_value.
+    assert est.raw_value == pytest.approx(d["u_statistic"] * slope)
+    assert est.value == min(max(est.raw_value, 0.0), 1.0) and est.clip_range == (0.0, 1.0)
 
 
 def test_collusion_guarantee_wording() -> None:

@@ -63,30 +63,30 @@ PARTITION_ROWS = 2**21
 #: Values of the ``noise`` argument: seeded NumPy draws for studies, or the OS CSPRNG and
 #: fixed-work samplers of fedustat.privacy.samplers, for releases that protect people.
 NOISE_CHOICES = ("simulation", "deployment")
-#: Valid ranges of the reported statistics of the built-in kernels whose statistic is not
-#: the U-statistic itself (then the kernel's output range is the statistic's range, as a
-#: U-statistic averages kernel values): AUC and VUS are probabilities (000 Sec. 4), the
-#: Renyi-2 entropy -log U of a collision probability U <= 1 is >= 0.
-_STATISTIC_RANGES: dict[str, tuple[float, float]] = {
-    "auc": (0.0, 1.0), "vus": (0.0, 1.0), "renyi2_entropy": (0.0, math.inf)}
-
-
 def statistic_range(kernel: Kernel) -> tuple[float, float] | None:
-    """The valid range of ``kernel``'s reported statistic, or None where none is known.
+    """The valid range of ``kernel``'s reported statistic for any n, or None where none is
+    known: :meth:`~fedustat.stats.kernels.Kernel.statistic_range` without public data.
 
     A U-statistic is a mean of kernel values, so it lies in the kernel's ``output_range``
-    (Hoeffding 1948, Sec. 3); a kernel with a map to the reported statistic has its range
-    listed in ``_STATISTIC_RANGES`` (a user kernel with such a map is not clipped).
+    (Hoeffding 1948, Sec. 3); a kernel with a map to the reported statistic declares its
+    range (AUC and VUS in [0, 1], Mann-Whitney in [0, n+ n-], Rényi-2 in [0, ln C(n,2)]:
+    here without n, so [0, inf)); a user kernel with its own map and no declared range
+    is not clipped. A private protocol clips its release into the range for its own n in
+    its server step, so every transport releases values in range.
     """
-    if kernel.statistic_fn is None:
-        return kernel.output_range
-    return _STATISTIC_RANGES.get(kernel.name)
+    return kernel.statistic_range()
 
 
 def _in_range(release: Estimate, kernel: Kernel, clip: bool) -> Estimate:
-    """``release`` clipped into the statistic's valid range when ``clip`` (post-processing)."""
+    """``release`` as the caller asked: the protocol's clipped release (clipped here into
+    the statistic's range if the protocol left it unclipped: post-processing), or with
+    ``clip=False`` the raw release (``raw_value`` as the value, no range)."""
+    if not clip:
+        return release.unclipped_release()
     bounds = statistic_range(kernel)
-    return release.clipped(*bounds) if clip and bounds is not None else release
+    if release.clip_range is not None or bounds is None:
+        return release
+    return release.clipped(*bounds)
 
 
 def _partition_sizes(n: int, batch_size: Any) -> list[int]:

@@ -151,6 +151,32 @@ class ProtocolRefusedError(Exception):
     """The chosen protocol cannot compute this statistic (or its parameters are wrong)."""
 
 
+#: The entries of an output row that are the release (or computed from it alone): each
+#: must be a finite number (or None where the release has no such part).
+RELEASE_KEYS = ("estimate", "std_error", "ci95_low", "ci95_high", "values", "fpr", "tpr",
+                "pvalue", "level_intervals")
+
+
+def _no_finite_release(row: dict[str, Any], protocol: str) -> ProtocolRefusedError | None:
+    """The error to stop with when ``row`` holds a non-finite release value, else None.
+
+    Protocols release finite values (clipped into the statistic's range, or refused
+    before they run); this is the last check before anything is printed, so a NaN or an
+    infinity is never printed as a release and the command never reports success on it.
+    """
+    def flat(value: Any) -> list[Any]:
+        return [x for v in value for x in flat(v)] if isinstance(value, list) else [value]
+
+    for key in RELEASE_KEYS:
+        for value in flat(row.get(key)):
+            number = float(value) if isinstance(value, (int, float, str)) else None
+            if value is not None and not (number is not None and math.isfinite(number)):
+                return ProtocolRefusedError(
+                    f"{row['statistic']} with protocol {protocol}: the run gave no finite "
+                    f"release ({key} is {value}); nothing is released")
+    return None
+
+
 def _column_domain(args: argparse.Namespace, spec: Statistic,
                    kernel: Kernel) -> dict[str, Any]:
     """``bounds`` / ``domain`` keyword arguments for protocols whose factory takes them."""
@@ -314,10 +340,12 @@ def _row(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
         raise ProtocolRefusedError(f"{spec.name} with protocol {args.protocol}: {exc}") from None
     except (ImportError, RuntimeError) as exc:  # the engine's EngineError is a RuntimeError
         raise SystemExit(f"error: {exc}") from None
+    low: float | None
+    high: float | None
     try:
         low, high = private.confidence_interval(0.95)
-    except ValueError:
-        low = high = math.nan
+    except ValueError:  # no error bar: no interval (None in JSON, "-" in the table)
+        low = high = None
     row = {
         "statistic": spec.name, "data": source,
         "n": n, "exact": exact, "estimate": private.value,
@@ -380,7 +408,7 @@ def _format_table(rows: list[dict[str, Any]]) -> str:
     lines = []
     for r in rows:
         se = "-" if r["std_error"] is None else f"{r['std_error']:.4f}"
-        ci = "-" if math.isnan(r["ci95_low"]) else f"[{r['ci95_low']:.4f}, {r['ci95_high']:.4f}]"
+        ci = "-" if r["ci95_low"] is None else f"[{r['ci95_low']:.4f}, {r['ci95_high']:.4f}]"
         exact = "-" if r["exact"] is None else f"{r['exact']:.4f}"
         error = "-" if r["error"] is None else f"{r['error']:+.4f}"
         cells = [r["statistic"], r["data"], str(r["n"]), exact, f"{r['estimate']:.4f}", se,
@@ -551,8 +579,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                                                f"{refusal}")
                 with (contextlib.nullcontext() if args.accountant is None
                       else args.accountant.attempt()):
-                    rows.append(_curve_row(spec, args) if spec.kind == "curve"
-                                else _row(spec, args))
+                    row = _curve_row(spec, args) if spec.kind == "curve" else _row(spec, args)
+                # Checked after the budget's attempt: a release the parties' data went into
+                # stays charged even when it is not printed.
+                failed = _no_finite_release(row, args.protocol)
+                if failed is not None:
+                    raise failed
+                rows.append(row)
             except ProtocolRefusedError as exc:
                 if len(names) == 1:
                     raise SystemExit(f"error: {exc}") from None
@@ -721,13 +754,14 @@ def _curve_values(spec: Statistic, release: Any, exact: Any) -> dict[str, Any]:
                 "exact": exact_values[0] if single and exact_values else None}
     if spec.curve == "roc":
         low, high = release.auc.confidence_interval(0.95) if release.auc.std_error else (
-            math.nan, math.nan)
+            None, None)
         return {"thresholds": _floats(release.thresholds), "fpr": _floats(release.fpr),
                 "tpr": _floats(release.tpr),
                 "exact_fpr": None if exact is None else _floats(exact.fpr),
                 "exact_tpr": None if exact is None else _floats(exact.tpr),
                 "estimate": float(release.auc.value), "std_error": release.auc.std_error,
-                "ci95_low": float(low), "ci95_high": float(high),
+                "ci95_low": None if low is None else float(low),
+                "ci95_high": None if high is None else float(high),
                 "exact": None if exact is None else float(exact.auc.value)}
     return {"estimate": float(release.statistic), "pvalue": float(release.pvalue),
             "df": int(release.df), "cuts": _floats(release.cuts),
@@ -804,8 +838,9 @@ def _print_curve(row: dict[str, Any], args: argparse.Namespace) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
     if statistic == "roc":
         exact = f"; exact: {cell(row['exact'])}" if _evaluates(args) else ""
-        print(f"AUC of the released curve: {row['estimate']:.4f} (95% CI "
-              f"[{row['ci95_low']:.4f}, {row['ci95_high']:.4f}]){exact}")
+        interval = ("" if row["ci95_low"] is None else
+                    f" (95% CI [{row['ci95_low']:.4f}, {row['ci95_high']:.4f}])")
+        print(f"AUC of the released curve: {row['estimate']:.4f}{interval}{exact}")
     print(f"noise: {NOISE_DESCRIPTIONS[row['noise']]}")
     print(f"privacy: {row['privacy']}")
     if row["trust"]:

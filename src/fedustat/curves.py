@@ -1083,9 +1083,9 @@ def _rate_std_error(curve: PrivateECDF) -> np.ndarray:
     """See :attr:`ROCCurveResult.std_error`."""
     sd = np.sqrt(curve.point_variances)[::-1]
     f = curve.values[::-1]
-    top = float(curve.values[-1])
-    if top <= 0.0:
-        return np.concatenate([np.full(sd.size, np.inf), [0.0]])
+    # The release floors the normalizer at one record, 1/n (roc._roc_from_ecdfs), where
+    # noise pushes it to or below 0; so does its error bar, which stays finite.
+    top = max(float(curve.values[-1]), 1.0 / curve.n)
     ratio = np.clip(f / top, 0.0, 1.0)
     return np.concatenate([(sd + ratio * sd[0]) / top, [0.0]])
 

@@ -36,9 +36,10 @@ import json
 import math
 import numbers
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum, StrEnum
+from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -55,6 +56,7 @@ from fedustat.cost import Cost
 from fedustat.privacy.errors import ErrorDistribution
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import DeploymentNoise
+from fedustat.stats.kernels import Kernel, PublicData
 
 NOISE_KINDS = ("simulation", "deployment", "none")
 
@@ -246,6 +248,48 @@ class ConfidenceInterval(NamedTuple):
     high: float
 
 
+@dataclass(frozen=True)
+class StatisticMap:
+    """A statistic released as a monotone, non-affine map ``g`` of a released U.
+
+    Rényi-2's ``-ln U`` is infinite at U <= 0, where noise can carry a released U. Such a
+    release is ``g(clip(u_value))``: the released U clipped into ``u_range`` (where ``g``
+    is finite; it holds the exact U whenever the statistic is finite) and mapped. Its
+    interval is U's interval (``u_value`` plus or minus the half-width of ``u_error``, the
+    law of ``U_hat - U``) intersected with ``u_range`` and mapped through ``g``: the exact
+    U is in the first exactly when the exact statistic is in the second (``g`` is
+    monotone), so the coverage is U's. Clipping and mapping are post-processing of the DP
+    U and cost no privacy (Dwork and Roth 2014, Prop. 2.1).
+
+    Attributes
+    ----------
+    u_value:
+        The released U, before clipping (a DP output).
+    u_error:
+        The law of ``U_hat - U`` (public).
+    u_range:
+        The public range U is clipped into.
+    formula:
+        The map, in words (``"-ln U"``).
+    fn:
+        The map from U to the statistic (public quantities only).
+    """
+
+    u_value: float
+    u_error: ErrorDistribution
+    u_range: tuple[float, float]
+    formula: str
+    fn: Callable[[float], float] = field(compare=False, repr=False)
+
+    def interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """U's interval at ``confidence_level``, clipped into ``u_range`` and mapped."""
+        half = self.u_error.half_width(confidence_level)
+        low, high = self.u_range
+        ends = [self.fn(min(max(u, low), high))
+                for u in (self.u_value - half, self.u_value + half)]
+        return ConfidenceInterval(float(min(ends)), float(max(ends)))
+
+
 @dataclass(frozen=True, eq=False)  # equality and (no) hash defined below
 class Estimate:
     """A released statistic with its error bar, privacy guarantee and measured costs.
@@ -272,7 +316,9 @@ class Estimate:
     (:attr:`clip_range`): :attr:`value` and :meth:`confidence_interval` are then in range,
     and :attr:`raw_value` / :meth:`raw_interval` keep the unbiased, unclipped release
     (the one to average over many releases). ``unclipped`` is the stored raw value,
-    ``None`` when nothing was clipped.
+    ``None`` when nothing was clipped. A statistic that is a monotone, non-affine map of
+    U (Rényi-2's ``-ln U``) carries a :attr:`statistic_map` instead: its U is clipped
+    before the map, its interval is U's mapped through it, and its raw value is its value.
 
     Parameters
     ----------
@@ -298,6 +344,9 @@ class Estimate:
         The statistic's valid range, or None.
     unclipped:
         The raw release when ``value`` was clipped, else None.
+    statistic_map:
+        For a statistic released as a monotone, non-affine map of a released U: the
+        released U, its error law and the map (:class:`StatisticMap`); else None.
 
     Examples
     --------
@@ -319,6 +368,7 @@ class Estimate:
     noise: str = "simulation"
     clip_range: tuple[float, float] | None = None
     unclipped: float | None = None
+    statistic_map: StatisticMap | None = None
 
     # A float-like object: equality with numbers is by value, so a field hash would
     # disagree with it; a release is a measurement, never a dict key or set member.
@@ -347,7 +397,7 @@ class Estimate:
         Parameters
         ----------
         low, high:
-            The valid range (``low < high``).
+            The valid range (``low <= high``).
 
         Returns
         -------
@@ -367,6 +417,24 @@ class Estimate:
         raw = self.raw_value
         return replace(self, value=min(max(raw, low), high), clip_range=(low, high),
                        unclipped=raw)
+
+    def unclipped_release(self) -> Estimate:
+        """This release as its protocol made it: :attr:`raw_value` as the value, no range.
+
+        Returns
+        -------
+        Estimate
+            A copy with ``value=raw_value``, ``clip_range=None`` and ``unclipped=None``.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(1.08, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> raw = est.clipped(0.0, 1.0).unclipped_release()
+        >>> raw.value, raw.clip_range, raw.unclipped
+        (1.08, None, None)
+        """
+        return replace(self, value=self.raw_value, clip_range=None, unclipped=None)
 
     @property
     def raw_value(self) -> float:
@@ -406,6 +474,8 @@ class Estimate:
         """
         if not 0.0 < confidence_level < 1.0:
             raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+        if self.statistic_map is not None:
+            return self.statistic_map.interval(confidence_level)
         raw = self.raw_value
         if self.error is not None:
             half = self.error.half_width(confidence_level)
@@ -463,6 +533,9 @@ class Estimate:
         >>> est.interval_method
         'normal approximation'
         """
+        if self.statistic_map is not None:
+            return (f"U's error law {self.statistic_map.u_error} mapped through "
+                    f"{self.statistic_map.formula}")
         if self.error is not None:
             return f"error law {self.error}"
         if self.std_error is not None:
@@ -608,7 +681,8 @@ class Estimate:
         dict
             ``quantity``, ``protocol``, ``value``, ``std_error``, ``confidence_level``,
             ``interval``, ``interval_method``, ``raw_value``, ``raw_interval``,
-            ``clip_range``, ``guarantee``, ``noise``, ``cost`` and ``diagnostics``.
+            ``clip_range``, ``statistic_map`` (the released U, its range and the map,
+            or None), ``guarantee``, ``noise``, ``cost`` and ``diagnostics``.
 
         Examples
         --------
@@ -636,6 +710,10 @@ class Estimate:
             "raw_value": self.raw_value,
             "raw_interval": raw_interval,
             "clip_range": None if self.clip_range is None else list(self.clip_range),
+            "statistic_map": None if self.statistic_map is None else {
+                "u_value": float(self.statistic_map.u_value),
+                "u_range": list(self.statistic_map.u_range),
+                "formula": self.statistic_map.formula},
             "guarantee": _plain(self.privacy),
             "noise": self.noise,
             "cost": _plain(self.cost),
@@ -680,8 +758,8 @@ def _check_range(bounds: Any) -> tuple[float, float]:
     except (TypeError, ValueError) as exc:
         raise TypeError(f"a valid range must be a pair (low, high) of numbers, got "
                         f"{bounds!r}") from exc
-    if math.isnan(low) or math.isnan(high) or not low < high:
-        raise ValueError(f"a valid range needs low < high, got ({low}, {high})")
+    if math.isnan(low) or math.isnan(high) or not low <= high:
+        raise ValueError(f"a valid range needs low <= high, got ({low}, {high})")
     return low, high
 
 
@@ -788,7 +866,12 @@ class Protocol(ABC):
     #: dotted paths (``"diagnostics.u_statistic"``). Every other field is public
     #: configuration; ``tests/test_release_privacy.py`` runs each protocol on neighbouring
     #: data sets with one seed and fails on any other field that differs.
-    released_fields: ClassVar[tuple[str, ...]] = ("value", "std_error", "error", "error.*")
+    released_fields: ClassVar[tuple[str, ...]] = ("value", "std_error", "error", "error.*",
+                                                  "unclipped")
+    #: The DP outputs of a statistic released as a monotone map of a released U
+    #: (:class:`StatisticMap`), for the protocols that release a kernel's statistic.
+    statistic_map_fields: ClassVar[tuple[str, ...]] = (
+        "statistic_map.u_value", "statistic_map.u_error", "statistic_map.u_error.*")
     #: Fields that depend on public randomness only (a sampled design, a public coin, a
     #: simulated client split): they change with the seed, never with the data.
     public_coin_fields: ClassVar[tuple[str, ...]] = ()
@@ -991,3 +1074,74 @@ def normal_std_error(variance: float) -> float:
     if not math.isfinite(variance) or variance < 0:
         raise ValueError(f"variance must be finite and >= 0, got {variance}")
     return math.sqrt(variance)
+
+
+class StatisticRelease(NamedTuple):
+    """The reported statistic at a released U (:func:`statistic_release`): the fields of
+    its :class:`Estimate`, and the slope ``|d statistic / d U|`` used for them."""
+
+    value: float
+    std_error: float | None
+    error: ErrorDistribution | None
+    statistic_map: StatisticMap | None
+    slope: float
+
+
+def statistic_release(kernel: Kernel, u: float, u_error: ErrorDistribution | None,
+                      public: PublicData) -> StatisticRelease:
+    """The reported statistic of ``kernel`` at a released U, with its error bar.
+
+    ``u_error`` is the law of ``U_hat - U`` (None where the protocol has none), ``public``
+    n and the public columns. An affine map of U (the identity, AUC, Mann-Whitney, VUS)
+    carries U's law scaled by its slope exactly. A monotone, non-affine map (the kernel's
+    ``monotone_u_range``: Rényi-2's ``-ln U``) is applied to U clipped into the range where
+    it is finite, its interval is U's mapped through it (:class:`StatisticMap`) and its
+    standard error the delta-method one at the clipped U (first order). Other maps (user
+    maps) use the delta method at U. Everything here reads U, its public law and public
+    data only: post-processing.
+
+    Parameters
+    ----------
+    kernel:
+        The kernel whose statistic is released.
+    u:
+        The released U.
+    u_error:
+        The law of ``U_hat - U``, or None.
+    public:
+        n and the public columns.
+
+    Returns
+    -------
+    StatisticRelease
+    """
+    if kernel.monotone_u_range is not None and u_error is not None:
+        low, high = kernel.monotone_u_range(public)
+        clipped = min(max(float(u), low), high)
+        slope = kernel.statistic_slope(clipped, public)
+        statistic_map = StatisticMap(float(u), u_error, (low, high),
+                                     kernel.description or kernel.name,
+                                     partial(kernel.statistic, public=public))
+        std_error = u_error.std * slope if math.isfinite(slope) else None
+        return StatisticRelease(kernel.statistic(clipped, public), std_error, None,
+                                statistic_map, slope)
+    value = kernel.statistic(float(u), public)
+    slope = kernel.statistic_slope(float(u), public)
+    if u_error is None or not math.isfinite(slope):
+        return StatisticRelease(value, None, None, None, slope)
+    error = u_error.scaled(slope)
+    return StatisticRelease(value, error.std, error, None, slope)
+
+
+def in_statistic_range(estimate: Estimate, kernel: Kernel,
+                       public: PublicData | None = None) -> Estimate:
+    """``estimate`` clipped into ``kernel``'s statistic range (post-processing; the raw
+    release kept as :attr:`Estimate.raw_value`), or unchanged where no range is known.
+
+    Every private protocol's release passes through this in its own server step, so
+    every transport (simulator, network, Flower, engine) releases values in range.
+    ``public``: n and the public columns, for ranges that depend on them (Mann-Whitney,
+    Rényi-2); None gives the widest range.
+    """
+    bounds = kernel.statistic_range(public)
+    return estimate if bounds is None else estimate.clipped(*bounds)

@@ -14,7 +14,10 @@ parties from whoever sees the release, not from the curator.
 The reported statistic is the kernel's ``statistic`` of the noisy U (e.g. AUC rescales
 U by C(n, 2) / (n+ n-)); that post-processing keeps the guarantee because the kernels
 admitted here only use public quantities (n, and the class sizes for AUC, which the
-papers treat as public) in it.
+papers treat as public) in it. The release is then clipped into the statistic's valid
+range (``fedustat.protocols.base.in_statistic_range``; the raw value kept); a statistic
+that is a monotone, non-affine map of U (Rényi-2's ``-ln U``) clips U before the map and
+maps U's Laplace interval through it (``statistic_release``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,16 @@ from fedustat.privacy.errors import ErrorDistribution, LaplaceError, NormalError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.mechanisms import LaplaceMechanism
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
-from fedustat.protocols.base import Cost, DropoutRule, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import (
+    Cost,
+    DropoutRule,
+    Estimate,
+    Message,
+    Protocol,
+    Role,
+    in_statistic_range,
+    statistic_release,
+)
 from fedustat.protocols.registry import register
 from fedustat.stats.designs import Design
 from fedustat.stats.kernels import Kernel
@@ -67,6 +79,8 @@ class CentralLaplace(Protocol):
         seeded generator (simulation); pass ``DeploymentNoise()`` to use vetted
         samplers when protecting real people.
     """
+
+    released_fields = (*Protocol.released_fields, *Protocol.statistic_map_fields)
 
     def __init__(self, kernel: Kernel, epsilon: float, *, design: Design | None = None,
                  noise: NoiseSource | None = None) -> None:
@@ -132,37 +146,33 @@ class CentralLaplace(Protocol):
         else:
             u = incomplete_ustatistic(self.kernel, data, self.design.tuples)
             operations = self.design.size
-        diagnostics: dict[str, Any] = {}
-        laplace_scale = 0.0
         if math.isinf(self.epsilon):
-            noisy_u, std_u = u, 0.0
-        else:
-            mechanism = LaplaceMechanism(self.u_sensitivity(data), self.epsilon,
-                                         PrivacyModel.CENTRAL, self.kernel.adjacency)
-            source = self.noise if self.noise is not None else SimulationNoise(rng)
-            noisy_u = float(mechanism.release(u, source))
-            std_u = mechanism.std
-            laplace_scale = mechanism.scale
-            diagnostics = {"u_statistic_noise_scale": mechanism.scale,
-                           "u_sensitivity": mechanism.sensitivity,
-                           "noise_source": source.kind}
-        # The exact computation may read the records (tau-b's ties); a release reads only
-        # n and the public columns.
-        public = data if math.isinf(self.epsilon) else self.kernel.public_view(data)
-        value = self.kernel.statistic(noisy_u, public)
-        slope = self.kernel.statistic_slope(noisy_u, public)
-        std_error = std_u * slope
-        # The noisy U is U + Lap(b) exactly (Dwork et al. 2006), so its interval uses the
-        # Laplace quantile b ln(1/(1 - level)), not 1.96 sd (which covers 93.7%). A
-        # statistic that is a linear map of U (AUC, Gini, tau-a) carries the law scaled
-        # by the slope exactly; a nonlinear one (Renyi-2) by the delta method.
-        error: ErrorDistribution = (LaplaceError(laplace_scale).scaled(slope)
-                                    if laplace_scale > 0 and math.isfinite(slope)
-                                    else NormalError(0.0))
+            # The exact computation may read the records (tau-b's ties): not a release.
+            return state, Estimate(
+                value=float(self.kernel.statistic(u, data)), quantity=self.kernel.name,
+                protocol=self.name, privacy=self.guarantee, std_error=0.0,
+                error=NormalError(0.0), cost=Cost(server_operations=int(operations)))
+        mechanism = LaplaceMechanism(self.u_sensitivity(data), self.epsilon,
+                                     PrivacyModel.CENTRAL, self.kernel.adjacency)
+        source = self.noise if self.noise is not None else SimulationNoise(rng)
+        noisy_u = float(mechanism.release(u, source))
+        diagnostics: dict[str, Any] = {"u_statistic_noise_scale": mechanism.scale,
+                                       "u_sensitivity": mechanism.sensitivity,
+                                       "noise_source": source.kind}
+        # A release reads only n and the public columns. The noisy U is U + Lap(b)
+        # exactly (Dwork et al. 2006), so its interval uses the Laplace quantile
+        # b ln(1/(1 - level)), not 1.96 sd (which covers 93.7%). A statistic that is an
+        # affine map of U (AUC, Gini, tau-a) carries the law scaled by the slope exactly;
+        # Renyi-2's -ln U maps U's interval (statistic_release).
+        public = self.kernel.public_view(data)
+        u_law: ErrorDistribution = LaplaceError(mechanism.scale)
+        release = statistic_release(self.kernel, noisy_u, u_law, public)
         estimate = Estimate(
-            value=float(value), quantity=self.kernel.name, protocol=self.name,
-            privacy=self.guarantee, std_error=std_error, error=error,
+            value=float(release.value), quantity=self.kernel.name, protocol=self.name,
+            privacy=self.guarantee, std_error=release.std_error, error=release.error,
+            statistic_map=release.statistic_map,
             cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
+        estimate = in_statistic_range(estimate, self.kernel, public)
         return state, estimate
 
 

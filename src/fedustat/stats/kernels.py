@@ -190,6 +190,20 @@ class Kernel:
         ``exact_only_statistic_fn(u, data) -> float`` for a map that must read private values
         (tau-b's tie correction): only an exact, non-private computation may use it, and
         private protocols refuse such a kernel (``statistic_is_public`` is False).
+    statistic_range_fn : callable or None
+        ``statistic_range_fn(public) -> (lo, hi)``: the valid range of the reported
+        statistic from public quantities (``public`` a :class:`PublicData`), or with
+        ``public=None`` the widest range it can take for any n. Only for a kernel with a
+        ``statistic_fn``; without one the statistic is U, whose range is ``output_range``.
+        None with a ``statistic_fn`` (a user map): no range is known and nothing is clipped.
+    monotone_u_range : callable or None
+        For a statistic that is a monotone but not affine map of U (Rényi-2's ``-ln U``):
+        ``monotone_u_range(public) -> (lo, hi)``, the values of U on which the map is
+        finite, which hold the exact U whenever the statistic is finite. A private release
+        clips its U into this range before the map and maps U's interval through it
+        (post-processing; :meth:`statistic_range` is then the image of this range). None:
+        the map is affine (or the identity, or unknown), so a release maps U as it is and
+        is clipped into :meth:`statistic_range` afterwards, keeping the raw value.
     """
 
     name: str
@@ -209,6 +223,10 @@ class Kernel:
     active_share: Callable[[PublicData], float] | None = field(default=None, repr=False)
     public_columns: tuple[str, ...] = field(default=(), repr=False)
     exact_only_statistic_fn: Callable[[float, np.ndarray], float] | None = field(
+        default=None, repr=False)
+    statistic_range_fn: Callable[[PublicData | None], tuple[float, float]] | None = field(
+        default=None, repr=False)
+    monotone_u_range: Callable[[PublicData], tuple[float, float]] | None = field(
         default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -246,6 +264,11 @@ class Kernel:
         if self.statistic_fn is not None and self.exact_only_statistic_fn is not None:
             raise ValueError("give statistic_fn (public quantities) or exact_only_statistic_fn "
                              "(reads private values), not both")
+        if self.statistic_fn is None and (self.statistic_range_fn is not None
+                                          or self.monotone_u_range is not None):
+            raise ValueError("statistic_range_fn and monotone_u_range describe a "
+                             "statistic_fn; a kernel without one reports U, whose range is "
+                             "output_range")
 
     # ---------------------------------------------------------------- properties
     @property
@@ -273,7 +296,8 @@ class Kernel:
             "public_columns": self.public_columns, "output_range": self.output_range,
             "lipschitz": self.lipschitz, "adjacency": self.adjacency}
         for name in ("func", "exact", "statistic_fn", "validate", "validate_dataset",
-                     "row_sums", "active_share", "exact_only_statistic_fn"):
+                     "row_sums", "active_share", "exact_only_statistic_fn",
+                     "statistic_range_fn", "monotone_u_range"):
             function = getattr(self, name)
             if isinstance(function, partial) and not function.args and not (
                     set(function.keywords) & set(described)):
@@ -281,6 +305,31 @@ class Kernel:
                 function = function.func
             described[name] = function
         return described
+
+    def statistic_range(self, public: PublicData | None = None) -> tuple[float, float] | None:
+        """The valid range of the reported statistic, or None where none is known.
+
+        A U-statistic is a mean of kernel values, so U lies in ``output_range`` (Hoeffding
+        1948, Sec. 3), and so does a statistic that is U itself (tau-b too: a correlation).
+        A map to another scale declares its range (``statistic_range_fn``: AUC and VUS in
+        [0, 1], Mann-Whitney in [0, n+ n-], Rényi-2 in [0, ln C(n,2)]); ``public`` (n and
+        the public columns) gives the range of this data set, ``None`` the widest one for
+        any n. A user map without a declared range gives None (nothing is clipped).
+
+        Examples
+        --------
+        >>> from fedustat.stats import kernels
+        >>> kernels.auc_kernel().statistic_range(), kernels.gini_kernel((0, 3)).statistic_range()
+        ((0.0, 1.0), (0.0, 3.0))
+        >>> kernels.renyi2_entropy_kernel().statistic_range(kernels.PublicData(4))
+        (0.0, 1.791759469228055)
+        """
+        if self.statistic_fn is None:
+            return self.output_range
+        if self.statistic_range_fn is None:
+            return None
+        low, high = self.statistic_range_fn(public)
+        return float(low), float(high)
 
     # ---------------------------------------------------------------- data
     def pack(self, *columns: Any) -> np.ndarray:
@@ -427,7 +476,16 @@ class Kernel:
         if self.statistic_fn is None and self.exact_only_statistic_fn is None:
             return 1.0
         h = 1e-6 * max(1.0, abs(u))
-        slope = abs(self.statistic(u + h, public) - self.statistic(u - h, public)) / (2.0 * h)
+        low, high = u - h, u + h
+        if self.monotone_u_range is not None and isinstance(public, PublicData):
+            # A relative step kept inside the range where the map is finite: -ln U near
+            # its floor 1 / C(n,2) needs a step far below 1e-6.
+            lo, hi = self.monotone_u_range(public)
+            h = 1e-6 * abs(u) if u != 0.0 else 1e-6 * (hi - lo)
+            low, high = max(u - h, lo), min(u + h, hi)
+            if not low < high:
+                return 0.0
+        slope = abs(self.statistic(high, public) - self.statistic(low, public)) / (high - low)
         return float(slope) if math.isfinite(slope) else math.nan
 
     def statistic_with_error(self, u: float, u_std_error: float, public: PublicData | Any
@@ -529,6 +587,19 @@ def _class_sizes(public: PublicData) -> tuple[int, int]:
     return n_pos, public.n - n_pos
 
 
+def _unit_range(public: PublicData | None) -> tuple[float, float]:
+    """AUC and VUS are probabilities (000 Sec. 4): [0, 1] whatever the data."""
+    return 0.0, 1.0
+
+
+def _mann_whitney_range(public: PublicData | None) -> tuple[float, float]:
+    """The Mann-Whitney U counts (positive, negative) pairs: [0, n+ n-]."""
+    if public is None:
+        return 0.0, math.inf
+    n_pos, n_neg = _class_sizes(public)
+    return 0.0, float(n_pos * n_neg)
+
+
 def _auc_statistic(u: float, public: PublicData) -> float:
     n_pos, n_neg = _class_sizes(public)
     return u * n_pairs(public.n) / (n_pos * n_neg)
@@ -560,6 +631,7 @@ def auc_kernel() -> Kernel:
         validate_dataset=_validate_auc_dataset,
         row_sums=_auc_rows, description="AUC = U * C(n,2) / (n_pos * n_neg)",
         adjacency=LABELS_PUBLIC, active_share=_auc_active_share, public_columns=("label",),
+        statistic_range_fn=_unit_range,
     )
 
 
@@ -575,6 +647,7 @@ def mann_whitney_kernel() -> Kernel:
         validate=_validate_auc, validate_dataset=_validate_auc_dataset, row_sums=_auc_rows,
         description="Mann-Whitney U = U * C(n,2)",
         adjacency=LABELS_PUBLIC, active_share=_auc_active_share, public_columns=("label",),
+        statistic_range_fn=_mann_whitney_range,
     )
 
 
@@ -702,6 +775,19 @@ def _renyi2_statistic(u: float, public: PublicData) -> float:
     return math.inf if u <= 0.0 else -math.log(u)
 
 
+def _renyi2_u_range(public: PublicData) -> tuple[float, float]:
+    """U is the share of equal pairs among the C(n,2): a positive U is at least
+    1 / C(n,2), where -ln U is finite and largest."""
+    return 1.0 / n_pairs(public.n), 1.0
+
+
+def _renyi2_range(public: PublicData | None) -> tuple[float, float]:
+    """-ln U over :func:`_renyi2_u_range`: [0, ln C(n,2)] (any n: [0, inf))."""
+    if public is None:
+        return 0.0, math.inf
+    return 0.0, math.log(n_pairs(public.n))
+
+
 def duplicate_pair_kernel() -> Kernel:
     """Duplicate-pair kernel ``I[x_i = x_j]`` on records (x,); ``U`` is the duplicate-pair ratio."""
     return Kernel(
@@ -714,14 +800,18 @@ def duplicate_pair_kernel() -> Kernel:
 def renyi2_entropy_kernel() -> Kernel:
     """Rényi-2 entropy: kernel ``I[x_i = x_j]``, reported as ``-ln U`` (000 eq. 5).
 
-    ``statistic(0)`` is ``inf`` (no two records equal); an estimate of U that is <= 0
-    (e.g. after noise) also maps to ``inf``.
+    ``statistic(0)`` is ``inf`` (no two records equal). A private release clips its noisy
+    U into ``[1 / C(n,2), 1]`` before the map (``monotone_u_range``: a positive U counts
+    at least one equal pair of the C(n,2)), so it is finite and in ``[0, ln C(n,2)]``; a
+    release at ``ln C(n,2)`` reads "at least ln C(n,2)" (no equal pair, or too few for
+    the noise to tell). Its interval is U's interval mapped through ``-ln``.
     """
     return Kernel(
         name="renyi2_entropy", degree=2, columns=("x",), output_range=(0.0, 1.0),
         func=_duplicate_func, exact=_duplicate_exact, statistic_fn=_renyi2_statistic,
         row_sums=_duplicate_rows,
         description="Rényi-2 entropy = -ln U",
+        statistic_range_fn=_renyi2_range, monotone_u_range=_renyi2_u_range,
     )
 
 
@@ -812,6 +902,7 @@ def vus_kernel() -> Kernel:
         validate_dataset=_validate_vus_dataset,
         description="VUS = U * C(n,3) / (n0 * n1 * n2)",
         adjacency=LABELS_PUBLIC, active_share=_vus_active_share, public_columns=("class",),
+        statistic_range_fn=_unit_range,
     )
 
 

@@ -336,9 +336,12 @@ def _gls_leaves(plan: HierarchicalPlan, observations: list[np.ndarray],
         y = _pad(np.asarray(observations[lev], dtype=np.float64), slots)
         v = var[lev]
         real = masks[lev]
-        denom = np.where(real, v + tot, 1.0)
-        z_new = np.where(real, (y * tot + s * v) / denom, 0.0)
-        u_new = np.where(real, v * tot / denom, 0.0)
+        # Both sides exact (variance 0: node noise below the count unit, e.g. discrete
+        # noise at epsilon >= 1e4) agree; the node's own count is the estimate.
+        exact = (v + tot) == 0.0
+        denom = np.where(real & ~exact, v + tot, 1.0)
+        z_new = np.where(real, np.where(exact, y, (y * tot + s * v) / denom), 0.0)
+        u_new = np.where(real & ~exact, v * tot / denom, 0.0)
         zs.append(z_new)
         us.append(u_new)
         ss.append(s)
@@ -382,7 +385,9 @@ def _point_resistances(plan: HierarchicalPlan, var: np.ndarray) -> np.ndarray:
         slots = b ** (h - lev)
         tot = us[-1].reshape(slots, b).sum(axis=-1)
         v = var[lev]
-        us.append(np.where(masks[lev], v * tot / np.where(masks[lev], v + tot, 1.0), 0.0))
+        # Two resistors of 0 (exact nodes, as in _gls_leaves) in parallel give 0.
+        joined = masks[lev] & ((v + tot) > 0.0)
+        us.append(np.where(joined, v * tot / np.where(joined, v + tot, 1.0), 0.0))
     # Root: A is the ground; B reaches the ground only through the root's own resistor.
     zaa, zab, zbb = np.zeros(1), np.zeros(1), np.array([float(var[h])])
     for lev in range(h - 1, -1, -1):

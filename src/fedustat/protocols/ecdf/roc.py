@@ -32,7 +32,7 @@ from fedustat._validation import (
 )
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.noise import NoiseSource, resolve_noise
-from fedustat.protocols.base import Estimate
+from fedustat.protocols.base import Estimate, in_statistic_range
 from fedustat.protocols.ecdf.hierarchical import (
     MAX_COVARIANCE_POINTS,
     hierarchical_noisy_counts,
@@ -46,6 +46,7 @@ from fedustat.stats.ecdf import (
     check_thresholds,
     ecdf_counts,
 )
+from fedustat.stats.kernels import auc_kernel
 
 __all__ = [
     "DEFAULT_ROC_CURVE_METHOD",
@@ -63,6 +64,7 @@ __all__ = [
 
 
 ROC_ADJACENCY = "replace one record (score and label; n public)"
+_AUC = auc_kernel()  # the range of the released area, [0, 1]
 
 
 # ----------------------------------------------------------------------------- ROC
@@ -201,7 +203,8 @@ class DPROCCurve:
     released_fields: ClassVar[tuple[str, ...]] = ("fpr", "tpr", "thresholds", "raw_fpr", "raw_tpr",
                                                   "positives.values", "negatives.values",
                                                   "auc.value", "auc.std_error", "auc.error",
-                                                  "auc.error.*", "auc.diagnostics.*")
+                                                  "auc.error.*", "auc.unclipped",
+                                                  "auc.diagnostics.*")
 
     fpr: np.ndarray
     tpr: np.ndarray
@@ -464,17 +467,23 @@ def _trace_probes(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     return gen.choice(np.array([-1.0, 1.0]), size=(_TRACE_PROBES, x.size))
 
 
-def _raw_auc_std_error(x: np.ndarray, y: np.ndarray, gx: Any, gy: Any) -> float:
+def _raw_auc_std_error(x: np.ndarray, y: np.ndarray, gx: Any, gy: Any,
+                       n: int | None = None) -> float:
     """Standard error of the raw curve's area ``1 - Z / W``, ``Z = x^T M y``,
     ``W = 2 x_N y_N`` (:func:`_area_matrix`); both are bilinear in the two independent
     noisy class curves, so their variances and covariance are exact
     (:func:`_bilinear_cov`) and the ratio's follows by the delta method
     (``Var(Z/W) ~ (Var Z - 2 R Cov(Z, W) + R^2 Var W) / W^2``, ``R = Z / W``; Kendall and
-    Stuart, Advanced Theory of Statistics Vol. 1, Sec. 10.6)."""
+    Stuart, Advanced Theory of Statistics Vol. 1, Sec. 10.6). Where noise drives a class's
+    normalizer ``x_N`` or ``y_N`` to or below 0, the release floors it at one record,
+    ``1/n`` (:func:`_roc_from_ecdfs`); ``W`` takes the same floor (given ``n``), so the
+    error bar of the released area stays finite (without ``n``: NaN there)."""
     n_points = x.size
     m = _area_matrix(n_points)
     last = sp.csr_matrix(([2.0], ([n_points - 1], [n_points - 1])), shape=(n_points,) * 2)
-    z, w = float(x @ (m @ y)), 2.0 * float(x[-1] * y[-1])
+    z = float(x @ (m @ y))
+    floor = 0.0 if n is None else 1.0 / n
+    w = 2.0 * max(float(x[-1]), floor) * max(float(y[-1]), floor)
     if w <= 0:
         return math.nan
     # Covariance operators (hierarchical curves) above EXACT_TRACE_POINTS: the trace of
@@ -774,8 +783,8 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
     trees = (positives.tree, negatives.tree)
     # The raw area's exact standard error, reported for every estimator (diagnostics).
     laws = (_noise_law(positives), _noise_law(negatives))
-    raw_se = (_raw_auc_std_error(x, y, *laws) if laws[0] is not None and laws[1] is not None
-              else None)
+    raw_se = (_raw_auc_std_error(x, y, *laws, n=n)
+              if laws[0] is not None and laws[1] is not None else None)
     area, fpr, tpr = _fitted_area(chosen, x, y, n, tau, trees, p)
     diagnostics: dict[str, Any] = {"estimator": chosen, "curve_method": method,
                                    "n_thresholds": int(tau.size),
@@ -802,8 +811,11 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
         if chosen == "debiased":
             value = area - bias
         diagnostics |= {"bootstrap_bias": bias, "n_bootstrap": int(draws)}
-    auc = Estimate(value=float(value), quantity="auc", protocol="dp-ecdf-roc",
-                   privacy=guarantee, std_error=std_error, diagnostics=diagnostics,
-                   noise=positives.noise_kind)
+    # An AUC is a probability: the raw or debiased area is clipped into [0, 1] (post-
+    # processing), its unclipped value kept (Estimate.raw_value).
+    auc = in_statistic_range(Estimate(value=float(value), quantity="auc",
+                                      protocol="dp-ecdf-roc", privacy=guarantee,
+                                      std_error=std_error, diagnostics=diagnostics,
+                                      noise=positives.noise_kind), _AUC)
     return DPROCCurve(fpr, tpr, thr, raw_fpr, raw_tpr, positives, negatives,
                       p if chosen == "smoothed" else None, auc, guarantee, chosen)

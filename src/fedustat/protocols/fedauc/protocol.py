@@ -74,15 +74,24 @@ from fedustat.privacy.guarantee import (
 from fedustat.privacy.mechanisms import GaussianMechanism
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
 from fedustat.privacy.randomizers import BinaryRandomizedResponse
-from fedustat.protocols.base import Cost, DropoutRule, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import (
+    Cost,
+    DropoutRule,
+    Estimate,
+    Message,
+    Protocol,
+    Role,
+    in_statistic_range,
+)
 from fedustat.protocols.fedauc.variance import (
     auc_gradient,
+    flip_probability,
     laplace_linearized_std,
-    rr_debias_terms,
+    rr_debiased_auc,
     rr_linearized_std,
 )
 from fedustat.protocols.registry import register
-from fedustat.stats.kernels import Kernel
+from fedustat.stats.kernels import Kernel, auc_kernel
 
 __all__ = [
     "LABEL_ADJACENCY",
@@ -96,6 +105,7 @@ __all__ = [
 
 FLOAT_BITS = 64  # scores and noisy statistics travel as IEEE doubles
 INT_BITS = 64  # RR's exact local statistics travel as 64-bit integers
+_AUC = auc_kernel()  # its statistic range, [0, 1], is where every release is clipped
 LABEL_ADJACENCY = ("change one sample's label; scores, ranks and client sizes are known to "
                    "the server")
 
@@ -787,37 +797,44 @@ class FedAUCRR(FedAUC):
         diagnostics: dict[str, Any] = {"global_sum": global_sum, "noisy_pos": p_bar,
                                        "noisy_neg": n_bar, "n_samples": m,
                                        "n_clients": state.n_clients}
-        # Alg. 2 line 30 (eq. 1) on the noisy labels.
+        # Alg. 2 line 30 (eq. 1) on the noisy labels (undefined when they hold one class).
         noisy_auc = ((global_sum - p_bar * (p_bar - 1.0) / 2.0) / (p_bar * n_bar)
-                     if 0 < p_bar < m else math.nan)
+                     if 0 < p_bar < m else None)
         diagnostics["noisy_auc"] = noisy_auc
         error: ErrorDistribution | None = None
         if not self.private:
             value, std_error = noisy_auc, 0.0
         else:
-            value, std_error = math.nan, math.nan
-            terms = rr_debias_terms(p_bar, m, self.epsilon) if 0 < p_bar < m else None
-            if terms is None or terms["D"] <= 0.0:
+            # Alg. 3 line 8 (eq. 3) with alpha, beta of eq. 4 at pi', in the form of
+            # rr_debiased_auc: defined at every noisy count, with the estimated positives
+            # P' projected onto [1, M - 1] (both classes are present: the AUC needs them).
+            debiased = rr_debiased_auc(global_sum, p_bar, m, self.epsilon)
+            value = debiased.value
+            rho = flip_probability(self.epsilon)
+            if debiased.projected_pos != debiased.estimated_pos or not 0 < p_bar < m:
                 warnings.warn(
-                    f"{self.name}: the randomized labels leave no estimated positives or "
-                    f"negatives (noisy positives {p_bar:g} of {m}); the debiased AUC is "
-                    "undefined. Use a larger epsilon or more samples.",
-                    RuntimeWarning, stacklevel=2)
-            else:
-                # Alg. 3 line 8 (eq. 3) with alpha, beta of eq. 4 at pi'.
-                value = (noisy_auc - (terms["alpha"] + terms["beta"]) / 2.0) / terms["D"]
-                std_error = rr_linearized_std(global_sum, p_bar, m, state.rank_sum,
-                                              state.rank_sq_sum, self.epsilon)
-                # Linearized, the error is a weighted sum of the M independent label
-                # flips (variance.rr_linearized_std): normal by Lyapunov's CLT, the
-                # weights (ranks) being bounded by M.
-                error = NormalError(std_error)
-                diagnostics.update(flip_probability=terms["rho"], estimated_pos=terms["P_est"],
-                                   base_rate=terms["pi_est"], alpha=terms["alpha"],
-                                   beta=terms["beta"])
-        return Estimate(value=float(value), quantity="auc", protocol=self.name,
-                        privacy=self.guarantee, std_error=float(std_error), error=error,
-                        cost=self._cost(state), diagnostics=diagnostics)
+                    f"{self.name}: the randomized labels estimate {debiased.estimated_pos:.4g} "
+                    f"positives of {m} (noisy positives {p_bar:g}); the estimate is "
+                    f"projected to {debiased.projected_pos:g} and the AUC is mostly noise. "
+                    "Use a larger epsilon or more samples.", RuntimeWarning, stacklevel=2)
+                diagnostics["projected_pos"] = debiased.projected_pos
+            std_error = rr_linearized_std(global_sum, p_bar, m, state.rank_sum,
+                                          state.rank_sq_sum, self.epsilon)
+            # Linearized, the error is a weighted sum of the M independent label
+            # flips (variance.rr_linearized_std): normal by Lyapunov's CLT, the
+            # weights (ranks) being bounded by M.
+            error = NormalError(std_error)
+            pi = debiased.projected_pos / m
+            # eq. 4 at pi' (App. P): the denominators are P_bar / M and N_bar / M.
+            diagnostics.update(
+                flip_probability=rho, estimated_pos=debiased.estimated_pos, base_rate=pi,
+                alpha=(1.0 - pi) * rho * m / p_bar if p_bar > 0 else None,
+                beta=pi * rho * m / n_bar if n_bar > 0 else None)
+        estimate = Estimate(value=float(value), quantity="auc", protocol=self.name,
+                            privacy=self.guarantee, std_error=float(std_error), error=error,
+                            cost=self._cost(state), diagnostics=diagnostics)
+        # In range on every transport: the clip is part of the server's release step.
+        return in_statistic_range(estimate, _AUC)
 
 
 class FedAUCLap(FedAUC):
@@ -1173,9 +1190,11 @@ class FedAUCLap(FedAUC):
         elif beta_stats is not None:
             diagnostics.update(beta_mean=beta_stats[0], beta_min=beta_stats[1],
                                beta_max=beta_stats[2])
-        return Estimate(value=float(value), quantity="auc", protocol=self.name,
-                        privacy=self.guarantee, std_error=float(std_error), error=error,
-                        cost=self._cost(state), diagnostics=diagnostics)
+        estimate = Estimate(value=float(value), quantity="auc", protocol=self.name,
+                            privacy=self.guarantee, std_error=float(std_error), error=error,
+                            cost=self._cost(state), diagnostics=diagnostics)
+        # In range on every transport: the clip is part of the server's release step.
+        return in_statistic_range(estimate, _AUC)
 
 
 # --------------------------------------------------------------------------- driver

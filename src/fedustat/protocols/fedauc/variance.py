@@ -32,7 +32,7 @@ of Sec. 5.3).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from fedustat._validation import check_epsilon, check_positive_int
 
@@ -44,6 +44,7 @@ __all__ = [
     "laplace_linearized_std",
     "local_laplace_std_eq9",
     "rr_debias_terms",
+    "rr_debiased_auc",
     "rr_linearized_std",
     "rr_std_corrected",
     "rr_std_eq7",
@@ -177,6 +178,56 @@ def rr_debias_terms(noisy_pos: float, n_samples: int, epsilon: float) -> dict[st
             "beta": beta, "D": 1.0 - alpha - beta}
 
 
+class RRDebiased(NamedTuple):
+    """FedAUC_RR's debiased AUC at given sums (:func:`rr_debiased_auc`)."""
+
+    value: float
+    estimated_pos: float   # P' of App. P eq. 11, before projection
+    projected_pos: float   # P' projected onto [1, M - 1]
+    grad_sum: float        # dA / dS
+    grad_pos: float        # dA / dP_bar
+
+
+def rr_debiased_auc(global_sum: float, noisy_pos: float, n_samples: int,
+                    epsilon: float) -> RRDebiased:
+    """The debiased FedAUC_RR estimate and its gradient, defined for every noisy count.
+
+    004 eq. 3 with alpha, beta of eq. 4 at pi' (App. P), multiplied out with the
+    identities of :func:`rr_debias_terms` (``alpha P_bar N_bar = rho N' N_bar``,
+    ``beta P_bar N_bar = rho P' P_bar``, ``D P_bar N_bar = (1 - 2 rho) P' N'``)::
+
+        A = (S - P_bar (P_bar - 1) / 2 - rho (N' N_bar + P' P_bar) / 2) / ((1 - 2 rho) P' N')
+
+    equals ``(A_noisy - (alpha + beta) / 2) / D`` wherever that is defined, and divides
+    by ``P' N'`` only. The AUC needs both classes, so ``1 <= P <= M - 1``: ``P'`` is
+    projected onto that interval (post-processing of the DP counts, never farther from
+    P), which defines A for every ``P_bar`` in ``[0, M]``, where eq. 3 fails when P' or
+    N' is <= 0 or when ``P_bar`` is 0 or M. The gradient (for
+    :func:`rr_linearized_std`) is that of this form; a projected ``P'`` is constant in
+    ``P_bar``.
+    """
+    m = check_positive_int(n_samples, "n_samples", minimum=2)
+    p_bar = float(noisy_pos)
+    if not 0.0 <= p_bar <= m:
+        raise ValueError(f"noisy_pos must be in [0, n_samples={m}], got {noisy_pos!r}")
+    n_bar = m - p_bar
+    rho = flip_probability(epsilon)
+    k = 1.0 - 2.0 * rho
+    p_est = (p_bar - m * rho) / k    # App. P eq. 11: (P_bar (1-rho) - N_bar rho) / (1-2rho)
+    p_proj = min(max(p_est, 1.0), m - 1.0)
+    n_proj = m - p_proj
+    dp = 1.0 / k if p_proj == p_est else 0.0   # dP'/dP_bar
+    cross = n_proj * n_bar + p_proj * p_bar
+    numerator = float(global_sum) - p_bar * (p_bar - 1.0) / 2.0 - rho * cross / 2.0
+    denominator = k * p_proj * n_proj
+    value = numerator / denominator
+    dcross = dp * (p_bar - n_bar) + p_proj - n_proj
+    dnumerator = -(p_bar - 0.5) - rho * dcross / 2.0
+    ddenominator = k * dp * (n_proj - p_proj)
+    return RRDebiased(value, p_est, p_proj, 1.0 / denominator,
+                      (dnumerator - value * ddenominator) / denominator)
+
+
 def rr_linearized_std(global_sum: float, noisy_pos: float, n_samples: int, rank_sum: float,
                       rank_sq_sum: float, epsilon: float) -> float:
     """Standard error of the debiased FedAUC_RR estimate, noisy counts and debiasing included.
@@ -189,6 +240,10 @@ def rr_linearized_std(global_sum: float, noisy_pos: float, n_samples: int, rank_
       ``dalpha/dP_bar = -c M (1-rho) / P_bar^2``, ``dbeta/dP_bar = c M (1-rho) / N_bar^2``,
       ``c = rho / (1 - 2 rho)``;
     * ``Var = rho(1-rho) (g_S^2 sum r^2 + 2 g_S g_P sum r + g_P^2 M)``.
+
+    The gradient is taken from :func:`rr_debiased_auc`'s form of ``A_clean`` (equal to
+    the above wherever ``0 < P' < M`` and ``0 < P_bar < M``), so the standard error is
+    defined at every noisy count, with ``P'`` projected onto ``[1, M - 1]``.
 
     Parameters
     ----------
@@ -203,23 +258,11 @@ def rr_linearized_std(global_sum: float, noisy_pos: float, n_samples: int, rank_
         RR budget; ``inf`` gives 0.
     """
     m = check_positive_int(n_samples, "n_samples", minimum=2)
-    terms = rr_debias_terms(noisy_pos, m, epsilon)
-    rho = terms["rho"]
+    rho = flip_probability(epsilon)
     if rho == 0.0:
         return 0.0
-    if terms["D"] <= 0.0:
-        raise ValueError("the estimated class counts P' or N' are <= 0 at these values; the "
-                         "debiased RR estimate and its standard error are undefined")
-    p_bar = float(noisy_pos)
-    n_bar = m - p_bar
-    d = terms["D"]
-    a_noisy = auc_from_sums(global_sum, p_bar, m)
-    a_clean = (a_noisy - (terms["alpha"] + terms["beta"]) / 2.0) / d
-    dnoisy_ds, dnoisy_dp = auc_gradient(global_sum, p_bar, m)
-    c = rho / (1.0 - 2.0 * rho)
-    dalpha_beta = c * m * (1.0 - rho) * (1.0 / n_bar**2 - 1.0 / p_bar**2)
-    g_s = dnoisy_ds / d
-    g_p = (dnoisy_dp + (a_clean - 0.5) * dalpha_beta) / d
+    debiased = rr_debiased_auc(global_sum, noisy_pos, m, epsilon)
+    g_s, g_p = debiased.grad_sum, debiased.grad_pos
     quad = g_s**2 * float(rank_sq_sum) + 2.0 * g_s * g_p * float(rank_sum) + g_p**2 * m
     return math.sqrt(rho * (1.0 - rho) * max(quad, 0.0))
 

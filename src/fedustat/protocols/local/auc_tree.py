@@ -108,6 +108,7 @@ from fedustat.protocols.base import (
     Message,
     Protocol,
     Role,
+    in_statistic_range,
     normal_std_error,
 )
 from fedustat.protocols.local.hierarchical import check_domain, check_scores, pruned_uauc
@@ -1086,10 +1087,12 @@ class LdpAucTree(Protocol):
         error: ErrorDistribution = NormalError(std_error)
         if rec.discard_bias > 0:
             error = BoundedBias(error, rec.discard_bias / pairs)
-        return Estimate(
+        estimate = Estimate(
             value=rec.uauc / pairs, quantity=self.kernel.name, protocol=self.name,
             privacy=self.guarantee, std_error=std_error, error=error,
             cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
+        # In range on every transport: the clip is part of the server's release step.
+        return in_statistic_range(estimate, self.kernel)
 
 
 def _signed_sums(j: np.ndarray, bits: np.ndarray, d: int

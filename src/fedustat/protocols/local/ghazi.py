@@ -90,7 +90,7 @@ from fedustat._validation import check_epsilon, check_positive_int
 from fedustat.privacy.errors import NormalError
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.noise import NoiseSource
-from fedustat.protocols.base import Cost, Estimate
+from fedustat.protocols.base import Cost, Estimate, in_statistic_range, statistic_release
 from fedustat.protocols.local.quantization import (
     DEFAULT_AVG_TOL,
     DEFAULT_MAX_EVALUATIONS,
@@ -411,8 +411,13 @@ class GhaziProjection(QuantizedLocalProtocol):
                     + n * (n - 1) / 2.0 * c * c * d / 2.0)
         u_se = math.sqrt(4.0 * var_half) / (n * (n - 1))
 
-        value, se = self.kernel.statistic_with_error(
-            u, u_se, grid.public_data(np.array([n])))
+        public = grid.public_data(np.array([n]))
+        # U_hat - U is a sum over the n parties of independent zero-mean terms (each
+        # party's noise against the others' true vectors) plus a degenerate pair term
+        # (module docstring): normal by the CLT for U-statistics (Hoeffding 1948), with
+        # no single party's term dominating (each is O(1/n) of the sum). Renyi-2's -ln U
+        # clips U into [1/C(n,2), 1] first and maps U's interval (statistic_release).
+        release = statistic_release(self.kernel, u, NormalError(u_se), public)
         fac = setup.factorization
         diagnostics: dict[str, Any] = {
             **factorization_diagnostics(grid, k_rule or self.k_rule, self.quantized_kernel,
@@ -430,14 +435,14 @@ class GhaziProjection(QuantizedLocalProtocol):
             diagnostics["laplace_scale"] = setup.randomizer.scale
             diagnostics["l1_sensitivity"] = setup.randomizer.sensitivity
         operations = 2 * n * 2 * d + d
-        # U_hat - U is a sum over the n parties of independent zero-mean terms (each
-        # party's noise against the others' true vectors) plus a degenerate pair term
-        # (module docstring): normal by the CLT for U-statistics (Hoeffding 1948), with
-        # no single party's term dominating (each is O(1/n) of the sum).
-        error = NormalError(se) if se is not None else None
-        return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
-                        privacy=self.guarantee, std_error=se, error=error,
-                        cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
+        estimate = Estimate(value=float(release.value), quantity=self.kernel.name,
+                            protocol=self.name, privacy=self.guarantee,
+                            std_error=release.std_error, error=release.error,
+                            statistic_map=release.statistic_map,
+                            cost=Cost(server_operations=int(operations)),
+                            diagnostics=diagnostics)
+        # In range on every transport: the clip is part of the server's release step.
+        return in_statistic_range(estimate, self.kernel, public)
 
 
 def _ldp_ghazi(kernel: Kernel, *, epsilon: float, delta: float = 0.0, k: Any = None,

@@ -136,7 +136,17 @@ from fedustat.privacy.guarantee import (
 )
 from fedustat.privacy.mechanisms import polya
 from fedustat.privacy.noise import NoiseSource, SimulationNoise
-from fedustat.protocols.base import PEER_TO, Cost, Estimate, Message, Protocol, Role, service_id
+from fedustat.protocols.base import (
+    PEER_TO,
+    Cost,
+    Estimate,
+    Message,
+    Protocol,
+    Role,
+    in_statistic_range,
+    service_id,
+    statistic_release,
+)
 from fedustat.protocols.local.ghazi import (
     Factorization,
     balanced_factorization,
@@ -231,10 +241,22 @@ def split_and_mix_security(n_honest: int, ring_bits: int, n_messages: int) -> fl
 
 
 def shuffle_delta(epsilon: float, n_coordinates: int, sigma: float) -> float:
-    """``(1 + e^eps) (D + 1) 2^-sigma``: the delta of the view (module docstring)."""
+    """``(1 + e^eps) (D + 1) 2^-sigma``: the delta of the view (module docstring).
+
+    Computed through its base-2 logarithm (:func:`_log2_delta`), so a large epsilon gives
+    ``inf`` (no guarantee) instead of overflowing.
+    """
     eps = check_epsilon(epsilon)
     m = check_positive_int(n_coordinates, "n_coordinates")
-    return (1.0 + math.exp(eps)) * m * 2.0 ** (-float(sigma))
+    log2_delta = _log2_delta(eps, m, float(sigma))
+    return math.inf if log2_delta >= 1024.0 else 2.0**log2_delta
+
+
+def _log2_delta(epsilon: float, n_coordinates: int, sigma: float) -> float:
+    """``log2((1 + e^eps) m 2^-sigma)``, with ``log2(1 + e^eps) = eps log2 e +
+    log2(1 + e^-eps)`` (no overflow)."""
+    return (epsilon * _LOG2_E + math.log2(1.0 + math.exp(-epsilon))
+            + math.log2(n_coordinates) - sigma)
 
 
 def split_and_mix(values: Any, n_messages: int, rng: RandomLike | NoiseSource | Any = None,
@@ -495,8 +517,8 @@ class GhaziShuffle(Protocol):
     """
 
     name = "ghazi-shuffle"
-    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
-                       "diagnostics.u_std_error")
+    released_fields = (*Protocol.released_fields, *Protocol.statistic_map_fields,
+                       "diagnostics.u_statistic", "diagnostics.u_std_error")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, delta: float = 0.0, k: Any = None,
                  bounds: Any = None, domain: Any = None, quantizer: str = "round",
@@ -655,10 +677,16 @@ class GhaziShuffle(Protocol):
         if math.isfinite(self.epsilon):
             delta = shuffle_delta(self.epsilon, m, sigma)
             if delta >= 1.0:
+                # delta < 1 needs sigma > log2((1 + e^eps) m): the number of messages
+                # grows with epsilon (and e^eps would overflow a float beyond eps ~ 709).
+                needed = _log2_delta(self.epsilon, m, 0.0) + self._kappa()
                 raise ValueError(
-                    f"n_messages={r} gives no shuffle-model guarantee for {h} honest parties "
-                    f"and a {self.ring.bits}-bit ring (sigma = {sigma:.3g} bits); use at least "
-                    f"{split_and_mix_messages(h, self.ring.bits, sigma_target)} messages")
+                    f"n_messages={r} gives no shuffle-model guarantee at epsilon="
+                    f"{self.epsilon:g} for {h} honest parties and a {self.ring.bits}-bit ring "
+                    f"(sigma = {sigma:.3g} bits; delta = (1 + e^eps) {m} 2^-sigma is >= 1); "
+                    f"use n_messages >= "
+                    f"{split_and_mix_messages(h, self.ring.bits, needed)} or a smaller "
+                    "epsilon")
             if 0.0 < self.delta < delta:
                 raise ValueError(
                     f"n_messages={r} reaches delta = {delta:.3g} > the allowed delta "
@@ -963,11 +991,11 @@ class GhaziShuffle(Protocol):
         u_var = (tv2 * norm2 + d * tv2 * tv2 + tg2) / (n * (n - 1.0)) ** 2
         u_se = math.sqrt(u_var)
         grid = enc.grid
-        value, se = self.kernel.statistic_with_error(
-            u, u_se, grid.public_data(np.array([n])))
-        error = None
-        if se is not None and u_se > 0:
-            error = self._error_law(enc, params, vec, norm2, n).scaled(se / u_se)
+        public = grid.public_data(np.array([n]))
+        # Renyi-2's -ln U clips U into [1/C(n,2), 1] first and maps U's interval
+        # (statistic_release); an affine map carries U's law scaled.
+        u_law = self._error_law(enc, params, vec, norm2, n) if u_se > 0 else NormalError(0.0)
+        release = statistic_release(self.kernel, u, u_law, public)
         fac = enc.factorization
         diagnostics: dict[str, Any] = {
             **factorization_diagnostics(grid, k_rule or self.k_rule, self.quantized_kernel,
@@ -991,9 +1019,14 @@ class GhaziShuffle(Protocol):
             "party_noise": self.noise.kind if self.noise is not None else "simulation",
         }
         operations = n * params.n_messages * enc.n_coordinates + d
-        return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
-                        privacy=self.guarantee_for(params), std_error=se, error=error,
-                        cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
+        estimate = Estimate(value=float(release.value), quantity=self.kernel.name,
+                            protocol=self.name, privacy=self.guarantee_for(params),
+                            std_error=release.std_error, error=release.error,
+                            statistic_map=release.statistic_map,
+                            cost=Cost(server_operations=int(operations)),
+                            diagnostics=diagnostics)
+        # In range on every transport: the clip is part of the server's release step.
+        return in_statistic_range(estimate, self.kernel, public)
 
 
 def _ghazi_shuffle(kernel: Kernel, *, epsilon: float, delta: float = 0.0, k: Any = None,

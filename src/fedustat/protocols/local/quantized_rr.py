@@ -96,7 +96,16 @@ from fedustat.privacy.errors import NormalError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, local_only
 from fedustat.privacy.noise import NoiseSource, SimulationNoise, as_noise
 from fedustat.privacy.randomizers import KaryRandomizedResponse
-from fedustat.protocols.base import Cost, DropoutRule, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import (
+    Cost,
+    DropoutRule,
+    Estimate,
+    Message,
+    Protocol,
+    Role,
+    in_statistic_range,
+    statistic_release,
+)
 from fedustat.protocols.local.quantization import (
     DEFAULT_AVG_TOL,
     DEFAULT_MAX_EVALUATIONS,
@@ -411,8 +420,8 @@ class QuantizedLocalProtocol(Protocol):
     """
 
     name = "quantized-local"
-    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
-                       "diagnostics.u_std_error")
+    released_fields = (*Protocol.released_fields, *Protocol.statistic_map_fields,
+                       "diagnostics.u_statistic", "diagnostics.u_std_error")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, k: Any = None, bounds: Any = None,
                  domain: Any = None, public_columns: Any = None, quantizer: str = "round",
@@ -603,7 +612,8 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
     """
 
     name = "ldp-quantized"
-    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
+    released_fields = (*Protocol.released_fields, *Protocol.statistic_map_fields,
+                       "diagnostics.u_statistic",
                        "diagnostics.u_std_error", "diagnostics.quantization_delta_estimate",
                        "diagnostics.quantization_error_bound_estimate")
 
@@ -697,8 +707,13 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         u_se = math.sqrt(max(var_u, 0.0))
 
         group_counts = counts.sum(axis=1)
-        value, se = self.kernel.statistic_with_error(u, u_se,
-                                                     _grouped_public(grid, group_counts))
+        public = _grouped_public(grid, group_counts)
+        # U_hat - U is a sum over the n parties of independent report terms plus a
+        # degenerate pair term (001 App. A.1); the normal law is the CLT for that sum
+        # (Hoeffding 1948 for the U-statistic form). The interval is for the U-statistic
+        # of the quantized data; the quantization error is bounded apart (Thm 2). Renyi-2's
+        # -ln U clips U into [1/C(n,2), 1] first and maps U's interval (statistic_release).
+        release = statistic_release(self.kernel, u, NormalError(u_se), public)
 
         diagnostics: dict[str, Any] = {
             "k": k, "bins": grid.bins, "k_rule": k_rule or self.k_rule,
@@ -729,14 +744,14 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
             diagnostics["quantization_error_bound_estimate"] = (
                 qk.error_factor * math.sqrt(max(delta, 0.0)))
         operations = n + m * m * k * k
-        # U_hat - U is a sum over the n parties of independent report terms plus a
-        # degenerate pair term (001 App. A.1); the normal law is the CLT for that sum
-        # (Hoeffding 1948 for the U-statistic form). The interval is for the U-statistic
-        # of the quantized data; the quantization error is bounded apart (Thm 2).
-        error = NormalError(se) if se is not None else None
-        return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
-                        privacy=self.guarantee, std_error=se, error=error,
-                        cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
+        estimate = Estimate(value=float(release.value), quantity=self.kernel.name,
+                            protocol=self.name, privacy=self.guarantee,
+                            std_error=release.std_error, error=release.error,
+                            statistic_map=release.statistic_map,
+                            cost=Cost(server_operations=int(operations)),
+                            diagnostics=diagnostics)
+        # In range on every transport: the clip is part of the server's release step.
+        return in_statistic_range(estimate, self.kernel, public)
 
 
     # ------------------------------------------------ distributed server step (hooks)

@@ -170,7 +170,9 @@ from fedustat.protocols.base import (
     Message,
     Protocol,
     Role,
+    in_statistic_range,
     service_id,
+    statistic_release,
 )
 from fedustat.protocols.mpc.encoding import ColumnEncoding, bounds_by_column, declared_bounds
 from fedustat.protocols.registry import register
@@ -349,7 +351,10 @@ def _rr_flip(pair_epsilon: float, noise_split: str) -> tuple[float, float]:
     """(flip probability of one party's coin, flip probability of the release)."""
     if math.isinf(pair_epsilon):
         return 0.0, 0.0
-    q = 1.0 / (1.0 + math.exp(pair_epsilon))
+    # 1 / (1 + e^eps) written with e^-eps, so a large budget gives a tiny q instead of
+    # overflowing (e^eps exceeds a float beyond eps ~ 709).
+    tail = math.exp(-pair_epsilon)
+    q = tail / (1.0 + tail)
     if noise_split == "independent":
         return q, 2.0 * q * (1.0 - q)
     # 2 q0 (1 - q0) = q; written to stay accurate for tiny q.
@@ -1392,9 +1397,9 @@ class PairsTwoParty(Protocol):
     """
 
     name = "pairs-2pc"
-    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
-                       "diagnostics.pair_values", "diagnostics.noise_std_error",
-                       "diagnostics.design_variance")
+    released_fields = (*Protocol.released_fields, *Protocol.statistic_map_fields,
+                       "diagnostics.u_statistic", "diagnostics.pair_values",
+                       "diagnostics.noise_std_error", "diagnostics.design_variance")
     # The pairs come from public permutations; with public labels (AUC) only the pairs of
     # opposite labels are computed, so the costs follow the design too.
     public_coin_fields = ("diagnostics.design.*", "diagnostics.n_computed_pairs", "cost.*")
@@ -1956,9 +1961,13 @@ class PairsTwoParty(Protocol):
             # Data-free bound: a kernel with range width Delta f has variance <= Delta^2 / 4.
             width = self.spec.sensitivity_units * self.spec.unit
             design_var = width**2 / (4.0 * m)
-        value, slope = self._statistic(u_hat, state.labels)
-        error = self._error_law(pair_ids.size, m, pair_eps, noise_part, design_var)
-        error = error.scaled(slope)
+        # The statistic at the released U: an affine map carries U's law scaled; Renyi-2's
+        # -ln U clips U into [1/C(n,2), 1] first and maps U's interval (statistic_release).
+        public = self._public(state.labels)
+        release = statistic_release(
+            self.kernel, u_hat, self._error_law(pair_ids.size, m, pair_eps, noise_part,
+                                                design_var), public)
+        slope = release.slope
         diagnostics: dict[str, Any] = {
             "design": state.design, "n_pairs": m, "n_computed_pairs": int(pair_ids.size),
             "P": None if self.all_pairs else self.P, "all_pairs": self.all_pairs,
@@ -1980,9 +1989,12 @@ class PairsTwoParty(Protocol):
         # Bits and rounds, with the peers and the dealer, are measured by the runtime
         # from the messages and their PeerTraffic.
         cost = Cost(server_operations=m)
-        return Estimate(value=value, quantity=self.kernel.name, protocol=self.name,
-                        privacy=self.guarantee, error=error, cost=cost,
-                        diagnostics=diagnostics)
+        estimate = Estimate(value=float(release.value), quantity=self.kernel.name,
+                            protocol=self.name, privacy=self.guarantee, error=release.error,
+                            std_error=release.std_error, statistic_map=release.statistic_map,
+                            cost=cost, diagnostics=diagnostics)
+        # In range on every transport: the clip is part of the server's release step.
+        return in_statistic_range(estimate, self.kernel, public)
 
     def _error_law(self, computed: int, m: int, pair_eps: float, noise_part: float,
                    design_var: float) -> ErrorDistribution:
@@ -2006,13 +2018,10 @@ class PairsTwoParty(Protocol):
                 parts.append(NormalError(math.sqrt(noise_part)))
         return error_sum(parts)
 
-    def _statistic(self, u: float, labels: np.ndarray) -> tuple[float, float]:
-        """The reported statistic and ``|d statistic / d U|``, from public quantities only
-        (n and, for AUC, the public labels)."""
-        n = labels.size
-        public = PublicData(n, {"label": labels} if self.spec.labelled else {})
-        value = self.kernel.statistic(u, public)
-        return float(value), self.kernel.statistic_slope(u, public)
+    def _public(self, labels: np.ndarray) -> PublicData:
+        """What the map from U to the statistic may read: n and, for AUC, the public
+        labels."""
+        return PublicData(labels.size, {"label": labels} if self.spec.labelled else {})
 
 
 def _all_pairs(n: int) -> np.ndarray:

@@ -114,8 +114,10 @@ from fedustat.protocols.base import (
     Message,
     Protocol,
     Role,
+    in_statistic_range,
     normal_std_error,
     service_id,
+    statistic_release,
 )
 from fedustat.protocols.mpc.encoding import (
     ColumnEncoding,
@@ -834,8 +836,8 @@ class UMPC(Protocol):
     """
 
     name = "umpc"
-    released_fields = (*Protocol.released_fields, "diagnostics.u_statistic",
-                       "diagnostics.lemma_c1_u")
+    released_fields = (*Protocol.released_fields, *Protocol.statistic_map_fields,
+                       "diagnostics.u_statistic", "diagnostics.lemma_c1_u")
     # BalancedSamp draws the edges from a public coin; which edges are active (with public
     # labels, the edges with both classes) and every party's traffic follow from them.
     public_coin_fields = ("diagnostics.public_coin", "diagnostics.active_edges",
@@ -1717,16 +1719,17 @@ class UMPC(Protocol):
                 p_active, m = pool / math.comb(n, self.kernel.degree), m_active
         u = total / (self.scale() * m) * p_active
         public_data = PublicData(n, public_columns)
-        value = self.kernel.statistic(u, public_data)
         noise_var = self.noise_variance(n, design)
         # The release estimates the complete U-statistic of the parties' data, so its error
         # bar adds the edge-sampling variance; the data-free bound of 002 Claim D.1 (m of
         # the pool's tuples, Popoviciu's (Delta f)^2 / 4) keeps it public and conservative.
         design_var = (p_active**2 * (pool - m) / (m * (pool - 1)) * self.kernel.sensitivity**2
                       / 4.0) if pool > 1 and m < pool else 0.0
-        slope = self.kernel.statistic_slope(u, public_data)
-        error = self.error_law(n, design, design_var, unit=p_active / (self.scale() * m)
-                               ).scaled(slope)
+        # The statistic at the released U: an affine map carries U's law scaled; Renyi-2's
+        # -ln U clips U into [1/C(n,2), 1] first and maps U's interval (statistic_release).
+        release = statistic_release(
+            self.kernel, u, self.error_law(n, design, design_var,
+                                           unit=p_active / (self.scale() * m)), public_data)
         # Lemma C.3's count of the secure part (phases 1-4); the measured costs are in
         # Estimate.cost, filled by the runtime from the messages and the relayed rows.
         expected = self.expected_communication(n, design, state.public, state.coin)
@@ -1741,10 +1744,13 @@ class UMPC(Protocol):
             "lemma_c1_u": total / (self.scale() * design.size),
             "public_coin": None if state.coin is None else [int(w) for w in state.coin],
         })
-        return Estimate(value=float(value), quantity=self.kernel.name, protocol=self.name,
-                        privacy=self.guarantee, error=error,
-                        cost=Cost(server_operations=n),
-                        diagnostics=diagnostics)
+        estimate = Estimate(value=float(release.value), quantity=self.kernel.name,
+                            protocol=self.name, privacy=self.guarantee, error=release.error,
+                            std_error=release.std_error,
+                            statistic_map=release.statistic_map,
+                            cost=Cost(server_operations=n), diagnostics=diagnostics)
+        # In range on every transport: the clip is part of the server's release step.
+        return in_statistic_range(estimate, self.kernel, public_data)
 
     def error_law(self, n_parties: int, design: Design, design_variance: float,
                   unit: float | None = None) -> ErrorDistribution:

@@ -63,7 +63,8 @@ _LOG = logging.getLogger(__name__)
 #: What a node keeps of a run between messages (keys and types).
 MEMORY = {"run": str, "assignment": str, "entropy": str, "inbox": list, "sent": list}
 
-_RELEASE_SUMMARY = {"value": float, "std_error": (float, type(None)), "interval": list,
+_RELEASE_SUMMARY = {"value": float, "raw_value": float, "clip_range": (list, type(None)),
+                    "std_error": (float, type(None)), "interval": (list, type(None)),
                     "level": float, "epsilon": (float, str, type(None)),
                     "delta": (float, type(None)), "noise": str}
 

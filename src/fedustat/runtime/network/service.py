@@ -364,14 +364,17 @@ def resolve_randomness(protocol: Protocol, rng: Any) -> tuple[Protocol, str]:
 def release_summary(estimate: Estimate, level: float = 0.95) -> dict[str, Any]:
     """What the server tells each party at the end: the DP value, its interval and budget.
 
-    Built from the release's published fields only (value, error bar, guarantee).
+    Built from the release's published fields only (value, error bar, guarantee). The
+    value is in the statistic's range (the protocol's server step clips it); the raw
+    value before clipping goes with it. No interval without an error bar (None).
     """
-    low, high = estimate.confidence_interval(level) if estimate.std_error is not None \
-        else (math.nan, math.nan)
+    interval = (list(map(float, estimate.confidence_interval(level)))
+                if estimate.std_error is not None else None)
     guarantee = estimate.privacy
-    return {"value": float(estimate.value),
+    return {"value": float(estimate.value), "raw_value": float(estimate.raw_value),
+            "clip_range": None if estimate.clip_range is None else list(estimate.clip_range),
             "std_error": None if estimate.std_error is None else float(estimate.std_error),
-            "interval": [float(low), float(high)], "level": level,
+            "interval": interval, "level": level,
             "epsilon": None if guarantee is None else _float(float(guarantee.epsilon)),
             "delta": None if guarantee is None else float(guarantee.delta),
             "noise": estimate.noise}

@@ -344,7 +344,7 @@ def test_networked_run_without_a_seed_is_deployment_grade(certs, name: str):
     for server, parties in runs:
         assert server.estimate.noise == "deployment"
         assert [p.release["noise"] for p in parties] == ["deployment"] * 3
-    assert runs[0][0].estimate.value != runs[1][0].estimate.value
+    assert runs[0][0].estimate.raw_value != runs[1][0].estimate.raw_value
 
 
 def test_a_networked_protocol_built_with_a_simulation_source_is_refused(certs):
@@ -414,4 +414,4 @@ def test_flower_run_without_a_seed_is_deployment_grade(tmp_path, certs, name: st
         (tmp_path / str(i)).mkdir()
         releases.append(in_process(tmp_path / str(i), run, data, **extra).drive().estimate)
     assert [r.noise for r in releases] == ["deployment"] * 2
-    assert releases[0].value != releases[1].value
+    assert releases[0].raw_value != releases[1].raw_value

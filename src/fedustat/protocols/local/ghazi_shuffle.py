@@ -114,6 +114,7 @@ import numpy as np
 from scipy.spatial import distance
 
 from fedustat._validation import (
+    InputRangeError,
     RandomLike,
     as_int_array,
     check_delta,
@@ -122,6 +123,7 @@ from fedustat._validation import (
     check_probability,
 )
 from fedustat.privacy.errors import (
+    BoundedBias,
     DiscreteLaplaceError,
     ErrorDistribution,
     LaplaceError,
@@ -234,7 +236,14 @@ def shuffle_delta(epsilon: float, n_coordinates: int, sigma: float) -> float:
     """``(1 + e^eps) (D + 1) 2^-sigma``: the delta of the view (module docstring)."""
     eps = check_epsilon(epsilon)
     m = check_positive_int(n_coordinates, "n_coordinates")
-    return (1.0 + math.exp(eps)) * m * 2.0 ** (-float(sigma))
+    # In log2, so that e^eps beyond float64 (eps > 709.8) gives delta = inf, not an error.
+    exponent = _log2_one_plus_exp(eps) + math.log2(m) - float(sigma)
+    return math.inf if exponent >= 1024 else 2.0**exponent
+
+
+def _log2_one_plus_exp(eps: float) -> float:
+    """``log2(1 + e^eps)`` without forming e^eps."""
+    return (max(eps, 0.0) + math.log1p(math.exp(-abs(eps)))) / math.log(2.0)
 
 
 def split_and_mix(values: Any, n_messages: int, rng: RandomLike | NoiseSource | Any = None,
@@ -601,7 +610,7 @@ class GhaziShuffle(Protocol):
         limit = 2.0 ** (self.ring.bits - 2)
         scaled = np.rint(vectors * 2.0**c)
         if np.abs(scaled).max() >= limit:
-            raise OverflowError(f"the projections (max |v| = {np.abs(vectors).max():.3g}) do not "
+            raise InputRangeError(f"the projections (max |v| = {np.abs(vectors).max():.3g}) do not "
                                 f"fit {self.ring.bits}-bit ring elements with frac_bits={c}; "
                                 "use fewer fractional bits")
         z = scaled.astype(np.int64)
@@ -613,7 +622,7 @@ class GhaziShuffle(Protocol):
         rows = [z] if diag_public else [z, np.asarray(diag, dtype=object)[None, :]]
         table = np.vstack(rows)
         if not diag_public and max(abs(g) for g in diag) >= limit:
-            raise OverflowError(f"the diagonal codes do not fit {self.ring.bits}-bit ring "
+            raise InputRangeError(f"the diagonal codes do not fit {self.ring.bits}-bit ring "
                                 f"elements with frac_bits={c}; use fewer fractional bits")
         table = table.astype(np.int64)
         encoded = (z[:d].T.astype(np.float64) @ z[d:].astype(np.float64)) / 4.0**c
@@ -631,7 +640,8 @@ class GhaziShuffle(Protocol):
         if self.security_bits is not None:
             return float(self.security_bits)
         if self.delta > 0 and math.isfinite(self.epsilon):
-            return max(1.0, math.ceil(math.log2((1.0 + math.exp(self.epsilon)) / self.delta)))
+            return max(1.0, math.ceil(_log2_one_plus_exp(self.epsilon)
+                                      - math.log2(self.delta)))
         return float(DEFAULT_SECURITY_BITS)
 
     def parameters_for(self, n_parties: int, encoding: ShuffleEncoding) -> ShuffleParameters:
@@ -656,9 +666,12 @@ class GhaziShuffle(Protocol):
             delta = shuffle_delta(self.epsilon, m, sigma)
             if delta >= 1.0:
                 raise ValueError(
-                    f"n_messages={r} gives no shuffle-model guarantee for {h} honest parties "
-                    f"and a {self.ring.bits}-bit ring (sigma = {sigma:.3g} bits); use at least "
-                    f"{split_and_mix_messages(h, self.ring.bits, sigma_target)} messages")
+                    f"n_messages={r} gives no shuffle-model guarantee at epsilon="
+                    f"{self.epsilon:g} for {h} honest parties and a {self.ring.bits}-bit ring "
+                    f"(sigma = {sigma:.3g} bits, delta = (1 + e^epsilon)(D + 1) 2^-sigma >= "
+                    "1); use at least "
+                    f"{split_and_mix_messages(h, self.ring.bits, sigma_target)} messages, "
+                    "or a smaller epsilon")
             if 0.0 < self.delta < delta:
                 raise ValueError(
                     f"n_messages={r} reaches delta = {delta:.3g} > the allowed delta "
@@ -683,7 +696,7 @@ class GhaziShuffle(Protocol):
             tails[-1] = math.sqrt(var_g * 2.0**_TAIL_LOG2)
         peak = n * np.abs(encoding.table).max(axis=1).astype(np.float64) + tails
         if np.any(peak >= half_ring):
-            raise OverflowError(
+            raise InputRangeError(
                 f"the noisy sums may exceed the {self.ring.bits}-bit ring (up to "
                 f"{peak.max():.3g} >= 2^{self.ring.bits - 1}) with n = {n}, "
                 f"frac_bits = {self.frac_bits}, epsilon = {eps:g}; use fewer fractional bits")
@@ -958,7 +971,13 @@ class GhaziShuffle(Protocol):
             u, u_se, grid.public_data(np.array([n])))
         error = None
         if se is not None and u_se > 0:
-            error = self._error_law(enc, params, vec, norm2, n).scaled(se / u_se)
+            law = self._error_law(enc, params, vec, norm2, n)
+            # The release estimates the U-statistic of the encoded kernel, within
+            # encoding_error of the kernel's (a public bound): part of the stated error
+            # once it is not negligible (1% of the noise's standard deviation).
+            if enc.encoding_error >= 0.01 * law.std:
+                law = BoundedBias(law, enc.encoding_error)
+            error = law.scaled(se / u_se)
         fac = enc.factorization
         diagnostics: dict[str, Any] = {
             **factorization_diagnostics(grid, k_rule or self.k_rule, self.quantized_kernel,

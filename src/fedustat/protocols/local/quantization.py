@@ -33,7 +33,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fedustat._validation import as_float_array, check_bounds, check_positive_int
+from fedustat._validation import (
+    as_float_array,
+    check_bounds,
+    check_bounds_pair,
+    check_positive_int,
+)
 from fedustat.privacy.noise import NoiseSource
 from fedustat.stats import kernels as _kernels
 from fedustat.stats.kernels import LABELS_PUBLIC, Kernel, PublicData
@@ -178,13 +183,7 @@ class ColumnGrid:
 
 
 def _bounds_pair(bounds: Any, what: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{what} must be a pair (lower, upper), got {bounds!r}") from exc
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"{what} must be finite with lower < upper, got {bounds!r}")
-    return lo, hi
+    return check_bounds_pair(bounds, what)
 
 
 # --------------------------------------------------------------------------------------

@@ -838,7 +838,8 @@ def cli_cases(tmp: Path) -> list[Case]:
     e = "fedustat compare"
     compare = ["compare", "--statistic", "auc", "--no-progress", "--out", str(tmp / "cmp")]
     option(e, "--repetitions", [Bad("zero", "0"), Bad("negative", "-1")], compare)
-    option(e, "--epsilons", [Bad("word", "a,b"), Bad("negative", "-1"), Bad("nan", "nan")],
+    option(e, "--epsilons", [Bad("word", "a,b"), Bad("negative", "-1"), Bad("nan", "nan"),
+                             Bad("below-the-range", "1e-7,1"), Bad("above-the-range", "2000")],
            compare)
     option(e, "--grid-points", [Bad("1e9", "1000000000"), Bad("one", "1")],
            ["compare", "--statistic", "ecdf", "--no-progress", "--out", str(tmp / "cmp")])

@@ -861,6 +861,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
                          f"run in this process: {FEDERATED_GRID_LIMIT.reason})")
     names = _statistics_arg(args.statistic)
     epsilons = _parse_floats(args.epsilons, "--epsilons")
+    try:  # the range every release takes, before any run
+        for value in epsilons:
+            check_budget(value, "--epsilons")
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}".replace("math.inf", "inf")) from None
     column_bounds = {}
     for item in args.column_bounds or []:
         name, _, text = item.partition("=")

@@ -229,7 +229,8 @@ def test_mismatched_lengths() -> None:
         fedustat.roc_auc_score(D["labels"], D["scores"][:-1], epsilon=1.0)
     with pytest.raises(ValueError, match=r"inputs have inconsistent lengths: x=60, y=10"):
         fedustat.kendalltau(D["x"], D["y"][:10], epsilon=1.0)
-    with pytest.raises(ValueError, match=r"inputs have inconsistent lengths: a=60, b=59"):
+    with pytest.raises(ValueError, match=r"inputs have inconsistent lengths: labels_true=60, "
+                                         r"labels_pred=59"):
         fedustat.rand_score(D["categories"], D["clusters"][1:], epsilon=1.0)
 
 

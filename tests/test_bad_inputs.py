@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import traceback
+import tracemalloc
 import typing
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,10 +27,25 @@ import numpy as np
 import pytest
 
 import fedustat
+from fedustat._validation import (
+    LARGEST_EPSILON,
+    SMALLEST_EPSILON,
+    InputRangeError,
+    as_float_array,
+)
 from fedustat.cli import main
+from fedustat.curve_dispatch import release_curve
+from fedustat.privacy.accounting import advanced_composition, per_step_budget_advanced
+from fedustat.privacy.errors import BoundedBias
 from fedustat.protocols import registry
-from fedustat.stats import auc_kernel, gini_kernel
-from fedustat.stats.kernels import Kernel
+from fedustat.protocols.ecdf import dp_ecdf
+from fedustat.protocols.ecdf.hosmer_lemeshow import dp_hosmer_lemeshow
+from fedustat.protocols.ecdf.private_quantiles import check_quantile_size
+from fedustat.protocols.ecdf.quantiles import quantile_interval
+from fedustat.protocols.ecdf.release import ECDF_GRID_LIMIT
+from fedustat.protocols.mpc.encoding import ColumnEncoding
+from fedustat.stats import auc_kernel, gini_kernel, kernels
+from fedustat.stats.kernels import Kernel, user_kernel
 
 GINI = gini_kernel((0.0, 1.0))
 
@@ -548,3 +564,325 @@ def test_cli_bounds_with_every_statistic_go_to_gini_and_variance_only(
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     assert main(list(argv)) == 0
     return capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ sizes, refused early
+
+
+def refused_before_allocating(call: typing.Callable[[], Any], match: str,
+                              error: type[Exception] = ValueError) -> str:
+    """``call`` raises ``error`` matching ``match`` having traced less than 8 MiB."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(error, match=match) as info:
+            call()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, f"{peak / 2**20:.0f} MiB allocated before the refusal"
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+X = np.random.default_rng(3).uniform(0.0, 1.0, 60)
+Y = (np.arange(60) % 2).astype(float)
+
+
+def test_ecdf_grid_above_the_cap_is_refused_with_the_cap_and_its_reason() -> None:
+    for points in (2**25, 10**9):
+        message = refused_before_allocating(
+            lambda p=points: fedustat.ecdf(X, epsilon=1.0, bounds=(0, 1), grid_points=p, rng=0),
+            rf"^grid_points: a grid of {points} points is above 1048576 \(2\^20\), the largest "
+            r"the central ECDF release takes, to keep a call under about 1 GiB of memory: ")
+        assert "387 MiB and 2.2 s measured at 2^20 points" in message
+    with pytest.raises(ValueError, match=r"^thresholds: a grid of 1048577 points is above"):
+        fedustat.ecdf(X, epsilon=1.0, thresholds=np.linspace(0, 1, 2**20 + 1), rng=0)
+    ECDF_GRID_LIMIT.check(2**20, "grid_points")  # the cap itself passes
+
+
+def test_federated_and_roc_grids_have_their_own_caps() -> None:
+    refused_before_allocating(
+        lambda: fedustat.ecdf(X, epsilon=1.0, bounds=(0, 1), grid_points=4097,
+                              protocol="ecdf-secagg", rng=0),
+        r"^grid_points: a grid of 4097 points is above 4096 \(2\^12\), the largest a "
+        r"federated ECDF release run in one process takes")
+    refused_before_allocating(
+        lambda: registry.make_curve("ecdf-fss", epsilon=1.0, bounds=(0, 1), precision=1e-9),
+        r"^precision: a grid of 1000000001 points is above 4096")
+    refused_before_allocating(
+        lambda: fedustat.roc_curve(Y, X, epsilon=1.0, bounds=(0, 1), grid_points=2**16 + 1,
+                                   rng=0),
+        r"^grid_points: a grid of 65537 points is above 65536 \(2\^16\), the largest the "
+        r"ROC curve release takes")
+
+
+def test_quantile_levels_and_grid_are_capped_by_their_work() -> None:
+    message = refused_before_allocating(
+        lambda: fedustat.quantile(X, np.linspace(0.01, 1.0, 10**5), epsilon=1.0,
+                                  bounds=(0, 1), rng=0),
+        r"^q: 100000 levels on a grid of 1024 points are more than one release answers")
+    assert "ask for at most 256 levels on this grid" in message
+    refused_before_allocating(
+        lambda: fedustat.quantile(X, 0.5, epsilon=1.0, bounds=(0, 1), grid_points=2**17,
+                                  rng=0),
+        r"^grid_points: a grid of 131072 points is above 16384 \(2\^14\), the largest the "
+        r"quantile release takes")
+    with pytest.raises(ValueError, match=r"^levels: 100000 levels on a grid of 256 points"):
+        fedustat.estimate("quantile", X, epsilon=1.0, bounds=(0, 1),
+                          levels=np.linspace(0.01, 1.0, 10**5), rng=0)
+    check_quantile_size(256, 1024)  # 256 levels on 1024 points: at the cap
+    with pytest.raises(ValueError, match=r"257 levels on a grid of 1024 points"):
+        check_quantile_size(257, 1024)
+
+
+def test_quantile_interval_is_capped() -> None:
+    curve = dp_ecdf(X, np.linspace(0, 1, 2**14), epsilon=1.0, rng=0, method="003-tree")
+    refused_before_allocating(
+        lambda: quantile_interval(curve, np.linspace(0.001, 1.0, 2**13)),
+        r"^q: 8192 levels on a grid of 16384 points are 134217728 level-point pairs, above "
+        r"67108864 \(2\^26\)")
+
+
+def test_hosmer_lemeshow_groups_and_grid_are_checked_by_their_own_names() -> None:
+    refused_before_allocating(
+        lambda: fedustat.hosmer_lemeshow(Y, X, epsilon=1.0, n_groups=10**9, rng=0),
+        r"^n_groups=1000000000 groups for 60 records: some groups would be empty whatever "
+        r"the data; use at most 60 groups")
+    with pytest.raises(ValueError, match=r"^n_groups=50 groups for 6 records: .* use at most "
+                                         r"6 groups"):
+        fedustat.hosmer_lemeshow(Y[:6], X[:6], epsilon=1.0, n_groups=50, rng=0)
+    with pytest.raises(ValueError, match=r"^fedustat.hosmer_lemeshow\(\): n_groups must be at "
+                                         r"least 3 \(the test has n_groups - 2 degrees of "
+                                         r"freedom; 10 is customary\), got 2$"):
+        fedustat.hosmer_lemeshow(Y, X, epsilon=1.0, n_groups=2, rng=0)
+    with pytest.raises(ValueError, match=r"^n_groups=20 groups on a grid of 16 predicted "
+                                         r"probabilities"):
+        fedustat.hosmer_lemeshow(Y, X, epsilon=1.0, n_groups=20, gamma=1 / 16, rng=0)
+    refused_before_allocating(
+        lambda: fedustat.hosmer_lemeshow(Y, X, epsilon=1.0, gamma=2.0**-30, rng=0),
+        r"^gamma: a grid of 1073741824 points is above 1048576")
+    with pytest.raises(ValueError, match=r"^gamma=2.0 is above 1"):
+        fedustat.hosmer_lemeshow(Y, X, epsilon=1.0, gamma=2.0, rng=0)
+    # The protocol layer names its own argument, Q.
+    with pytest.raises(ValueError, match=r"^Q must be >= 3, got 2$"):
+        dp_hosmer_lemeshow(Y, X, epsilon=1.0, Q=2)
+
+
+def test_hosmer_lemeshow_refuses_a_grid_it_would_ignore() -> None:
+    for key in ("thresholds", "bounds", "grid_points"):
+        with pytest.raises(TypeError, match=rf"^fedustat.hosmer_lemeshow\(\) takes no {key}=: "
+                                            r"the cut points come from"):
+            fedustat.hosmer_lemeshow(Y, X, epsilon=1.0, rng=0, **{key: [0.5]})
+    data = np.column_stack([X, Y])
+    for key in ("thresholds", "bounds", "levels"):
+        with pytest.raises(TypeError, match=rf"^fedustat.estimate\('hl'\): {key}= is not an "
+                                            r"argument of the Hosmer-Lemeshow release"):
+            fedustat.estimate("hl", data, epsilon=1.0, rng=0, **{key: (0.0, 1.0)})
+    with pytest.raises(ValueError, match=r"^hl takes no thresholds"):
+        release_curve("hl", [X, Y], epsilon=1.0, thresholds=[0.5], rng=0)
+    with pytest.raises(ValueError, match=r"^levels are for quantile releases, not roc"):
+        release_curve("roc", [X, Y], epsilon=1.0, thresholds=[0.5, 1.0], levels=[0.5], rng=0)
+
+
+# ------------------------------------------------------------------ fixed-point precision
+
+
+@pytest.mark.parametrize("name", ["umpc", "pairs-2pc"])
+@pytest.mark.parametrize("precision", [10.0, 1.0])
+def test_precision_not_below_the_width_is_refused(name: str, precision: float) -> None:
+    # Before, every score encoded to 0 or 1: the AUC tied everywhere (0.5, s.e. 0).
+    with pytest.raises(ValueError, match=rf"^precision={precision!r} is not below the width 1 "
+                                         r"of the bounds: every value would encode to one of "
+                                         r"at most two codes"):
+        fedustat.roc_auc_score(Y, X, epsilon=1.0, protocol=name, bounds=(0, 1),
+                               precision=precision, rng=0)
+
+
+def test_precision_of_a_federated_grid_not_below_the_width_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^precision=2.0 is not below the width 1 of the "
+                                         r"bounds \[0, 1\]"):
+        registry.make_curve("ecdf-secagg", epsilon=1.0, bounds=(0, 1), precision=2.0)
+
+
+def test_precision_needing_more_bits_than_the_ring_is_refused_by_name() -> None:
+    with pytest.raises(InputRangeError, match=r"^precision=1e-300 needs 997 fractional bits"):
+        fedustat.roc_auc_score(Y, X, epsilon=1.0, protocol="umpc", bounds=(0, 1),
+                               precision=1e-300, rng=0)
+
+
+def test_bounds_narrower_than_one_get_a_ring_that_holds_their_codes() -> None:
+    # Codes below 2^c (bounds of width 0.1): the ring was sized below c + 2 bits and the
+    # run failed with "frac_bits must be < bits".
+    data = np.clip(X * 0.1, 0.0, 0.1)
+    release = fedustat.roc_auc_score(Y, data, epsilon=1.0, protocol="pairs-2pc",
+                                     bounds=(0, 0.1), rng=0)
+    assert math.isfinite(release.value)
+
+
+@pytest.mark.parametrize("name", ["umpc", "pairs-2pc"])
+def test_rounding_bias_enters_the_stated_error_when_not_negligible(name: str) -> None:
+    coarse = fedustat.gini_mean_difference(X, bounds=(0, 1), epsilon=1.0, protocol=name,
+                                           precision=0.3, rng=0)
+    # h = 0.25: |x - y| moves by at most h, so the Gini mean difference by at most 0.25.
+    assert coarse.diagnostics["encoding"]["rounding_bias_bound"] == 0.25
+    assert isinstance(coarse.error, BoundedBias) and coarse.error.bound == 0.25
+    assert "bias within ±0.25" in str(coarse.error)
+    fine = fedustat.gini_mean_difference(X, bounds=(0, 1), epsilon=1.0, protocol=name,
+                                         rng=0)
+    # The default precision (width / 2^20): a bound far below the noise, not added.
+    assert fine.diagnostics["encoding"]["rounding_bias_bound"] == 2.0**-20
+    assert not isinstance(fine.error, BoundedBias)
+
+
+@pytest.mark.parametrize(("kernel", "h"), [("gini_mean_difference", 0.125),
+                                           ("variance", 0.125)])
+def test_rounding_bias_bound_holds_for_the_encoded_values(kernel: str, h: float) -> None:
+    # The U-statistic of the rounded codes is within the bound of the exact one, on data
+    # that round as badly as possible (every value half a step from a code).
+    encoding = ColumnEncoding.declare((0.0, 1.0), h, 1)
+    bound = encoding.rounding_bias(kernel)
+    gen = np.random.default_rng(11)
+    for _ in range(50):
+        x = np.clip(gen.integers(0, 8, 40) * h + gen.choice([-1, 1], 40) * h * 0.499, 0, 1)
+        rounded = np.round(x / h) * h
+        k = (kernels.gini_kernel((0, 1)) if kernel == "gini_mean_difference"
+             else kernels.variance_kernel((0, 1)))
+        exact = fedustat.estimate(k, x[:, None], epsilon=math.inf).value
+        coded = fedustat.estimate(k, rounded[:, None], epsilon=math.inf).value
+        assert abs(coded - exact) <= bound
+
+
+def test_ghazi_shuffle_states_its_encoding_error() -> None:
+    release = fedustat.gini_mean_difference(X, bounds=(0, 1), epsilon=1.0,
+                                            protocol="ghazi-shuffle", k=8, frac_bits=0, rng=0)
+    assert isinstance(release.error, BoundedBias)
+    assert release.error.bound == pytest.approx(release.diagnostics["encoding_error"])
+
+
+def test_ring_overflows_are_value_errors_naming_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"declare a coarser precision") as info:
+        fedustat.roc_auc_score(Y, X, epsilon=1.0, protocol="umpc", bounds=(0, 1e30),
+                               precision=1e-12, rng=0)
+    assert isinstance(info.value, OverflowError)  # still an OverflowError, as before
+
+
+# ------------------------------------------------------------------ silently accepted before
+
+
+def test_complex_scores_are_refused() -> None:
+    with pytest.raises(TypeError, match=r"^fedustat.roc_auc_score\(\): y_score contains "
+                                        r"complex numbers"):
+        fedustat.roc_auc_score(Y, X + 1j, epsilon=1.0, rng=0)
+    with pytest.raises(TypeError, match=r"^x contains complex numbers"):
+        fedustat.gini_mean_difference(X + 0j, bounds=(0, 1), epsilon=1.0, rng=0)
+    with pytest.raises(TypeError, match=r"^values must be numeric, got text"):
+        as_float_array(["0.5", "0.7"], "values")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: fedustat.roc_auc_score(Y, X, epsilon="1", rng=0),
+    lambda: fedustat.ecdf(X, epsilon="1", bounds=(0, 1), rng=0),
+    lambda: registry.make("umpc", auc_kernel(), epsilon="1"),
+])
+def test_a_string_epsilon_is_refused(call: typing.Callable[[], Any]) -> None:
+    with pytest.raises(TypeError, match=r"^epsilon must be a positive number, got '1' \(text, "
+                                        r"not a number\); pass a number such as epsilon=1.0$"):
+        call()
+
+
+def test_central_laplace_refuses_a_delta_it_would_ignore() -> None:
+    with pytest.raises(ValueError, match=r"^delta=1e-05: central-laplace is pure epsilon-DP "
+                                         r"\(the Laplace mechanism\) and would not use it; "
+                                         r"pass delta=0"):
+        fedustat.roc_auc_score(Y, X, epsilon=1.0, delta=1e-5, rng=0)
+
+
+def test_an_asymmetric_user_kernel_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match=r"^func is not symmetric in its arguments: on the "
+                                         r"probe tuple .* with arguments 1 and 2 swapped"):
+        user_kernel(lambda a, b: (a[:, 0] > b[:, 0]).astype(float), 2, "x", (0.0, 1.0))
+    with pytest.raises(ValueError, match=r"arguments 2 and 3 swapped"):
+        user_kernel(lambda a, b, c: a[:, 0] * b[:, 0] - c[:, 0], 3, "x", (-1.0, 1.0))
+    symmetric = user_kernel(lambda a, b, c: np.maximum.reduce([a, b, c])[:, 0], 3, "x",
+                            (0.0, 1.0))
+    assert symmetric.degree == 3
+
+
+def test_negative_and_boolean_seeds_are_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"^rng must be a non-negative integer seed, got -1"):
+        fedustat.roc_auc_score(Y, X, epsilon=1.0, rng=-1)
+    with pytest.raises(TypeError, match=r"^rng must be None, a non-negative integer seed or a "
+                                        r"numpy.random.Generator, got the boolean True"):
+        fedustat.roc_auc_score(Y, X, epsilon=1.0, rng=True)
+
+
+# ------------------------------------------------------------------ poor errors before
+
+
+def test_a_budget_outside_the_range_a_release_takes_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^epsilon=1e-300 is below 1e-06, the smallest "
+                                         r"budget a release takes: .*; use epsilon >= 1e-06$"):
+        fedustat.roc_auc_score(Y, X, epsilon=1e-300, rng=0)
+    with pytest.raises(ValueError, match=r"^epsilon=1e\+308 is above 1000, the largest finite "
+                                         r"budget .*or epsilon=math.inf for the exact value$"):
+        fedustat.ecdf(X, epsilon=1e308, bounds=(0, 1), rng=0)
+    for eps in (SMALLEST_EPSILON, LARGEST_EPSILON):
+        assert math.isfinite(fedustat.roc_auc_score(Y, X, epsilon=eps, rng=0).value)
+
+
+def test_bounds_beyond_float_range_are_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"^bounds \(0, 1e\+308\) reach beyond \+-1e\+100: the "
+                                         r"noise scale \(hi - lo\) / epsilon and its square "
+                                         r"would overflow float64"):
+        fedustat.gini_mean_difference(X, bounds=(0, 1e308), epsilon=1.0, rng=0)
+
+
+def test_reversed_quantile_bounds_are_blamed_on_bounds() -> None:
+    # Before: "thresholds must be strictly increasing" (the grid made from them).
+    with pytest.raises(ValueError, match=r"^bounds must be finite with lower < upper, got "
+                                         r"\(1, 0\)"):
+        fedustat.estimate("quantile", X, epsilon=1.0, bounds=(1, 0), rng=0)
+
+
+def test_advanced_composition_beyond_float_range_names_epsilon() -> None:
+    with pytest.raises(ValueError, match=r"^epsilon=1000 per step: the advanced composition "
+                                         r"bound .* overflows float64"):
+        advanced_composition(1000.0, 0.0, 10, 1e-6)
+    step, _ = per_step_budget_advanced(1000.0, 1e-6, 3)  # e^eps overflowed the bracket
+    assert step < 1000.0 and _advanced_composed(step, 3, 1e-6) <= 1000.0
+
+
+def _advanced_composed(step: float, k: int, slack: float) -> float:
+    return advanced_composition(step, 0.0, k, slack).epsilon
+
+
+def test_cli_negative_seed(capsys: pytest.CaptureFixture[str]) -> None:
+    cli_error(capsys, "estimate", "--statistic", "auc", "--seed", "-1",
+              match=r"^error: --seed must be a non-negative integer, got -1$")
+    cli_error(capsys, "compare", "--statistic", "auc", "--seed", "-1",
+              match=r"^error: --seed must be a non-negative integer, got -1$")
+
+
+def test_cli_grid_points_above_the_cap_are_refused_before_the_grid(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for points in (4194304, 1000000000):
+        refused_before_allocating(
+            lambda p=points: main(["estimate", "--statistic", "ecdf", "--param",
+                                   f"grid_points={p}"]),
+            rf"^error: --param grid_points: a grid of {points} points is above",
+            SystemExit)
+        assert "Traceback" not in capsys.readouterr().err
+    cli_error(capsys, "estimate", "--statistic", "ecdf", "--param", "grid_points=4194304",
+              match=r"^error: --param grid_points: a grid of 4194304 points is above 1048576")
+    cli_error(capsys, "estimate", "--statistic", "quantile", "--param", "grid_points=65536",
+              match=r"^error: --param grid_points: a grid of 65536 points is above 16384")
+    cli_error(capsys, "compare", "--statistic", "ecdf", "--grid-points", "1000000000",
+              match=r"^error: --grid-points 1000000000 is above 4096")
+
+
+def test_cli_budget_outside_the_range(capsys: pytest.CaptureFixture[str]) -> None:
+    cli_error(capsys, "estimate", "--statistic", "auc", "--epsilon", "1e-300",
+              match=r"^error: --epsilon=1e-300 is below 1e-06")
+    cli_error(capsys, "estimate", "--statistic", "auc", "--delta", "1e-6",
+              match=r"delta=1e-06: central-laplace is pure epsilon-DP")

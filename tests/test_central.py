@@ -379,12 +379,15 @@ def test_bad_epsilon_is_refused(epsilon: object, match: str) -> None:
 
 def test_guarantee_is_central_pure_dp_with_the_kernel_adjacency() -> None:
     kernel, data, *_ = CASES["auc"]
-    proto = registry.make("central-laplace", kernel, epsilon=0.3, delta=1e-5)
+    proto = registry.make("central-laplace", kernel, epsilon=0.3)
     est = simulate(proto, data, rng=0)
     assert est.protocol == "central-laplace"
     assert est.privacy.model is PrivacyModel.CENTRAL
     assert est.privacy.epsilon == 0.3
-    assert est.privacy.delta == 0.0  # Laplace is pure DP; the allowed delta goes unused
+    assert est.privacy.delta == 0.0
+    # Laplace is pure DP: a delta it would not use is refused, not silently dropped.
+    with pytest.raises(ValueError, match=r"^delta=1e-05: central-laplace is pure epsilon-DP"):
+        registry.make("central-laplace", kernel, epsilon=0.3, delta=1e-5)
     assert est.privacy.adjacency == kernel.adjacency
     assert "labels and class sizes public" in est.privacy.adjacency
     assert est.quantity == "auc"

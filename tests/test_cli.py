@@ -594,7 +594,7 @@ def test_domain_hint_names_the_column_values_flag(capsys: pytest.CaptureFixture[
 
 def test_precision_hint_names_the_bounds_flag(capsys: pytest.CaptureFixture[str],
                                               small_csv: Path) -> None:
-    args = ["estimate", "--statistic", "auc", "--protocol", "pairs-2pc", "--precision", "12",
+    args = ["estimate", "--statistic", "auc", "--protocol", "pairs-2pc", "--precision", "0.001",
             "--file", str(small_csv), "--columns", "score,label"]
     code = fails(capsys, *args, match="precision needs --bounds LO,HI: the ring is sized")
     assert "bounds=(" not in code

@@ -288,7 +288,7 @@ def test_data_by_column_name(values: np.ndarray) -> None:
      r"fedustat.median\(\) got an unexpected keyword argument 'weights'"),
     (lambda x: fedustat.ecdf(x, epsilon=1.0, bounds=(0, 1), sample_weight=x),
      "weights have no private meaning"),
-    (lambda x: fedustat.quantile(x, 0.5, epsilon=1.0, bounds=(1, 0)), "low < high"),
+    (lambda x: fedustat.quantile(x, 0.5, epsilon=1.0, bounds=(1, 0)), "lower < upper"),
     (lambda x: fedustat.median(x, epsilon=1.0, bounds=(0, 1), method="joint"),
      "method must be 'auto', 'exponential' or 'curve'"),
     (lambda x: fedustat.ecdf(x, epsilon=1.0, bounds=(0, 1), protocol="umpc"),

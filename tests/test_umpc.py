@@ -686,7 +686,7 @@ def test_bounds_are_checked_and_the_ring_refuses_what_it_cannot_hold() -> None:
         UMPC(kernel, 1.0, fixed_point=DEFAULT_FIXED_POINT, precision=1e-3)
     with pytest.raises(ValueError, match="precision needs bounds"):
         UMPC(auc_kernel(), 1.0, precision=1e-3)
-    with pytest.raises(ValueError, match="bounds must be finite with lo < hi"):
+    with pytest.raises(ValueError, match="bounds must be finite with lower < upper"):
         UMPC(kernel, 1.0, bounds=(1.0, 0.0))
     with pytest.raises(OverflowError, match="more than the largest supported"):
         simulate(UMPC(kernel, 1e-5, precision=2.0**-40), kernel.pack(np.linspace(0, 1, 30)),

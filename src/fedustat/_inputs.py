@@ -128,15 +128,20 @@ def binary_target(y_true: np.ndarray, pos_label: Any, caller: str) -> tuple[np.n
     return (y_true == pos_label).astype(np.int8), classes.index(pos_label)
 
 
-def binary_score(y_score: np.ndarray, column: int, n_classes: int, caller: str) -> np.ndarray:
+def binary_score(y_score: np.ndarray, column: int, n_classes: int, caller: str,
+                 name: str = "y_score") -> np.ndarray:
     """A 1-D score, or the positive class's column of a ``predict_proba`` array (column 1
-    of an (n, 2) array for labels 0/1, scikit-learn's binary convention)."""
+    of an (n, 2) array for labels 0/1, scikit-learn's binary convention); ``name`` is the
+    caller's argument in messages."""
+    if y_score.dtype.kind == "c":
+        raise TypeError(f"{caller}(): {name} contains complex numbers; give real scores (a "
+                        "complex value's imaginary part would be dropped)")
     if y_score.ndim == 2 and y_score.shape[1] == 1:
         return y_score[:, 0]
     if y_score.ndim == 2 and y_score.shape[1] == max(n_classes, 2):
         return y_score[:, column]
     if y_score.ndim != 1:
-        raise ValueError(f"{caller}(): y_score has shape {y_score.shape}; expected a 1-D "
+        raise ValueError(f"{caller}(): {name} has shape {y_score.shape}; expected a 1-D "
                          "score or an (n, 2) predict_proba array (column 1 = probability of "
                          f"the positive class) for the {n_classes} label(s) of y_true")
     return y_score

@@ -15,11 +15,44 @@ import numpy as np
 
 RandomLike = int | np.random.Generator | np.random.SeedSequence | None
 
+#: The smallest privacy budget a release takes. Below it the noise is more than a million
+#: times the statistic's sensitivity, so the release says nothing about the data, and
+#: toward 1e-150 the noise's variance (sensitivity / epsilon)^2 overflows float64.
+SMALLEST_EPSILON = 1e-6
+#: The largest finite privacy budget a release takes. Above it the guarantee protects
+#: nothing (e^epsilon > 10^434) and the calibrations that compute e^epsilon overflow
+#: float64 (beyond epsilon = 709.8); ``math.inf`` asks for the exact value instead.
+LARGEST_EPSILON = 1000.0
+
+
+class InputRangeError(ValueError, OverflowError):
+    """An input that makes a value too large for the number format it must fit (a ring
+    of ``Z_{2^l}``, a float64): a ``ValueError`` (the caller's input to change, its
+    message names it) and, as it always was, an ``OverflowError``."""
+
+
+def _refuse_text(value: Any, name: str, expected: str) -> None:
+    # float("1") == 1.0 would otherwise be taken silently: a number given as text is a
+    # mistake in the caller's code (or an unparsed configuration), not a number.
+    if isinstance(value, str | bytes):
+        raise TypeError(f"{name} must be {expected}, got {value!r} (text, not a number); "
+                        f"pass a number such as {name}=1.0")
+
+
+def _check_seed(rng: Any) -> None:
+    if isinstance(rng, bool | np.bool_):
+        raise TypeError(f"rng must be None, a non-negative integer seed or a "
+                        f"numpy.random.Generator, got the boolean {rng!r}")
+    if isinstance(rng, int | np.integer) and rng < 0:
+        raise ValueError(f"rng must be a non-negative integer seed, got {int(rng)} (NumPy "
+                         "seeds are >= 0)")
+
 
 def as_rng(rng: RandomLike) -> np.random.Generator:
     """Turn a seed, a SeedSequence, a Generator or None into a ``numpy.random.Generator``."""
     if isinstance(rng, np.random.Generator):
         return rng
+    _check_seed(rng)
     if rng is None or isinstance(rng, int | np.integer | np.random.SeedSequence):
         return np.random.default_rng(rng)
     raise TypeError(
@@ -34,6 +67,7 @@ def as_seed_sequence(rng: RandomLike) -> np.random.SeedSequence:
     if isinstance(rng, np.random.Generator):
         # Derive the seed from the Generator so runs stay reproducible.
         return np.random.SeedSequence(int(rng.integers(0, 2**63 - 1)))
+    _check_seed(rng)
     if rng is None or (isinstance(rng, int | np.integer) and not isinstance(rng, bool)):
         return np.random.SeedSequence(rng)
     raise TypeError("rng must be None, an integer seed, a SeedSequence or a "
@@ -44,7 +78,10 @@ def as_float_array(values: Any, name: str, *, ndim: int | Sequence[int] = 1) -> 
     """Convert to a finite float64 array with the given number of dimensions.
 
     Accepts lists, NumPy arrays and pandas/polars columns (anything ``np.asarray`` takes).
+    Complex numbers (whose imaginary part a conversion would drop) and text (numbers kept
+    as strings) are refused.
     """
+    _refuse_non_real(values, name)
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -60,6 +97,26 @@ def as_float_array(values: Any, name: str, *, ndim: int | Sequence[int] = 1) -> 
         raise ValueError(f"{name} contains {bad} NaN or infinite value(s); "
                          "remove or impute them before computing the statistic")
     return arr
+
+
+def _refuse_non_real(values: Any, name: str) -> None:
+    """Complex values and strings, refused with their argument's name (a float conversion
+    would drop an imaginary part silently, or parse text that should have been numbers)."""
+    if isinstance(values, np.ndarray):
+        kind = values.dtype.kind
+    elif isinstance(values, str | bytes):
+        kind = "U"
+    else:
+        try:
+            kind = np.asarray(values).dtype.kind
+        except (TypeError, ValueError):  # ragged input: the conversion below says so
+            return
+    if kind == "c":
+        raise TypeError(f"{name} contains complex numbers; give real numbers (a complex "
+                        "value's imaginary part would be dropped)")
+    if kind in "USa":
+        raise TypeError(f"{name} must be numeric, got text (numbers kept as strings?); "
+                        "convert it to numbers first (e.g. pandas.to_numeric)")
 
 
 def as_int_array(values: Any, name: str, *, ndim: int = 1) -> np.ndarray:
@@ -78,6 +135,9 @@ def as_binary_labels(values: Any, name: str = "y_true", *, require_both: bool = 
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} is empty; at least one label is needed")
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{name} contains complex numbers; labels must be 0/1, -1/1 or "
+                        "booleans")
     if arr.dtype == bool:
         labels = arr.astype(np.int8)
     else:
@@ -123,9 +183,11 @@ def _refuse_bool(value: Any, name: str, expected: str) -> None:
 def check_epsilon(epsilon: Any, name: str = "epsilon", *, allow_inf: bool = False) -> float:
     """A privacy budget: a positive number (``inf`` only where non-private runs make sense).
 
-    Booleans are refused: ``epsilon=True`` is a mistake, not a budget of 1.
+    Booleans and strings are refused: ``epsilon=True`` or ``epsilon="1"`` is a mistake,
+    not a budget of 1.
     """
     _refuse_bool(epsilon, name, "a positive number")
+    _refuse_text(epsilon, name, "a positive number")
     try:
         eps = float(epsilon)
     except (TypeError, ValueError) as exc:
@@ -137,9 +199,34 @@ def check_epsilon(epsilon: Any, name: str = "epsilon", *, allow_inf: bool = Fals
     return eps
 
 
+def check_budget(epsilon: Any, name: str = "epsilon", *, allow_inf: bool = False) -> float:
+    """A release's privacy budget: :func:`check_epsilon`, and a finite budget within
+    [:data:`SMALLEST_EPSILON`, :data:`LARGEST_EPSILON`] (outside it the release is noise
+    only, or protects nothing, and its calibration leaves float64).
+
+    Public entry points (the one-call functions, ``estimate``, the registry's
+    constructors, the command line) check the budget here, before anything runs.
+    """
+    eps = check_epsilon(epsilon, name, allow_inf=allow_inf)
+    if eps < SMALLEST_EPSILON:
+        raise ValueError(
+            f"{name}={epsilon!r} is below {SMALLEST_EPSILON:g}, the smallest budget a release "
+            "takes: the noise would exceed a million times the statistic's sensitivity (the "
+            "release would say nothing, and toward 1e-150 its variance overflows float64); "
+            f"use {name} >= {SMALLEST_EPSILON:g}")
+    if math.isfinite(eps) and eps > LARGEST_EPSILON:
+        raise ValueError(
+            f"{name}={epsilon!r} is above {LARGEST_EPSILON:g}, the largest finite budget a "
+            "release takes: it protects nothing (e^epsilon > 10^434) and the calibrations "
+            f"overflow float64; use {name} <= {LARGEST_EPSILON:g}, or {name}=math.inf for "
+            "the exact value")
+    return eps
+
+
 def check_positive_float(value: Any, name: str) -> float:
-    """A finite number > 0 (booleans refused)."""
+    """A finite number > 0 (booleans and strings refused)."""
     _refuse_bool(value, name, "a positive number")
+    _refuse_text(value, name, "a positive number")
     try:
         x = float(value)
     except (TypeError, ValueError) as exc:
@@ -150,8 +237,9 @@ def check_positive_float(value: Any, name: str) -> float:
 
 
 def check_delta(delta: Any, name: str = "delta") -> float:
-    """A failure probability in [0, 1) (booleans refused)."""
+    """A failure probability in [0, 1) (booleans and strings refused)."""
     _refuse_bool(delta, name, "a number in [0, 1)")
+    _refuse_text(delta, name, "a number in [0, 1)")
     try:
         d = float(delta)
     except (TypeError, ValueError) as exc:
@@ -172,8 +260,13 @@ def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
 
 def check_probability(value: Any, name: str, *, open_left: bool = False,
                       open_right: bool = False) -> float:
-    """A number in [0, 1] (optionally excluding an end)."""
-    p = float(value)
+    """A number in [0, 1] (optionally excluding an end; booleans and strings refused)."""
+    _refuse_bool(value, name, "a number in [0, 1]")
+    _refuse_text(value, name, "a number in [0, 1]")
+    try:
+        p = float(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a number in [0, 1], got {value!r}") from exc
     lo_ok = p > 0 if open_left else p >= 0
     hi_ok = p < 1 if open_right else p <= 1
     if math.isnan(p) or not (lo_ok and hi_ok):
@@ -181,6 +274,37 @@ def check_probability(value: Any, name: str, *, open_left: bool = False,
         hi = ")" if open_right else "]"
         raise ValueError(f"{name} must be in {lo}0, 1{hi}, got {value!r}")
     return p
+
+
+#: The largest magnitude of a public bound. Beyond it the width, divided by the smallest
+#: budget (the noise scale) and squared (its variance; the variance kernel), overflows
+#: float64 (which ends near 1.8e308).
+LARGEST_BOUND = 1e100
+
+
+def check_bounds_pair(bounds: Any, name: str = "bounds") -> tuple[float, float]:
+    """Public bounds ``(lo, hi)``: two real numbers (not text, booleans or complex), finite,
+    ``lo < hi``, each within +-:data:`LARGEST_BOUND`."""
+    pair = f"{name} must be a pair (lower, upper) of real numbers, got {bounds!r}"
+    try:
+        lo_raw, hi_raw = bounds
+    except (TypeError, ValueError):
+        raise TypeError(pair) from None
+    for raw in (lo_raw, hi_raw):
+        if isinstance(raw, str | bytes | bool | np.bool_) or np.iscomplexobj(raw):
+            raise TypeError(pair)
+    try:
+        lo, hi = float(lo_raw), float(hi_raw)
+    except (TypeError, ValueError):
+        raise TypeError(pair) from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"{name} must be finite with lower < upper, got {bounds!r}; give "
+                         "the public range of the values")
+    if max(abs(lo), abs(hi)) > LARGEST_BOUND:
+        raise ValueError(f"{name} {bounds!r} reach beyond +-{LARGEST_BOUND:g}: the noise "
+                         "scale (hi - lo) / epsilon and its square would overflow float64; "
+                         "rescale the values (e.g. to thousands instead of units)")
+    return lo, hi
 
 
 def check_bounds(values: np.ndarray, bounds: tuple[float, float] | None, name: str) -> None:

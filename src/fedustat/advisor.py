@@ -37,6 +37,7 @@ import numpy as np
 
 from fedustat import catalogue
 from fedustat._validation import (
+    check_budget,
     check_delta,
     check_epsilon,
     check_positive_int,
@@ -798,7 +799,7 @@ def _fedauc_rr(q: Query) -> Prediction | None:
     # Each label is flipped on its own (004 Alg. 1): the error does not depend on how
     # the samples are split among clients, only the upload does.
     notes = [_clients_note(q) + "; " + _auc_note(q, at)]
-    rho = 1.0 / (1.0 + math.exp(q.epsilon))
+    rho = math.exp(-q.epsilon) / (1.0 + math.exp(-q.epsilon))  # 1 / (1 + e^eps), no overflow
     # Standard deviation of the debiased positive count P' (004 App. P eq. 11).
     count_sd = math.sqrt(m * rho * (1.0 - rho)) / (1.0 - 2.0 * rho)
     notes += _linearity_note(count_sd, q)
@@ -1560,7 +1561,7 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
     """
     if statistic not in STATISTICS:
         raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, got {statistic!r}")
-    eps = check_epsilon(epsilon)
+    eps = check_budget(epsilon)  # the range a release takes
     dlt = check_delta(delta)
     if trust is not None and trust not in TRUST_MODELS:
         raise ValueError(f"trust must be one of {', '.join(TRUST_MODELS)} or None, got "

@@ -41,6 +41,9 @@ from fedustat._inputs import (
 from fedustat._validation import (
     RandomLike,
     as_rng,
+    check_bounds_pair,
+    check_budget,
+    check_consistent_length,
     check_delta,
     check_epsilon,
     check_positive_int,
@@ -152,7 +155,7 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
         raise TypeError(f"protocol must be a protocol name (a string), got {protocol!r}")
     if not isinstance(clip, bool):
         raise TypeError(f"{caller}(): clip must be True or False, got {clip!r}")
-    eps = check_epsilon(epsilon, allow_inf=True)
+    eps = check_budget(epsilon, allow_inf=True)
     dlt = check_delta(delta)
     accepted = registry.parameters(protocol)
     unknown = [key for key in params if key not in accepted]
@@ -346,8 +349,21 @@ def _estimate_by_name(name: str, data: Any, *, epsilon: float, delta: float,
         raise TypeError(f"fedustat.estimate({name!r}) got an unexpected keyword argument "
                         f"{next(iter(params))!r}: curve releases take thresholds=, bounds=, "
                         "levels=")
-    if thresholds is None and bounds is not None:
-        low, high = (float(b) for b in bounds)
+    if statistic.curve == "hl":
+        # Hosmer-Lemeshow's grid and groups are its own (003 Alg. 2): a grid given here
+        # would be ignored.
+        given = [key for key, value in (("thresholds", thresholds), ("bounds", bounds),
+                                        ("levels", levels)) if value is not None]
+        if given:
+            raise TypeError(f"fedustat.estimate('hl'): {given[0]}= is not an argument of the "
+                            "Hosmer-Lemeshow release: its grid of predicted probabilities is "
+                            "fixed by 003 Alg. 2; set its spacing and groups with "
+                            "fedustat.hosmer_lemeshow(..., gamma=, n_groups=)")
+    elif bounds is not None:
+        if thresholds is not None:
+            raise ValueError(f"fedustat.estimate({name!r}): pass bounds= or thresholds=, "
+                             "not both")
+        low, high = check_bounds_pair(bounds, "bounds")
         thresholds = np.linspace(low, high, CURVE_GRID_POINTS)
     return release_curve(name, _curve_columns(statistic, data), epsilon=epsilon,
                          protocol=protocol, thresholds=thresholds, levels=levels, rng=rng,
@@ -389,6 +405,18 @@ def _table_columns(kernel: Kernel, data: Any) -> Any:
     return np.column_stack([np.asarray(column_inputs("fedustat.estimate", {}, data,
                                                        column=c)["column"])
                             for c in kernel.columns])
+
+def _check_labels(caller: str, name: str, labels: np.ndarray) -> None:
+    """Cluster labels (numbers or strings; only their equality matters): one-dimensional,
+    not empty, no NaN or infinite number."""
+    if labels.ndim != 1:
+        raise ValueError(f"{caller}(): {name} must be one-dimensional (one label per record), "
+                         f"got shape {labels.shape}")
+    if labels.size == 0:
+        raise ValueError(f"{caller}(): {name} is empty; at least two records are needed")
+    if labels.dtype.kind in "fc" and not np.all(np.isfinite(labels)):
+        raise ValueError(f"{caller}(): {name} contains NaN or infinite labels")
+
 
 def _codes(values: np.ndarray) -> np.ndarray:
     """Non-numeric labels (strings, objects) as integer codes: the Rand index reads only
@@ -609,7 +637,7 @@ def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str
     total = sum(w for _, _, w in tasks)
     weights = [w / total for _, _, w in tasks]
     share = len(tasks)
-    eps = check_epsilon(epsilon, allow_inf=True)
+    eps = check_budget(epsilon, allow_inf=True)
     stream = None if rng is None else as_rng(rng)  # one stream, drawn in turn
     kernel = kernels.auc_kernel()
     parts = []
@@ -957,6 +985,9 @@ def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: flo
     caller = "fedustat.rand_score"
     cols = column_inputs(caller, params, data, labels_true=labels_true,
                            labels_pred=labels_pred)
+    for key, labels in cols.items():
+        _check_labels(caller, key, labels)
+    check_consistent_length(labels_true=cols["labels_true"], labels_pred=cols["labels_pred"])
     kernel = kernels.rand_index_kernel()
     name = _protocol_for(epsilon, protocol)
     records = kernel.pack(_codes(cols["labels_true"]), _codes(cols["labels_pred"]))

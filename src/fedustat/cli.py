@@ -27,6 +27,7 @@ import numpy as np
 
 from fedustat import __version__, catalogue, datasets
 from fedustat._inputs import noise_source
+from fedustat._validation import check_budget
 from fedustat.advisor import TRUST_MODELS, advise
 from fedustat.api import DEFAULT_PROTOCOL, NOISE_CHOICES, estimate
 from fedustat.catalogue import STATISTICS, Statistic
@@ -40,6 +41,7 @@ from fedustat.compare import (
     write_report,
 )
 from fedustat.curve_dispatch import release_curve
+from fedustat.curves import ROC_GRID_LIMIT
 from fedustat.privacy.budget import (
     BudgetAccountant,
     BudgetExceededError,
@@ -51,6 +53,9 @@ from fedustat.privacy.budget import (
 )
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
+from fedustat.protocols.ecdf.federated import FEDERATED_GRID_LIMIT
+from fedustat.protocols.ecdf.private_quantiles import QUANTILE_GRID_LIMIT
+from fedustat.protocols.ecdf.release import ECDF_GRID_LIMIT, GridLimit
 from fedustat.runtime import network
 from fedustat.stats.kernels import Kernel
 
@@ -514,6 +519,10 @@ def cmd_budget(args: argparse.Namespace) -> int:
 def cmd_estimate(args: argparse.Namespace) -> int:
     if args.epsilon <= 0 or math.isnan(args.epsilon):
         raise SystemExit(f"error: --epsilon must be > 0, got {args.epsilon}")
+    try:
+        check_budget(args.epsilon, "--epsilon", allow_inf=True)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}".replace("math.inf", "inf")) from None
     if args.noise == "deployment" and args.seed is not None:
         raise SystemExit("error: --seed cannot be used with --noise deployment: deployment "
                          "noise comes from the operating system's CSPRNG and cannot be "
@@ -666,7 +675,7 @@ def _curve_options(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
             "grid_points=N and (quantile) levels=Q1,Q2,...")
     options: dict[str, Any] = {}
     if "levels" in params:
-        options["levels"] = [float(v) for v in str(params["levels"]).split(",")]
+        options["levels"] = _parse_floats(str(params["levels"]), "--param levels")
     if spec.curve == "hl":
         if "thresholds" in params or "grid_points" in params or args.bounds:
             raise ProtocolRefusedError(
@@ -686,8 +695,21 @@ def _curve_options(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
     points = params.get("grid_points", CURVE_GRID_POINTS)
     if isinstance(points, bool) or not isinstance(points, int) or points < 2:
         raise SystemExit(f"error: --param grid_points must be an integer >= 2, got {points!r}")
+    try:  # before the grid is built
+        _curve_grid_limit(spec, args.protocol).check(points, "--param grid_points")
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     options["thresholds"] = np.linspace(bounds[0], bounds[1], points)
     return options
+
+
+def _curve_grid_limit(spec: Statistic, protocol: str) -> GridLimit:
+    """The largest grid the release that serves ``spec`` with ``protocol`` takes."""
+    if protocol in ("ecdf-secagg", "ecdf-fss"):
+        return FEDERATED_GRID_LIMIT
+    if spec.curve in ("quantile", "median"):
+        return QUANTILE_GRID_LIMIT
+    return ROC_GRID_LIMIT if spec.curve == "roc" else ECDF_GRID_LIMIT
 
 
 def _curve_row(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
@@ -956,8 +978,19 @@ def _simulation_only(args: argparse.Namespace, command: str) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     _simulation_only(args, "compare")
+    if args.grid_points > FEDERATED_GRID_LIMIT.points:
+        # The curve statistics run every release on this grid, the federated ones too.
+        raise SystemExit(f"error: --grid-points {args.grid_points} is above "
+                         f"{FEDERATED_GRID_LIMIT.points}, the largest grid every curve "
+                         "release of the comparison takes (the federated ECDF releases, "
+                         f"run in this process: {FEDERATED_GRID_LIMIT.reason})")
     names = _statistics_arg(args.statistic)
     epsilons = _parse_floats(args.epsilons, "--epsilons")
+    try:  # the range every release takes, before any run
+        for value in epsilons:
+            check_budget(value, "--epsilons")
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}".replace("math.inf", "inf")) from None
     column_bounds = {}
     for item in args.column_bounds or []:
         name, _, text = item.partition("=")
@@ -1789,6 +1822,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit status 1 (argparse's own usage errors: status 2), never a traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "seed", None) is not None and args.seed < 0:
+        # NumPy's seeds are non-negative; said here, before any command runs.
+        raise SystemExit(f"error: --seed must be a non-negative integer, got {args.seed}")
     try:
         with warnings.catch_warnings():
             # The library's warnings, one line each, their hints in flags too.

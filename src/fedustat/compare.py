@@ -523,8 +523,10 @@ def _run_ustat(case: Case, kernel: Kernel, data: np.ndarray, exact: float, pred:
             # An undefined release (e.g. FedAUC_RR with noisy counts outside (0, M)) is
             # NaN with a warning; it is counted as failed.
             warnings.simplefilter("ignore", RuntimeWarning)
-            est = estimate(kernel, data, epsilon=eps, delta=delta, protocol=pred.protocol,
-                           rng=ss, **params)
+            # A protocol the advisor predicts at delta = 0 is pure epsilon-DP: it gets no
+            # delta (central-laplace refuses one it would not use).
+            est = estimate(kernel, data, epsilon=eps, delta=delta if pred.delta > 0 else 0.0,
+                           protocol=pred.protocol, rng=ss, **params)
         out.seconds += time.perf_counter() - start
         out.model = est.privacy.model.value
         out.delta = est.privacy.delta

@@ -21,6 +21,8 @@ from fedustat import catalogue, curves
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols.ecdf import dp_quantile, smooth
+from fedustat.protocols.ecdf.private_quantiles import check_quantile_size
+from fedustat.stats.ecdf import check_thresholds
 
 __all__ = ["DEFAULT_LEVELS", "release_curve"]
 
@@ -88,12 +90,20 @@ def release_curve(statistic: str, columns: Sequence[Any], *, epsilon: float,
                     levels=levels, rng=rng, noise=noise, budget=budget)
 
 
-def _quantile_levels(statistic: str, levels: Any) -> Any:
+def _quantile_levels(statistic: str, levels: Any, thresholds: Any = None) -> Any:
+    """The levels of a quantile release, checked under their own name (``levels``) and
+    against the grid's size before anything runs."""
     if statistic == "median":
         if levels is not None:
             raise ValueError("median is the 0.5 quantile; give levels to quantile instead")
         return 0.5
-    return list(DEFAULT_LEVELS) if levels is None else levels
+    if levels is None:
+        return list(DEFAULT_LEVELS)
+    checked = curves.check_levels("fedustat.estimate('quantile')", levels, "levels")
+    if thresholds is not None:
+        check_quantile_size(checked.size, check_thresholds(thresholds).size,
+                            levels_name="levels")
+    return checked
 
 
 def _release(stat: catalogue.Statistic, name: str, columns: Sequence[Any], *,
@@ -104,11 +114,20 @@ def _release(stat: catalogue.Statistic, name: str, columns: Sequence[Any], *,
     Budgets are checked and charged by the one-call functions."""
     common = {"epsilon": epsilon, "rng": rng, "noise": noise, "budget": budget}
     if stat.curve == "hl":
+        # Its grid of predicted probabilities is fixed by 003 Alg. 2: refuse one that
+        # would be ignored.
+        for key, value in (("thresholds", thresholds), ("levels", levels)):
+            if value is not None:
+                raise ValueError(f"hl takes no {key}: its grid of predicted probabilities is "
+                                 "fixed by 003 Alg. 2 (set its spacing and groups with "
+                                 "fedustat.hosmer_lemeshow(..., gamma=, n_groups=))")
         score, label = columns
         return curves.hosmer_lemeshow(label, score, **common)
     if thresholds is None:
         raise ValueError(f"{stat.name} needs a public grid: thresholds=[t1, t2, ...] "
                          "(strictly increasing; never taken from the data)")
+    if levels is not None and stat.curve not in ("quantile", "median"):
+        raise ValueError(f"levels are for quantile releases, not {stat.name}")
     if stat.curve == "roc":
         score, label = columns
         estimator = "smoothed" if name == "dp-roc-smoothed" else None
@@ -131,13 +150,13 @@ def _release(stat: catalogue.Statistic, name: str, columns: Sequence[Any], *,
                 raise ValueError("median is the 0.5 quantile; give levels to quantile "
                                  "instead")
             return curves.median(x, thresholds=thresholds, method=method, **common)
-        return curves.quantile(x, _quantile_levels(stat.name, levels),
+        return curves.quantile(x, _quantile_levels(stat.name, levels, thresholds),
                                thresholds=thresholds, method=method, **common)
     # Quantiles read from a smoothed or federated curve: 003 Alg. 1, post-processing.
     curve = curves.ecdf(x, thresholds=thresholds, protocol=_federated(name),
                         method="003-tree" if name == "dp-ecdf-smoothed" else None, **common)
     source = smooth(curve.release, p=2) if name == "dp-ecdf-smoothed" else curve.release
-    return dp_quantile(source, _quantile_levels(stat.name, levels))
+    return dp_quantile(source, _quantile_levels(stat.name, levels, thresholds))
 
 
 def _federated(name: str) -> str | None:

@@ -28,34 +28,47 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedustat._inputs import binary_score, binary_target, column_inputs, noise_source
-from fedustat._validation import RandomLike, as_float_array, check_epsilon
+from fedustat._validation import (
+    RandomLike,
+    as_float_array,
+    check_bounds_pair,
+    check_budget,
+    check_consistent_length,
+    check_positive_int,
+)
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource
 from fedustat.protocols import registry
 from fedustat.protocols.base import ConfidenceInterval, Estimate, _plain
 from fedustat.protocols.ecdf.continual import PrivatePrefixSums, dp_prefix_sums
-from fedustat.protocols.ecdf.federated import FederatedECDF
+from fedustat.protocols.ecdf.federated import FEDERATED_GRID_LIMIT, FederatedECDF
 from fedustat.protocols.ecdf.fss import fss_ecdf
 from fedustat.protocols.ecdf.hosmer_lemeshow import (
     HL_ADJACENCY,
     DPHosmerLemeshow,
+    check_grid_spacing,
+    check_groups,
     dp_hosmer_lemeshow,
 )
 from fedustat.protocols.ecdf.private_quantiles import (
     DEFAULT_GRID_POINTS,
+    QUANTILE_GRID_LIMIT,
+    check_quantile_size,
     dp_quantiles,
     predict_quantile_errors,
 )
 from fedustat.protocols.ecdf.release import (
     ECDF_ADJACENCY,
+    ECDF_GRID_LIMIT,
+    GridLimit,
     PrivateECDF,
     dp_ecdf,
     dp_ecdf_from_counts,
 )
 from fedustat.protocols.ecdf.roc import ROC_ADJACENCY, DPROCCurve, dp_roc_curve
 from fedustat.protocols.ecdf.secagg import pointwise_ecdf
-from fedustat.stats.ecdf import check_thresholds
+from fedustat.stats.ecdf import absolute_grid, check_thresholds
 
 __all__ = [
     "CumsumResult",
@@ -76,6 +89,12 @@ __all__ = [
 #: The mechanisms :func:`quantile` runs; "auto" picks the one with the smaller predicted
 #: error. Both have a data-independent error bound in levels (:func:`level_error_bound`).
 QUANTILE_METHODS = ("exponential", "curve")
+#: The ROC curve's grid: its two class curves, with private totals, hold about 5 KiB per
+#: point (328 MiB and 8.6 s measured at 2^16 points, 1 GiB and 21 s at 2^18).
+ROC_GRID_LIMIT = GridLimit(
+    2**16, "the ROC curve release",
+    "its two class curves with private totals hold about 5 KiB per point (328 MiB and "
+    "8.6 s measured at 2^16 points)")
 #: The federated ECDF releases of the curve registry (by name) and the protocol-layer
 #: functions that run them in one process.
 _FEDERATED_ECDF: dict[str, Callable[..., FederatedECDF]] = {
@@ -93,27 +112,66 @@ def _refuse_unknown(caller: str, params: dict[str, Any]) -> None:
                         f"{next(iter(params))!r}")
 
 
-def _grid(caller: str, thresholds: Any, bounds: Any, grid_points: int) -> np.ndarray:
-    """The public grid: ``thresholds``, or ``grid_points`` evenly spaced in ``bounds``."""
+def _grid(caller: str, thresholds: Any, bounds: Any, grid_points: int, limit: GridLimit
+          ) -> np.ndarray:
+    """The public grid: ``thresholds``, or ``grid_points`` evenly spaced in ``bounds``; its
+    size is checked against ``limit`` before the grid is built."""
     if thresholds is None and bounds is None:
         raise ValueError(f"{caller}() needs public bounds=(low, high) or thresholds= (a "
                          "grid fixed without looking at the data): bounds taken from the "
                          "data's own minimum and maximum would leak them")
     if thresholds is not None and bounds is not None:
         raise ValueError(f"{caller}(): pass bounds= or thresholds=, not both")
-    if isinstance(grid_points, bool) or not isinstance(grid_points, int) or grid_points < 2:
+    points = _grid_points(caller, grid_points)
+    if thresholds is not None:
+        tau = check_thresholds(thresholds)
+        limit.check(tau.size, "thresholds")
+        return tau
+    limit.check(points, "grid_points")
+    low, high = _bounds(caller, bounds)
+    return np.linspace(low, high, points)
+
+
+def _grid_points(caller: str, grid_points: Any) -> int:
+    if isinstance(grid_points, bool) or not isinstance(grid_points, int | np.integer) \
+            or grid_points < 2:
         raise ValueError(f"{caller}(): grid_points must be an integer >= 2, got "
                          f"{grid_points!r}")
-    if thresholds is not None:
-        return check_thresholds(thresholds)
+    return int(grid_points)
+
+
+def _bounds(caller: str, bounds: Any) -> tuple[float, float]:
+    """Public bounds, refused with the caller's name (:func:`check_bounds_pair`)."""
     try:
-        low, high = (float(b) for b in bounds)
+        return check_bounds_pair(bounds, "bounds")
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{caller}(): {exc}") from None
+
+
+def check_levels(caller: str, q: Any, name: str = "q") -> np.ndarray:
+    """Quantile levels: a real number or a non-empty 1-D sequence of them, each in (0, 1]
+    (booleans, text, complex numbers and None are refused by name)."""
+    if q is None or isinstance(q, str | bytes | bool | np.bool_):
+        raise TypeError(f"{caller}(): {name} must be a level or a sequence of levels in "
+                        f"(0, 1], got {q!r}")
+    try:
+        raw = np.asarray(q)
     except (TypeError, ValueError):
-        raise ValueError(f"{caller}(): bounds must be a pair (low, high) of numbers, got "
-                         f"{bounds!r}") from None
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"{caller}(): bounds must be finite with low < high, got {bounds!r}")
-    return np.linspace(low, high, grid_points)
+        raw = np.asarray(q, dtype=object)
+    if raw.dtype.kind in "bcUSa":
+        raise TypeError(f"{caller}(): {name} must hold real numbers in (0, 1], got {q!r}"[:300])
+    try:
+        levels = raw.astype(np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{caller}(): {name} must hold numbers in (0, 1], got "
+                        f"{q!r}"[:300]) from None
+    if levels.ndim > 1 or levels.size == 0:
+        raise ValueError(f"{caller}(): {name} must be a level or a non-empty sequence of "
+                         f"levels in (0, 1], got shape {levels.shape}")
+    if not np.all((levels > 0.0) & (levels <= 1.0)):
+        raise ValueError(f"{caller}(): {name} must be in (0, 1] (the q-quantile "
+                         f"min{{t : F(t) >= q}} is defined there), got {q!r}"[:300])
+    return levels
 
 
 def _into_grid(values: np.ndarray, tau: np.ndarray) -> np.ndarray:
@@ -407,8 +465,9 @@ def ecdf(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
     caller = "fedustat.ecdf"
     values = column_inputs(caller, params, data, x=x)["x"]
     _refuse_unknown(caller, params)
-    tau = _grid(caller, thresholds, bounds, grid_points)
-    eps = check_epsilon(epsilon, allow_inf=True)
+    tau = _grid(caller, thresholds, bounds, grid_points,
+                FEDERATED_GRID_LIMIT if protocol in _FEDERATED_ECDF else ECDF_GRID_LIMIT)
+    eps = check_budget(epsilon, allow_inf=True)
     source = noise_source(noise, rng)
     records = _into_grid(as_float_array(values, "x"), tau)
     if protocol is None:
@@ -904,22 +963,20 @@ def median(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
 
 def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thresholds: Any,
               grid_points: int, method: str, data: Any, rng: RandomLike, noise: Any,
-              budget: BudgetAccountant | None, params: dict[str, Any]
-              ) -> QuantileEstimate | QuantilesResult:
+              budget: BudgetAccountant | None, params: dict[str, Any],
+              levels_name: str = "q") -> QuantileEstimate | QuantilesResult:
     values = column_inputs(caller, params, data, x=x)["x"]
     _refuse_unknown(caller, params)
-    tau = _grid(caller, thresholds, bounds, grid_points)
-    levels = np.asarray(q, dtype=np.float64) if not isinstance(q, str) else None
-    if levels is None or levels.ndim > 1 or levels.size == 0:
-        raise ValueError(f"{caller}(): q must be a level or a non-empty sequence of levels "
-                         f"in (0, 1], got {q!r}")
-    if not np.all((levels > 0.0) & (levels <= 1.0)):
-        raise ValueError(f"{caller}(): q must be in (0, 1] (the q-quantile "
-                         f"min{{t : F(t) >= q}} is defined there), got {q!r}")
+    levels = check_levels(caller, q, levels_name)
+    if thresholds is None and bounds is not None:  # before the grid is built
+        check_quantile_size(levels.size, _grid_points(caller, grid_points),
+                            levels_name=levels_name, grid_name="grid_points")
+    tau = _grid(caller, thresholds, bounds, grid_points, QUANTILE_GRID_LIMIT)
+    check_quantile_size(levels.size, tau.size, levels_name=levels_name)
     if method not in ("auto", *QUANTILE_METHODS):
         raise ValueError(f"{caller}(): method must be 'auto', 'exponential' or 'curve', got "
                          f"{method!r}")
-    eps = check_epsilon(epsilon, allow_inf=True)
+    eps = check_budget(epsilon, allow_inf=True)
     source = noise_source(noise, rng)
     records = _into_grid(as_float_array(values, "x"), tau)
     if records.size == 0:
@@ -1133,8 +1190,8 @@ def roc_curve(y_true: Any, y_score: Any, *, epsilon: float,
     labels, column = binary_target(cols["y_true"], pos_label, caller)
     score = binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     _refuse_unknown(caller, params)
-    tau = _grid(caller, thresholds, bounds, grid_points)
-    eps = check_epsilon(epsilon, allow_inf=True)
+    tau = _grid(caller, thresholds, bounds, grid_points, ROC_GRID_LIMIT)
+    eps = check_budget(epsilon, allow_inf=True)
     source = noise_source(noise, rng)
     scores = _into_grid(as_float_array(score, "y_score"), tau)
     _check_budget(budget, eps, ROC_ADJACENCY)
@@ -1304,14 +1361,30 @@ def hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, n_groups: int =
     (10.65, 0.22)
     """
     caller = "fedustat.hosmer_lemeshow"
+    for grid_argument in ("thresholds", "bounds", "grid_points"):
+        if grid_argument in params:
+            raise TypeError(f"{caller}() takes no {grid_argument}=: the cut points come from "
+                            "the predictions' private ECDF on the grid gamma, 2 gamma, ..., 1 "
+                            "(003 Alg. 2); set its spacing with gamma= and the number of "
+                            "groups with n_groups=")
     cols = column_inputs(caller, params, data, y_true=y_true, y_prob=y_prob)
     labels, column = binary_target(cols["y_true"], pos_label, caller)
-    prob = binary_score(cols["y_prob"], column, len(np.unique(cols["y_true"])), caller)
+    prob = binary_score(cols["y_prob"], column, len(np.unique(cols["y_true"])), caller,
+                        name="y_prob")
     _refuse_unknown(caller, params)
-    eps = check_epsilon(epsilon, allow_inf=True)
+    records = as_float_array(prob, "y_prob")  # empty or non-finite: refused by name first
+    check_consistent_length(y_true=labels, y_prob=records)
+    groups = check_positive_int(n_groups, "n_groups", minimum=1)
+    if groups < 3:
+        raise ValueError(f"{caller}(): n_groups must be at least 3 (the test has n_groups - 2 "
+                         f"degrees of freedom; 10 is customary), got {groups}")
+    spacing = check_grid_spacing(gamma, "gamma")
+    check_groups(groups, int(labels.size), absolute_grid(spacing, 1.0, spacing).size,
+                 "n_groups")
+    eps = check_budget(epsilon, allow_inf=True)
     source = noise_source(noise, rng)
     _check_budget(budget, eps, HL_ADJACENCY)
-    release = dp_hosmer_lemeshow(labels, prob, epsilon=eps, Q=n_groups, gamma=gamma, rng=rng,
+    release = dp_hosmer_lemeshow(labels, prob, epsilon=eps, Q=groups, gamma=spacing, rng=rng,
                                  noise=source)
     _spend(budget, release.privacy, "hosmer_lemeshow")
     return HosmerLemeshowResult(float(release.statistic.value), release.pvalue, release.df,
@@ -1443,14 +1516,8 @@ def cumsum(x: Any, *, epsilon: float, bounds: tuple[float, float] = (0.0, 1.0),
     caller = "fedustat.cumsum"
     stream = column_inputs(caller, params, data, x=x)["x"]
     _refuse_unknown(caller, params)
-    try:
-        low, high = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise ValueError(f"{caller}(): bounds must be a pair (low, high) of numbers, got "
-                         f"{bounds!r}") from None
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"{caller}(): bounds must be finite with low < high, got {bounds!r}")
-    eps = check_epsilon(epsilon)
+    low, high = _bounds(caller, bounds)
+    eps = check_budget(epsilon)
     source = noise_source(noise, rng)
     values = np.clip(as_float_array(stream, "x"), low, high)
     adjacency = f"replace one stream element (values in [{low:g}, {high:g}])"

@@ -66,9 +66,13 @@ def basic_composition(*guarantees: PrivacyGuarantee) -> PrivacyGuarantee:
 
 
 def _advanced_epsilon(epsilon: float, k: int, delta_slack: float) -> float:
-    # Dwork, Rothblum & Vadhan 2010, Thm III.3.
-    return (math.sqrt(2.0 * k * math.log(1.0 / delta_slack)) * epsilon
-            + k * epsilon * math.expm1(epsilon))
+    # Dwork, Rothblum & Vadhan 2010, Thm III.3. e^eps beyond float64 (eps > 709.78) makes
+    # the bound infinite: it guarantees nothing there.
+    try:
+        growth = math.expm1(epsilon)
+    except OverflowError:
+        return math.inf
+    return math.sqrt(2.0 * k * math.log(1.0 / delta_slack)) * epsilon + k * epsilon * growth
 
 
 def advanced_composition(epsilon: float, delta: float, k: int, delta_slack: float, *,
@@ -102,8 +106,12 @@ def advanced_composition(epsilon: float, delta: float, k: int, delta_slack: floa
     if total_delta >= 1.0:
         raise ValueError(f"k * delta + delta_slack = {total_delta:g} >= 1, which guarantees "
                          "nothing; lower delta or delta_slack")
-    return PrivacyGuarantee(_advanced_epsilon(epsilon, k, delta_slack), total_delta,
-                            PrivacyModel(model), adjacency)
+    composed = _advanced_epsilon(epsilon, k, delta_slack)
+    if not math.isfinite(composed):
+        raise ValueError(f"epsilon={epsilon:g} per step: the advanced composition bound "
+                         f"k eps (e^eps - 1) over k={k} steps overflows float64 (it guarantees "
+                         "nothing); use basic_composition, whose k eps is far smaller here")
+    return PrivacyGuarantee(composed, total_delta, PrivacyModel(model), adjacency)
 
 
 def per_step_budget_advanced(epsilon_total: float, delta_total: float, k: int,
@@ -151,10 +159,16 @@ def per_step_budget_advanced(epsilon_total: float, delta_total: float, k: int,
     def excess(eps: float) -> float:
         return _advanced_epsilon(eps, k, delta_slack) - epsilon_total
 
-    hi = epsilon_total
+    lo, hi = 0.0, epsilon_total
     while excess(hi) <= 0.0:
-        hi *= 2.0
-    eps_step = optimize.brentq(excess, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
+        lo, hi = hi, hi * 2.0
+    # The bound grows like e^eps, so a bracket end can overflow (excess = inf); the root
+    # finder needs a finite one: halve towards the last end below the total.
+    while not math.isfinite(excess(hi)):
+        hi = (lo + hi) / 2.0
+        if excess(hi) <= 0.0:
+            lo, hi = hi, 2.0 * hi - lo
+    eps_step = optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
     # Never overshoot the total because of the root finder's last bit.
     while excess(eps_step) > 0.0:
         eps_step = math.nextafter(eps_step, 0.0)

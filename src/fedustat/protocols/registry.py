@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fedustat._validation import check_budget, check_delta
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.protocols.base import Protocol
 from fedustat.stats.kernels import Kernel
@@ -301,7 +302,7 @@ def make_curve(name: str, *, epsilon: float, **params: Any) -> Protocol:
     'ecdf-pointwise-secagg'
     """
     check_curve_parameters(name, params)
-    return _curve_entry(name).factory(epsilon=epsilon, **params)
+    return _curve_entry(name).factory(epsilon=check_budget(epsilon, allow_inf=True), **params)
 
 
 #: Largest value accepted for a size parameter (grid cells, tree leaves, permutations,
@@ -472,6 +473,9 @@ def _check_entry(entry: ProtocolEntry, accepted: Mapping[str, inspect.Parameter]
                             f"{_describe(hints[key])}, got {value!r}")
         if key in SIZE_LIMITS and value is not None:
             _check_size(name, key, value)
+        if key.endswith("_seed") and isinstance(value, int | np.integer) and value < 0:
+            raise ValueError(f"parameter {key!r} of protocol {name!r} must be a non-negative "
+                             f"integer seed, got {value}")
 
 
 def _check_size(name: str, key: str, value: Any) -> None:
@@ -498,7 +502,8 @@ def make(name: str, kernel: Kernel, *, epsilon: float, delta: float = 0.0,
 
     Parameters are checked first (:func:`check_parameters`): an unknown name, a value of
     the wrong type or a size above :data:`SIZE_LIMITS` is refused with a message that
-    names the protocol and the parameter.
+    names the protocol and the parameter; so is a budget outside
+    :func:`~fedustat._validation.check_budget`'s range or a delta outside [0, 1).
 
     Parameters
     ----------
@@ -524,4 +529,6 @@ def make(name: str, kernel: Kernel, *, epsilon: float, delta: float = 0.0,
     'central-laplace'
     """
     check_parameters(name, params)
-    return _entry(name).factory(kernel, epsilon=epsilon, delta=delta, **params)
+    # The budget is checked here for every protocol (a factory may use only part of it).
+    return _entry(name).factory(kernel, epsilon=check_budget(epsilon, allow_inf=True),
+                                delta=check_delta(delta), **params)

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from fedustat._validation import as_float_array, check_positive_int
+from fedustat._validation import InputRangeError, as_float_array, check_positive_int
 from fedustat.secure.ring import MAX_RING_BITS, Ring
 
 __all__ = ["DEFAULT_BITS", "DEFAULT_FRAC_BITS", "FixedPoint"]
@@ -130,7 +130,7 @@ class FixedPoint:
         outside = (scaled < -limit) | (scaled >= limit)
         if np.any(outside):
             bad = x[outside]
-            raise OverflowError(
+            raise InputRangeError(
                 f"{name} has {int(outside.sum())} value(s) outside the fixed-point range "
                 f"{self._range_text()}: min {bad.min():.6g}, max {bad.max():.6g}; rescale "
                 f"the data or use more bits")
@@ -147,7 +147,7 @@ class FixedPoint:
         if arr.dtype.kind == "u":
             outside |= arr > np.uint64(self.max_int)
         if np.any(outside):
-            raise OverflowError(
+            raise InputRangeError(
                 f"{name} has {int(outside.sum())} value(s) outside the fixed-point range "
                 f"{self._range_text()} (integer units [{self.min_int}, {self.max_int}])")
         return self.ring.reduce(as_int)
@@ -159,7 +159,7 @@ class FixedPoint:
     def product_format(self) -> FixedPoint:
         """The format of a product of two encodings: same ring, ``2c`` fractional bits."""
         if 2 * self.frac_bits >= self.bits:
-            raise OverflowError(f"a product has {2 * self.frac_bits} fractional bits, which "
+            raise InputRangeError(f"a product has {2 * self.frac_bits} fractional bits, which "
                                 f"does not fit in l={self.bits} bits")
         return FixedPoint(self.bits, 2 * self.frac_bits)
 
@@ -173,7 +173,7 @@ class FixedPoint:
         ib = math.ceil(abs(float(bound_b)) * self.scale)
         if ia * ib >= 1 << (self.bits - 1):
             limit = 2.0 ** (self.bits - 1 - 2 * self.frac_bits)
-            raise OverflowError(
+            raise InputRangeError(
                 f"products of values bounded by {bound_a:g} and {bound_b:g} do not fit the "
                 f"product range (-{limit:g}, {limit:g}) of l={self.bits} bits with "
                 f"2c={2 * self.frac_bits} fractional bits; use more bits or fewer fractional bits")

@@ -56,6 +56,7 @@ from scipy import integrate, optimize
 from scipy import stats as sps
 
 from fedustat._validation import (
+    InputRangeError,
     RandomLike,
     as_rng,
     check_epsilon,
@@ -196,13 +197,13 @@ def noise_magnitude_bound(t: float, total_shape: float) -> int:
     if t == 0.0:
         return 1
     if t >= 1.0:
-        raise OverflowError("the noise ratio t rounds to 1 (epsilon / sensitivity below "
+        raise InputRangeError("the noise ratio t rounds to 1 (epsilon / sensitivity below "
                             "float resolution): no ring holds this noise")
     bound = 1
     while _log_tail_bound(t, total_shape, bound) / math.log(2.0) > _TAIL_LOG2:
         bound <<= 1
         if bound > 1 << 80:
-            raise OverflowError(f"the noise (ratio t={t:.6g}, shape {total_shape:g}) has no "
+            raise InputRangeError(f"the noise (ratio t={t:.6g}, shape {total_shape:g}) has no "
                                 "tail bound below 2^80")
     return bound
 
@@ -217,7 +218,7 @@ def _check_tail(ring: Ring, t: float, total_shape: float, max_abs: int) -> None:
         return
     log2_tail = _log_tail_bound(t, total_shape, max_abs) / math.log(2.0)
     if log2_tail > _TAIL_LOG2:
-        raise OverflowError(
+        raise InputRangeError(
             f"the noise (discrete Laplace ratio t={t:.6g}, total Pólya shape "
             f"{total_shape:g}) may exceed {max_abs} in absolute value with probability up to "
             f"2^{log2_tail:.1f}; the ring of l={ring.bits} bits is too small for this "
@@ -230,7 +231,7 @@ def _draw_differences(n_contrib: int, r: float, t: float, shape: tuple[int, ...]
     diff = polya(r, t, size, rng=source) - polya(r, t, size, rng=source)
     diff = np.asarray(diff, dtype=np.int64)
     if diff.size and int(np.abs(diff).max()) >= max_abs:
-        raise OverflowError(f"a contributor's noise {int(np.abs(diff).max())} does not fit the "
+        raise InputRangeError(f"a contributor's noise {int(np.abs(diff).max())} does not fit the "
                             f"ring headroom (|noise| < {max_abs}, l={ring.bits} bits)")
     return diff
 

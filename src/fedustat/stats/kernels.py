@@ -42,6 +42,7 @@ from fedustat._validation import (
     as_binary_labels,
     as_float_array,
     check_bounds,
+    check_bounds_pair,
     check_consistent_length,
     check_positive_int,
 )
@@ -552,13 +553,7 @@ def _validate_vus_dataset(data: np.ndarray) -> None:
 
 
 def _check_bounds_arg(bounds: Any) -> tuple[float, float]:
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"bounds must be a pair (lower, upper), got {bounds!r}") from exc
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"bounds must be finite with lower < upper, got {bounds!r}")
-    return lo, hi
+    return check_bounds_pair(bounds, "bounds")
 
 
 # --------------------------------------------------------------------------------------
@@ -929,8 +924,9 @@ def user_kernel(
     func : callable
         ``func(rows_1, ..., rows_degree)``; each ``rows_i`` is an (m, len(columns)) float
         array (row t of each is one record of tuple t); returns m values. It must be
-        symmetric in its arguments and stay within ``output_range`` (checked on every
-        evaluation).
+        symmetric in its arguments (checked when the kernel is made, on probe records:
+        an asymmetric ``func`` is refused) and stay within ``output_range`` (checked on
+        every evaluation).
     degree : int
     columns : str or sequence of str
     output_range : (float, float)
@@ -947,9 +943,54 @@ def user_kernel(
     if not callable(func):
         raise TypeError(f"func must be callable, got {type(func).__name__}")
     cols = (columns,) if isinstance(columns, str) else tuple(columns)
-    return Kernel(name=name, degree=degree, columns=cols, output_range=output_range, func=func,
-                  lipschitz=lipschitz, statistic_fn=statistic_fn,
-                  public_columns=public_columns, description="user-defined kernel")
+    kernel = Kernel(name=name, degree=degree, columns=cols, output_range=output_range,
+                    func=func, lipschitz=lipschitz, statistic_fn=statistic_fn,
+                    public_columns=public_columns, description="user-defined kernel")
+    _check_symmetric(func, kernel.degree, len(cols))
+    return kernel
+
+
+#: Probe tuples of the symmetry check: half with values in {0, 1} (valid labels, codes and
+#: categories), half uniform in [0, 1]; fixed, so the check is the same on every run.
+_PROBE_TUPLES = 16
+
+
+def _check_symmetric(func: KernelFunc, degree: int, n_columns: int) -> None:
+    """Refuse a ``func`` that changes when two of its arguments are swapped.
+
+    A U-statistic averages its kernel over unordered tuples (Hoeffding 1948, Sec. 3), so an
+    asymmetric kernel's value would depend on the order the protocol happens to list a
+    tuple in. Swapping neighbouring arguments generates every permutation, so ``degree -
+    1`` swaps cover them all on the probe tuples. A ``func`` that rejects the probe values
+    (e.g. a domain check of its own) is not judged here.
+    """
+    probe = np.random.default_rng(20240611)
+    half = _PROBE_TUPLES // 2
+    tuples = np.concatenate([probe.integers(0, 2, (half, degree, n_columns)).astype(float),
+                             probe.uniform(0.0, 1.0, (half, degree, n_columns))])
+    rows = [tuples[:, i, :] for i in range(degree)]
+    try:
+        with np.errstate(all="ignore"):
+            base = np.asarray(func(*rows), dtype=np.float64)
+            outputs = []
+            for i in range(degree - 1):
+                swapped = [*rows]
+                swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+                outputs.append(np.asarray(func(*swapped), dtype=np.float64))
+    except Exception:  # func refuses the probe values: it cannot be judged on them
+        return
+    for i, other in enumerate(outputs):
+        if other.shape != base.shape or base.shape != (_PROBE_TUPLES,):
+            return
+        differ = ~np.isclose(base, other, rtol=1e-9, atol=1e-12, equal_nan=True)
+        if np.any(differ):
+            t = int(np.argmax(differ))
+            raise ValueError(
+                f"func is not symmetric in its arguments: on the probe tuple "
+                f"{tuples[t].tolist()} it gives {base[t]:g}, and {other[t]:g} with arguments "
+                f"{i + 1} and {i + 2} swapped; a U-statistic's kernel must be symmetric "
+                "(average func over the orders of its arguments, e.g. "
+                "lambda a, b: (f(a, b) + f(b, a)) / 2)")
 
 
 #: Built-in kernel factories by name (Gini and variance need ``bounds=(lo, hi)``).

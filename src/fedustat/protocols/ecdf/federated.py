@@ -106,6 +106,7 @@ import numpy as np
 from fedustat._validation import (
     RecordCheckError,
     as_float_array,
+    check_bounds_pair,
 )
 from fedustat.privacy.errors import (
     ErrorDistribution,
@@ -133,7 +134,7 @@ from fedustat.protocols.ecdf.hierarchical import (
     point_variances_with,
     split_levels,
 )
-from fedustat.protocols.ecdf.release import ECDF_ADJACENCY, PrivateECDF
+from fedustat.protocols.ecdf.release import ECDF_ADJACENCY, GridLimit, PrivateECDF
 from fedustat.protocols.ecdf.shared_noise import NoiseLaw, SharedTreeNoise
 from fedustat.protocols.ecdf.smoothing import SmoothedECDF, smooth_counts
 from fedustat.secure.fixedpoint import FixedPoint
@@ -153,6 +154,12 @@ __all__ = [
 FEDERATED_METHODS = ("hierarchical", "003-tree")
 
 DEFAULT_BATCH = 4096  # parties per batch in the in-process runners (memory, not results)
+#: The largest grid of the federated releases run in one process: a batch of
+#: DEFAULT_BATCH parties' shares of every point is held at once.
+FEDERATED_GRID_LIMIT = GridLimit(
+    2**12, "a federated ECDF release run in one process",
+    "a batch of 4096 parties' shares of every point is held at once, about 220 KiB per "
+    "point (896 MiB measured at 2^12 points)")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -456,18 +463,14 @@ def grid_from_bounds(thresholds: Any, bounds: Any, precision: float | None
     between two thresholds count at the next one. Returns the grid and the bounds."""
     declared: tuple[float, float] | None = None
     if bounds is not None:
-        try:
-            lo, hi = (float(b) for b in bounds)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"bounds must be a pair (lo, hi), got {bounds!r}") from exc
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(f"bounds must be finite with lo < hi, got {bounds!r}")
-        declared = (lo, hi)
+        declared = check_bounds_pair(bounds, "bounds")
     if thresholds is not None:
         if precision is not None:
             raise ValueError("precision sets the spacing of a grid built from bounds; pass "
                              "either thresholds or bounds=(lo, hi) with precision")
-        return check_thresholds(thresholds), declared
+        tau = check_thresholds(thresholds)
+        FEDERATED_GRID_LIMIT.check(tau.size, "thresholds")
+        return tau, declared
     if declared is None:
         raise ValueError("give the public grid: thresholds, or bounds=(lo, hi) (and "
                          "precision=, the grid spacing)")
@@ -479,6 +482,16 @@ def grid_from_bounds(thresholds: Any, bounds: Any, precision: float | None
                 or not math.isfinite(precision) or precision <= 0:
             raise ValueError(f"precision must be a finite number > 0, got {precision!r}")
         gamma = float(precision)
+        if gamma >= hi - lo:
+            # A spacing as wide as the range leaves one or two thresholds: every value
+            # counts at the same point and the curve says nothing about the data.
+            raise ValueError(f"precision={precision!r} is not below the width {hi - lo:g} of "
+                             f"the bounds [{lo:g}, {hi:g}]: the grid would hold every value "
+                             "at one or two points; declare the grid spacing that matters, "
+                             "well below the width (default: the width / 2^10)")
+        # Counted before the grid is built (absolute_grid's first and last multiples).
+        FEDERATED_GRID_LIMIT.check(math.ceil(hi / gamma) - math.ceil(lo / gamma) + 1,
+                                   "precision")
     return check_thresholds(absolute_grid(lo, hi, gamma)), declared
 
 

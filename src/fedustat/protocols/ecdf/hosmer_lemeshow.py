@@ -21,6 +21,7 @@ from fedustat._validation import (
     check_bounds,
     check_consistent_length,
     check_epsilon,
+    check_positive_float,
     check_positive_int,
 )
 from fedustat.privacy.errors import ErrorDistribution, LaplaceError, NormalError
@@ -28,7 +29,7 @@ from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_c
 from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols.base import Estimate
 from fedustat.protocols.ecdf.quantiles import dp_quantile
-from fedustat.protocols.ecdf.release import PrivateECDF, dp_ecdf
+from fedustat.protocols.ecdf.release import ECDF_GRID_LIMIT, PrivateECDF, dp_ecdf
 from fedustat.stats.ecdf import (
     DyadicTree,
     absolute_grid,
@@ -37,6 +38,8 @@ from fedustat.stats.ecdf import (
 __all__ = [
     "HL_ADJACENCY",
     "DPHosmerLemeshow",
+    "check_grid_spacing",
+    "check_groups",
     "dp_hosmer_lemeshow",
     "hosmer_lemeshow",
 ]
@@ -82,14 +85,39 @@ class HosmerLemeshowTable:
     expected: np.ndarray
 
 
-def _check_hl_inputs(y_true: Any, y_prob: Any, n_groups: Any) -> tuple[np.ndarray,
-                                                                        np.ndarray, int]:
+def _check_hl_inputs(y_true: Any, y_prob: Any, n_groups: Any, groups_name: str = "Q"
+                     ) -> tuple[np.ndarray, np.ndarray, int]:
     labels = as_binary_labels(y_true, "y_true", require_both=False).astype(np.float64)
     probs = as_float_array(y_prob, "y_prob")
     check_consistent_length(y_true=labels, y_prob=probs)
     check_bounds(probs, (0.0, 1.0), "y_prob")
-    n_groups = check_positive_int(n_groups, "Q", minimum=3)
+    n_groups = check_positive_int(n_groups, groups_name, minimum=3)
     return labels, probs, n_groups
+
+
+def check_grid_spacing(gamma: Any, name: str = "gamma") -> float:
+    """The spacing of the predictions' grid ``gamma, 2 gamma, ..., 1``: a number in (0, 1]
+    whose grid of ``ceil(1 / gamma)`` points is within :data:`ECDF_GRID_LIMIT`."""
+    spacing = check_positive_float(gamma, name)
+    if spacing > 1.0:
+        raise ValueError(f"{name}={gamma!r} is above 1: it is the spacing of the grid of "
+                         "predicted probabilities in (0, 1] (e.g. 2**-10)")
+    ECDF_GRID_LIMIT.check(math.ceil(1.0 / spacing - 1e-9), name)
+    return spacing
+
+
+def check_groups(n_groups: int, n_records: int, grid_points: int, name: str = "Q") -> None:
+    """At most one group per record and per grid point: more groups than records (or than
+    cut points the grid offers) leave groups empty by construction, and the chi-square law
+    with ``Q - 2`` degrees of freedom (003 Eq. 5) then no longer describes the statistic."""
+    if n_groups > n_records:
+        raise ValueError(f"{name}={n_groups} groups for {n_records} records: some groups would "
+                         f"be empty whatever the data; use at most {n_records} groups (10 is "
+                         "customary, with several records expected in each)")
+    if n_groups > grid_points:
+        raise ValueError(f"{name}={n_groups} groups on a grid of {grid_points} predicted "
+                         f"probabilities: the cut points come from that grid, so use at most "
+                         f"{grid_points} groups or a finer grid (a smaller gamma)")
 
 
 def hosmer_lemeshow(y_true: Any, y_prob: Any, cuts: Any) -> HosmerLemeshowTable:
@@ -199,9 +227,11 @@ def dp_hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, Q: int = 10,
     epsilon:
         Total budget (> 0) or ``math.inf``.
     Q:
-        Number of groups (>= 3; 10 is customary).
+        Number of groups (>= 3; 10 is customary), at most the number of records and of
+        grid points.
     gamma:
-        Grid spacing for the predictions' ECDF (precision of the cut points).
+        Grid spacing for the predictions' ECDF (precision of the cut points), in (0, 1],
+        with at most ``2^20`` grid points (:data:`ECDF_GRID_LIMIT`).
     rng, noise:
         Seed / Generator, or a :class:`NoiseSource`.
 
@@ -222,7 +252,9 @@ def dp_hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, Q: int = 10,
     """
     labels, probs, n_groups = _check_hl_inputs(y_true, y_prob, Q)
     eps = check_epsilon(epsilon, allow_inf=True)
-    tau = absolute_grid(gamma, 1.0, gamma)
+    spacing = check_grid_spacing(gamma)
+    tau = absolute_grid(spacing, 1.0, spacing)
+    check_groups(n_groups, labels.size, tau.size)
     tree = DyadicTree(tau.size)
     eps_prime = eps / (tree.depth + 9)
     source = None if math.isinf(eps) else resolve_noise(rng, noise)

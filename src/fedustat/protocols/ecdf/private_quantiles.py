@@ -37,14 +37,26 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from fedustat._validation import RandomLike, as_float_array, check_epsilon
+from fedustat._validation import (
+    RandomLike,
+    as_float_array,
+    check_bounds_pair,
+    check_epsilon,
+)
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.noise import NoiseSource, resolve_noise
 from fedustat.protocols.ecdf.quantiles import dp_quantile
-from fedustat.protocols.ecdf.release import ECDF_ADJACENCY, dp_ecdf, dp_ecdf_from_counts
+from fedustat.protocols.ecdf.release import (
+    ECDF_ADJACENCY,
+    GridLimit,
+    dp_ecdf,
+    dp_ecdf_from_counts,
+)
 from fedustat.stats.ecdf import check_thresholds, ecdf_counts
 
 __all__ = [
+    "MAX_QUANTILE_WORK",
+    "QUANTILE_GRID_LIMIT",
     "QUANTILE_METHODS",
     "PrivateQuantiles",
     "QuantileErrorPrediction",
@@ -65,6 +77,16 @@ QuantileMethod = Literal["auto", "exponential", "joint", "curve"]
 QUANTILE_METHODS: tuple[str, ...] = ("exponential", "joint", "curve")
 #: Grid points of ``bounds`` when no thresholds are given.
 DEFAULT_GRID_POINTS = 1024
+#: The largest grid of candidates: the predicted error of every method (which picks the
+#: method and is reported) holds 2048 quadrature nodes per candidate in the worst case.
+QUANTILE_GRID_LIMIT = GridLimit(
+    2**14, "the quantile release",
+    "the predicted error of each method, which picks the method and is reported, holds "
+    "2048 quadrature nodes per grid point (48 KiB; 770 MiB and 7 s measured at 2^14 points)")
+#: The largest ``max(m, MODEL_LEVELS) * N`` (levels times candidates): each level's
+#: predicted error is a quadrature over the whole grid, about 38 ns per node and candidate
+#: (18.6 s measured for 256 levels on 1024 points, at the smallest budgets).
+MAX_QUANTILE_WORK = 2**18
 # The joint mechanism places a candidate at C(t-1) + cnt(t)/2 in rank (the middle of its
 # block of ranks) and aims at r - 1/2 (the middle of the target record's unit of rank).
 _JOINT_LAMBDA = 0.5
@@ -449,6 +471,7 @@ def predict_quantile_errors(levels: Any, n: int, grid_points: int, epsilon: floa
     ``E|e|`` by the normal approximation, plus half a step for the grid.
     """
     q = tuple(float(v) for v in np.atleast_1d(as_float_array(levels, "levels", ndim=(0, 1))))
+    check_quantile_size(len(q), int(grid_points), grid_name="grid_points")
     return dict(_predict(q, int(n), int(grid_points), check_epsilon(epsilon, "epsilon",
                                                                     allow_inf=True)))
 
@@ -599,6 +622,22 @@ class PrivateQuantiles:
     noise_kind: str = "simulation"
 
 
+def check_quantile_size(levels: int, grid_points: int, *, levels_name: str = "levels",
+                        grid_name: str = "thresholds") -> None:
+    """Refuse a grid above :data:`QUANTILE_GRID_LIMIT`, or more levels than
+    :data:`MAX_QUANTILE_WORK` allows on it, before anything is computed."""
+    QUANTILE_GRID_LIMIT.check(grid_points, grid_name)
+    work = max(levels, MODEL_LEVELS) * grid_points
+    if work > MAX_QUANTILE_WORK:
+        most = max(1, MAX_QUANTILE_WORK // grid_points)
+        raise ValueError(
+            f"{levels_name}: {levels} levels on a grid of {grid_points} points are more than "
+            f"one release answers: max(levels, {MODEL_LEVELS}) x grid points must be at most "
+            f"{MAX_QUANTILE_WORK} (2^18), because each level's predicted error is a "
+            "quadrature over the whole grid (18.6 s measured for 256 levels on 1024 points); "
+            f"ask for at most {most} levels on this grid, or use a coarser grid")
+
+
 def _grid(thresholds: Any, bounds: Any, grid_points: int) -> np.ndarray:
     if (thresholds is None) == (bounds is None):
         raise ValueError("pass exactly one of thresholds (the public candidate grid) or "
@@ -608,13 +647,7 @@ def _grid(thresholds: Any, bounds: Any, grid_points: int) -> np.ndarray:
         if tau.size < 1:
             raise ValueError("thresholds must hold at least one candidate")
         return tau
-    try:
-        low, high = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise ValueError(f"bounds must be a pair (low, high) of numbers, got {bounds!r}"
-                         ) from None
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"bounds must be finite with low < high, got {bounds!r}")
+    low, high = check_bounds_pair(bounds, "bounds")
     return np.linspace(low, high, grid_points)
 
 
@@ -676,7 +709,10 @@ def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = 
         raise ValueError(f"method must be 'auto' or one of {QUANTILE_METHODS}, got {method!r}")
     if isinstance(grid_points, bool) or not isinstance(grid_points, int) or grid_points < 2:
         raise ValueError(f"grid_points must be an integer >= 2, got {grid_points!r}")
+    if thresholds is None:  # before the grid is built
+        check_quantile_size(q.size, grid_points, grid_name="grid_points")
     tau = _grid(thresholds, bounds, grid_points)
+    check_quantile_size(q.size, tau.size)
     n = int(x.size)
     preds = predict_quantile_errors(q, n, tau.size, eps)
     chosen = method

@@ -21,11 +21,15 @@ from fedustat.protocols.ecdf.release import PrivateECDF
 from fedustat.protocols.ecdf.smoothing import SmoothedECDF
 
 __all__ = [
+    "MAX_INTERVAL_PAIRS",
     "Quantiles",
     "dp_quantile",
     "quantile_interval",
 ]
 
+
+#: The most (level, grid point) pairs :func:`quantile_interval` compares in one call.
+MAX_INTERVAL_PAIRS = 2**26
 
 # ------------------------------------------------------------------------- quantiles
 
@@ -178,6 +182,13 @@ def quantile_interval(curve: PrivateECDF, q: Any, confidence_level: float = 0.95
     start = tau[0] - step if lower is None else float(lower)
     if not start < tau[0]:
         raise ValueError(f"lower must be below the first threshold {tau[0]:g}, got {lower!r}")
+    pairs = levels.size * tau.size
+    if pairs > MAX_INTERVAL_PAIRS:
+        raise ValueError(f"q: {levels.size} levels on a grid of {tau.size} points are "
+                         f"{pairs} level-point pairs, above {MAX_INTERVAL_PAIRS} (2^26), the "
+                         "most one call compares, to keep it under about 1 GiB of memory "
+                         "(about 10 bytes per pair: 160 MiB measured at 2^24); ask for "
+                         f"at most {MAX_INTERVAL_PAIRS // tau.size} levels at a time")
     band_low, band_high = curve.confidence_band(confidence_level, simultaneous=True)
     below = band_high[None, :] < levels[:, None]  # F(t) < q for sure
     above = band_low[None, :] >= levels[:, None]  # F(t) >= q for sure

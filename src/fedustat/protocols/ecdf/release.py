@@ -51,7 +51,9 @@ from fedustat.stats.ecdf import (
 
 __all__ = [
     "ECDF_ADJACENCY",
+    "ECDF_GRID_LIMIT",
     "ECDF_METHODS",
+    "GridLimit",
     "PrivateECDF",
     "dp_ecdf",
     "dp_ecdf_from_counts",
@@ -65,6 +67,42 @@ ECDF_METHODS = ("hierarchical", "003-tree")
 
 # A dense covariance above this many points would take too much memory.
 _MAX_DENSE = MAX_COVARIANCE_POINTS
+
+
+@dataclass(frozen=True)
+class GridLimit:
+    """The largest public grid a release takes, and why: a grid's size is checked against
+    it before anything is allocated, so a call stays under about 1 GiB of memory.
+
+    Attributes
+    ----------
+    points:
+        The largest number of grid points.
+    release:
+        What takes the grid (for the message).
+    reason:
+        What a grid point costs, as measured (peak traced memory and time on a quiet
+        machine; docs/user-guide.md, "Errors").
+    """
+
+    points: int
+    release: str
+    reason: str
+
+    def check(self, size: int, name: str) -> None:
+        """Refuse a grid of ``size`` points above the limit, naming the argument ``name``."""
+        if size > self.points:
+            raise ValueError(
+                f"{name}: a grid of {size} points is above {self.points} "
+                f"(2^{self.points.bit_length() - 1}), the largest {self.release} takes, to "
+                f"keep a call under about 1 GiB of memory: {self.reason}; use a coarser grid")
+
+
+#: The central ECDF release (:func:`dp_ecdf`).
+ECDF_GRID_LIMIT = GridLimit(
+    2**20, "the central ECDF release",
+    "its hierarchical tree and least-squares pass hold about 400 bytes per point (387 MiB "
+    "and 2.2 s measured at 2^20 points; 003's tree 64 MiB)")
 
 
 # --------------------------------------------------------------------------- DP ECDF
@@ -331,6 +369,7 @@ def dp_ecdf(values: Any, thresholds: Any, *, epsilon: float, rng: RandomLike = N
     """
     x = as_float_array(values, "values")
     tau = check_thresholds(thresholds)
+    ECDF_GRID_LIMIT.check(tau.size, "thresholds")
     eps = check_epsilon(epsilon, allow_inf=True)
     return dp_ecdf_from_counts(ecdf_counts(x, tau), x.size, tau, epsilon=eps, rng=rng,
                                noise=noise, tree_noise=tree_noise, method=method,
@@ -370,6 +409,7 @@ def dp_ecdf_from_counts(counts: Any, n: int, thresholds: Any, *, epsilon: float,
     several curves of the same records names its own).
     """
     tau = check_thresholds(thresholds)
+    ECDF_GRID_LIMIT.check(tau.size, "thresholds")
     eps = check_epsilon(epsilon, allow_inf=True)
     c = np.asarray(counts)
     if c.shape != tau.shape or c.dtype.kind not in "iu":

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fedustat._validation import (
+    InputRangeError,
     RandomLike,
     as_rng,
     check_epsilon,
@@ -136,7 +137,7 @@ def _check_capacity(fixed_point: FixedPoint, n: int, tree: DyadicTree, scale: fl
         bound += _noise_bound(tree, scale, shape_ratio)
     limit = 2.0 ** (fixed_point.bits - 1 - fixed_point.frac_bits)
     if bound >= limit:
-        raise OverflowError(
+        raise InputRangeError(
             f"ring_bits={fixed_point.bits} with frac_bits={fixed_point.frac_bits} holds counts "
             f"below 2^{fixed_point.bits - 1 - fixed_point.frac_bits} = {limit:.6g}, but n = {n} "
             f"plus the noise bound gives {bound:.6g}; use more ring_bits or fewer frac_bits")
@@ -153,7 +154,7 @@ def _node_capacity(fixed_point: FixedPoint, n: int, plan: HierarchicalPlan,
                                                 + math.log(plan.n_noisy_nodes))
     limit = 2.0 ** (fixed_point.bits - 1 - fixed_point.frac_bits)
     if bound >= limit:
-        raise OverflowError(
+        raise InputRangeError(
             f"ring_bits={fixed_point.bits} with frac_bits={fixed_point.frac_bits} holds counts "
             f"below 2^{fixed_point.bits - 1 - fixed_point.frac_bits} = {limit:.6g}, but n = {n} "
             f"plus the bound on the noise of the tree's nodes (largest level scale "

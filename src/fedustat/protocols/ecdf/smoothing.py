@@ -807,6 +807,7 @@ def smooth(curve: PrivateECDF, p: int = 2, subset: Any = None, *,
     >>> np.round(fedustat.smooth(curve).values, 2)
     array([0.07, 0.17, 0.22, 0.31, 0.47, 0.59, 0.66, 0.77, 0.89, 1.  ])
     """
+    _check_curve(curve, "smooth")
     if getattr(curve, "method", "003-tree") != "003-tree" and curve.scale > 0:
         raise ValueError(f"smooth (003 Eq. 3) corrects 003's dyadic tree noise; this curve "
                          f"was released with method={curve.method!r}. Release it with "
@@ -823,6 +824,16 @@ def smooth(curve: PrivateECDF, p: int = 2, subset: Any = None, *,
         diagnostics={"max_violation_removed": info["max_violation_removed"] / n,
                      **({"fallback": info["fallback"]} if "fallback" in info else {})},
         noise_kind=str(getattr(curve, "noise_kind", "simulation")))
+
+
+def _check_curve(curve: Any, caller: str) -> None:
+    """A released curve (its values, grid, n and tree), not an array: the correction works
+    on the curve's noise structure, which an array does not carry."""
+    if not all(hasattr(curve, key) for key in ("values", "thresholds", "n", "tree")):
+        hint = (" (the .release of a fedustat.ecdf result)" if hasattr(curve, "release")
+                else "")
+        raise TypeError(f"{caller}(): curve must be a private ECDF release, a PrivateECDF"
+                        f"{hint}, got {type(curve).__name__}")
 
 
 def isotonic_projection(curve: PrivateECDF, subset: Any = None) -> SmoothedECDF:
@@ -855,6 +866,7 @@ def isotonic_projection(curve: PrivateECDF, subset: Any = None) -> SmoothedECDF:
     >>> np.round(fedustat.isotonic_projection(curve).values, 2)
     array([0.09, 0.19, 0.27, 0.36, 0.46, 0.58, 0.67, 0.78, 0.9 , 1.  ])
     """
+    _check_curve(curve, "isotonic_projection")
     n = int(curve.n)
     idx = _subset_indices(subset, np.asarray(curve.values).size)
     raw = np.asarray(curve.values, dtype=np.float64)[idx]

@@ -927,16 +927,16 @@ class FedAUCLap(FedAUC):
         return base
 
     def configure(self, n_rows: int) -> FedAUCLap:
-        if self.sensitivity != "global":
-            return self
-        if self.n_samples is None:
-            prepared = copy.copy(self)
-            prepared.n_samples = n_rows
-            return prepared
-        if self.n_samples != n_rows:
+        # A declared n_samples that the data contradict is refused whatever the
+        # sensitivity (with the local one it would otherwise be ignored silently).
+        if self.n_samples is not None and self.n_samples != n_rows:
             raise ValueError(f"the protocol was configured for n_samples={self.n_samples} but "
                              f"the data have {n_rows} samples")
-        return self
+        if self.sensitivity != "global" or self.n_samples is not None:
+            return self
+        prepared = copy.copy(self)
+        prepared.n_samples = n_rows
+        return prepared
 
     # ------------------------------------------------------------- noise scales
     def _scales(self, max_rank: np.ndarray, mean_rank: np.ndarray, spread: np.ndarray

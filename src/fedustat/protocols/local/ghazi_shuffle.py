@@ -114,6 +114,7 @@ import numpy as np
 from scipy.spatial import distance
 
 from fedustat._validation import (
+    InputRangeError,
     RandomLike,
     as_int_array,
     check_delta,
@@ -122,6 +123,7 @@ from fedustat._validation import (
     check_probability,
 )
 from fedustat.privacy.errors import (
+    BoundedBias,
     DiscreteLaplaceError,
     ErrorDistribution,
     LaplaceError,
@@ -257,6 +259,11 @@ def _log2_delta(epsilon: float, n_coordinates: int, sigma: float) -> float:
     log2(1 + e^-eps)`` (no overflow)."""
     return (epsilon * _LOG2_E + math.log2(1.0 + math.exp(-epsilon))
             + math.log2(n_coordinates) - sigma)
+
+
+def _log2_one_plus_exp(eps: float) -> float:
+    """``log2(1 + e^eps)`` without forming e^eps."""
+    return (max(eps, 0.0) + math.log1p(math.exp(-abs(eps)))) / math.log(2.0)
 
 
 def split_and_mix(values: Any, n_messages: int, rng: RandomLike | NoiseSource | Any = None,
@@ -623,7 +630,7 @@ class GhaziShuffle(Protocol):
         limit = 2.0 ** (self.ring.bits - 2)
         scaled = np.rint(vectors * 2.0**c)
         if np.abs(scaled).max() >= limit:
-            raise OverflowError(f"the projections (max |v| = {np.abs(vectors).max():.3g}) do not "
+            raise InputRangeError(f"the projections (max |v| = {np.abs(vectors).max():.3g}) do not "
                                 f"fit {self.ring.bits}-bit ring elements with frac_bits={c}; "
                                 "use fewer fractional bits")
         z = scaled.astype(np.int64)
@@ -635,7 +642,7 @@ class GhaziShuffle(Protocol):
         rows = [z] if diag_public else [z, np.asarray(diag, dtype=object)[None, :]]
         table = np.vstack(rows)
         if not diag_public and max(abs(g) for g in diag) >= limit:
-            raise OverflowError(f"the diagonal codes do not fit {self.ring.bits}-bit ring "
+            raise InputRangeError(f"the diagonal codes do not fit {self.ring.bits}-bit ring "
                                 f"elements with frac_bits={c}; use fewer fractional bits")
         table = table.astype(np.int64)
         encoded = (z[:d].T.astype(np.float64) @ z[d:].astype(np.float64)) / 4.0**c
@@ -653,7 +660,8 @@ class GhaziShuffle(Protocol):
         if self.security_bits is not None:
             return float(self.security_bits)
         if self.delta > 0 and math.isfinite(self.epsilon):
-            return max(1.0, math.ceil(math.log2((1.0 + math.exp(self.epsilon)) / self.delta)))
+            return max(1.0, math.ceil(_log2_one_plus_exp(self.epsilon)
+                                      - math.log2(self.delta)))
         return float(DEFAULT_SECURITY_BITS)
 
     def parameters_for(self, n_parties: int, encoding: ShuffleEncoding) -> ShuffleParameters:
@@ -711,7 +719,7 @@ class GhaziShuffle(Protocol):
             tails[-1] = math.sqrt(var_g * 2.0**_TAIL_LOG2)
         peak = n * np.abs(encoding.table).max(axis=1).astype(np.float64) + tails
         if np.any(peak >= half_ring):
-            raise OverflowError(
+            raise InputRangeError(
                 f"the noisy sums may exceed the {self.ring.bits}-bit ring (up to "
                 f"{peak.max():.3g} >= 2^{self.ring.bits - 1}) with n = {n}, "
                 f"frac_bits = {self.frac_bits}, epsilon = {eps:g}; use fewer fractional bits")
@@ -992,9 +1000,14 @@ class GhaziShuffle(Protocol):
         u_se = math.sqrt(u_var)
         grid = enc.grid
         public = grid.public_data(np.array([n]))
+        u_law = self._error_law(enc, params, vec, norm2, n) if u_se > 0 else NormalError(0.0)
+        # The release estimates the U-statistic of the encoded kernel, within
+        # encoding_error of the kernel's (a public bound): part of the stated error once
+        # it is not negligible (1% of the noise's standard deviation).
+        if u_se > 0 and enc.encoding_error >= 0.01 * u_law.std:
+            u_law = BoundedBias(u_law, enc.encoding_error)
         # Renyi-2's -ln U clips U into [1/C(n,2), 1] first and maps U's interval
         # (statistic_release); an affine map carries U's law scaled.
-        u_law = self._error_law(enc, params, vec, norm2, n) if u_se > 0 else NormalError(0.0)
         release = statistic_release(self.kernel, u, u_law, public)
         fac = enc.factorization
         diagnostics: dict[str, Any] = {

@@ -38,6 +38,7 @@ from fedustat._validation import (
     RecordCheckError,
     as_float_array,
     check_bounds,
+    check_bounds_pair,
     check_positive_int,
 )
 from fedustat.privacy.noise import NoiseSource
@@ -186,13 +187,7 @@ class ColumnGrid:
 
 
 def _bounds_pair(bounds: Any, what: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{what} must be a pair (lower, upper), got {bounds!r}") from exc
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"{what} must be finite with lower < upper, got {bounds!r}")
-    return lo, hi
+    return check_bounds_pair(bounds, what)
 
 
 # --------------------------------------------------------------------------------------

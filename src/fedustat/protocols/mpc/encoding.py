@@ -32,8 +32,21 @@ Ring size (public quantities only): the smallest ``l`` such that
    (:func:`fedustat.secure.noise.noise_magnitude_bound`),
 
 so that ``sum + noise`` stays below ``2^(l - 1)`` and decodes without wrapping. If no
-``l <= 64`` (the largest ring, elements are uint64) satisfies them, an ``OverflowError``
+``l <= 64`` (the largest ring, elements are uint64) satisfies them, an
+:class:`~fedustat._validation.InputRangeError` (a ``ValueError`` and an ``OverflowError``)
 names the condition and suggests a coarser precision.
+
+A ``precision`` at least the width of the bounds is refused: every value would encode to
+one of at most two codes, so an order kernel would see ties almost everywhere (an AUC of
+about 1/2 with a standard error of 0), a wrong number that looks like a release.
+
+Rounding error in the stated error: each value moves by at most ``h / 2``, so the Gini
+mean difference moves by at most ``h`` and the variance kernel by at most
+``(hi - lo) h + h^2 / 2`` (:meth:`ColumnEncoding.rounding_bias`). That public bound is
+added to the release's error law as a bias (:func:`with_rounding_bias`) whenever it is at
+least 1% of the law's standard deviation; below that it would move a 95% half-width by
+less than about 0.5%. Order kernels are exact except for ties between values closer than
+``h``, whose effect depends on the data and has no public bound: the diagnostics say so.
 """
 
 from __future__ import annotations
@@ -45,7 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from fedustat._validation import as_float_array
+from fedustat._validation import InputRangeError, as_float_array, check_bounds_pair
+from fedustat.privacy.errors import BoundedBias, ErrorDistribution
 from fedustat.secure import FixedPoint
 from fedustat.secure.noise import noise_magnitude_bound
 from fedustat.secure.ring import MAX_RING_BITS
@@ -58,6 +72,7 @@ __all__ = [
     "declared_bounds",
     "frac_bits_for",
     "ring_bits_for",
+    "with_rounding_bias",
 ]
 
 #: Default precision: ``(hi - lo) / 2^20`` (about 10^6 levels over the declared range).
@@ -99,18 +114,15 @@ def _check_bounds(bounds: Any, columns: int) -> tuple[tuple[float, float], ...]:
     """One ``(lo, hi)`` for every secret column, or one pair for all of them."""
     try:
         pairs = [bounds] if len(bounds) == 2 and np.ndim(bounds[0]) == 0 else list(bounds)
-        out = tuple((float(lo), float(hi)) for lo, hi in pairs)
-    except (TypeError, ValueError) as exc:
+    except TypeError as exc:
         raise TypeError(f"bounds must be a pair (lo, hi) or one pair per secret column, got "
                         f"{bounds!r}") from exc
+    out = tuple(check_bounds_pair(pair, "bounds") for pair in pairs)
     if len(out) == 1:
         out = out * columns
     if len(out) != columns:
         raise ValueError(f"bounds has {len(out)} pairs; the kernel has {columns} secret "
                          f"column(s): give one pair (lo, hi) or one per column")
-    for lo, hi in out:
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(f"bounds must be finite with lo < hi, got {bounds!r}")
     return out
 
 
@@ -142,7 +154,21 @@ class ColumnEncoding:
             if isinstance(precision, bool) or not isinstance(precision, int | float) \
                     or not math.isfinite(precision) or precision <= 0:
                 raise ValueError(f"precision must be a finite number > 0, got {precision!r}")
+            width = min(hi - lo for lo, hi in pairs)
+            if precision >= width:
+                raise ValueError(
+                    f"precision={precision!r} is not below the width {width:g} of the bounds: "
+                    "every value would encode to one of at most two codes, so an order "
+                    "statistic (AUC, Kendall's tau, ...) would see ties almost everywhere "
+                    "(an AUC near 0.5 with a standard error of 0); declare the smallest "
+                    "difference that matters, well below the width (default: the width / "
+                    f"2^{DEFAULT_LEVELS_LOG2})")
             c = frac_bits_for(float(precision))
+        if c + 2 > MAX_RING_BITS:
+            raise InputRangeError(
+                f"precision={precision!r} needs {c} fractional bits, more than a "
+                f"{MAX_RING_BITS}-bit ring holds with its sign and headroom; declare a "
+                f"coarser precision (at least 2^-{MAX_RING_BITS - 2})")
         return cls(pairs, c, None if precision is None else float(precision))
 
     @property
@@ -155,8 +181,13 @@ class ColumnEncoding:
         return max(math.ceil((hi - lo) * 2.0**self.frac_bits) for lo, hi in self.bounds)
 
     def fixed_point(self, bits: int) -> FixedPoint:
-        """The ring format: ``l`` bits, ``c`` fractional bits, one bit of headroom."""
-        return FixedPoint(bits, self.frac_bits, headroom=1)
+        """The ring format: ``l`` bits, ``c`` fractional bits, one bit of headroom.
+
+        The format holds at least its ``c`` fractional bits, the sign and the headroom: with
+        bounds narrower than 1 the codes stay below ``2^c`` and the conditions of
+        :func:`ring_bits_for` alone may ask for fewer bits.
+        """
+        return FixedPoint(max(bits, self.frac_bits + 2), self.frac_bits, headroom=1)
 
     def encode(self, values: Any, fixed_point: FixedPoint, name: str = "values") -> np.ndarray:
         """``(n, d)`` records of the secret columns to ring elements of ``fixed_point``.
@@ -177,11 +208,47 @@ class ColumnEncoding:
             shifted[:, j] = col - lo
         return fixed_point.encode(shifted, name=name)
 
-    def describe(self, fixed_point: FixedPoint) -> dict[str, Any]:
-        """Public facts for an estimate's diagnostics."""
-        return {"bounds": [list(b) for b in self.bounds], "resolution": self.resolution,
-                "declared_precision": self.precision, "ring_bits": fixed_point.bits,
-                "ties": f"values closer than {self.resolution:.3g} encode equally (ties)"}
+    def rounding_bias(self, kernel_name: str) -> float:
+        """A public bound on how far the rounding of the codes moves the U-statistic.
+
+        Each value moves by at most ``h / 2`` (round to nearest): ``|x - y|`` by at most
+        ``h`` (Gini mean difference) and ``(x - y)^2 / 2`` by at most
+        ``|a' - a| |a' + a| / 2 <= h (2 W + h) / 2 = W h + h^2 / 2`` with ``W = hi - lo``
+        (variance kernel). Order kernels: 0, their only change is a tie between values
+        closer than ``h`` (no public bound; see :meth:`describe`).
+        """
+        h = self.resolution
+        width = max(hi - lo for lo, hi in self.bounds)
+        if kernel_name == "gini_mean_difference":
+            return h
+        if kernel_name == "variance":
+            return width * h + h * h / 2.0
+        return 0.0
+
+    def describe(self, fixed_point: FixedPoint, kernel_name: str | None = None
+                 ) -> dict[str, Any]:
+        """Public facts for an estimate's diagnostics (with ``kernel_name``, the bound of
+        :meth:`rounding_bias`)."""
+        out = {"bounds": [list(b) for b in self.bounds], "resolution": self.resolution,
+               "declared_precision": self.precision, "ring_bits": fixed_point.bits,
+               "ties": f"values closer than {self.resolution:.3g} encode equally (ties)"}
+        if kernel_name is not None:
+            out["rounding_bias_bound"] = self.rounding_bias(kernel_name)
+        return out
+
+
+#: The rounding bias enters the stated error when it is at least this share of the error
+#: law's standard deviation (module docstring).
+ROUNDING_BIAS_SHARE = 0.01
+
+
+def with_rounding_bias(error: ErrorDistribution, bound: float) -> ErrorDistribution:
+    """``error`` with the encoding's rounding bias ``|d| <= bound`` added
+    (:class:`~fedustat.privacy.errors.BoundedBias`), unless ``bound`` is below
+    :data:`ROUNDING_BIAS_SHARE` of the law's standard deviation (or 0)."""
+    if bound <= 0.0 or bound < ROUNDING_BIAS_SHARE * error.std:
+        return error
+    return BoundedBias(error, bound)
 
 
 def ring_bits_for(*, max_code: int, product: bool, output_total: int,
@@ -213,7 +280,7 @@ def ring_bits_for(*, max_code: int, product: bool, output_total: int,
     bits = max(MIN_RING_BITS, *need.values())
     if bits > MAX_RING_BITS:
         worst = max(need, key=lambda k: need[k])
-        raise OverflowError(f"{what}: {worst} need a ring of {need[worst]} bits, more than the "
+        raise InputRangeError(f"{what}: {worst} need a ring of {need[worst]} bits, more than the "
                             f"largest supported ({MAX_RING_BITS}); declare a coarser precision "
                             "(or tighter bounds), fewer edges, or a larger epsilon")
     return bits

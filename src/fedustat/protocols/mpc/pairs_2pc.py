@@ -141,6 +141,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from fedustat._validation import (
+    InputRangeError,
     RandomLike,
     RecordCheckError,
     as_rng,
@@ -174,7 +175,12 @@ from fedustat.protocols.base import (
     service_id,
     statistic_release,
 )
-from fedustat.protocols.mpc.encoding import ColumnEncoding, bounds_by_column, declared_bounds
+from fedustat.protocols.mpc.encoding import (
+    ColumnEncoding,
+    bounds_by_column,
+    declared_bounds,
+    with_rounding_bias,
+)
 from fedustat.protocols.registry import register
 from fedustat.secure import (
     Dealer,
@@ -314,7 +320,7 @@ def _pair_spec(kernel: Kernel, fixed_point: FixedPoint) -> _Spec:
         units = math.floor(kernel.sensitivity * fixed_point.scale) + 1
         limit = 1 << (fixed_point.bits - 2)
         if units >= limit:
-            raise OverflowError(
+            raise InputRangeError(
                 f"the Gini kernel's range {kernel.sensitivity:g} is {units} units of "
                 f"2^-{fixed_point.frac_bits}, which leaves no room for the noise in a "
                 f"{fixed_point.bits}-bit ring (limit {limit}); use more bits or fewer "
@@ -636,7 +642,7 @@ def _check_noise_room(spec: _Spec, fp: FixedPoint, t: float) -> None:
     """
     bound = 1 << (fp.bits - 3)
     if t > 0.0 and 1.0 + bound * math.log2(t) > _TAIL_LOG2:
-        raise OverflowError(
+        raise InputRangeError(
             f"the per-pair noise (DLap ratio t={t:.6g} in units of {spec.unit:g}) may exceed "
             f"2^{fp.bits - 3} units with probability above 2^-40; the {fp.bits}-bit ring is "
             "too small for this budget: use more bits in fixed_point")
@@ -656,7 +662,7 @@ def _add_noise(spec: _Spec, out: np.ndarray, pair_epsilon: float, split: str, fp
     signed = ring.to_signed(parts.shares)
     bound = 1 << (fp.bits - 3)
     if signed.size and int(np.abs(signed).max()) >= bound:
-        raise OverflowError(f"a party's noise part {int(np.abs(signed).max())} does not fit "
+        raise InputRangeError(f"a party's noise part {int(np.abs(signed).max())} does not fit "
                             f"the ring headroom (< 2^{fp.bits - 3} units)")
     return ring.add(out, parts.shares), signed
 
@@ -1258,7 +1264,7 @@ def _member_noise(spec: _Spec, fp: FixedPoint, pair_epsilon: float, split: str,
     signed = ring.to_signed(own)
     bound = 1 << (fp.bits - 3)
     if int(np.abs(signed).max()) >= bound:
-        raise OverflowError(f"a party's noise part {int(np.abs(signed).max())} does not fit "
+        raise InputRangeError(f"a party's noise part {int(np.abs(signed).max())} does not fit "
                             f"the ring headroom (< 2^{fp.bits - 3} units)")
     return own
 
@@ -1470,7 +1476,7 @@ class PairsTwoParty(Protocol):
             need.append(math.ceil(math.log2(41.0 / -log2_t)) + 3)
         bits = max(need)
         if bits > 64:
-            raise OverflowError(f"pairs-2pc ({self.kernel.name}): the codes, outputs and noise "
+            raise InputRangeError(f"pairs-2pc ({self.kernel.name}): the codes, outputs and noise "
                                 f"need a ring of {bits} bits, more than 64; declare a coarser "
                                 "precision or a larger epsilon")
         return self.encoding.fixed_point(bits)
@@ -1964,9 +1970,10 @@ class PairsTwoParty(Protocol):
         # The statistic at the released U: an affine map carries U's law scaled; Renyi-2's
         # -ln U clips U into [1/C(n,2), 1] first and maps U's interval (statistic_release).
         public = self._public(state.labels)
-        release = statistic_release(
-            self.kernel, u_hat, self._error_law(pair_ids.size, m, pair_eps, noise_part,
-                                                design_var), public)
+        u_law = self._error_law(pair_ids.size, m, pair_eps, noise_part, design_var)
+        if self.encoding is not None:  # the codes' rounding, a public bound (encoding.py)
+            u_law = with_rounding_bias(u_law, self.encoding.rounding_bias(self.kernel.name))
+        release = statistic_release(self.kernel, u_hat, u_law, public)
         slope = release.slope
         diagnostics: dict[str, Any] = {
             "design": state.design, "n_pairs": m, "n_computed_pairs": int(pair_ids.size),
@@ -1981,7 +1988,8 @@ class PairsTwoParty(Protocol):
             else DEALER_ASSUMPTION,
             "comparison": self.comparison, "fixed_point": fp,
             "output_unit": self.spec.unit, "design_variance": design_var,
-            "encoding": (self.encoding.describe(fp) if self.encoding is not None else
+            "encoding": (self.encoding.describe(fp, self.kernel.name)
+                         if self.encoding is not None else
                          {"bounds": None, "resolution": fp.resolution, "ring_bits": fp.bits,
                           "ties": f"values closer than {fp.resolution:.3g} encode equally "
                                   "(ties)"}),

@@ -89,6 +89,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fedustat._validation import (
+    InputRangeError,
     RecordCheck,
     RecordCheckError,
     check_epsilon,
@@ -124,6 +125,7 @@ from fedustat.protocols.mpc.encoding import (
     bounds_by_column,
     declared_bounds,
     ring_bits_for,
+    with_rounding_bias,
 )
 from fedustat.protocols.mpc.kernel_circuits import CircuitMaterial, KernelCircuit, circuit_for
 from fedustat.protocols.registry import register
@@ -912,7 +914,7 @@ class UMPC(Protocol):
                 else math.sqrt(2.0 * self.kernel.output_range[1])
             # x0 - x1 must not wrap, and for the variance its square must fit.
             if math.ceil(width * fp.scale) >= 1 << (fp.bits - 1):
-                raise OverflowError(f"differences up to {width:g} do not fit the fixed-point "
+                raise InputRangeError(f"differences up to {width:g} do not fit the fixed-point "
                                     f"range of l={fp.bits} bits with c={fp.frac_bits}")
             if self.circuit.name == "variance":
                 fp.check_product(width, width)
@@ -1606,7 +1608,7 @@ class UMPC(Protocol):
         most = Fraction(max(abs(lo), abs(hi))) * self.scale() * active
         limit = 1 << (fp.bits - 2)
         if most >= limit:
-            raise OverflowError(f"the sum of {active} kernel values (up to {float(most):.4g} "
+            raise InputRangeError(f"the sum of {active} kernel values (up to {float(most):.4g} "
                                 f"ring units) does not fit the ring of l={fp.bits} bits; "
                                 "declare bounds=(lo, hi) (and precision=) to size the ring "
                                 "from them, or use a FixedPoint with more bits or fewer "
@@ -1727,9 +1729,10 @@ class UMPC(Protocol):
                       / 4.0) if pool > 1 and m < pool else 0.0
         # The statistic at the released U: an affine map carries U's law scaled; Renyi-2's
         # -ln U clips U into [1/C(n,2), 1] first and maps U's interval (statistic_release).
-        release = statistic_release(
-            self.kernel, u, self.error_law(n, design, design_var,
-                                           unit=p_active / (self.scale() * m)), public_data)
+        u_law = self.error_law(n, design, design_var, unit=p_active / (self.scale() * m))
+        if self.encoding is not None:  # the codes' rounding, a public bound (encoding.py)
+            u_law = with_rounding_bias(u_law, self.encoding.rounding_bias(self.kernel.name))
+        release = statistic_release(self.kernel, u, u_law, public_data)
         # Lemma C.3's count of the secure part (phases 1-4); the measured costs are in
         # Estimate.cost, filled by the runtime from the messages and the relayed rows.
         expected = self.expected_communication(n, design, state.public, state.coin)
@@ -1789,7 +1792,8 @@ class UMPC(Protocol):
             "fixed_point": {"bits": fp.bits, "frac_bits": fp.frac_bits,
                             "headroom": fp.headroom},
             "output_scale": self.scale(),
-            "encoding": (self.encoding.describe(fp) if self.encoding is not None else
+            "encoding": (self.encoding.describe(fp, self.kernel.name)
+                         if self.encoding is not None else
                          {"bounds": None, "resolution": fp.resolution, "ring_bits": fp.bits,
                           "ties": f"values closer than {fp.resolution:.3g} encode equally "
                                   "(ties)"}),

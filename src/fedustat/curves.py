@@ -296,7 +296,9 @@ class CurveRelease:
 class ECDFResult(CurveRelease):
     """A private ECDF on a public grid, like ``scipy.stats.ecdf(x).cdf`` evaluated there.
 
-    ``thresholds`` and ``values`` are the grid and the released ``F_hat``; ``std_error``
+    ``thresholds`` and ``values`` are the grid and the released ``F_hat`` clipped into
+    [0, 1], where a CDF lies (post-processing; the unbiased curve stays in
+    :attr:`raw_values`, the one to average over releases); ``std_error``
     the exact noise standard deviation at each point and :meth:`confidence_interval` the
     pointwise (or, ``simultaneous=True``, whole-curve) band from the noise law
     (:meth:`~fedustat.protocols.ecdf.PrivateECDF.confidence_band`). ``release`` is the
@@ -385,7 +387,7 @@ class ECDFResult(CurveRelease):
         >>> res = fedustat.ecdf(x, epsilon=1.0, bounds=(0, 10), grid_points=5, rng=1)
         >>> low, high = res.confidence_interval(0.9)
         >>> low.round(3).tolist(), high.round(3).tolist()
-        ([-0.005, 0.228, 0.466, 0.73, 0.996], [0.003, 0.239, 0.478, 0.741, 1.005])
+        ([0.0, 0.228, 0.466, 0.73, 0.996], [0.003, 0.239, 0.478, 0.741, 1.0])
         >>> bool(np.all(res.confidence_interval(0.9, simultaneous=True).low <= low))
         True
         """
@@ -393,7 +395,21 @@ class ECDFResult(CurveRelease):
         if simultaneous:
             level = 1.0 - (1.0 - level) / self.thresholds.size
         low, high = self.release.confidence_band(level)
-        return ConfidenceInterval(np.asarray(low), np.asarray(high))
+        # Intersected with [0, 1], where the exact ECDF lies (Estimate.clipped's rule).
+        return ConfidenceInterval(np.clip(np.asarray(low), 0.0, 1.0),
+                                  np.clip(np.asarray(high), 0.0, 1.0))
+
+    @property
+    def raw_values(self) -> np.ndarray:
+        """The unclipped released curve (unbiased: average these over many releases).
+
+        Examples
+        --------
+        >>> res = fedustat.ecdf([1, 2, 2, 4], epsilon=math.inf, thresholds=[1, 2, 3, 4])
+        >>> res.raw_values.tolist()
+        [0.25, 0.75, 0.75, 1.0]
+        """
+        return np.asarray(self.release.values, dtype=np.float64)
 
     def evaluate(self, t: Any) -> np.ndarray:
         """The released step function at ``t`` (0 below the first threshold), as
@@ -415,7 +431,7 @@ class ECDFResult(CurveRelease):
         >>> res.evaluate([0, 2.5, 5]).tolist()
         [0.0, 0.75, 1.0]
         """
-        return self.release(t)
+        return np.clip(np.asarray(self.release(t), dtype=np.float64), 0.0, 1.0)
 
 
 def ecdf(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
@@ -494,8 +510,10 @@ def ecdf(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
         raise ValueError(f"{caller}(): protocol must be None (the central release) or one of "
                          f"{names}, got {protocol!r}")
     _spend(budget, curve.privacy, f"ecdf ({name})")
-    return ECDFResult(tau, curve.values, int(records.size), name, curve.privacy,
-                      curve.noise_kind, curve)
+    # A CDF lies in [0, 1]: the released curve is clipped there (post-processing); the
+    # unbiased, unclipped curve stays in raw_values (release.values).
+    return ECDFResult(tau, np.clip(np.asarray(curve.values, dtype=np.float64), 0.0, 1.0),
+                      int(records.size), name, curve.privacy, curve.noise_kind, curve)
 
 
 # ------------------------------------------------------------------ quantiles

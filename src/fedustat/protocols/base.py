@@ -1086,6 +1086,18 @@ class StatisticRelease(NamedTuple):
     statistic_map: StatisticMap | None
     slope: float
 
+    def estimate(self, kernel: Kernel, public: PublicData, *, protocol: str,
+                 privacy: PrivacyGuarantee, cost: Cost,
+                 diagnostics: Mapping[str, Any]) -> Estimate:
+        """The protocol's :class:`Estimate` of this statistic, clipped into the kernel's
+        statistic range (:func:`in_statistic_range`): the last part of a server step's
+        release, so a release is in range on every transport."""
+        estimate = Estimate(value=float(self.value), quantity=kernel.name, protocol=protocol,
+                            privacy=privacy, std_error=self.std_error, error=self.error,
+                            statistic_map=self.statistic_map, cost=cost,
+                            diagnostics=diagnostics)
+        return in_statistic_range(estimate, kernel, public)
+
 
 def statistic_release(kernel: Kernel, u: float, u_error: ErrorDistribution | None,
                       public: PublicData) -> StatisticRelease:

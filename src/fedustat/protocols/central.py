@@ -40,7 +40,6 @@ from fedustat.protocols.base import (
     Message,
     Protocol,
     Role,
-    in_statistic_range,
     statistic_release,
 )
 from fedustat.protocols.registry import register
@@ -167,13 +166,10 @@ class CentralLaplace(Protocol):
         public = self.kernel.public_view(data)
         u_law: ErrorDistribution = LaplaceError(mechanism.scale)
         release = statistic_release(self.kernel, noisy_u, u_law, public)
-        estimate = Estimate(
-            value=float(release.value), quantity=self.kernel.name, protocol=self.name,
-            privacy=self.guarantee, std_error=release.std_error, error=release.error,
-            statistic_map=release.statistic_map,
-            cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
-        estimate = in_statistic_range(estimate, self.kernel, public)
-        return state, estimate
+        return state, release.estimate(self.kernel, public, protocol=self.name,
+                                       privacy=self.guarantee,
+                                       cost=Cost(server_operations=int(operations)),
+                                       diagnostics=diagnostics)
 
 
     def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:

@@ -90,7 +90,7 @@ from fedustat._validation import check_epsilon, check_positive_int
 from fedustat.privacy.errors import NormalError
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.noise import NoiseSource
-from fedustat.protocols.base import Cost, Estimate, in_statistic_range, statistic_release
+from fedustat.protocols.base import Cost, Estimate, statistic_release
 from fedustat.protocols.local.quantization import (
     DEFAULT_AVG_TOL,
     DEFAULT_MAX_EVALUATIONS,
@@ -435,14 +435,11 @@ class GhaziProjection(QuantizedLocalProtocol):
             diagnostics["laplace_scale"] = setup.randomizer.scale
             diagnostics["l1_sensitivity"] = setup.randomizer.sensitivity
         operations = 2 * n * 2 * d + d
-        estimate = Estimate(value=float(release.value), quantity=self.kernel.name,
-                            protocol=self.name, privacy=self.guarantee,
-                            std_error=release.std_error, error=release.error,
-                            statistic_map=release.statistic_map,
-                            cost=Cost(server_operations=int(operations)),
-                            diagnostics=diagnostics)
         # In range on every transport: the clip is part of the server's release step.
-        return in_statistic_range(estimate, self.kernel, public)
+        return release.estimate(self.kernel, public, protocol=self.name,
+                                privacy=self.guarantee,
+                                cost=Cost(server_operations=int(operations)),
+                                diagnostics=diagnostics)
 
 
 def _ldp_ghazi(kernel: Kernel, *, epsilon: float, delta: float = 0.0, k: Any = None,

@@ -145,7 +145,6 @@ from fedustat.protocols.base import (
     Message,
     Protocol,
     Role,
-    in_statistic_range,
     service_id,
     statistic_release,
 )
@@ -1032,14 +1031,11 @@ class GhaziShuffle(Protocol):
             "party_noise": self.noise.kind if self.noise is not None else "simulation",
         }
         operations = n * params.n_messages * enc.n_coordinates + d
-        estimate = Estimate(value=float(release.value), quantity=self.kernel.name,
-                            protocol=self.name, privacy=self.guarantee_for(params),
-                            std_error=release.std_error, error=release.error,
-                            statistic_map=release.statistic_map,
-                            cost=Cost(server_operations=int(operations)),
-                            diagnostics=diagnostics)
         # In range on every transport: the clip is part of the server's release step.
-        return in_statistic_range(estimate, self.kernel, public)
+        return release.estimate(self.kernel, public, protocol=self.name,
+                                privacy=self.guarantee_for(params),
+                                cost=Cost(server_operations=int(operations)),
+                                diagnostics=diagnostics)
 
 
 def _ghazi_shuffle(kernel: Kernel, *, epsilon: float, delta: float = 0.0, k: Any = None,

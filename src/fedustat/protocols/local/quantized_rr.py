@@ -103,7 +103,6 @@ from fedustat.protocols.base import (
     Message,
     Protocol,
     Role,
-    in_statistic_range,
     statistic_release,
 )
 from fedustat.protocols.local.quantization import (
@@ -744,14 +743,11 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
             diagnostics["quantization_error_bound_estimate"] = (
                 qk.error_factor * math.sqrt(max(delta, 0.0)))
         operations = n + m * m * k * k
-        estimate = Estimate(value=float(release.value), quantity=self.kernel.name,
-                            protocol=self.name, privacy=self.guarantee,
-                            std_error=release.std_error, error=release.error,
-                            statistic_map=release.statistic_map,
-                            cost=Cost(server_operations=int(operations)),
-                            diagnostics=diagnostics)
         # In range on every transport: the clip is part of the server's release step.
-        return in_statistic_range(estimate, self.kernel, public)
+        return release.estimate(self.kernel, public, protocol=self.name,
+                                privacy=self.guarantee,
+                                cost=Cost(server_operations=int(operations)),
+                                diagnostics=diagnostics)
 
 
     # ------------------------------------------------ distributed server step (hooks)

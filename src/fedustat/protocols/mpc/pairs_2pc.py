@@ -171,7 +171,6 @@ from fedustat.protocols.base import (
     Message,
     Protocol,
     Role,
-    in_statistic_range,
     service_id,
     statistic_release,
 )
@@ -1997,12 +1996,9 @@ class PairsTwoParty(Protocol):
         # Bits and rounds, with the peers and the dealer, are measured by the runtime
         # from the messages and their PeerTraffic.
         cost = Cost(server_operations=m)
-        estimate = Estimate(value=float(release.value), quantity=self.kernel.name,
-                            protocol=self.name, privacy=self.guarantee, error=release.error,
-                            std_error=release.std_error, statistic_map=release.statistic_map,
-                            cost=cost, diagnostics=diagnostics)
         # In range on every transport: the clip is part of the server's release step.
-        return in_statistic_range(estimate, self.kernel, public)
+        return release.estimate(self.kernel, public, protocol=self.name,
+                                privacy=self.guarantee, cost=cost, diagnostics=diagnostics)
 
     def _error_law(self, computed: int, m: int, pair_eps: float, noise_part: float,
                    design_var: float) -> ErrorDistribution:

@@ -115,7 +115,6 @@ from fedustat.protocols.base import (
     Message,
     Protocol,
     Role,
-    in_statistic_range,
     normal_std_error,
     service_id,
     statistic_release,
@@ -1747,13 +1746,10 @@ class UMPC(Protocol):
             "lemma_c1_u": total / (self.scale() * design.size),
             "public_coin": None if state.coin is None else [int(w) for w in state.coin],
         })
-        estimate = Estimate(value=float(release.value), quantity=self.kernel.name,
-                            protocol=self.name, privacy=self.guarantee, error=release.error,
-                            std_error=release.std_error,
-                            statistic_map=release.statistic_map,
-                            cost=Cost(server_operations=n), diagnostics=diagnostics)
         # In range on every transport: the clip is part of the server's release step.
-        return in_statistic_range(estimate, self.kernel, public_data)
+        return release.estimate(self.kernel, public_data, protocol=self.name,
+                                privacy=self.guarantee, cost=Cost(server_operations=n),
+                                diagnostics=diagnostics)
 
     def error_law(self, n_parties: int, design: Design, design_variance: float,
                   unit: float | None = None) -> ErrorDistribution:

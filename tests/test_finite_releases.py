@@ -28,7 +28,7 @@ from fedustat.runtime.simulate import simulate
 from fedustat.stats.kernels import Kernel
 
 N = 24
-EPSILONS = (0.05, 1.0, 1e4)
+EPSILONS = (0.05, 1.0, 1000.0)  # 1000: the largest finite budget a release takes
 SEEDS = (0, 1, 2)
 SHAPES = ("plain", "tied", "skewed")
 UNIT = (0.0, 1.0)

@@ -22,6 +22,7 @@ import pytest
 from scipy import stats
 
 import fedustat
+from fedustat._validation import RecordCheckError
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
@@ -560,7 +561,9 @@ def test_unsupported_kernels_are_refused_with_the_list() -> None:
 def test_values_outside_the_fixed_point_range_raise_overflow() -> None:
     kernel = kendall_tau_kernel("a")
     data = kernel.pack([1.0, 2.0, 3e7], [0.0, 1.0, 2.0])
-    with pytest.raises(OverflowError, match=r"data column\(s\) x, y .* outside the fixed-point"):
+    # A record outside the public range is the party's own records check (a ValueError
+    # whose text stays on that party).
+    with pytest.raises(RecordCheckError, match=r"data column\(s\) x, y .* outside the fixed-point"):
         simulate(UMPC(kernel, 1.0), data, rng=1)
     # Ring too small for the sum of the variance kernel's squares (2c fractional bits).
     kernel = variance_kernel((0.0, 10.0))

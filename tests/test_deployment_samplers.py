@@ -400,3 +400,20 @@ def test_large_polya_work_does_not_depend_on_the_value(monkeypatch, noise, r, al
         requests.append((counter.calls, counter.words))
     assert len(set(requests)) == 1, requests
     assert len(set(outputs[:3])) >= 2
+
+
+def test_geometric_thresholds_equal_one_exponential_per_digit():
+    # The thresholds come from q^(2^j) by repeated squaring; each must equal
+    # floor(2^64 / (1 + exp(2^j / scale))) computed directly at 50 digits.
+    from decimal import Decimal, localcontext
+
+    rng = np.random.default_rng(5)
+    scales = [0.3, 1.0, 7.5, 1234.5, 2.0**39, 2.0**40 - 1.0,
+              *np.exp(rng.uniform(math.log(2.0**39), math.log(2.0**40), 60))]
+    for scale in scales:
+        got = samplers.geometric_thresholds(float(scale))
+        with localcontext() as ctx:
+            ctx.prec = 50
+            direct = [min(int(1 / (1 + (Decimal(1 << j) / Decimal(float(scale))).exp())
+                              * (1 << 64)), (1 << 64) - 1) for j in range(got.size)]
+        assert got.tolist() == direct, scale

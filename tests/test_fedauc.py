@@ -738,3 +738,24 @@ def test_fedauc_states_its_trust_assumptions() -> None:
     glob = registry.make("fedauc-laplace-global", auc_kernel(), epsilon=1.0).guarantee
     assert [a.kind for a in glob.assumptions] == [Trust.LOCAL, Trust.SEMI_HONEST]
     assert "true ranks" in str(glob)
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_deployment_noise_draws_each_entry_at_its_own_scale(mechanism):
+    # Deployment samplers draw at each distinct scale (grouped by one sort); an entry of
+    # scale 0 gets no noise. The mean square per group against 2 b^2 (Laplace) or sigma^2,
+    # within 5 of its standard errors, var sqrt((kurtosis - 1) / m) with the kurtosis
+    # E x^4 / var^2 = 6 for Laplace and 3 for the normal (false alarm below 1e-5).
+    from fedustat.privacy.noise import DeploymentNoise
+    from fedustat.protocols.fedauc.protocol import _scaled_noise
+
+    m = 4000
+    scales = np.repeat([0.0, 0.5, 2.0, 7.0], m).reshape(2, -1)
+    draws = _scaled_noise(DeploymentNoise(), mechanism, scales).ravel()
+    flat = scales.ravel()
+    assert np.all(draws[flat == 0.0] == 0.0)
+    kurtosis = 6.0 if mechanism == "laplace" else 3.0
+    for scale in (0.5, 2.0, 7.0):
+        expected = 2 * scale**2 if mechanism == "laplace" else scale**2
+        got = np.mean(draws[flat == scale] ** 2)
+        assert abs(got - expected) <= 5 * expected * math.sqrt((kurtosis - 1) / m)

@@ -309,11 +309,17 @@ def _scaled_noise(source: NoiseSource, mechanism: Mechanism, scales: np.ndarray)
     # Other sources (vetted samplers) draw at each distinct scale itself; in a deployment
     # a batch is one client, so this loop is over its two statistics.
     out = np.zeros(scales.shape)
-    for value in np.unique(scales[scales > 0]):
-        where = scales == value
-        count = int(np.count_nonzero(where))
-        out[where] = (source.laplace(float(value), count) if mechanism == "laplace"
-                      else source.gaussian(float(value), count))
+    flat = scales.ravel()
+    positive = np.flatnonzero(flat > 0)
+    values, inverse, counts = np.unique(flat[positive], return_inverse=True,
+                                        return_counts=True)
+    # Entries grouped by scale (one sort, not one pass over all entries per scale).
+    order = positive[np.argsort(inverse, kind="stable")]
+    draws = [source.laplace(float(v), int(c)) if mechanism == "laplace"
+             else source.gaussian(float(v), int(c)) for v, c in zip(values, counts,
+                                                                     strict=True)]
+    if draws:
+        out.ravel()[order] = np.concatenate(draws)
     return out
 
 

@@ -418,3 +418,13 @@ def test_distributed_shares_sum_to_discrete_laplace(n_parties, epsilon, sensitiv
     share_mu4 = 2 * float(kurt_x) * float(var_x) ** 2 + 3 * share_var**2
     assert share_var == pytest.approx(mech.variance / n_parties)
     assert_variance_close(shares[0].astype(float), share_var, share_mu4)
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(1e-12, 0.999), (1e-6, 0.999), (1e-6, 1e-12),
+                                                (1000.0, 1e-12)])
+def test_analytic_gaussian_calibration_at_extreme_budgets(epsilon, delta):
+    # A tiny epsilon with a large delta makes delta(sigma) flat near the root: the final
+    # step-up once took millions of evaluations (a hang); the calibration still holds.
+    sigma = GaussianMechanism(1.0, epsilon, delta).sigma
+    assert gaussian_delta(sigma, 1.0, epsilon) <= delta
+    assert gaussian_delta(sigma * (1 - 1e-6), 1.0, epsilon) > delta or sigma < 1e-300

@@ -163,10 +163,16 @@ def _analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -
         lo /= 2.0
     while excess(hi) > 0.0:
         hi *= 2.0
-    sigma = optimize.brentq(excess, lo, hi, xtol=1e-15 * hi, rtol=4 * np.finfo(float).eps)
+    # xtol relative to the bracket's low end (below the root): relative to hi it was an
+    # absolute 1e-3 when hi started at 1/epsilon = 1e12.
+    sigma = optimize.brentq(excess, lo, hi, xtol=1e-15 * lo, rtol=4 * np.finfo(float).eps)
     # brentq may land a hair below the root; step up so the guarantee holds as stated.
+    # The steps double: where delta(sigma) is flat (a tiny epsilon with a large delta) a
+    # fixed step of 1e-12 took millions of evaluations; doubling ends within ~40.
+    step = 1e-12
     while excess(sigma) > 0.0:
-        sigma *= 1.0 + 1e-12
+        sigma *= 1.0 + step
+        step *= 2.0
     return float(sigma)
 
 

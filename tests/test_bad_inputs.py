@@ -793,8 +793,8 @@ def test_a_string_epsilon_is_refused(call: typing.Callable[[], Any]) -> None:
 
 def test_central_laplace_refuses_a_delta_it_would_ignore() -> None:
     with pytest.raises(ValueError, match=r"^delta=1e-05: central-laplace is pure epsilon-DP "
-                                         r"\(the Laplace mechanism\) and would not use it; "
-                                         r"pass delta=0"):
+                                         r"with these parameters \(its releases carry delta "
+                                         r"= 0\) and would not use it; pass delta=0"):
         fedustat.roc_auc_score(Y, X, epsilon=1.0, delta=1e-5, rng=0)
 
 
@@ -886,3 +886,33 @@ def test_cli_budget_outside_the_range(capsys: pytest.CaptureFixture[str]) -> Non
               match=r"^error: --epsilon=1e-300 is below 1e-06")
     cli_error(capsys, "estimate", "--statistic", "auc", "--delta", "1e-6",
               match=r"delta=1e-06: central-laplace is pure epsilon-DP")
+
+
+#: Parameters a protocol needs to build with its defaults.
+_PURE_DEFAULTS = {"ldp-tree": {"d": 16}, "ldp-quantized": {"bounds": (0.0, 1.0)}}
+
+
+@pytest.mark.filterwarnings("ignore:auc. no bounds declared:UserWarning")
+@pytest.mark.parametrize("name", [e.name for e in registry.available()
+                                  if e.name not in ("exact", "fedauc-gaussian",
+                                                    "ghazi-shuffle")])
+def test_a_pure_protocol_refuses_a_delta_it_would_ignore(name: str) -> None:
+    # Built with delta = 0 it states the same pure guarantee: the delta would change
+    # nothing, so it is refused by name (one rule in registry.make, every path).
+    kernel = gini_kernel((0.0, 1.0)) if name == "ldp-ghazi" else auc_kernel()  # one grid
+    params = _PURE_DEFAULTS.get(name, {})
+    assert registry.make(name, kernel, epsilon=1.0, **params).planned_guarantee().delta == 0
+    with pytest.raises(ValueError, match=rf"^delta=1e-06: {name} is pure epsilon-DP with "
+                                         r"these parameters \(its releases carry delta = 0\)"):
+        registry.make(name, kernel, epsilon=1.0, delta=1e-6, **params)
+
+
+def test_a_delta_the_parameters_use_is_kept() -> None:
+    kernel = auc_kernel()
+    # The Gaussian mechanism, and advanced composition over the tree's levels (which
+    # needs a delta even where it then falls back to the basic split).
+    assert registry.make("fedauc-gaussian", kernel, epsilon=1.0,
+                         delta=1e-6).guarantee.delta == 1e-6
+    assert registry.make("fedauc-laplace", kernel, epsilon=1.0, delta=1e-6,
+                         mechanism="gaussian").guarantee.delta > 0
+    registry.make("ldp-tree", kernel, epsilon=1.0, delta=1e-3, d=64, split="budget-advanced")

@@ -53,11 +53,11 @@ class OtherKernel:
 BASE: dict[str, tuple[Any, dict[str, Any]]] = {
     "central-laplace": (AUC, {}),
     "exact": (AUC, {}),
-    "fedauc-adaptive": (AUC, {"delta": 1e-5}),
+    "fedauc-adaptive": (AUC, {}),
     "fedauc-gaussian": (AUC, {"delta": 1e-5}),
-    "fedauc-laplace": (AUC, {"delta": 1e-5}),
-    "fedauc-laplace-global": (AUC, {"delta": 1e-5}),
-    "fedauc-laplace-local": (AUC, {"delta": 1e-5}),
+    "fedauc-laplace": (AUC, {}),
+    "fedauc-laplace-global": (AUC, {}),
+    "fedauc-laplace-local": (AUC, {}),
     "fedauc-rr": (AUC, {}),
     "ghazi-shuffle": (GINI, {}),
     "ldp-ghazi": (GINI, {}),
@@ -116,8 +116,9 @@ NAMED_AS = {("ldp-tree", "bounds"): "score_bounds"}
 #: Another statistic than the baseline's, where the protocol serves a kernel of bounds.
 OTHER_STATISTIC = {"pairs-2pc": duplicate_pair_kernel()}
 #: The budget's delta, where a protocol is pure epsilon-DP and does not use it.
-PURE_EPSILON = {"central-laplace", "exact", "fedauc-rr", "ghazi-shuffle", "ldp-ghazi",
-                "ldp-quantized", "ldp-tree", "umpc"}
+PURE_EPSILON = {"central-laplace", "exact", "fedauc-adaptive", "fedauc-laplace",
+                "fedauc-laplace-global", "fedauc-laplace-local", "fedauc-rr", "ghazi-shuffle",
+                "ldp-ghazi", "ldp-quantized", "ldp-tree", "pairs-2pc", "umpc"}
 
 CURVE_BASE = {"bounds": (0.0, 1.0), "precision": 0.125}
 CURVE_VARIANTS: dict[str, Any] = {
@@ -139,7 +140,9 @@ def build(name: str, kernel: Any = None, **changes: Any) -> Protocol:
     if "domain" in changes:  # a discrete domain replaces the declared bounds
         params = {k: v for k, v in params.items() if k != "bounds"}
     params = {**params, **changes}
-    delta = params.pop("delta", 0.0)
+    # FedAUC's Gaussian mechanism is (epsilon, delta)-DP: it needs the delta a pure
+    # mechanism refuses.
+    delta = params.pop("delta", 1e-5 if params.get("mechanism") == "gaussian" else 0.0)
     return registry.make(name, base_kernel if kernel is None else kernel,
                          epsilon=params.pop("epsilon", 1.0), delta=delta, **params)
 

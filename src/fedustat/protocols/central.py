@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from fedustat._validation import check_delta, check_epsilon
+from fedustat._validation import check_epsilon
 from fedustat.privacy.errors import ErrorDistribution, LaplaceError, NormalError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel, trusted_curator
 from fedustat.privacy.mechanisms import LaplaceMechanism
@@ -187,12 +187,8 @@ class CentralLaplace(Protocol):
 def _central_laplace(kernel: Kernel, *, epsilon: float, delta: float = 0.0,
                      design: Design | None = None,
                      noise: NoiseSource | None = None) -> CentralLaplace:
-    # The Laplace mechanism is pure epsilon-DP (Dwork et al. 2006): a delta > 0 would be
-    # ignored while the caller believes it was spent or used, so it is refused.
-    if check_delta(delta) > 0.0:
-        raise ValueError(f"delta={delta!r}: central-laplace is pure epsilon-DP (the Laplace "
-                         "mechanism) and would not use it; pass delta=0 (the default), or a "
-                         "protocol that uses a delta (e.g. fedauc-gaussian)")
+    # The Laplace mechanism is pure epsilon-DP (Dwork et al. 2006): registry.make refuses
+    # a delta > 0 it would ignore, as for every pure protocol.
     return CentralLaplace(kernel, epsilon, design=design, noise=noise)
 
 

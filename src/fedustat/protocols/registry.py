@@ -530,5 +530,29 @@ def make(name: str, kernel: Kernel, *, epsilon: float, delta: float = 0.0,
     """
     check_parameters(name, params)
     # The budget is checked here for every protocol (a factory may use only part of it).
-    return _entry(name).factory(kernel, epsilon=check_budget(epsilon, allow_inf=True),
-                                delta=check_delta(delta), **params)
+    eps, allowed = check_budget(epsilon, allow_inf=True), check_delta(delta)
+    factory = _entry(name).factory
+    protocol = factory(kernel, epsilon=eps, delta=allowed, **params)
+    if allowed > 0.0:
+        _refuse_unused_delta(name, protocol, lambda: factory(kernel, epsilon=eps, delta=0.0,
+                                                             **params), allowed)
+    return protocol
+
+
+def _refuse_unused_delta(name: str, protocol: Protocol, without: Callable[[], Protocol],
+                         delta: float) -> None:
+    """A delta > 0 that changes nothing is refused: the same protocol built with delta = 0
+    states the same pure epsilon-DP guarantee, so the caller would believe a delta was
+    used or spent that the release ignores. A protocol that needs the delta for its
+    parameters (a Gaussian mechanism, advanced composition, ghazi-shuffle's cap) refuses
+    delta = 0 or states another guarantee, and keeps it."""
+    try:
+        planned = protocol.planned_guarantee(None)
+        pure = without().planned_guarantee(None)
+    except (NotImplementedError, TypeError, ValueError):
+        return  # the delta is needed, or the guarantee waits for the run's size
+    if planned.model is not PrivacyModel.NONE and planned.delta == 0.0 and pure == planned:
+        raise ValueError(f"delta={delta!r}: {name} is pure epsilon-DP with these parameters "
+                         "(its releases carry delta = 0) and would not use it; pass delta=0 "
+                         "(the default), or a protocol that uses a delta (e.g. "
+                         "fedauc-gaussian)")

@@ -217,15 +217,7 @@ class _Coordinator:
             if not ready() and not context.is_active():
                 # The party's call ended (its process died, or it gave up waiting): it
                 # can receive no reply, so the watchdog need not wait out the timeout.
-                # Before the start nothing of it has been used: it is as if it had never
-                # joined (a restarted process may join in its place).
-                self.gone.add(index)
-                if not self.assigned:
-                    if index >= self.n_silos:
-                        self.services.pop(index, None)
-                    else:
-                        self.joined.pop(index, None)
-                self.lock.notify_all()
+                self._gone(index)
                 context.abort(_grpc().StatusCode.CANCELLED,
                               f"{self._name(index)}'s call ended")
         if self.failure is not None:
@@ -349,15 +341,19 @@ class _Coordinator:
             if self.connections[index] > 0 or self.done.is_set() \
                     or self._member(index) is None:
                 return
-            self.gone.add(index)
-            if not self.assigned:
-                # Before the start nothing of it has been used: as if it had never joined
-                # (a restarted process may join in its place).
-                if index >= self.n_silos:
-                    self.services.pop(index, None)
-                else:
-                    self.joined.pop(index, None)
-            self.lock.notify_all()
+            self._gone(index)
+
+    def _gone(self, index: int) -> None:
+        """Member ``index`` can no longer answer (under the lock). Before the start nothing
+        of it has been used: it is as if it had never joined (a restarted process may join
+        in its place)."""
+        self.gone.add(index)
+        if not self.assigned:
+            if index >= self.n_silos:
+                self.services.pop(index, None)
+            else:
+                self.joined.pop(index, None)
+        self.lock.notify_all()
 
     # ---------------------------------------------------------------- Join
     def join(self, request: bytes, context: Any) -> bytes:

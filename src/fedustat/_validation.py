@@ -180,18 +180,24 @@ def _refuse_bool(value: Any, name: str, expected: str) -> None:
         raise TypeError(f"{name} must be {expected}, got the boolean {value!r}")
 
 
+def _number(value: Any, name: str, expected: str) -> float:
+    """``value`` as a float; booleans, text and what ``float`` refuses are TypeErrors that
+    name the argument and what was expected."""
+    _refuse_bool(value, name, expected)
+    _refuse_text(value, name, expected)
+    try:
+        return float(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be {expected}, got {value!r}") from exc
+
+
 def check_epsilon(epsilon: Any, name: str = "epsilon", *, allow_inf: bool = False) -> float:
     """A privacy budget: a positive number (``inf`` only where non-private runs make sense).
 
     Booleans and strings are refused: ``epsilon=True`` or ``epsilon="1"`` is a mistake,
     not a budget of 1.
     """
-    _refuse_bool(epsilon, name, "a positive number")
-    _refuse_text(epsilon, name, "a positive number")
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a positive number, got {epsilon!r}") from exc
+    eps = _number(epsilon, name, "a positive number")
     if math.isnan(eps) or eps <= 0:
         raise ValueError(f"{name} must be > 0, got {epsilon!r}")
     if math.isinf(eps) and not allow_inf:
@@ -225,12 +231,7 @@ def check_budget(epsilon: Any, name: str = "epsilon", *, allow_inf: bool = False
 
 def check_positive_float(value: Any, name: str) -> float:
     """A finite number > 0 (booleans and strings refused)."""
-    _refuse_bool(value, name, "a positive number")
-    _refuse_text(value, name, "a positive number")
-    try:
-        x = float(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a positive number, got {value!r}") from exc
+    x = _number(value, name, "a positive number")
     if not math.isfinite(x) or x <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return x
@@ -238,12 +239,7 @@ def check_positive_float(value: Any, name: str) -> float:
 
 def check_delta(delta: Any, name: str = "delta") -> float:
     """A failure probability in [0, 1) (booleans and strings refused)."""
-    _refuse_bool(delta, name, "a number in [0, 1)")
-    _refuse_text(delta, name, "a number in [0, 1)")
-    try:
-        d = float(delta)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a number in [0, 1), got {delta!r}") from exc
+    d = _number(delta, name, "a number in [0, 1)")
     if not 0.0 <= d < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {delta!r}")
     return d
@@ -261,12 +257,7 @@ def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
 def check_probability(value: Any, name: str, *, open_left: bool = False,
                       open_right: bool = False) -> float:
     """A number in [0, 1] (optionally excluding an end; booleans and strings refused)."""
-    _refuse_bool(value, name, "a number in [0, 1]")
-    _refuse_text(value, name, "a number in [0, 1]")
-    try:
-        p = float(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a number in [0, 1], got {value!r}") from exc
+    p = _number(value, name, "a number in [0, 1]")
     lo_ok = p > 0 if open_left else p >= 0
     hi_ok = p < 1 if open_right else p <= 1
     if math.isnan(p) or not (lo_ok and hi_ok):

@@ -179,16 +179,13 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
     if engine is not None:
         release = _distributed(proto, kernel, data, partitions, engine=engine,
                                workers=workers, rng=rng, batch_size=batch_size)
-        if source is not None and release.noise != "none":
-            release = replace(release, noise=source.kind)
         return _in_range(release, kernel, clip)
     records = kernel.check_data(data)
     # With deployment noise the protocol draws every private value (noise, shares, masks,
     # keys) from ``source``; the simulator's own streams, seeded from OS entropy here,
     # only carry public coins (designs, client splits).
+    # The transport labels the release with the protocol's randomness grade.
     release = simulate(proto, records, rng=rng, batch_size=batch_size)
-    if source is not None and release.noise != "none":
-        release = replace(release, noise=source.kind)
     return _in_range(release, kernel, clip)
 
 

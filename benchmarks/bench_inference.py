@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - start
         print(f"\n## {name} ({seconds:.0f} s)\n")
         print(_table(rows, args.markdown))
+        if not rows:
+            print("(no figures: the section measured nothing)")
+            missed += 1
         missed += sum(not r.met for r in rows)
     print(f"\n{'all goals met' if missed == 0 else f'{missed} goal(s) missed'}")
     return 0 if missed == 0 else 1

@@ -13,8 +13,9 @@ come from the number of runs. The sections (one module each, ``inference_<name>.
 
 ``hl``: size and power of the private Hosmer-Lemeshow test; ``pvalues``: every p-value's
 tails under H0; ``roc``: bias, standard error and coverage of the DP ROC curve's AUC, and
-the curve's L1 error; ``auc``: bias and coverage of every AUC protocol's interval;
-``curves``: released ECDF and ROC curves in range and monotone.
+the curve's L1 error; ``auc``: bias and coverage of every AUC protocol's interval
+(``ldp_tree``: that of ``ldp-tree``); ``curves``: released ECDF and ROC curves in range and
+monotone.
 
 ``--quick`` runs fewer Monte Carlo runs (a smoke run: its tolerances are wider); the exit
 status is 1 when a goal is missed.
@@ -31,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from inference_common import Row
 
-SECTIONS = ("hl", "pvalues", "roc", "auc", "curves")
+SECTIONS = ("hl", "pvalues", "roc", "auc", "ldp_tree", "curves")
 
 
 def _table(rows: list[Row], markdown: bool) -> str:

@@ -204,9 +204,11 @@ def bootstrap_pvalue(observed: np.ndarray, expected: np.ndarray, noise_scale: fl
     a sum of independent Bernoullis with mean ``E_1q``, whose law is not public (the
     per-record probabilities are private); the bootstrap draws it as
     ``Binomial(n_q, E_1q / n_q)``, which dominates every such sum in the convex order
-    (Hoeffding 1956, Ann. Math. Statist. 27, Thm 3): the largest variance,
-    ``E_1q E_0q / n_q``, so the test errs on the conservative side. ``n_q`` and ``E_1q`` are
-    read off the released table (:func:`_null_groups`). Each draw then adds ``Lap(b)`` to
+    (Hoeffding 1956, Ann. Math. Statist. 27, Thm 3) and has the largest variance,
+    ``E_1q E_0q / n_q``: the test errs on the conservative side. ``n_q`` and ``E_1q`` are
+    read off the released table (:func:`_null_groups`), so the simulated null is a
+    plug-in approximation: its size is measured by Monte Carlo (benchmarks/inference_hl.py,
+    tests/test_hl_private_pvalue.py), not proved. Each draw then adds ``Lap(b)`` to
     the four cells of every group exactly as 003 Alg. 2 does and recomputes
     :func:`noise_aware_statistic`. ``p = (1 + #{T* >= T}) / (1 + B)`` (Davison and Hinkley
     1997, Bootstrap Methods, Sec. 4.2.1): counting the observed statistic among the draws

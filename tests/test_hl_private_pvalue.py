@@ -122,3 +122,19 @@ def test_exact_test_is_unchanged():
     assert res.statistic == pytest.approx(table.statistic, rel=1e-12)
     assert res.pvalue == pytest.approx(scipy.stats.chi2.sf(table.statistic, 8), rel=1e-12)
     assert "bootstrap_draws" not in res.release.statistic.diagnostics
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"noise_scale": 0.0}, ValueError, r"^noise_scale must be a finite number > 0, got 0.0$"),
+    ({"draws": 0}, ValueError, r"^draws must be >= 1, got 0$"),
+    ({"draws": 9.5}, TypeError, r"^draws must be an integer, got 9.5$"),
+    ({"observed": np.zeros((3, 4))}, ValueError,
+     r"^observed and expected must be released tables of shape \(2, Q\)"),
+    ({"expected": np.full((2, 4), np.nan)}, ValueError,
+     r"^observed and expected must be finite"),
+])
+def test_bootstrap_pvalue_refuses_bad_arguments_by_name(kwargs, error, match):
+    args = {"observed": np.ones((2, 4)), "expected": np.ones((2, 4)), "noise_scale": 1.0,
+            "gen": np.random.default_rng(0), "draws": 99} | kwargs
+    with pytest.raises(error, match=match):
+        hl_module.bootstrap_pvalue(**args)

@@ -219,6 +219,14 @@ def bootstrap_pvalue(observed: np.ndarray, expected: np.ndarray, noise_scale: fl
     """
     observed = np.asarray(observed, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
+    if observed.ndim != 2 or observed.shape[0] != 2 or expected.shape != observed.shape:
+        raise ValueError(f"observed and expected must be released tables of shape (2, Q) "
+                         f"(rows label 0, label 1), got {observed.shape} and {expected.shape}")
+    if not (np.all(np.isfinite(observed)) and np.all(np.isfinite(expected))):
+        raise ValueError("observed and expected must be finite (a released table has no "
+                         "NaN or infinity)")
+    noise_scale = check_positive_float(noise_scale, "noise_scale")
+    draws = check_positive_int(draws, "draws")
     statistic = float(noise_aware_statistic(observed, expected, noise_scale))
     sizes, positives = _null_groups(observed, expected)
     rate = np.divide(positives, sizes, out=np.zeros_like(positives), where=sizes > 0)

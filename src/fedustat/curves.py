@@ -1234,12 +1234,20 @@ class HosmerLemeshowResult(CurveRelease):
     the released cuts. The statistic itself, a nonlinear function of the cells, has no
     interval. ``release`` is the protocol layer's result.
 
+    With noise, the statistic is H with each group's variance increased by the known noise
+    variance and the p-value comes from a parametric bootstrap of its null law under the
+    DP noise (:func:`fedustat.protocols.ecdf.hosmer_lemeshow.bootstrap_pvalue`); with
+    ``epsilon = inf`` they are the exact H and its chi-square p-value on ``df`` degrees of
+    freedom.
+
     Parameters
     ----------
     statistic, pvalue:
-        The released statistic and its p-value (chi-squared with ``df`` degrees of freedom).
+        The released statistic and its p-value: valid under the DP noise (parametric
+        bootstrap) for a private release, chi-squared with ``df`` degrees of freedom for
+        ``epsilon = inf``.
     df:
-        Degrees of freedom, ``n_groups - 2``.
+        Degrees of freedom of the exact test, ``n_groups - 2``.
     n_groups:
         The number of risk groups Q.
     cuts:
@@ -1261,7 +1269,7 @@ class HosmerLemeshowResult(CurveRelease):
     >>> y = rng.uniform(size=5000) < p
     >>> res = fedustat.hosmer_lemeshow(y, p, epsilon=4.0, rng=1)
     >>> round(res.statistic, 2), round(res.pvalue, 2), res.df, res.cuts.round(2).tolist()
-    (10.65, 0.22, 8, [0.13, 0.23, 0.33, 0.41, 0.51, 0.6, 0.69, 0.78, 0.86])
+    (5.36, 0.86, 8, [0.13, 0.23, 0.33, 0.41, 0.51, 0.6, 0.69, 0.78, 0.86])
     """
 
     released_fields: ClassVar[tuple[str, ...]] = (
@@ -1347,6 +1355,12 @@ def hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, n_groups: int =
                     **params: Any) -> HosmerLemeshowResult:
     """Private Hosmer-Lemeshow goodness-of-fit test (003 Sec. 5.2, Alg. 2, Thm 2).
 
+    The p-value of a private release is valid under the DP noise: a parametric bootstrap
+    of the noisy statistic's null law from the released table and the public noise law
+    (:func:`fedustat.protocols.ecdf.hosmer_lemeshow.bootstrap_pvalue`; its own draws come
+    from ``rng``). With ``epsilon = inf`` it is the exact test (chi-square, ``Q - 2``
+    degrees of freedom).
+
     Parameters
     ----------
     y_true, y_prob:
@@ -1376,7 +1390,7 @@ def hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, n_groups: int =
     >>> y = rng.uniform(size=5000) < p                  # a calibrated model
     >>> statistic, pvalue = fedustat.hosmer_lemeshow(y, p, epsilon=4.0, rng=1)
     >>> round(statistic, 2), round(pvalue, 2)
-    (10.65, 0.22)
+    (5.36, 0.86)
     """
     caller = "fedustat.hosmer_lemeshow"
     for grid_argument in ("thresholds", "bounds", "grid_points"):

@@ -55,8 +55,11 @@ def rows(quick: bool, seed: int) -> list[Row]:
     """The measured figures of this section beside their goals."""
     runs = 40 if quick else 200
     n = 10_000 if quick else 20_000
-    # 93.5-96.5% over 200 runs; a quick run's band is its 3-sigma binomial band.
-    half_band = max(0.015, binomial_tolerance(0.95, runs))
+    # The issue's goal, 93.5-96.5%, is checked on all cells pooled (2400 runs: binomial
+    # s.e. 0.44 points); one cell of 200 runs has s.e. 1.5 points, so a cell is checked
+    # against its 3-sigma binomial band around 95%.
+    half_band = binomial_tolerance(0.95, runs)
+    pooled_covered = pooled_runs = 0
     out: list[Row] = []
     for kind in KINDS:
         scores, labels, params = _inputs(kind, n, seed)
@@ -83,10 +86,12 @@ def rows(quick: bool, seed: int) -> list[Row]:
                            f"{z:+.2f} (bias {arr.mean() - exact:+.4f}, sd {sd:.4f})",
                            "|z| < 3", abs(z) < 3))
             share = covered / runs
+            pooled_covered += covered
+            pooled_runs += runs
             out.append(Row("4 ldp-tree coverage", setting, f"95% interval coverage ({runs} runs)",
                            f"{100 * share:.1f}%",
-                           f"{100 * (0.95 - half_band):.1f}-{100 * (0.95 + half_band):.1f}%",
-                           abs(share - 0.95) <= half_band))
+                           f"{100 * (0.95 - half_band):.1f}-{100 * (0.95 + half_band):.1f}% "
+                           "(3 s.e.)", abs(share - 0.95) <= half_band))
             ratio = float(np.mean(ses)) / sd
             # The sd of a sample sd from R runs is about sd / sqrt(2 (R - 1)).
             tol = 3.0 / math.sqrt(2.0 * (runs - 1))
@@ -97,4 +102,12 @@ def rows(quick: bool, seed: int) -> list[Row]:
                        "|binned AUC - records' AUC| / smallest sd (eps 4)",
                        f"{abs(gap) / min(sds):.3f} (gap {gap:+.5f})", "< 0.1",
                        abs(gap) / min(sds) < 0.1))
+    pooled = pooled_covered / pooled_runs
+    # A quick run's pool is smaller: its goal widens to the 3-sigma band when wider.
+    pooled_band = max(0.015, binomial_tolerance(0.95, pooled_runs))
+    out.append(Row("4 ldp-tree coverage", f"all {len(KINDS)} data sets x eps "
+                   f"{', '.join(f'{e:g}' for e in EPSILONS)}, n={n}",
+                   f"95% interval coverage, pooled ({pooled_runs} runs)", f"{100 * pooled:.2f}%",
+                   f"{100 * (0.95 - pooled_band):.1f}-{100 * (0.95 + pooled_band):.1f}%",
+                   abs(pooled - 0.95) <= pooled_band))
     return out

@@ -456,29 +456,17 @@ def full_uauc(levels_pos: list[np.ndarray], levels_neg: list[np.ndarray], *,
     var_neg = [_node_variance(h, n_neg, noise, alpha, one_level_per_party)
                for h, noise in zip(levels_neg, noise_neg, strict=True)]
     # Coefficients of each class's estimates (the other class's estimates through M).
-    coef_pos, coef_var_pos, coef_neg, coef_var_neg = [], [], [], []
-    for level in range(alpha):
-        leaf = tie_term and level == alpha - 1
-        w = np.zeros_like(levels_pos[level])
-        vw = np.zeros_like(w)
-        w[1::2], vw[1::2] = levels_neg[level][0::2], var_neg[level][0::2]
-        if leaf:
-            w += 0.5 * levels_neg[level]
-            vw += 0.25 * var_neg[level]
-        coef_pos.append(w)
-        coef_var_pos.append(vw)
-        w = np.zeros_like(levels_neg[level])
-        vw = np.zeros_like(w)
-        w[0::2], vw[0::2] = levels_pos[level][1::2], var_pos[level][1::2]
-        if leaf:
-            w += 0.5 * levels_pos[level]
-            vw += 0.25 * var_pos[level]
-        coef_neg.append(w)
-        coef_var_neg.append(vw)
-    linear_pos = _linear_variance(levels_pos, n_pos, noise_pos, coef_pos, coef_var_pos,
-                                  levels_neg, var_neg, one_level_per_party)
-    linear_neg = _linear_variance(levels_neg, n_neg, noise_neg, coef_neg, coef_var_neg,
-                                  levels_pos, var_pos, one_level_per_party)
+    scale = alpha if one_level_per_party else 1
+    coef_pos = [_coefficients(levels_neg[level], var_neg[level], n_neg, noise_neg[level],
+                              scale, upper=True, leaf=tie_term and level == alpha - 1)
+                for level in range(alpha)]
+    coef_neg = [_coefficients(levels_pos[level], var_pos[level], n_pos, noise_pos[level],
+                              scale, upper=False, leaf=tie_term and level == alpha - 1)
+                for level in range(alpha)]
+    linear_pos = _linear_variance(levels_pos, n_pos, noise_pos, coef_pos, levels_neg,
+                                  var_neg, one_level_per_party)
+    linear_neg = _linear_variance(levels_neg, n_neg, noise_neg, coef_neg, levels_pos,
+                                  var_pos, one_level_per_party)
     product_parts = [math.fsum(var_pos[level][1::2] * var_neg[level][0::2])
                      for level in range(alpha)]
     if tie_term:
@@ -543,28 +531,77 @@ def _node_variance(h: np.ndarray, n: int, noise: LevelNoise, alpha: int,
     return h * (noise.m1 - 1.0) + (n - h) * noise.m0
 
 
+@dataclass(frozen=True)
+class _Coefficients:
+    """One level's coefficients ``w = M h^`` of a class's estimates, computed from the
+    other class's estimates ``h^``, with the moments needed to square them without bias:
+    ``var[q] = Var(w_q)``, ``var_sum = Var(sum_q w_q)``, ``cov_sum[q] = Cov(sum w, w_q)``."""
+
+    w: np.ndarray
+    var: np.ndarray
+    var_sum: float
+    cov_sum: np.ndarray
+
+
+def _coefficients(other: np.ndarray, other_var: np.ndarray, n_other: int,
+                  noise: LevelNoise, scale: int, *, upper: bool,
+                  leaf: bool) -> _Coefficients:
+    """Coefficients of the positive class (``upper``: ``w_{p1} = B_{p0}``) or of the
+    negative class (``w_{p0} = A_{p1}``) on one level, plus half the other class's count
+    at a leaf (the tie term)."""
+    size = other.size
+    rows = np.arange(1, size, 2) if upper else np.arange(0, size, 2)
+    cols = rows - 1 if upper else rows + 1
+    entries = [(rows, cols, 1.0)]
+    if leaf:
+        every = np.arange(size)
+        entries.append((every, every, 0.5))
+    w = np.zeros(size)
+    for r, c, k in entries:
+        w[r] += k * other[c]
+    correlated = bool(noise.c0 or noise.c1)
+    if correlated and size <= DENSE_PRODUCT_NODES:
+        mix = np.zeros((size, size))
+        for r, c, k in entries:
+            mix[r, c] += k
+        cov_w = mix @ _level_covariance(other, other_var, n_other, noise, scale) @ mix.T
+        cov_sum = cov_w.sum(axis=0)
+        return _Coefficients(w, np.diag(cov_w).copy(), float(cov_sum.sum()), cov_sum)
+    # Uncorrelated nodes (the Hadamard response; subset selection's small cross moments
+    # are left out on levels above DENSE_PRODUCT_NODES).
+    var = np.zeros(size)
+    weight = np.zeros(size)  # each estimate's weight in sum_q w_q
+    for r, c, k in entries:
+        var[r] += k * k * other_var[c]
+        weight[c] += k
+    cov_sum = np.zeros(size)
+    for r, c, k in entries:
+        cov_sum[r] += k * weight[c] * other_var[c]
+    return _Coefficients(w, var, float(math.fsum(weight * weight * other_var)), cov_sum)
+
+
 def _linear_variance(own: list[np.ndarray], n: int, noise: list[LevelNoise],
-                     coef: list[np.ndarray], coef_var: list[np.ndarray],
-                     other: list[np.ndarray], other_var: list[np.ndarray],
-                     one_level_per_party: bool) -> float:
+                     coef: list[_Coefficients], other: list[np.ndarray],
+                     other_var: list[np.ndarray], one_level_per_party: bool) -> float:
     """``w' S w`` for one class (see :func:`full_uauc`), every unknown estimated without
     bias."""
     alpha = len(own)
     parts: list[float] = []
     for level in range(alpha):
-        h, w, vw, ln = own[level], coef[level], coef_var[level], noise[level]
-        w_sq = w * w - vw  # unbiased for the squared coefficients
+        h, cf, ln = own[level], coef[level], noise[level]
+        w = cf.w
+        w_sq = w * w - cf.var  # unbiased for the squared coefficients
         s1 = math.fsum(w)
         s2 = math.fsum(w_sq)
-        s1_sq = s1 * s1 - math.fsum(vw)
+        s1_sq = s1 * s1 - cf.var_sum
         h_w_sq = math.fsum(h * w_sq)
-        s1_h_w = s1 * math.fsum(h * w) - math.fsum(h * vw)
+        s1_h_w = s1 * math.fsum(h * w) - math.fsum(h * cf.cov_sum)
         k1 = ln.m1 - ln.m0 - 2.0 * (ln.c1 - ln.c0)
         k2 = 2.0 * (ln.c1 - ln.c0)
         second = n * (ln.m0 * s2 + ln.c0 * (s1_sq - s2)) + k1 * h_w_sq + k2 * s1_h_w
         parts.append(alpha * second if one_level_per_party else second - h_w_sq)
     if one_level_per_party:
-        parts.append(-_path_square(own, coef, coef_var, other, other_var))
+        parts.append(-_path_square(own, coef, other, other_var))
     return math.fsum(parts)
 
 
@@ -572,7 +609,7 @@ def _linear_variance(own: list[np.ndarray], n: int, noise: list[LevelNoise],
 PATH_LEVEL = 6
 
 
-def _path_square(own: list[np.ndarray], coef: list[np.ndarray], coef_var: list[np.ndarray],
+def _path_square(own: list[np.ndarray], coef: list[_Coefficients],
                  other: list[np.ndarray], other_var: list[np.ndarray]) -> float:
     """Estimate of ``sum_x P(x)^2`` over one class's parties, ``P(x)`` the sum of its
     coefficients along its path (see :func:`full_uauc`)."""
@@ -583,8 +620,8 @@ def _path_square(own: list[np.ndarray], coef: list[np.ndarray], coef_var: list[n
     path_var = np.zeros(nodes.size)
     for level in range(1, depth + 1):
         anc = nodes >> (depth - level)
-        path += coef[level - 1][anc]
-        path_var += coef_var[level - 1][anc]
+        path += coef[level - 1].w[anc]
+        path_var += coef[level - 1].var[anc]
     h = own[depth - 1]
     if depth == alpha:
         # Leaves: P is constant on the node.

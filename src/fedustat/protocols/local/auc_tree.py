@@ -851,7 +851,7 @@ class LdpAucTree(Protocol):
                        # The recursion's shape follows the (DP) node estimates.
                        "diagnostics.recursed_per_level", "diagnostics.discarded_per_level",
                        "diagnostics.queried_per_level", "diagnostics.active_leaves",
-                       "diagnostics.estimation_*", "diagnostics.variance_parts")
+                       "diagnostics.estimation_*", "diagnostics.variance_parts.*")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, d: int, delta: float = 0.0,
                  split: str = "users", a: float | None = None,

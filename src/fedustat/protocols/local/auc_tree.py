@@ -4,8 +4,18 @@ Every party holds a private integer score in ``[0, d-1]`` (``d = 2^alpha``) and 
 class label (000 Sec. 4 assumes the classes public). The parties of each class build,
 through Hadamard-response frequency oracles, an unbiased estimate ``h^`` of the
 hierarchical histogram of their scores (001 App. B.2, Alg. 2-3), and the server runs the
-pruned top-down recursion of 000 eq. 10 on the two estimated trees to estimate
-``UAUC``; the released AUC is ``UAUC^ / (n+ n-)``. One round, no interaction.
+UAUC recursion of 000 Sec. 4 on the two estimated trees to estimate ``UAUC``; the
+released AUC is ``UAUC^ / (n+ n-)``. One round, no interaction.
+
+Recursion (issue 24). ``recursion="full"`` sums every node of the tree
+(:func:`~fedustat.protocols.local.hierarchical.full_uauc`): unbiased for the AUC of the
+scores on ``[0, d-1]`` (ties 1/2), with its exact variance, so the interval is normal and
+calibrated. ``recursion="pruned"`` is 000 eq. 10: nodes whose estimated cross-class pairs
+fall below a threshold are discarded, which lowers the variance but counts their
+within-node pairs as 1/2 each, a bias (``E^G`` of 001 App. B.1) that the interval covers
+only with a bound. The full recursion's noise product grows with ``d``, so ``"auto"``
+(the default) takes it for ``d <= 2^12`` and the pruned one beyond, or when ``a`` or
+``oracle="hadamard"`` (the paper as written) is asked for.
 
 Frequency oracle per level (issue 15). ``oracle="hadamard"`` runs 001's one-bit Hadamard
 response at every level, as described below. ``oracle="auto"`` (the default) takes, per

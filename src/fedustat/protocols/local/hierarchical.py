@@ -1,4 +1,4 @@
-"""Hierarchical histograms and the UAUC recursion of 000 Sec. 4 (exact and pruned).
+"""Hierarchical histograms and the UAUC recursion of 000 Sec. 4 (exact, full and pruned).
 
 Tree notation (000 Sec. 4, "Notation on trees", Definition 3): scores are integers in
 ``[0..d-1]`` with ``d = 2^alpha``. Level ``l`` (``0 <= l <= alpha``) has ``2^l`` nodes;

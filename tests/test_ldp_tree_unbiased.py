@@ -18,6 +18,7 @@ from fedustat.protocols.local.hierarchical import (
     HierarchicalHistogram,
     LevelNoise,
     full_uauc,
+    pruned_uauc,
     uauc_exact,
 )
 from fedustat.runtime.simulate import simulate
@@ -120,3 +121,34 @@ def test_recursion_choice_and_bad_values() -> None:
         tree.LdpAucTree(KERNEL, 1.0, d=64, recursion="partial")
     with pytest.raises(ValueError, match="a is the pruning parameter of recursion='pruned'"):
         tree.LdpAucTree(KERNEL, 1.0, d=64, a=2.0, recursion="full")
+
+
+def test_pruned_plug_in_variance_is_not_inflated_by_empty_nodes() -> None:
+    # With a = 0 the pruned recursion recurses on every node, so its plug-in variance must
+    # be unbiased for the spread of its estimate. Node estimates: exact counts plus
+    # independent normal noise of variance v (as the budget split's nodes). Most nodes
+    # are empty; clipping each node's h^2 - v at 0 inflated the estimate there.
+    rng = np.random.default_rng(21)
+    alpha, v = 5, 1e4
+    pos = np.repeat([3, 4, 20], [30, 20, 10])
+    neg = np.repeat([2, 3, 19], [25, 25, 20])
+    hist = [HierarchicalHistogram(x, 1 << alpha) for x in (pos, neg)]
+    exact = uauc_exact(pos, neg, 1 << alpha)
+    runs = 2000
+    values, variances = [], []
+    for _ in range(runs):
+        noisy = [{level: h.level_counts(level) + rng.normal(0.0, math.sqrt(v), 1 << level)
+                  for level in range(1, alpha + 1)} for h in hist]
+
+        def estimator(which: dict):
+            return lambda depth, nodes: which[depth][nodes]
+
+        rec = pruned_uauc(estimator(noisy[0]), estimator(noisy[1]), alpha=alpha,
+                          n_pos=pos.size, n_neg=neg.size, v_pos=v, v_neg=v, a=0.0)
+        assert sum(rec.discarded) == 0
+        values.append(rec.uauc)
+        variances.append(rec.variance)
+    spread = np.var(values, ddof=1)
+    assert abs(np.mean(values) - exact) <= Z * math.sqrt(spread / runs)
+    # A sample variance from R runs has relative sd about sqrt(2/(R-1)) (normal errors).
+    assert abs(np.mean(variances) / spread - 1.0) <= Z * math.sqrt(2.0 / (runs - 1))

@@ -251,7 +251,7 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
     recursed node ``h+_{p·1}^2 v- + h-_{p·0}^2 v+ + v+ v-``, for each discarded node
     ``(h+_p^2 2v- + h-_p^2 2v+ + 4 v+ v-)/4`` (its children's sums have variance
     ``2 v``), for each active leaf ``(h+^2 v- + h-^2 v+ + v+ v-)/4``, with every squared
-    count estimated without bias by ``max(h^2 - Var(h^), 0)``. It leaves out the
+    count estimated without bias by ``h^2 - Var(h^)`` (the total clipped at 0). It leaves out the
     discarding bias ``E^G`` (zero when no discarded interval holds pairs of both
     classes), so it is an estimate, not a bound; Theorem 3 gives the bound.
 
@@ -303,8 +303,9 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
     queried: list[int] = []
 
     def sq(h: np.ndarray, var: Any) -> np.ndarray:
-        # Unbiased-by-construction estimate of h^2 from an estimate with variance var.
-        return np.maximum(h * h - var, 0.0)
+        # Unbiased estimate of h^2 from an estimate with variance var; not clipped per
+        # node (that inflates the sum over the many nearly empty nodes), the total is.
+        return h * h - var
 
     def var_of(which: NodeVariance | None, bound: float, level: int,
                h: np.ndarray) -> np.ndarray:
@@ -364,7 +365,7 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
                                           + sq(h_neg, var_leaf_neg) * var_leaf_pos
                                           + var_leaf_pos * var_leaf_neg))
     return PrunedRecursion(
-        uauc=math.fsum(parts), variance=math.fsum(var_parts), recursed=recursed,
+        uauc=math.fsum(parts), variance=max(math.fsum(var_parts), 0.0), recursed=recursed,
         discarded=discarded, queried=queried, leaves=leaves, a=float(a), tau=tau,
         floor_pos=floor_pos, floor_neg=floor_neg, discard_bias=math.fsum(bias_parts))
 

@@ -301,8 +301,8 @@ def test_mse_within_theorem3_bound(name: str, make, split: str, delta: float,
     d = ds.params["d"]
     errors, bounds = [], set()
     for r in range(reps):
-        est = simulate(tree.LdpAucTree(KERNEL, 1.0, d=d, split=split, delta=delta), data,
-                       rng=100 + r)
+        est = simulate(tree.LdpAucTree(KERNEL, 1.0, d=d, split=split, delta=delta,
+                                       recursion="pruned"), data, rng=100 + r)
         errors.append(est.value - exact)
         bounds.add(est.diagnostics["mse_bound"])
         assert est.diagnostics["theorem3_requires_alpha_le_sqrt_n"]
@@ -320,7 +320,8 @@ def test_large_epsilon_error_is_the_one_bit_floor() -> None:
     # error, and no more.
     ds = ur(4, 20000, rng=5)
     data, exact = _data(ds)
-    est = simulate(tree.LdpAucTree(KERNEL, 50.0, d=16, oracle="hadamard"), data, rng=6)
+    est = simulate(tree.LdpAucTree(KERNEL, 50.0, d=16, oracle="hadamard",
+                                   recursion="pruned"), data, rng=6)
     assert est.diagnostics["v_pos"] == pytest.approx(4 * 20000)
     assert abs(est.value - exact) <= Z * est.std_error
     assert est.std_error < 0.02
@@ -333,7 +334,7 @@ def test_std_error_matches_the_spread_on_auc_one() -> None:
     reps = 200
     errors, ses = [], []
     for r in range(reps):
-        est = simulate(tree.LdpAucTree(KERNEL, 1.0, d=64), data, rng=r)
+        est = simulate(tree.LdpAucTree(KERNEL, 1.0, d=64, recursion="pruned"), data, rng=r)
         errors.append(est.raw_value - exact)  # the raw estimator, not clipped at AUC 1
         ses.append(est.std_error)
     rmse = math.sqrt(np.mean(np.square(errors)))
@@ -343,7 +344,8 @@ def test_std_error_matches_the_spread_on_auc_one() -> None:
 
 def test_costs_guarantee_and_diagnostics() -> None:
     data, _ = _data(ur(5, 300, rng=8))
-    est = simulate(tree.LdpAucTree(KERNEL, 1.0, d=32, oracle="hadamard"), data, rng=9)
+    est = simulate(tree.LdpAucTree(KERNEL, 1.0, d=32, oracle="hadamard",
+                                   recursion="pruned"), data, rng=9)
     assert est.protocol == "ldp-tree" and est.quantity == "auc"
     assert est.cost.rounds == 1
     assert est.cost.bits_per_party == est.cost.max_bits_per_party == 5 + 3
@@ -494,7 +496,7 @@ def test_discarding_bias_bound_is_added_to_the_interval() -> None:
     n, d = 2000, 64
     y = (rng.random(n) < 0.5).astype(np.float64)
     scores = np.clip(np.round(8.0 * rng.normal(size=n) + 8.0 * y + d / 2), 0, d - 1)
-    est = simulate(registry.make("ldp-tree", KERNEL, epsilon=0.5, d=d),
+    est = simulate(registry.make("ldp-tree", KERNEL, epsilon=0.5, d=d, recursion="pruned"),
                    np.column_stack([scores, y]), rng=0)
     assert sum(est.diagnostics["discarded_per_level"]) > 0
     assert isinstance(est.error, BoundedBias) and est.error.bound > 0

@@ -4,8 +4,18 @@ Every party holds a private integer score in ``[0, d-1]`` (``d = 2^alpha``) and 
 class label (000 Sec. 4 assumes the classes public). The parties of each class build,
 through Hadamard-response frequency oracles, an unbiased estimate ``h^`` of the
 hierarchical histogram of their scores (001 App. B.2, Alg. 2-3), and the server runs the
-pruned top-down recursion of 000 eq. 10 on the two estimated trees to estimate
-``UAUC``; the released AUC is ``UAUC^ / (n+ n-)``. One round, no interaction.
+UAUC recursion of 000 Sec. 4 on the two estimated trees to estimate ``UAUC``; the
+released AUC is ``UAUC^ / (n+ n-)``. One round, no interaction.
+
+Recursion (issue 24). ``recursion="full"`` sums every node of the tree
+(:func:`~fedustat.protocols.local.hierarchical.full_uauc`): unbiased for the AUC of the
+scores on ``[0, d-1]`` (ties 1/2), with its exact variance, so the interval is normal and
+calibrated. ``recursion="pruned"`` is 000 eq. 10: nodes whose estimated cross-class pairs
+fall below a threshold are discarded, which lowers the variance but counts their
+within-node pairs as 1/2 each, a bias (``E^G`` of 001 App. B.1) that the interval covers
+only with a bound. The full recursion's noise product grows with ``d``, so ``"auto"``
+(the default) takes it for ``d <= 2^12`` and the pruned one beyond, or when ``a`` or
+``oracle="hadamard"`` (the paper as written) is asked for.
 
 Frequency oracle per level (issue 15). ``oracle="hadamard"`` runs 001's one-bit Hadamard
 response at every level, as described below. ``oracle="auto"`` (the default) takes, per
@@ -111,19 +121,28 @@ from fedustat.protocols.base import (
     in_statistic_range,
     normal_std_error,
 )
-from fedustat.protocols.local.hierarchical import check_domain, check_scores, pruned_uauc
+from fedustat.protocols.local.hierarchical import (
+    LevelNoise,
+    check_domain,
+    check_scores,
+    full_uauc,
+    pruned_uauc,
+)
 from fedustat.protocols.local.quantization import ColumnGrid
 from fedustat.protocols.registry import register
 from fedustat.stats.kernels import Kernel
 
 __all__ = [
     "DEFAULT_MAX_REPORT_BITS",
+    "FULL_RECURSION_MAX_D",
     "ORACLE_CHOICES",
+    "RECURSIONS",
     "SPLITS",
     "LdpAucTree",
     "LevelEstimates",
     "TreeReportRandomizer",
     "level_budget",
+    "level_noise",
     "level_oracles",
     "node_variance_bound",
     "optimal_a",
@@ -141,8 +160,11 @@ ORACLE_CHOICES = ("auto", "hadamard", "subset-selection")
 # two entries, is always allowed).
 DEFAULT_MAX_REPORT_BITS = 64
 ADJACENCY = "any two scores of one party; labels public"
-# Bins used when real scores come with public bounds but no d (2^10, as in 000 Fig. 3).
-DEFAULT_BINNED_DOMAIN = 1 << 10
+# Bins used when real scores come with public bounds but no d. The unbiased (full)
+# recursion's noise product grows with d, the binning error shrinks about as 1/d^2 on
+# smooth laws: 2^6 bins measured a gap of at most 6e-4 in AUC on skewed laws (docs/
+# protocols/ldp-tree.md). (000 Fig. 3 uses 2^10 with the pruned recursion.)
+DEFAULT_BINNED_DOMAIN = 1 << 6
 # The FWHT holds 2^l floats (and a copy per butterfly pass); past 2^22 nodes query nodes.
 FWHT_MAX_LEVEL = 22
 # Measured cost of one (queried node, report) sign in HadamardResponse.estimate_frequency
@@ -150,6 +172,44 @@ FWHT_MAX_LEVEL = 22
 NODE_QUERY_COST = 5.0
 # Exact enumeration of a party's report distribution is for small domains only.
 MAX_ENUMERATED_OUTPUTS = 1 << 22
+# "full": every node of the tree, unbiased (hierarchical.full_uauc); "pruned": 000 eq. 10,
+# whose discarded nodes bias the estimate (E^G of 001 App. B.1); "auto": full up to
+# FULL_RECURSION_MAX_D, pruned beyond (the product of the two classes' noises grows
+# with the number of nodes, d: see docs/protocols/ldp-tree.md).
+RECURSIONS = ("auto", "full", "pruned")
+FULL_RECURSION_MAX_D = 1 << 12
+
+
+def _check_recursion(recursion: Any) -> str:
+    if recursion not in RECURSIONS:
+        raise ValueError(f"recursion must be one of {', '.join(map(repr, RECURSIONS))}, "
+                         f"got {recursion!r}")
+    return str(recursion)
+
+
+def level_noise(oracle: FrequencyOracle) -> LevelNoise:
+    """The report moments ``(m1, m0, c1, c0)`` of a level's oracle (:class:`LevelNoise`).
+
+    Hadamard response: ``E[R_q R_q'] = c^2 E[(-1)^<j, q xor q'>] = 0`` for ``q != q'``
+    (``j`` uniform; 001 Lemma 6). Subset selection with inclusion probabilities ``p``
+    (the input) and ``q`` (any other value) and ``R_v = (1[v in S] - q)/(p - q)``:
+    ``c1 = p ((k-1)/(d-1) - q) / (p-q)^2`` (``P(x, v in S) = p (k-1)/(d-1)``) and
+    ``c0 = (P2 - q^2)/(p-q)^2`` with ``P2 = (p (k-1)(k-2) + (1-p) k (k-1)) / ((d-1)(d-2))``
+    the probability that two given other values are both in ``S``.
+    """
+    m1, m0 = oracle.report_moments
+    if not isinstance(oracle, SubsetSelection):
+        return LevelNoise(float(m1), float(m0))
+    d, k = oracle.d, oracle.k
+    p, q, _, _ = (float(np.asarray(v).item())
+                  for v in subset_selection_moments(d, oracle.epsilon, k))
+    gap_sq = (p - q) ** 2
+    c1 = p * ((k - 1) / (d - 1) - q) / gap_sq
+    c0 = 0.0
+    if d > 2:
+        both = (p * (k - 1) * (k - 2) + (1 - p) * k * (k - 1)) / ((d - 1) * (d - 2))
+        c0 = (both - q * q) / gap_sq
+    return LevelNoise(float(m1), float(m0), float(c1), float(c0))
 
 
 def _check_split(split: Any) -> str:
@@ -801,13 +861,14 @@ class LdpAucTree(Protocol):
                        # The recursion's shape follows the (DP) node estimates.
                        "diagnostics.recursed_per_level", "diagnostics.discarded_per_level",
                        "diagnostics.queried_per_level", "diagnostics.active_leaves",
-                       "diagnostics.estimation_*")
+                       "diagnostics.estimation_*", "diagnostics.variance_parts.*")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, d: int, delta: float = 0.0,
                  split: str = "users", a: float | None = None,
                  noise: NoiseSource | None = None,
                  score_bounds: tuple[float, float] | None = None, oracle: str = "auto",
-                 max_report_bits: int | None = DEFAULT_MAX_REPORT_BITS) -> None:
+                 max_report_bits: int | None = DEFAULT_MAX_REPORT_BITS,
+                 recursion: str = "auto") -> None:
         _require_auc(kernel)
         try:
             eps_value = float(epsilon)
@@ -838,6 +899,17 @@ class LdpAucTree(Protocol):
             if not (math.isfinite(a) and a > 1.0):
                 raise ValueError(f"a must be a finite number > 1 (000 Thm 3), got {a!r}")
         self.a = a
+        recursion = _check_recursion(recursion)
+        if recursion == "auto":
+            # The paper's estimator where the paper is asked for (its oracle as written, or
+            # its pruning parameter a) and where the full tree is too large.
+            paper = a is not None or self.oracle == "hadamard"
+            recursion = "full" if self.d <= FULL_RECURSION_MAX_D and not paper else "pruned"
+        if recursion == "full" and a is not None:
+            raise ValueError("a is the pruning parameter of recursion='pruned' (000 eq. 10); "
+                             "the full recursion prunes nothing: drop a or pass "
+                             "recursion='pruned'")
+        self.recursion = recursion
         if noise is not None and not isinstance(noise, NoiseSource):
             raise TypeError(f"noise must be a NoiseSource (e.g. DeploymentNoise()) or None, "
                             f"got {type(noise).__name__}")
@@ -845,7 +917,8 @@ class LdpAucTree(Protocol):
 
     def __repr__(self) -> str:
         return (f"LdpAucTree(epsilon={self.epsilon:g}, d=2^{self.alpha}, "
-                f"split={self.split!r}, a={self.a!r}, oracle={self.oracle!r})")
+                f"split={self.split!r}, a={self.a!r}, oracle={self.oracle!r}, "
+                f"recursion={self.recursion!r})")
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
@@ -1016,6 +1089,8 @@ class LdpAucTree(Protocol):
         if n_pos == 0 or n_neg == 0:
             which = "positive" if n_pos == 0 else "negative"
             raise ValueError(f"no {which} party reported; the AUC needs both classes")
+        if self.recursion == "full":
+            return self._release_full(n_pos, n_neg, est_pos, est_neg, per_level)
         alpha, split = self.alpha, self.split
         eps_l = self.randomizer.level_epsilon
         v_pos = self.randomizer.node_variance(n_pos)
@@ -1095,6 +1170,55 @@ class LdpAucTree(Protocol):
         return in_statistic_range(estimate, self.kernel)
 
 
+    def _release_full(self, n_pos: int, n_neg: int, est_pos: LevelEstimates,
+                      est_neg: LevelEstimates, per_level: list[list[int]]) -> Estimate:
+        """The release of the unpruned recursion (:func:`~fedustat.protocols.local.
+        hierarchical.full_uauc`): unbiased for the AUC of the scores on the domain
+        ``[0, d-1]`` (ties within a leaf counted 1/2), with its exact variance."""
+        alpha = self.alpha
+        levels_pos = [est_pos(level, np.arange(1 << level)) for level in range(1, alpha + 1)]
+        levels_neg = [est_neg(level, np.arange(1 << level)) for level in range(1, alpha + 1)]
+        noise = [level_noise(self.randomizer.oracle(level)) for level in range(1, alpha + 1)]
+        rec = full_uauc(levels_pos, levels_neg, n_pos=n_pos, n_neg=n_neg, noise_pos=noise,
+                        noise_neg=noise, one_level_per_party=self.split == "users")
+        pairs = float(n_pos) * n_neg
+        operations = sum(est_pos.operations) + sum(est_neg.operations) + n_pos + n_neg \
+            + 2 * ((2 << alpha) - 2)
+        diagnostics: dict[str, Any] = {
+            "recursion": "full",
+            "split": self.split,
+            "composition": self.randomizer.composition,
+            "level_epsilon": self.randomizer.level_epsilon,
+            "oracle": self.oracle,
+            "oracle_per_level": self.randomizer.describe_oracles(),
+            "alpha": alpha,
+            "n_pos": n_pos,
+            "n_neg": n_neg,
+            "uauc": rec.uauc,
+            "variance_parts": {"linear_pos": rec.linear_pos / pairs**2,
+                               "linear_neg": rec.linear_neg / pairs**2,
+                               "noise_product": rec.noise_product / pairs**2},
+            "reports_per_level_pos": per_level[1],
+            "reports_per_level_neg": per_level[0],
+            "estimation_pos": est_pos.methods,
+            "estimation_neg": est_neg.methods,
+            "target": ("the AUC of the scores on the domain [0, d-1] (with bounds: of the "
+                       "scores binned into the d public bins), ties counted 1/2"),
+            "std_error_kind": (
+                "exact variance of the unbiased estimate (hierarchical.full_uauc), every "
+                "unknown replaced by an unbiased estimate from the released node estimates"),
+            "noise_source": (self.noise.kind if self.noise is not None else "simulation"),
+        }
+        # The estimate is a sum of products of two independent sums over many bounded
+        # reports (one per party): normal by the CLT for large classes.
+        std_error = normal_std_error(rec.variance) / pairs
+        estimate = Estimate(
+            value=rec.uauc / pairs, quantity=self.kernel.name, protocol=self.name,
+            privacy=self.guarantee, std_error=std_error, error=NormalError(std_error),
+            cost=Cost(server_operations=int(operations)), diagnostics=diagnostics)
+        return in_statistic_range(estimate, self.kernel)
+
+
 def _signed_sums(j: np.ndarray, bits: np.ndarray, d: int
                  ) -> tuple[np.ndarray, np.ndarray, int]:
     """Distinct indices, the sum of the signs ``(-1)^b`` per index, and the report count,
@@ -1130,9 +1254,10 @@ def _ldp_tree(kernel: Kernel, *, epsilon: float, delta: float = 0.0, d: int | No
               split: str = "users", a: float | None = None,
               noise: NoiseSource | None = None,
               bounds: Any = None, oracle: str = "auto",
-              max_report_bits: int | None = DEFAULT_MAX_REPORT_BITS) -> LdpAucTree:
+              max_report_bits: int | None = DEFAULT_MAX_REPORT_BITS,
+              recursion: str = "auto") -> LdpAucTree:
     """``bounds``: public score range, a pair or ``{"score": (lo, hi)}``; with it real
-    scores are binned into d equal bins (default d = 2^10) by each party."""
+    scores are binned into d equal bins (default d = 2^6) by each party."""
     _require_auc(kernel)
     if isinstance(bounds, Mapping):
         unknown = set(bounds) - {"score"}
@@ -1147,7 +1272,8 @@ def _ldp_tree(kernel: Kernel, *, epsilon: float, delta: float = 0.0, d: int | No
                              "bounds=(lo, hi) to bin real scores")
         d = DEFAULT_BINNED_DOMAIN
     return LdpAucTree(kernel, epsilon, d=d, delta=delta, split=split, a=a, noise=noise,
-                      score_bounds=bounds, oracle=oracle, max_report_bits=max_report_bits)
+                      score_bounds=bounds, oracle=oracle, max_report_bits=max_report_bits,
+                      recursion=recursion)
 
 
 register("ldp-tree", _ldp_tree, model=PrivacyModel.LOCAL,

@@ -1,4 +1,4 @@
-"""Hierarchical histograms and the UAUC recursion of 000 Sec. 4 (exact and pruned).
+"""Hierarchical histograms and the UAUC recursion of 000 Sec. 4 (exact, full and pruned).
 
 Tree notation (000 Sec. 4, "Notation on trees", Definition 3): scores are integers in
 ``[0..d-1]`` with ``d = 2^alpha``. Level ``l`` (``0 <= l <= alpha``) has ``2^l`` nodes;
@@ -30,10 +30,13 @@ from fedustat._validation import as_float_array, check_positive_int
 
 __all__ = [
     "MAX_ALPHA",
+    "FullRecursion",
     "HierarchicalHistogram",
+    "LevelNoise",
     "PrunedRecursion",
     "check_domain",
     "check_scores",
+    "full_uauc",
     "pruned_uauc",
     "uauc_exact",
 ]
@@ -248,7 +251,7 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
     recursed node ``h+_{p·1}^2 v- + h-_{p·0}^2 v+ + v+ v-``, for each discarded node
     ``(h+_p^2 2v- + h-_p^2 2v+ + 4 v+ v-)/4`` (its children's sums have variance
     ``2 v``), for each active leaf ``(h+^2 v- + h-^2 v+ + v+ v-)/4``, with every squared
-    count estimated without bias by ``max(h^2 - Var(h^), 0)``. It leaves out the
+    count estimated without bias by ``h^2 - Var(h^)`` (the total clipped at 0). It leaves out the
     discarding bias ``E^G`` (zero when no discarded interval holds pairs of both
     classes), so it is an estimate, not a bound; Theorem 3 gives the bound.
 
@@ -300,8 +303,9 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
     queried: list[int] = []
 
     def sq(h: np.ndarray, var: Any) -> np.ndarray:
-        # Unbiased-by-construction estimate of h^2 from an estimate with variance var.
-        return np.maximum(h * h - var, 0.0)
+        # Unbiased estimate of h^2 from an estimate with variance var; not clipped per
+        # node (that inflates the sum over the many nearly empty nodes), the total is.
+        return h * h - var
 
     def var_of(which: NodeVariance | None, bound: float, level: int,
                h: np.ndarray) -> np.ndarray:
@@ -361,6 +365,270 @@ def pruned_uauc(estimate_pos: NodeEstimator, estimate_neg: NodeEstimator, *, alp
                                           + sq(h_neg, var_leaf_neg) * var_leaf_pos
                                           + var_leaf_pos * var_leaf_neg))
     return PrunedRecursion(
-        uauc=math.fsum(parts), variance=math.fsum(var_parts), recursed=recursed,
+        uauc=math.fsum(parts), variance=max(math.fsum(var_parts), 0.0), recursed=recursed,
         discarded=discarded, queried=queried, leaves=leaves, a=float(a), tau=tau,
         floor_pos=floor_pos, floor_neg=floor_neg, discard_bias=math.fsum(bias_parts))
+
+
+# --------------------------------------------------------------- unpruned recursion
+
+
+@dataclass(frozen=True)
+class LevelNoise:
+    """Second moments of one report's contribution ``R`` to a level's node estimates.
+
+    A frequency oracle estimates the count of node ``q`` as the sum over reports of
+    ``R_q`` with ``E[R_q] = 1[x = q]`` (001 Alg. 3; :class:`~fedustat.privacy.randomizers.
+    FrequencyOracle`). For a report of input ``x``: ``E[R_x^2] = m1``, ``E[R_q^2] = m0``
+    (``q != x``), ``E[R_x R_q] = c1`` and ``E[R_q R_q'] = c0`` (``q, q'`` distinct and
+    both ``!= x``). The one-bit Hadamard response has ``m1 = m0 = c^2`` and
+    ``c1 = c0 = 0`` (its nodes are uncorrelated, 001 Lemma 6); subset selection has
+    non-zero cross moments (its reports hold exactly ``k`` values).
+    """
+
+    m1: float
+    m0: float
+    c1: float = 0.0
+    c0: float = 0.0
+
+
+@dataclass(frozen=True)
+class FullRecursion:
+    """Outcome of :func:`full_uauc`: the estimate of UAUC and its variance estimate
+    (both in pair units; divide by ``n+ n-`` and its square for the AUC), and the parts
+    of the variance (``linear_pos``, ``linear_neg``: the noise of one class's estimates
+    times the other's counts; ``noise_product``: the product of the two noises)."""
+
+    uauc: float
+    variance: float
+    linear_pos: float
+    linear_neg: float
+    noise_product: float
+
+
+def full_uauc(levels_pos: list[np.ndarray], levels_neg: list[np.ndarray], *,
+              n_pos: int, n_neg: int, noise_pos: list[LevelNoise],
+              noise_neg: list[LevelNoise], one_level_per_party: bool,
+              tie_term: bool = True) -> FullRecursion:
+    """The UAUC recursion of 000 eq. 10 without pruning, and its exact variance.
+
+    Unrolled over every internal node ``p`` (as :func:`uauc_exact`):
+    ``U^ = sum_p A_{p·1} B_{p·0} + (1/2) sum_b A_b B_b`` with ``A``/``B`` the two classes'
+    node estimates (``levels_*[l - 1]``: all ``2^l`` nodes of level ``l``) and the leaf tie
+    term (module docstring). The estimates of the two classes come from different parties
+    and each is unbiased, so ``E[U^] = UAUC`` exactly: nothing is discarded (no ``E^G``
+    of 001 App. B.1), and ``U^ / (n+ n-)`` is unbiased for the AUC of the scores on the
+    tree's domain (ties within a leaf counted 1/2).
+
+    Variance. ``U^ = A' M B`` with ``A`` independent of ``B``, so
+    ``Var = (M b)' S_A (M b) + a' M S_B M' a + tr(M S_B M' S_A)`` (``a, b`` the true
+    counts, ``S`` the covariances of the estimates). The quadratic forms are computed
+    exactly from the report moments (:class:`LevelNoise`), per level
+    ``sum_x E[(w . R)^2 | x] = n (m0 S2 + c0 (S1^2 - S2)) + (m1 - m0 - 2 (c1 - c0))
+    sum_q h_q w_q^2 + 2 (c1 - c0) S1 sum_q h_q w_q`` (``S1 = sum_q w_q``,
+    ``S2 = sum_q w_q^2``), with the covariance between levels:
+
+    * ``one_level_per_party`` (users split: a party reports at one level drawn uniformly,
+      its contribution scaled by ``alpha``): a party's part of ``w . A`` has variance
+      ``alpha sum_l E[(w_l . R_l)^2] - P(x)^2`` with ``P(x) = sum_l w_l[x_l]``, its
+      coefficients summed along its path: the other class's count below ``x`` (plus half
+      its leaf). ``sum_x P(x)^2`` is evaluated at level ``min(alpha, 6)`` (below it the
+      other class's count inside the node is taken as spread evenly); it is a small
+      part of the variance (at most ``1/c^2`` of the linear term).
+    * otherwise (every party reports at every level, independently):
+      ``sum_l (E[(w_l . R_l)^2] - w_l[x_l]^2)``.
+
+    Every unknown is replaced by an unbiased estimate: a count by its estimate, a
+    product of the two classes' counts by the product of their (independent) estimates,
+    a squared count by ``h^2 - Var(h^)``; the node variances, linear in the counts, by
+    their plug-in. The noise product uses the nodes' variances (exact for the Hadamard
+    response; subset selection's small cross moments are left out of that term only).
+    """
+    alpha = len(levels_pos)
+    if alpha != len(levels_neg) or alpha == 0:
+        raise ValueError("levels_pos and levels_neg must hold one array per level (alpha)")
+    uauc_parts: list[float] = []
+    for level in range(alpha):
+        uauc_parts.append(math.fsum(levels_pos[level][1::2] * levels_neg[level][0::2]))
+    if tie_term:
+        uauc_parts.append(0.5 * math.fsum(levels_pos[-1] * levels_neg[-1]))
+    var_pos = [_node_variance(h, n_pos, noise, alpha, one_level_per_party)
+               for h, noise in zip(levels_pos, noise_pos, strict=True)]
+    var_neg = [_node_variance(h, n_neg, noise, alpha, one_level_per_party)
+               for h, noise in zip(levels_neg, noise_neg, strict=True)]
+    # Coefficients of each class's estimates (the other class's estimates through M).
+    scale = alpha if one_level_per_party else 1
+    coef_pos = [_coefficients(levels_neg[level], var_neg[level], n_neg, noise_neg[level],
+                              scale, upper=True, leaf=tie_term and level == alpha - 1)
+                for level in range(alpha)]
+    coef_neg = [_coefficients(levels_pos[level], var_pos[level], n_pos, noise_pos[level],
+                              scale, upper=False, leaf=tie_term and level == alpha - 1)
+                for level in range(alpha)]
+    linear_pos = _linear_variance(levels_pos, n_pos, noise_pos, coef_pos, levels_neg,
+                                  var_neg, one_level_per_party)
+    linear_neg = _linear_variance(levels_neg, n_neg, noise_neg, coef_neg, levels_pos,
+                                  var_pos, one_level_per_party)
+    product_parts = [math.fsum(var_pos[level][1::2] * var_neg[level][0::2])
+                     for level in range(alpha)]
+    if tie_term:
+        product_parts.append(0.25 * math.fsum(var_pos[-1] * var_neg[-1]))
+    for level in range(alpha):
+        # Oracles with correlated nodes (subset selection): the exact within-level term
+        # in place of its diagonal, on levels small enough for dense matrices.
+        correlated = any(x[level].c0 or x[level].c1 for x in (noise_pos, noise_neg))
+        if correlated and levels_pos[level].size <= DENSE_PRODUCT_NODES:
+            leaf = tie_term and level == alpha - 1
+            product_parts.append(_dense_product_correction(
+                levels_pos[level], var_pos[level], n_pos, noise_pos[level],
+                levels_neg[level], var_neg[level], n_neg, noise_neg[level], leaf,
+                alpha if one_level_per_party else 1))
+    noise_product = math.fsum(product_parts)
+    return FullRecursion(math.fsum(uauc_parts), max(linear_pos + linear_neg + noise_product,
+                                                    0.0),
+                         linear_pos, linear_neg, noise_product)
+
+
+# Largest level whose within-level covariance enters the noise product as a dense matrix.
+DENSE_PRODUCT_NODES = 1 << 9
+
+
+def _level_covariance(h: np.ndarray, var: np.ndarray, n: int, noise: LevelNoise,
+                      scale: int) -> np.ndarray:
+    """Covariance matrix of one level's node estimates: ``var`` on the diagonal and, for
+    ``q != q'``, ``scale (c0 (n - h_q - h_q') + c1 (h_q + h_q'))`` (a party in neither
+    node contributes ``c0``, one in either ``c1``; ``scale = alpha`` when a party
+    reports at one level with weight ``alpha``, which also scales the second moment)."""
+    cov = scale * (noise.c0 * (n - h[:, None] - h[None, :])
+                   + noise.c1 * (h[:, None] + h[None, :]))
+    np.fill_diagonal(cov, var)
+    return cov
+
+
+def _dense_product_correction(h_pos: np.ndarray, var_pos: np.ndarray, n_pos: int,
+                              noise_pos: LevelNoise, h_neg: np.ndarray, var_neg: np.ndarray,
+                              n_neg: int, noise_neg: LevelNoise, leaf: bool,
+                              scale: int) -> float:
+    """``tr(M S_B M' S_A) - (its diagonal part)`` on one level (see :func:`full_uauc`).
+    The entries of the two covariance matrices are linear in one class's counts each,
+    so with the estimates plugged in the product is unbiased."""
+    cov_pos = _level_covariance(h_pos, var_pos, n_pos, noise_pos, scale)
+    cov_neg = _level_covariance(h_neg, var_neg, n_neg, noise_neg, scale)
+    size = h_pos.size
+    pairing = np.zeros((size, size))
+    pairing[np.arange(1, size, 2), np.arange(0, size, 2)] = 1.0
+    if leaf:
+        pairing += 0.5 * np.eye(size)
+    exact = float(np.sum((pairing @ cov_neg @ pairing.T) * cov_pos))
+    diagonal = float(np.sum((pairing * pairing) @ var_neg * var_pos))
+    return exact - diagonal
+
+
+def _node_variance(h: np.ndarray, n: int, noise: LevelNoise, alpha: int,
+                   one_level_per_party: bool) -> np.ndarray:
+    """Exact variance of each node estimate given its count ``h`` (linear in ``h``, so
+    with the estimate plugged in it is unbiased); see auc_tree's module docstring."""
+    if one_level_per_party:
+        return alpha * (h * noise.m1 + (n - h) * noise.m0) - h
+    return h * (noise.m1 - 1.0) + (n - h) * noise.m0
+
+
+@dataclass(frozen=True)
+class _Coefficients:
+    """One level's coefficients ``w = M h^`` of a class's estimates, computed from the
+    other class's estimates ``h^``, with the moments needed to square them without bias:
+    ``var[q] = Var(w_q)``, ``var_sum = Var(sum_q w_q)``, ``cov_sum[q] = Cov(sum w, w_q)``."""
+
+    w: np.ndarray
+    var: np.ndarray
+    var_sum: float
+    cov_sum: np.ndarray
+
+
+def _coefficients(other: np.ndarray, other_var: np.ndarray, n_other: int,
+                  noise: LevelNoise, scale: int, *, upper: bool,
+                  leaf: bool) -> _Coefficients:
+    """Coefficients of the positive class (``upper``: ``w_{p1} = B_{p0}``) or of the
+    negative class (``w_{p0} = A_{p1}``) on one level, plus half the other class's count
+    at a leaf (the tie term)."""
+    size = other.size
+    rows = np.arange(1, size, 2) if upper else np.arange(0, size, 2)
+    cols = rows - 1 if upper else rows + 1
+    entries = [(rows, cols, 1.0)]
+    if leaf:
+        every = np.arange(size)
+        entries.append((every, every, 0.5))
+    w = np.zeros(size)
+    for r, c, k in entries:
+        w[r] += k * other[c]
+    correlated = bool(noise.c0 or noise.c1)
+    if correlated and size <= DENSE_PRODUCT_NODES:
+        mix = np.zeros((size, size))
+        for r, c, k in entries:
+            mix[r, c] += k
+        cov_w = mix @ _level_covariance(other, other_var, n_other, noise, scale) @ mix.T
+        cov_sum = cov_w.sum(axis=0)
+        return _Coefficients(w, np.diag(cov_w).copy(), float(cov_sum.sum()), cov_sum)
+    # Uncorrelated nodes (the Hadamard response; subset selection's small cross moments
+    # are left out on levels above DENSE_PRODUCT_NODES).
+    var = np.zeros(size)
+    weight = np.zeros(size)  # each estimate's weight in sum_q w_q
+    for r, c, k in entries:
+        var[r] += k * k * other_var[c]
+        weight[c] += k
+    cov_sum = np.zeros(size)
+    for r, c, k in entries:
+        cov_sum[r] += k * weight[c] * other_var[c]
+    return _Coefficients(w, var, float(math.fsum(weight * weight * other_var)), cov_sum)
+
+
+def _linear_variance(own: list[np.ndarray], n: int, noise: list[LevelNoise],
+                     coef: list[_Coefficients], other: list[np.ndarray],
+                     other_var: list[np.ndarray], one_level_per_party: bool) -> float:
+    """``w' S w`` for one class (see :func:`full_uauc`), every unknown estimated without
+    bias."""
+    alpha = len(own)
+    parts: list[float] = []
+    for level in range(alpha):
+        h, cf, ln = own[level], coef[level], noise[level]
+        w = cf.w
+        w_sq = w * w - cf.var  # unbiased for the squared coefficients
+        s1 = math.fsum(w)
+        s2 = math.fsum(w_sq)
+        s1_sq = s1 * s1 - cf.var_sum
+        h_w_sq = math.fsum(h * w_sq)
+        s1_h_w = s1 * math.fsum(h * w) - math.fsum(h * cf.cov_sum)
+        k1 = ln.m1 - ln.m0 - 2.0 * (ln.c1 - ln.c0)
+        k2 = 2.0 * (ln.c1 - ln.c0)
+        second = n * (ln.m0 * s2 + ln.c0 * (s1_sq - s2)) + k1 * h_w_sq + k2 * s1_h_w
+        parts.append(alpha * second if one_level_per_party else second - h_w_sq)
+    if one_level_per_party:
+        parts.append(-_path_square(own, coef, other, other_var))
+    return math.fsum(parts)
+
+
+# Level at which sum_x P(x)^2 is evaluated (see full_uauc).
+PATH_LEVEL = 6
+
+
+def _path_square(own: list[np.ndarray], coef: list[_Coefficients],
+                 other: list[np.ndarray], other_var: list[np.ndarray]) -> float:
+    """Estimate of ``sum_x P(x)^2`` over one class's parties, ``P(x)`` the sum of its
+    coefficients along its path (see :func:`full_uauc`)."""
+    alpha = len(own)
+    depth = min(alpha, PATH_LEVEL)
+    nodes = np.arange(1 << depth)
+    path = np.zeros(nodes.size)
+    path_var = np.zeros(nodes.size)
+    for level in range(1, depth + 1):
+        anc = nodes >> (depth - level)
+        path += coef[level - 1].w[anc]
+        path_var += coef[level - 1].var[anc]
+    h = own[depth - 1]
+    if depth == alpha:
+        # Leaves: P is constant on the node.
+        return math.fsum(h * (path * path - path_var))
+    # Inside a node, the part of P from deeper levels runs over [0, b] (b: the other
+    # class's count in the node), taken as spread evenly: mean b/2, mean square b^2/3.
+    b = other[depth - 1]
+    b_sq = b * b - other_var[depth - 1]
+    return math.fsum(h * (path * path - path_var + path * b + b_sq / 3.0))

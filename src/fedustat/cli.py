@@ -1099,7 +1099,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       catalogue.DEFAULT_CURVE_RELEASE.items()))
     est.add_argument("--param", action="append", metavar="KEY=VALUE",
                      help="a protocol parameter (repeatable), e.g. --param k=32 for "
-                          "ldp-quantized or --param d=1024 for ldp-tree; see the "
+                          "ldp-quantized or --param d=64 for ldp-tree; see the "
                           "protocol's page in docs/protocols/")
     est.add_argument("--column-bounds", action="append", metavar="COLUMN=LO,HI",
                      help="public bounds of a continuous kernel column (repeatable), for "

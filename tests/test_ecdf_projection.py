@@ -112,3 +112,19 @@ def test_bands_stay_in_the_unit_interval_and_the_simultaneous_band_is_monotone()
 def test_project_to_cdf_refuses_a_table():
     with pytest.raises(ValueError, match="values must be a 1-d curve"):
         project_to_cdf(np.zeros((2, 3)))
+
+
+def test_cli_prints_the_projected_curve_and_intervals_in_the_unit_interval(capsys):
+    from fedustat.cli import main
+
+    assert main(["estimate", "--statistic", "ecdf", "--epsilon", "0.2", "--seed", "1"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.rstrip().endswith("]")]
+    assert lines
+    released, lows, highs = [], [], []
+    for line in lines:
+        cells = line.split()
+        released.append(float(cells[2]))
+        lows.append(float(cells[3].strip("[,")))
+        highs.append(float(cells[4].strip("]")))
+    assert min(lows) >= 0.0 and max(highs) <= 1.0
+    assert np.all(np.diff(released) >= 0.0)

@@ -294,21 +294,31 @@ def test_kendall_pvalue_ignoring_the_noise_would_reject_too_often() -> None:
 
 def test_kendall_pvalue_uses_the_raw_release_and_the_error_law() -> None:
     n = 30
-    null_sd = math.sqrt(2.0 * (2 * n + 5) / (9.0 * n * (n - 1)))
+    # A noiseless release: Kendall's exact test (SciPy's, on a permutation with that tau).
+    inversions = round((1 - 0.2) * n * (n - 1) / 4)  # tau = 1 - 4 I / (n (n - 1))
+    y, rest = [], list(range(n))
+    for i in range(n):  # the greedy Lehmer code with `inversions` inversions
+        skip = min(inversions, n - 1 - i)
+        inversions -= skip
+        y.append(rest.pop(skip))
+    scipy_exact = sps.kendalltau(np.arange(n), y, method="exact")
+    assert scipy_exact.statistic == pytest.approx(0.2)
     exact = Estimate(0.2, "kendall_tau_a", "exact", PrivacyGuarantee.none())
-    assert api.kendall_tau_pvalue(exact, n) == pytest.approx(2 * sps.norm.sf(0.2 / null_sd))
-    normal = _release(0.2, std_error=0.1)
-    assert api.kendall_tau_pvalue(normal, n) == pytest.approx(
-        2 * sps.norm.sf(0.2 / math.hypot(null_sd, 0.1)))
-    # With a Laplace error law: 2 P(N + Z >= t), checked by Monte Carlo (2e5 draws: the
-    # binomial standard deviation of the frequency is below 1.2e-3; 4 of them allowed).
-    law = LaplaceError(0.1)
-    laplace = _release(0.2, error=law)
+    assert api.kendall_tau_pvalue(exact, n) == pytest.approx(scipy_exact.pvalue, rel=1e-9)
+    # With a standard error only (a normal Z) or a Laplace error law: 2 P(T + Z >= t), T
+    # Kendall's null tau (a uniform permutation's inversions: independent uniforms on
+    # {0..m-1}), checked by Monte Carlo (2e5 draws: the binomial standard deviation of the
+    # frequency is below 1.2e-3; 4 of them allowed).
     draws = np.random.default_rng(10)
-    total = draws.normal(0.0, null_sd, 200_000) + draws.laplace(0.0, 0.1, 200_000)
-    freq = float(np.mean(np.abs(total) >= 0.2))
-    assert abs(api.kendall_tau_pvalue(laplace, n) - freq) <= 4 * math.sqrt(
-        freq * (1 - freq) / total.size)
+    taus = 1.0 - 4.0 * sum(draws.integers(0, m, 200_000) for m in range(1, n + 1)) / (
+        n * (n - 1))
+    law = LaplaceError(0.1)
+    for release, noise in ((_release(0.2, std_error=0.1), draws.normal(0.0, 0.1, 200_000)),
+                           (_release(0.2, error=law), draws.laplace(0.0, 0.1, 200_000))):
+        freq = float(np.mean(np.abs(taus + noise) >= 0.2))
+        assert abs(api.kendall_tau_pvalue(release, n) - freq) <= 4 * math.sqrt(
+            freq * (1 - freq) / noise.size)
+    normal = _release(0.2, std_error=0.1)
     # Clipping does not change the test: it uses the raw release.
     assert api.kendall_tau_pvalue(_release(1.3, error=law).clipped(-1, 1), n) == \
         api.kendall_tau_pvalue(_release(1.3, error=law), n)

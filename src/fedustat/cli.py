@@ -826,8 +826,9 @@ def _print_curve(row: dict[str, Any], args: argparse.Namespace) -> None:
             lines = [[_threshold_text(row["thresholds"][i]),
                       cell(row["exact_values"][i] if row["exact_values"] else None),
                       cell(row["values"][i]),
-                      "-" if half[i] is None else
-                      f"[{row['values'][i] - half[i]:.4f}, {row['values'][i] + half[i]:.4f}]"]
+                      "-" if half[i] is None else  # a CDF's interval lies in [0, 1]
+                      f"[{max(0.0, row['values'][i] - half[i]):.4f}, "
+                      f"{min(1.0, row['values'][i] + half[i]):.4f}]"]
                      for i in shown]
         else:
             headers = ["threshold", "exact FPR", "exact TPR", "released FPR", "released TPR"]

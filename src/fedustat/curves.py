@@ -68,7 +68,8 @@ from fedustat.protocols.ecdf.release import (
 )
 from fedustat.protocols.ecdf.roc import ROC_ADJACENCY, DPROCCurve, dp_roc_curve
 from fedustat.protocols.ecdf.secagg import pointwise_ecdf
-from fedustat.stats.ecdf import absolute_grid, check_thresholds
+from fedustat.protocols.ecdf.smoothing import project_to_cdf
+from fedustat.stats.ecdf import absolute_grid, check_thresholds, step_at
 
 __all__ = [
     "CumsumResult",
@@ -296,20 +297,26 @@ class CurveRelease:
 class ECDFResult(CurveRelease):
     """A private ECDF on a public grid, like ``scipy.stats.ecdf(x).cdf`` evaluated there.
 
-    ``thresholds`` and ``values`` are the grid and the released ``F_hat`` clipped into
-    [0, 1], where a CDF lies (post-processing; the unbiased curve stays in
-    :attr:`raw_values`, the one to average over releases); ``std_error``
-    the exact noise standard deviation at each point and :meth:`confidence_interval` the
-    pointwise (or, ``simultaneous=True``, whole-curve) band from the noise law
-    (:meth:`~fedustat.protocols.ecdf.PrivateECDF.confidence_band`). ``release`` is the
-    protocol layer's curve, for its further post-processing (``smooth``, ``dp_quantile``).
+    ``thresholds`` and ``values`` are the grid and the released curve **projected to a
+    valid CDF**: non-decreasing and in [0, 1], the Euclidean (L2) projection of the noisy
+    ``F_hat`` (isotonic regression, then clipping:
+    :func:`~fedustat.protocols.ecdf.smoothing.project_to_cdf`). Post-processing, so it
+    costs no privacy; since the exact ECDF is such a curve, the projection never
+    increases the L2 or the sup error of any release. The raw release (unbiased, not
+    necessarily monotone or in [0, 1]: the one to average over releases) stays in
+    :attr:`raw_values`; ``np.clip(res.raw_values, 0, 1)`` is the clipped-only curve.
+    ``std_error`` is the exact noise standard deviation at each point and
+    :meth:`confidence_interval` the pointwise (or, ``simultaneous=True``, whole-curve)
+    band from the noise law (:meth:`~fedustat.protocols.ecdf.PrivateECDF.confidence_band`),
+    intersected with [0, 1]. ``release`` is the protocol layer's curve, for its further
+    post-processing (``smooth``, ``dp_quantile``).
 
     Parameters
     ----------
     thresholds:
         The public grid.
     curve:
-        The released ``F_hat`` at the grid points.
+        The released curve at the grid points, projected to a valid CDF.
     n:
         The number of records.
     protocol:
@@ -341,7 +348,8 @@ class ECDFResult(CurveRelease):
 
     @property
     def values(self) -> np.ndarray:
-        """The released curve at :attr:`thresholds` (``np.asarray(result)``).
+        """The released curve at :attr:`thresholds`, projected to a valid CDF
+        (``np.asarray(result)``; the raw release is :attr:`raw_values`).
 
         Examples
         --------
@@ -368,6 +376,12 @@ class ECDFResult(CurveRelease):
                             simultaneous: bool = False) -> ConfidenceInterval:
         """Pointwise intervals for the exact ECDF at the grid points; ``simultaneous=True``
         covers all N points at once (union bound: each at ``1 - (1 - level) / N``).
+
+        Both are intersected with [0, 1], where the exact ECDF lies. A simultaneous band
+        is also made monotone (the lower edge's running maximum, the upper edge's running
+        minimum from the right): when it covers the whole non-decreasing ECDF, so does
+        the tightened band. (A pointwise interval covers one point at a time, so it is not
+        tightened.)
 
         Parameters
         ----------
@@ -396,12 +410,17 @@ class ECDFResult(CurveRelease):
             level = 1.0 - (1.0 - level) / self.thresholds.size
         low, high = self.release.confidence_band(level)
         # Intersected with [0, 1], where the exact ECDF lies (Estimate.clipped's rule).
-        return ConfidenceInterval(np.clip(np.asarray(low), 0.0, 1.0),
-                                  np.clip(np.asarray(high), 0.0, 1.0))
+        low = np.clip(np.asarray(low, dtype=np.float64), 0.0, 1.0)
+        high = np.clip(np.asarray(high, dtype=np.float64), 0.0, 1.0)
+        if simultaneous:
+            low = np.maximum.accumulate(low)
+            high = np.minimum.accumulate(high[::-1])[::-1]
+        return ConfidenceInterval(low, high)
 
     @property
     def raw_values(self) -> np.ndarray:
-        """The unclipped released curve (unbiased: average these over many releases).
+        """The raw released curve, neither projected nor clipped (unbiased: average these
+        over many releases).
 
         Examples
         --------
@@ -412,8 +431,8 @@ class ECDFResult(CurveRelease):
         return np.asarray(self.release.values, dtype=np.float64)
 
     def evaluate(self, t: Any) -> np.ndarray:
-        """The released step function at ``t`` (0 below the first threshold), as
-        ``scipy.stats.ecdf(x).cdf.evaluate``.
+        """The released (projected) step function at ``t`` (0 below the first
+        threshold), as ``scipy.stats.ecdf(x).cdf.evaluate``.
 
         Parameters
         ----------
@@ -431,7 +450,7 @@ class ECDFResult(CurveRelease):
         >>> res.evaluate([0, 2.5, 5]).tolist()
         [0.0, 0.75, 1.0]
         """
-        return np.clip(np.asarray(self.release(t), dtype=np.float64), 0.0, 1.0)
+        return np.asarray(step_at(self.thresholds, self.curve, t), dtype=np.float64)
 
 
 def ecdf(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
@@ -467,7 +486,9 @@ def ecdf(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
     Returns
     -------
     ECDFResult
-        ``np.asarray(result)`` is the released curve at ``result.thresholds``.
+        ``np.asarray(result)`` is the released curve at ``result.thresholds``, projected
+        to a valid CDF (non-decreasing, in [0, 1]: the L2 projection, which never
+        increases the L2 or sup error); ``result.raw_values`` is the raw release.
 
     Examples
     --------
@@ -510,10 +531,11 @@ def ecdf(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
         raise ValueError(f"{caller}(): protocol must be None (the central release) or one of "
                          f"{names}, got {protocol!r}")
     _spend(budget, curve.privacy, f"ecdf ({name})")
-    # A CDF lies in [0, 1]: the released curve is clipped there (post-processing); the
-    # unbiased, unclipped curve stays in raw_values (release.values).
-    return ECDFResult(tau, np.clip(np.asarray(curve.values, dtype=np.float64), 0.0, 1.0),
-                      int(records.size), name, curve.privacy, curve.noise_kind, curve)
+    # A CDF is non-decreasing in [0, 1]: the released curve is projected there
+    # (post-processing, never a larger L2 or sup error); the raw curve stays in
+    # raw_values (release.values).
+    return ECDFResult(tau, project_to_cdf(curve.values), int(records.size), name,
+                      curve.privacy, curve.noise_kind, curve)
 
 
 # ------------------------------------------------------------------ quantiles

@@ -1156,7 +1156,10 @@ def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
     private total, 003's tree; 003's smoothing only on 003's tree) and estimator: mean AUC,
     bias against the grid's exact AUC, bias over the mean reported standard error, the
     bias's Monte Carlo z, RMSE, mean reported SE, coverage of the 95% interval, mean L1
-    distance of the curve (003 Sec. 6.5).
+    distance of the curve (003 Sec. 6.5), and the Monte Carlo z of the bias of the fitted
+    curve's own area. The AUC is the unclipped release (``auc.raw_value``, unbiased; the
+    value is clipped into [0, 1]); ``isotonic`` and ``raw`` release the same bilinear AUC
+    (their curves differ).
     """
     from fedustat.datasets import classifier_scores
     from fedustat.protocols.ecdf import dp_roc_curve, roc_curve_on_grid
@@ -1174,19 +1177,21 @@ def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
     grid_auc = float(np.trapezoid(tpr0, fpr0))
     table = Table("7. DP ROC curve (003 Sec. 5.1): estimators of the curve and its AUC",
                   ["eps", "curves", "estimator", "runs", "mean AUC", "bias", "bias/SE", "bias z",
-                   "RMSE", "sd", "mean SE", "95% CI cover", "L1 curve"])
+                   "RMSE", "sd", "mean SE", "95% CI cover", "L1 curve",
+                   "curve-area bias z"])
     cells = [(method, name) for method in ROC_CURVE_METHODS for name in ROC_ESTIMATORS
              if name != "smoothed" or method == "003-tree"]
     for eps in epsilons:
         for method, name in cells:
             runs = smoothed_reps if name == "smoothed" else reps
             extra = {"n_bootstrap": smoothed_bootstrap} if name == "smoothed" else {}
-            values, ses, covered, l1 = [], [], 0, []
+            values, ses, covered, l1, areas = [], [], 0, [], []
             for r in range(runs):
                 rng = np.random.default_rng([seed, 15, int(eps * 1000), r])
                 curve = dp_roc_curve(y, s, epsilon=eps, thresholds=tau, estimator=name,
                                      curve_method=method, rng=rng, **extra)
-                values.append(curve.auc.value)
+                values.append(curve.auc.raw_value)
+                areas.append(curve.auc.diagnostics["curve_area"])
                 ses.append(curve.auc.std_error)
                 low, high = curve.auc_interval()
                 covered += int(low <= grid_auc <= high)
@@ -1200,19 +1205,26 @@ def roc_comparison(epsilons: Sequence[float] = (0.5, 1.0, 4.0), reps: int = 400,
             label = name + (" (default)" if default else "")
             rmse = float(np.sqrt(np.mean((v - grid_auc) ** 2)))
             l1_mean = float(np.mean(l1)) if l1 else None
+            area = np.asarray(areas)
+            area_z = float((area.mean() - grid_auc) / (area.std(ddof=1) / math.sqrt(runs)))
             table.add([f"{eps:g}", method, label, runs, float(v.mean()), bias, bias / mean_se,
                        bias / (sd / math.sqrt(runs)), rmse, sd, mean_se, covered / runs,
-                       l1_mean],
+                       l1_mean, area_z],
                       epsilon=eps, curve_method=method, estimator=name, runs=runs,
                       mean_auc=float(v.mean()),
                       bias=bias, rmse=rmse, sd=sd, mean_se=mean_se, coverage=covered / runs,
-                      l1=l1_mean)
+                      l1=l1_mean, curve_area_z=area_z)
             _progress(f"roc eps={eps:g} {method} {name}: RMSE {rmse:.4f}")
         table.gap()
     table.notes += [
         f"exact AUC on the grid {grid_auc:.4f} (of the scores: 0.8012); bias = mean AUC - "
         "exact on the grid; bias/SE divides by the mean reported standard error; bias z "
         "by the Monte Carlo standard error of the mean (sd / sqrt(runs)).",
+        "AUC: the unclipped release (auc.raw_value). isotonic (default) and raw release "
+        "the same AUC, estimated from the unsmoothed class curves without bias (bilinear, "
+        "roc._bilinear_auc); debiased and smoothed release their curve's area. "
+        "curve-area bias z: that of the area under the released curve (isotonic: the "
+        "AUC released before, biased low by the projection).",
         "L1 curve: integral |TPR - TPR_exact| dFPR (003 Sec. 6.5); '-' for raw, whose curve "
         "can cross itself.",
         "curves: how each class curve is released at eps/2 (hierarchical: b-ary tree with "

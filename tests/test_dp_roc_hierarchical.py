@@ -233,7 +233,7 @@ def test_bootstrap_draws_the_hierarchical_noise(small) -> None:
     pos_counts, neg_counts = roc_class_counts(np.asarray(y), np.asarray(s), tau)
     releases = [dp_roc_curve(y, s, epsilon=eps, thresholds=tau, estimator="raw", rng=r)
                 for r in range(runs)]
-    direct = np.array([c.auc.value for c in releases])
+    direct = np.array([c.auc.diagnostics["raw_auc"] for c in releases])
     one = releases[0]
     boot = _bootstrap_areas("raw", pos_counts / n, neg_counts / n, one.positives,
                             one.negatives, tau, 2, runs)

@@ -1110,7 +1110,13 @@ class ROCCurveResult(CurveRelease):
 
     @property
     def auc(self) -> Estimate:
-        """The estimate of the area under the exact ROC curve on the grid.
+        """The estimate of the area under the exact ROC curve of the records on the grid.
+
+        Estimated from the unsmoothed class curves without bias (not the area under the
+        plotted isotonic curve, which is ``auc.diagnostics["curve_area"]``), with its
+        standard error from the noise; ``value`` and ``confidence_interval()`` are clipped
+        into [0, 1], ``raw_value`` and ``raw_interval()`` are not (docs/protocols/
+        roc-curve.md).
 
         Examples
         --------

@@ -6,10 +6,10 @@ total (the class size) is private (default, ``curve_method="hierarchical"``; pri
 derived at :func:`_hierarchical_class_curve`) or 003's tree (Eq. 2, ``"003-tree"``, the
 paper as written and the only one 003's smoothing applies to). The curve and its AUC are
 post-processing of the two:
-the estimators (isotonic by default, a bias-corrected variant, 003's Eq. 3 smoothing, the
-raw curve), the AUC's standard error (exact from the noise covariance for the raw area, a
-parametric bootstrap for the fitted ones) and their measured comparison are in
-docs/protocols/roc-curve.md.
+the estimators of the curve (isotonic by default, a bias-corrected variant, 003's Eq. 3
+smoothing, the raw curve); the AUC of the default and of the raw curve, estimated from the
+unsmoothed class curves without bias (:func:`_bilinear_auc`) with its standard error from
+the noise covariance; and their measured comparison: docs/protocols/roc-curve.md.
 """
 
 from __future__ import annotations
@@ -189,10 +189,15 @@ class DPROCCurve:
     p:
         Smoothing norm (1, 2) of ``estimator="smoothed"``, else None.
     auc:
-        The estimate of the area under the exact ROC curve on the grid, an
-        :class:`Estimate` with ``std_error`` and ``confidence_interval(level)``; its
-        ``diagnostics["curve_area"]`` is the area under ``(fpr, tpr)`` (equal to the value
-        except for ``"debiased"``, whose value is that area minus the estimated bias).
+        The estimate of the area under the exact ROC curve of the records on the grid,
+        an :class:`Estimate` with ``std_error`` and ``confidence_interval(level)`` (clipped
+        into [0, 1]; ``raw_value`` and ``raw_interval`` unclipped). ``"isotonic"`` and
+        ``"raw"``: the bilinear estimate from the unsmoothed class curves, unbiased up to
+        third-order noise moments, its standard error from the noise covariance
+        (:func:`_bilinear_auc`); ``"smoothed"``: the area under ``(fpr, tpr)``;
+        ``"debiased"``: that area minus its bootstrap bias.
+        ``diagnostics["curve_area"]`` is the area under ``(fpr, tpr)``, ``["raw_auc"]``
+        the area under ``(raw_fpr, raw_tpr)``.
     privacy:
         eps-DP in total, adjacency: replace one record (score and label), n public.
     estimator:
@@ -275,14 +280,17 @@ def _rate_band(curve: PrivateECDF, confidence_level: float, simultaneous: bool =
 # ------------------------------------------------------------------ estimators of the curve
 
 #: The estimators of :func:`dp_roc_curve`, default first (chosen by the measurements in
-#: docs/protocols/roc-curve.md: the smallest RMSE of the AUC and L1 error of the curve,
-#: its bias within 0.4 standard errors and its interval covering).
+#: docs/protocols/roc-curve.md: the smallest L1 error of the curve, monotone; its AUC is
+#: the unbiased bilinear estimate, :data:`BILINEAR_AUC_ESTIMATORS`).
 ROC_ESTIMATORS: tuple[str, ...] = ("isotonic", "debiased", "smoothed", "raw")
 DEFAULT_ROC_ESTIMATOR = "isotonic"
 #: How each class curve is released, default first (the measurements in
 #: docs/protocols/roc-curve.md); 003's smoothing (``estimator="smoothed"``) needs 003's tree.
 ROC_CURVE_METHODS: tuple[str, ...] = ("hierarchical", "003-tree")
 DEFAULT_ROC_CURVE_METHOD = "hierarchical"
+#: The estimators whose ``auc`` is the bilinear estimate from the unsmoothed class curves
+#: (:func:`_bilinear_auc`) rather than the area under their fitted curve.
+BILINEAR_AUC_ESTIMATORS: tuple[str, ...] = ("isotonic", "raw")
 #: Draws of the parametric bootstrap (seeded by the released ECDFs, :func:`_bootstrap_seed`).
 DEFAULT_BOOTSTRAP = 200
 _BOOTSTRAP_SEED = 20260415
@@ -496,6 +504,125 @@ def _raw_auc_std_error(x: np.ndarray, y: np.ndarray, gx: Any, gy: Any,
     return math.sqrt(max(var_z - 2.0 * r * cov_zw + r * r * var_w, 0.0)) / abs(w)
 
 
+def _covariance_times(law: Any, v: np.ndarray) -> np.ndarray:
+    """``S v`` for a class curve's noise covariance ``S``: a sparse factor ``G``
+    (``S = G G^T``) or a covariance operator (:func:`_noise_law`)."""
+    if _is_operator(law):
+        return np.asarray(law.times(v[None, :])[0], dtype=np.float64)
+    return np.asarray(law @ (law.T @ v), dtype=np.float64).ravel()
+
+
+def _noise_trace(m: Any, law_x: Any, law_y: Any, probes: np.ndarray | None) -> float:
+    """``tr(M S_y M^T S_x)``: exact (:func:`_operator_trace`, or ``||G_x^T M G_y||_F^2``
+    for two sparse factors), or Hutchinson's estimate with ``probes``."""
+    if _is_operator(law_x) or _is_operator(law_y):
+        return _operator_trace(m, m, _as_operator(law_x), _as_operator(law_y), probes)
+    inner = law_x.T @ (m @ law_y)
+    return float(inner.multiply(inner).sum() if sp.issparse(inner)
+                 else np.sum(np.asarray(inner) ** 2))
+
+
+@dataclass(frozen=True)
+class _BilinearAUC:
+    """The AUC estimated from the released class curves (:func:`_bilinear_auc`)."""
+
+    value: float
+    std_error: float
+    positive_share: float
+    positive_share_variance: float
+
+
+def _bilinear_auc(x: np.ndarray, y: np.ndarray, law_x: Any, law_y: Any, n: int
+                  ) -> _BilinearAUC:
+    """The AUC from the two unsmoothed class curves, unbiased to second order in the noise,
+    with its standard error (derived here).
+
+    ``AUC = 1 - Z0 / W0`` with ``Z0 = x0^T M y0`` (:func:`_area_matrix`; ``x0``, ``y0`` the
+    exact class curves, CDF units over n) and ``W0 = 2 p (1 - p)``, ``p = n_1 / n`` the
+    positives' share. The released ``x = x0 + xi``, ``y = y0 + zeta`` have independent
+    zero-mean noise of known covariances ``S_x``, ``S_y`` (:func:`_noise_law`).
+
+    1. The public constraint: every record lies at or below the last threshold, so
+       ``x0_N + y0_N = 1`` (n public). The generalized-least-squares projection on it,
+       ``x' = x - a s``, ``y' = y - b s`` with ``s = x_N + y_N - 1``,
+       ``a = S_x e_N / V``, ``b = S_y e_N / V``, ``V = S_x[N, N] + S_y[N, N]`` (the
+       best linear unbiased estimate under the constraint; e.g. Rao, Linear Statistical
+       Inference, 2nd ed., Sec. 4a.9), is linear: ``x'``, ``y'`` stay unbiased, and
+       ``t = x'_N = 1 - y'_N`` estimates ``p`` with variance
+       ``v = S_x[N, N] S_y[N, N] / V``. It correlates the two curves:
+       ``Cov(zeta', xi') = -V b a^T``.
+    2. Numerator: ``E[x'^T M y'] = Z0 + tr(M Cov(y', x')) = Z0 - V a^T M b``, so
+       ``Z = x'^T M y' + V a^T M b`` is unbiased.
+    3. Denominator: ``E[t (1 - t)] = p (1 - p) - v``, so ``W = 2 (t (1 - t) + v)`` is
+       unbiased for ``W0``.
+    4. The ratio: ``E[Z / W] = Z0 / W0 - Cov(Z, W) / W0^2 + Z0 Var(W) / W0^3`` up to
+       third moments (second-order delta method; Kendall and Stuart, Advanced Theory of
+       Statistics Vol. 1, Sec. 10.6); both terms are estimated by plug-in and removed, as
+       ``(Z + Cov(Z, W) / W) / (W + Var(W) / W)`` (the same to second order, with a
+       denominator that stays above ``W``).
+       ``Var(W) = 4 ((1 - 2t)^2 v + 2 v^2)`` (``t - t^2`` of a normal ``t``),
+       ``Cov(Z, W) = 2 (1 - 2t) Cov(Z, t)``.
+    5. ``Z - Z0 = g_x^T xi + g_y^T zeta + (xi'^T M zeta' - E)`` with
+       ``g_x = M y0 - k e_N``, ``g_y = M^T x0 - k e_N``, ``k = x0^T M b + a^T M y0``. The
+       linear part has variance ``g_x^T S_x g_x + g_y^T S_y g_y`` and covariance
+       ``(S_y[N, N] g_x^T S_x e_N - S_x[N, N] g_y^T S_y e_N) / V`` with ``t``; the
+       quadratic part (symmetric noise: uncorrelated with the linear one) has, for
+       Gaussian noise (Isserlis), variance
+       ``tr(M S_y M^T S_x) - V (M b)^T S_x (M b) - V (M^T a)^T S_y (M^T a) + 2 V^2 (a^T M b)^2``.
+       The exact curves are replaced by ``x'``, ``y'``; that adds the quadratic part's
+       variance once in expectation (as in :func:`_bilinear_cov`), so it is subtracted
+       instead of added.
+    6. Standard error: ``sqrt(Var Z - 2 R Cov(Z, W) + R^2 Var W) / D`` with ``R`` the
+       corrected ratio and ``D = W + Var(W) / W`` its denominator (first-order delta
+       method; equal to the one at ``R = Z/W``, ``D = W`` to second order, and it follows
+       the released ratio where ``W`` is noisy): the release's noise only, the target being
+       the AUC of the records on the grid.
+
+    ``t`` is kept in ``[1/n, 1 - 1/n]`` (both classes present), so ``W > 0``.
+    """
+    n_points = x.size
+    m = _area_matrix(n_points)
+    last = np.zeros(n_points)
+    last[-1] = 1.0
+    sx_last, sy_last = _covariance_times(law_x, last), _covariance_times(law_y, last)
+    var_x, var_y = float(sx_last[-1]), float(sy_last[-1])
+    total_var = var_x + var_y
+    a, b = sx_last / total_var, sy_last / total_var
+    excess = float(x[-1] + y[-1] - 1.0)
+    xp, yp = x - a * excess, y - b * excess
+    mb, mta = m @ b, m.T @ a
+    amb = float(a @ mb)
+    z = float(xp @ (m @ yp)) + total_var * amb
+    lo = 1.0 / n
+    share = min(max(float(xp[-1]), lo), 1.0 - lo)
+    share_var = var_x * var_y / total_var
+    w = 2.0 * (share * (1.0 - share) + share_var)
+    k = float(xp @ mb) + float(mta @ yp)
+    g_x, g_y = m @ yp, m.T @ xp
+    g_x[-1] -= k
+    g_y[-1] -= k
+    linear = float(g_x @ _covariance_times(law_x, g_x) + g_y @ _covariance_times(law_y, g_y))
+    probes = _trace_probes(x, y) if _is_operator(law_x) or _is_operator(law_y) else None
+    quadratic = (_noise_trace(m, law_x, law_y, probes)
+                 - total_var * float(mb @ _covariance_times(law_x, mb))
+                 - total_var * float(mta @ _covariance_times(law_y, mta))
+                 + 2.0 * total_var**2 * amb**2)
+    var_z = max(linear - quadratic, 0.0)
+    cov_z_share = (var_y * float(g_x @ sx_last) - var_x * float(g_y @ sy_last)) / total_var
+    var_w = 4.0 * ((1.0 - 2.0 * share) ** 2 * share_var + 2.0 * share_var**2)
+    cov_zw = 2.0 * (1.0 - 2.0 * share) * cov_z_share
+    # (Z + Cov(Z, W) / W) / (W + Var(W) / W) equals Z/W - (Z/W) Var(W)/W^2 + Cov(Z, W)/W^2
+    # to second order, and keeps its denominator above W where W's noise is large.
+    denominator = w + var_w / w
+    corrected = (z + cov_zw / w) / denominator
+    # Its delta-method variance, linearised at its own denominator (the same as at W to
+    # second order; where W's relative noise is large, the released ratio moves with Z
+    # by 1 / denominator, not 1 / W).
+    variance = (max(var_z - 2.0 * corrected * cov_zw + corrected**2 * var_w, 0.0)
+                / denominator**2)
+    return _BilinearAUC(1.0 - corrected, math.sqrt(variance), share, share_var)
+
+
 def _isotonic_pair(pos: np.ndarray, neg: np.ndarray, n: int
                    ) -> tuple[np.ndarray, np.ndarray, float]:
     """Monotone class curves for the ROC: each projected on non-decreasing curves in
@@ -662,22 +789,24 @@ def dp_roc_curve(y_true: Any, y_score: Any, *, epsilon: float, thresholds: Any,
         Public, strictly increasing grid ending at an upper bound of the scores.
     estimator:
         ``"isotonic"`` (default): each class curve projected on monotone curves in
-        [0, 1], one total for both classes; the smallest error by measurement.
+        [0, 1], one total for both classes (the smallest L1 error as a curve by
+        measurement); its ``auc`` is the bilinear estimate from the unsmoothed curves,
+        not the fitted curve's area (which the projection pulls down).
         ``"debiased"``: the same curve, its area corrected by the parametric-bootstrap
-        estimate of its bias (unbiased, but more variable). ``"smoothed"``: 003 Eq. 3 with
-        norm ``p`` (the paper's estimator; biased low). ``"raw"``: the noisy curves as
-        released (may cross itself; its area is unbiased up to a ratio term, with an
-        exact standard error from the noise covariance).
+        estimate of its bias. ``"smoothed"``: 003 Eq. 3 with norm ``p`` (the paper's
+        estimator; its area is biased low). ``"raw"``: the noisy curves as released (may
+        cross itself), with the bilinear ``auc``.
     smooth:
         The older switch: ``True`` is ``estimator="smoothed"``, ``False`` ``"raw"``.
     p:
         Norm of the smoothing of ``"smoothed"``, 1 or 2.
     n_bootstrap:
         Parametric-bootstrap draws for the bias and the standard error of the fitted
-        estimators (seeded by the released ECDFs: post-processing). None: 200 for
-        ``"debiased"`` and ``"isotonic"``; none for ``"smoothed"`` (its solver is slower
-        and its area is biased, so its ``std_error`` stays None unless draws are asked
-        for); ``"raw"`` has an exact standard error and ignores it.
+        curve's area (seeded by the released ECDFs: post-processing). None: 200 for
+        ``"debiased"``; none for ``"smoothed"`` (its solver is slower and its area is
+        biased, so its ``std_error`` stays None unless draws are asked for);
+        ``"isotonic"`` and ``"raw"`` release the bilinear AUC with its standard error
+        from the noise covariance and ignore it.
     rng, noise:
         Seed / Generator, or a :class:`NoiseSource`.
     curve_method:
@@ -781,38 +910,45 @@ def dp_roc_curve_from_counts(pos_counts: Any, neg_counts: Any, n: int, *, epsilo
                                  assumptions=(trusted_curator(),))
     x, y = positives.values, negatives.values
     trees = (positives.tree, negatives.tree)
-    # The raw area's exact standard error, reported for every estimator (diagnostics).
     laws = (_noise_law(positives), _noise_law(negatives))
-    raw_se = (_raw_auc_std_error(x, y, *laws, n=n)
-              if laws[0] is not None and laws[1] is not None else None)
     area, fpr, tpr = _fitted_area(chosen, x, y, n, tau, trees, p)
+    raw_area = float(np.trapezoid(raw_tpr, raw_fpr))
     diagnostics: dict[str, Any] = {"estimator": chosen, "curve_method": method,
                                    "n_thresholds": int(tau.size),
                                    "noise_scale_per_node": positives.scale,
                                    "smoothing_p": p if chosen == "smoothed" else None,
-                                   "curve_area": area,
-                                   "raw_auc": float(np.trapezoid(raw_tpr, raw_fpr)),
-                                   "raw_std_error": raw_se}
-    draws = n_bootstrap if n_bootstrap is not None else (
-        DEFAULT_BOOTSTRAP if chosen in ("debiased", "isotonic") else None)
+                                   "curve_area": area, "raw_auc": raw_area}
     value: float = area
     std_error: float | None = None
-    if chosen == "raw":
-        std_error = raw_se
-    elif draws is not None:
-        base_pos, base_neg = _fitted_class_curves(chosen, x, y, n, trees, p)
-        base_area = _fitted_area("raw", base_pos, base_neg, n, tau, trees, p)[0]
-        boot = _bootstrap_areas(chosen, base_pos, base_neg, positives, negatives, tau, p,
-                                int(draws))
-        # The bias at the fitted curve estimates the bias at the truth (Efron and
-        # Tibshirani 1993, Sec. 10.6); the spread of the draws is the standard error.
-        bias = float(boot.mean() - base_area)
-        std_error = float(boot.std(ddof=1))
-        if chosen == "debiased":
-            value = area - bias
-        diagnostics |= {"bootstrap_bias": bias, "n_bootstrap": int(draws)}
-    # An AUC is a probability: the raw or debiased area is clipped into [0, 1] (post-
-    # processing), its unclipped value kept (Estimate.raw_value).
+    if chosen in BILINEAR_AUC_ESTIMATORS and laws[0] is not None and laws[1] is not None:
+        # The AUC is released from the unsmoothed counts (unbiased), not from the fitted
+        # curve: the isotonic fit is monotone and has the smaller L1 error as a curve, but
+        # its area is pulled down by the projection (a non-linear map of the noise).
+        bilinear = _bilinear_auc(x, y, *laws, n)
+        value, std_error = bilinear.value, bilinear.std_error
+        diagnostics |= {"auc_method": "bilinear", "positive_share": bilinear.positive_share,
+                        "positive_share_variance": bilinear.positive_share_variance}
+        if chosen == "raw":
+            # The standard error of the raw curve's own area (its diagnostic above).
+            diagnostics["raw_std_error"] = _raw_auc_std_error(x, y, *laws, n=n)
+    else:
+        diagnostics["auc_method"] = "curve area"
+        draws = n_bootstrap if n_bootstrap is not None else (
+            DEFAULT_BOOTSTRAP if chosen == "debiased" else None)
+        if draws is not None:
+            base_pos, base_neg = _fitted_class_curves(chosen, x, y, n, trees, p)
+            base_area = _fitted_area("raw", base_pos, base_neg, n, tau, trees, p)[0]
+            boot = _bootstrap_areas(chosen, base_pos, base_neg, positives, negatives, tau, p,
+                                    int(draws))
+            # The bias at the fitted curve estimates the bias at the truth (Efron and
+            # Tibshirani 1993, Sec. 10.6); the spread of the draws is the standard error.
+            bias = float(boot.mean() - base_area)
+            std_error = float(boot.std(ddof=1))
+            if chosen == "debiased":
+                value = area - bias
+            diagnostics |= {"bootstrap_bias": bias, "n_bootstrap": int(draws)}
+    # An AUC is a probability: the value and its interval are clipped into [0, 1] (post-
+    # processing), the unclipped, unbiased value kept (Estimate.raw_value, raw_interval).
     auc = in_statistic_range(Estimate(value=float(value), quantity="auc",
                                       protocol="dp-ecdf-roc", privacy=guarantee,
                                       std_error=std_error, diagnostics=diagnostics,

@@ -124,14 +124,19 @@ def test_noise_free_run_reproduces_the_incomplete_ustatistic(name: str, method: 
     exact = exact * factor
     assert est.value == pytest.approx(kernel.statistic(exact, data), rel=1e-12)
     assert est.privacy.model is PrivacyModel.NONE
-    # No noise: the error bar is the data-free edge-sampling bound (002 Claim D.1), over
-    # the active edges' pool with public labels.
+    # No noise: the error bar is the edge-sampling variance (002 Claim D.1), over the
+    # active edges' pool with public labels, with the kernel values' variance bounded by
+    # Bhatia-Davis at the released mean, (hi - mu)(mu - lo) <= (Delta f)^2 / 4.
+    lo, hi = kernel.output_range
+    mu = min(max(exact / p, lo), hi)
+    share = min((hi - mu) * (mu - lo), kernel.sensitivity**2 / 4) / (kernel.sensitivity**2 / 4)
     if p == 1.0:
         design_sd = math.sqrt(incomplete_variance_bound(n, kernel.degree, design.size,
-                                                        kernel.sensitivity))
+                                                        kernel.sensitivity) * share)
     else:
         pool, m = round(p * math.comb(n, kernel.degree)), round(design.size * p / factor)
-        design_sd = p * kernel.sensitivity / 2 * math.sqrt((pool - m) / (m * (pool - 1)))
+        design_sd = p * kernel.sensitivity / 2 * math.sqrt((pool - m) / (m * (pool - 1))
+                                                           * share)
     assert est.std_error == pytest.approx(
         design_sd * abs(kernel.statistic(exact + 1e-6, data)
                         - kernel.statistic(exact - 1e-6, data)) / 2e-6, rel=1e-4)
@@ -506,7 +511,9 @@ def test_guarantee_diagnostics_and_standard_error() -> None:
     slope = math.comb(60, 2) / (n_pos * (60 - n_pos))   # AUC = U C(n,2) / (n+ n-)
     factor, p = _ratio(kernel, data, design)
     pool, m = round(p * math.comb(60, 2)), round(design.size * p / factor)
-    design_var = p**2 * (pool - m) / (m * (pool - 1)) / 4.0
+    # The kernel values' variance: Bhatia-Davis at the released mean AUC (<= 1/4).
+    mean = min(max(d["u_statistic"] / p, 0.0), 1.0)
+    design_var = p**2 * (pool - m) / (m * (pool - 1)) * mean * (1.0 - mean)
     noise_var = protocol.noise_variance(60, design) * factor**2
     assert d["design_variance_bound"] == pytest.approx(design_var, rel=1e-12)
     assert est.std_error == pytest.approx(math.sqrt(noise_var + design_var) * slope, rel=1e-6)

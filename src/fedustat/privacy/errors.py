@@ -19,6 +19,9 @@ post-processing of the release.
   method's slope).
 * :class:`BoundedBias`: a law plus an unknown bias bounded by a public (or released)
   quantity, e.g. the discarding bias of a pruned tree: the half-width grows by the bound.
+* :func:`inverted_error_law`: for an estimate whose error law depends on the unknown
+  parameter (a ratio estimator with noisy counts), the law whose interval is that of the
+  test inversion ``{theta : |estimate - theta| <= a(theta)}``.
 * :class:`SumOfErrors`: independent terms added (Laplace noise plus a design's sampling
   error, K clients' Laplace noises): its cdf by the Gil-Pelaez inversion of the product of
   the characteristic functions (Gil-Pelaez 1951: for a symmetric law with real
@@ -32,7 +35,7 @@ from __future__ import annotations
 import functools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +52,7 @@ __all__ = [
     "SumOfErrors",
     "error_sum",
     "has_closed_tail",
+    "inverted_error_law",
     "laplace_sum",
     "noise_sum",
     "normal_laplace_upper_tail",
@@ -649,3 +653,62 @@ def upper_tail(law: ErrorDistribution, x: np.ndarray | float) -> np.ndarray:
         return _inverted_sum_upper_tail(law, x)
     flat = x.ravel()
     return np.array([law.cdf(-float(v)) for v in flat], dtype=np.float64).reshape(x.shape)
+
+
+#: The level at which :func:`inverted_error_law` inverts its test.
+INVERSION_LEVEL = 0.95
+
+
+def inverted_error_law(estimate: float, law_at: Callable[[float], ErrorDistribution], *,
+                       parameter_range: tuple[float, float] = (0.0, 1.0),
+                       confidence_level: float = INVERSION_LEVEL) -> ErrorDistribution:
+    """The error law of ``estimate`` when that law depends on the unknown parameter.
+
+    ``law_at(theta)`` is the law of ``estimate - theta`` if the parameter were ``theta``
+    (e.g. a delta-method law whose slope involves theta). Plugging in ``theta = estimate``
+    correlates the half-width with the error (a large error widens its own interval, an
+    over-coverage). The test inversion ``{theta : |estimate - theta| <= a(theta)}``, with
+    ``a(theta)`` the half-width of ``law_at(theta)`` at ``confidence_level`` and theta
+    held in ``parameter_range`` where ``law_at`` is evaluated, covers at the level of the
+    law at the true parameter (Casella & Berger 2002, Sec. 9.2.1). Its ends ``lo, hi``
+    solve ``estimate - lo = a(lo)`` and ``hi - estimate = a(hi)``; the law returned is
+    ``law_at(theta*)`` with ``a(theta*) = (hi - lo) / 2``: a symmetric interval about
+    the estimate as wide as the inversion's, at ``confidence_level`` exactly (other
+    levels use the same law). Everything reads the estimate and public scales only.
+    """
+    level = _check_level(confidence_level)
+    low, high = float(parameter_range[0]), float(parameter_range[1])
+    estimate = float(estimate)
+
+    def clip(theta: float) -> float:
+        return min(max(theta, low), high)
+
+    def half(theta: float) -> float:
+        return law_at(clip(theta)).half_width(level)
+
+    def end(sign: float) -> float:
+        # The root of |theta - estimate| = a(theta) on the side ``sign``: a(theta) is
+        # bounded on the clipped range, so doubling the step brackets it.
+        step = half(estimate)
+        if step == 0.0:
+            return estimate
+
+        def gap(theta: float) -> float:
+            return abs(theta - estimate) - half(theta)
+
+        for _ in range(200):
+            if gap(estimate + sign * step) >= 0.0:
+                break
+            step *= 2.0
+        return float(optimize.brentq(gap, estimate, estimate + sign * step,
+                                     xtol=1e-12 * max(1.0, abs(estimate)) + 1e-15 * step))
+
+    lo, hi = end(-1.0), end(1.0)
+    target = (hi - lo) / 2.0
+    below, above = half(lo) - target, half(hi) - target
+    if below == 0.0 or below * above > 0.0:
+        return law_at(clip(lo))
+    if above == 0.0:
+        return law_at(clip(hi))
+    theta = optimize.brentq(lambda t: half(t) - target, lo, hi, xtol=1e-12 + 1e-9 * target)
+    return law_at(clip(theta))

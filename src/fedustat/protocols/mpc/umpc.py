@@ -838,13 +838,13 @@ class UMPC(Protocol):
 
     name = "umpc"
     released_fields = (*Protocol.released_fields, *Protocol.statistic_map_fields,
-                       "diagnostics.u_statistic", "diagnostics.lemma_c1_u")
+                       "diagnostics.u_statistic", "diagnostics.lemma_c1_u",
+                       "diagnostics.design_variance_bound")
     # BalancedSamp draws the edges from a public coin; which edges are active (with public
     # labels, the edges with both classes) and every party's traffic follow from them.
     public_coin_fields = ("diagnostics.public_coin", "diagnostics.active_edges",
                           "diagnostics.expected_offline_bits", "diagnostics.lemma_c3_bits",
-                          "diagnostics.expected_download_bits",
-                          "diagnostics.design_variance_bound", "cost.*")
+                          "diagnostics.expected_download_bits", "cost.*")
 
     def __init__(self, kernel: Kernel, epsilon: float, *, design: str | Design = "balanced",
                  edges: int | None = None, threat_model: str = "hf", f_honest: float = 0.5,
@@ -1722,10 +1722,17 @@ class UMPC(Protocol):
         public_data = PublicData(n, public_columns)
         noise_var = self.noise_variance(n, design)
         # The release estimates the complete U-statistic of the parties' data, so its error
-        # bar adds the edge-sampling variance; the data-free bound of 002 Claim D.1 (m of
-        # the pool's tuples, Popoviciu's (Delta f)^2 / 4) keeps it public and conservative.
-        design_var = (p_active**2 * (pool - m) / (m * (pool - 1)) * self.kernel.sensitivity**2
-                      / 4.0) if pool > 1 and m < pool else 0.0
+        # bar adds the edge-sampling variance of 002 Claim D.1 (m of the pool's tuples):
+        # the kernel values' variance is at most (hi - mu)(mu - lo) for values in
+        # [lo, hi] with mean mu (Bhatia & Davis 2000), here at the released mean, clipped
+        # into the range (post-processing). Popoviciu's (Delta f)^2 / 4, its largest value,
+        # overstated the spread where mu is far from the middle (AUC 0.68 on tied scores,
+        # n = 500, eps = 4: s.e. 1.25x the spread, coverage 98.5% over 400 runs).
+        lo, hi = (float(v) for v in self.kernel.output_range)
+        mean = min(max(u / p_active, lo), hi)
+        kernel_var = min((hi - mean) * (mean - lo), self.kernel.sensitivity**2 / 4.0)
+        design_var = (p_active**2 * (pool - m) / (m * (pool - 1)) * kernel_var) \
+            if pool > 1 and m < pool else 0.0
         # The statistic at the released U: an affine map carries U's law scaled; Renyi-2's
         # -ln U clips U into [1/C(n,2), 1] first and maps U's interval (statistic_release).
         u_law = self.error_law(n, design, design_var, unit=p_active / (self.scale() * m))

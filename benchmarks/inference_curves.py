@@ -30,6 +30,7 @@ def _setting_rows(kind: str, n: int, epsilon: float, runs: int, seed: int) -> li
     rng = np.random.default_rng(seed)
     valid = raw_valid = bands_in_range = 0
     covered = 0.0
+    band_covered = 0
     sup_raw, sup_projected, l1_raw, l1_projected = [], [], [], []
     for run in range(runs):
         x = SAMPLES[kind](n, rng)
@@ -45,6 +46,7 @@ def _setting_rows(kind: str, n: int, epsilon: float, runs: int, seed: int) -> li
         bands_in_range += bool(min(low.min(), band_low.min()) >= 0.0
                                and max(high.max(), band_high.max()) <= 1.0)
         covered += float(np.mean((exact >= low) & (exact <= high)))
+        band_covered += bool(np.all((exact >= band_low) & (exact <= band_high)))
         sup_raw.append(np.abs(res.raw_values - exact).max())
         sup_projected.append(np.abs(values - exact).max())
         l1_raw.append(np.abs(res.raw_values - exact).mean())
@@ -64,6 +66,10 @@ def _setting_rows(kind: str, n: int, epsilon: float, runs: int, seed: int) -> li
             f"{bands_in_range}/{runs}; {covered / runs:.3f}",
             f"{runs}/{runs}; >= {coverage_goal:.3f}",
             bands_in_range == runs and covered / runs >= coverage_goal),
+        Row("6 ECDF band", setting, "95% whole-curve band: coverage of the exact curve",
+            f"{band_covered / runs:.3f}",
+            f"0.95 +- {binomial_tolerance(0.95, runs):.3f}",
+            abs(band_covered / runs - 0.95) <= binomial_tolerance(0.95, runs)),
         Row("6 ECDF sup error", setting, "mean sup|F - exact|: projected (raw)",
             f"{mean_sup:.2e} ({mean_sup_raw:.2e})", "<= raw",
             mean_sup <= mean_sup_raw and all(p <= r + 1e-12 for p, r in

@@ -40,6 +40,7 @@ from fedustat.protocols.ecdf.hierarchical import (
     HierarchicalPlan,
     default_plan,
     hierarchical_noisy_counts,
+    sup_critical_value,
 )
 from fedustat.protocols.ecdf.tree_noise import Distribution, TreeNoise, noisy_counts
 from fedustat.stats.ecdf import (
@@ -274,13 +275,21 @@ class PrivateECDF:
         exact law, the same at every point; hierarchical: the worst point's law scaled to
         each point's standard deviation, normal whenever no node carries more than 10% of
         the worst point's variance).
-        ``simultaneous=True``: all N points at once, by the union bound over the points
-        (each at level ``1 - (1 - confidence_level) / N``), a conservative band.
+        ``simultaneous=True``: all N points at once. Hierarchical: ``+- c sd_i`` with ``c``
+        the quantile of the studentized maximum error over the points
+        (:func:`~fedustat.protocols.ecdf.hierarchical.sup_critical_value`), a band at the
+        level itself. 003 tree: by the union bound over the points (each at level
+        ``1 - (1 - confidence_level) / N`` of the exact law every point shares), a
+        conservative band.
         """
         level = confidence_level
         if not (isinstance(level, int | float) and not isinstance(level, bool)
                 and 0.0 < level < 1.0):
             raise ValueError(f"confidence_level must be a number in (0, 1), got {level!r}")
+        if simultaneous and self.plan is not None and self.scale > 0:
+            sd = np.sqrt(self.point_variances)
+            half_band = sup_critical_value(self.plan, level) * sd
+            return self.values - half_band, self.values + half_band
         if simultaneous:
             level = 1.0 - (1.0 - level) / self.values.size
         if self.scale == 0:

@@ -52,11 +52,13 @@ from fedustat.protocols.ecdf.hosmer_lemeshow import (
     dp_hosmer_lemeshow,
 )
 from fedustat.protocols.ecdf.private_quantiles import (
+    ALL_QUANTILE_METHODS,
     DEFAULT_GRID_POINTS,
     QUANTILE_GRID_LIMIT,
     check_quantile_size,
+    continuous_level_error,
+    default_method,
     dp_quantiles,
-    predict_quantile_errors,
 )
 from fedustat.protocols.ecdf.release import (
     ECDF_ADJACENCY,
@@ -86,9 +88,10 @@ __all__ = [
     "roc_curve",
 ]
 
-#: The mechanisms :func:`quantile` runs; "auto" picks the one with the smaller predicted
-#: error. Both have a data-independent error bound in levels (:func:`level_error_bound`).
-QUANTILE_METHODS = ("exponential", "curve")
+#: The mechanisms :func:`quantile` runs ("auto":
+#: :func:`~fedustat.protocols.ecdf.private_quantiles.default_method`). "exponential" and
+#: "curve" have a data-independent error bound in levels (:func:`level_error_bound`).
+QUANTILE_METHODS = ALL_QUANTILE_METHODS
 #: The ROC curve's grid: its two class curves, with private totals, hold about 5 KiB per
 #: point (328 MiB and 8.6 s measured at 2^16 points, 1 GiB and 21 s at 2^18).
 ROC_GRID_LIMIT = GridLimit(
@@ -538,6 +541,13 @@ def _level_error(method: str, levels: int, n: int, grid: np.ndarray, epsilon: fl
     if method == "exponential":
         beta = epsilon / levels / 2.0
         return math.log(len(grid) * levels / alpha) / beta / n
+    if method == "continuous":
+        return continuous_level_error(levels, n, len(grid), epsilon, alpha)
+    if method != "curve":
+        # The splits' errors add up along the recursion and, on tied data, a split at an
+        # atom moves its children's targets by the atom's private size; JointExp's bound
+        # is not derived here: no data-independent bound (NaN).
+        return math.nan
     curve = _zero_curve(n, tuple(np.asarray(grid, dtype=np.float64).tolist()), epsilon)
     low, high = curve.confidence_band(1.0 - alpha, simultaneous=True)
     return float(np.max(high - low) / 2.0)
@@ -581,6 +591,8 @@ def level_std_error_bound(method: str, levels: int, n: int, grid: np.ndarray,
     """
     if math.isinf(epsilon):
         return 0.0
+    if method not in ("exponential", "curve", "continuous"):
+        return math.nan  # no data-independent bound (see level_error_bound)
     alphas = np.logspace(-12, 0, 97)
     deltas = np.array([min(_level_error(method, levels, n, grid, epsilon, a), 1.0)
                        for a in alphas[:-1]])
@@ -639,6 +651,8 @@ class QuantileEstimate(Estimate):
         if self.noise == "none":
             return text
         low, high = self.level_interval(0.95)
+        if math.isnan(low):
+            return text
         head, sep, rest = text.partition(" [")
         return (f"{head}, an exact quantile of the data at a level in [{low:.3g}, "
                 f"{high:.3g}] with 95% probability{sep}{rest}")
@@ -706,6 +720,8 @@ class QuantileEstimate(Estimate):
         (0.4848, 0.5152)
         """
         half = self.level_error(confidence_level)
+        if math.isnan(half):  # a method without a data-independent bound
+            return ConfidenceInterval(math.nan, math.nan)
         return ConfidenceInterval(max(0.0, self.level - half), min(1.0, self.level + half))
 
     def raw_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
@@ -991,18 +1007,18 @@ def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thres
                             levels_name=levels_name, grid_name="grid_points")
     tau = _grid(caller, thresholds, bounds, grid_points, QUANTILE_GRID_LIMIT)
     check_quantile_size(levels.size, tau.size, levels_name=levels_name)
-    if method not in ("auto", *QUANTILE_METHODS):
-        raise ValueError(f"{caller}(): method must be 'auto', 'exponential' or 'curve', got "
-                         f"{method!r}")
+    if method not in ("auto", *ALL_QUANTILE_METHODS):
+        names = ", ".join(repr(name) for name in ("auto", *ALL_QUANTILE_METHODS))
+        raise ValueError(f"{caller}(): method must be one of {names}, got {method!r}")
     eps = check_budget(epsilon, allow_inf=True)
     source = noise_source(noise, rng)
     records = _into_grid(as_float_array(values, "x"), tau)
     if records.size == 0:
         raise ValueError(f"{caller}(): x is empty: a quantile needs at least one record")
     chosen = method
-    if method == "auto":  # public: n, the grid's size and eps
-        preds = predict_quantile_errors(np.atleast_1d(levels), records.size, tau.size, eps)
-        chosen = min(QUANTILE_METHODS, key=lambda name: preds[name].mean_steps)
+    if method == "auto":  # public: the levels, n, the grid's size, eps and bounds/thresholds
+        chosen = default_method(np.atleast_1d(levels), records.size, tau.size, eps,
+                                continuous=thresholds is None)
     _check_budget(budget, eps, ECDF_ADJACENCY)
     release = dp_quantiles(records, levels, epsilon=eps, thresholds=tau, method=chosen,
                            rng=rng, noise=source)

@@ -614,11 +614,13 @@ class QuantileEstimate(Estimate):
     ----------
     value, quantity, protocol, privacy, std_error, cost, diagnostics, error:
         The fields of :class:`~fedustat.protocols.base.Estimate`, as are ``noise``,
-        ``clip_range`` and ``unclipped``; ``value`` is the released grid point.
+        ``clip_range`` and ``unclipped``; ``value`` is the released quantile.
     level:
         The level q in (0, 1].
     method:
-        The mechanism: ``"exponential"`` or ``"curve"``.
+        The mechanism (:data:`QUANTILE_METHODS`; with ``bounds`` the default is
+        ``"continuous"``, whose level bound is
+        :func:`~fedustat.protocols.ecdf.private_quantiles.continuous_level_error`).
     n:
         The number of records.
     grid:
@@ -631,7 +633,7 @@ class QuantileEstimate(Estimate):
     >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
     >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
     >>> round(float(med), 2), med.level, med.method, med.n, med.std_error
-    (5.3, 0.5, 'exponential', 1000, None)
+    (5.31, 0.5, 'continuous', 1000, None)
     """
 
     #: Fields that depend on the data: the released grid point (everything else, the level
@@ -675,7 +677,7 @@ class QuantileEstimate(Estimate):
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
         >>> round(med.level_error(0.95), 4)
-        0.0152
+        0.0429
         """
         if self.noise == "none":
             return 0.0
@@ -691,7 +693,7 @@ class QuantileEstimate(Estimate):
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
         >>> round(med.level_std_error, 4)
-        0.0117
+        0.0393
         """
         if self.noise == "none":
             return 0.0
@@ -717,7 +719,7 @@ class QuantileEstimate(Estimate):
         >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
         >>> low, high = med.level_interval(0.95)
         >>> round(low, 4), round(high, 4)
-        (0.4848, 0.5152)
+        (0.4571, 0.5429)
         """
         half = self.level_error(confidence_level)
         if math.isnan(half):  # a method without a data-independent bound
@@ -777,9 +779,9 @@ class QuantileEstimate(Estimate):
         >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
         >>> out = med.to_dict()
         >>> out["level"], out["method"], out["interval"]
-        (0.5, 'exponential', None)
+        (0.5, 'continuous', None)
         >>> [round(v, 4) for v in out["level_interval"]]
-        [0.4848, 0.5152]
+        [0.4571, 0.5429]
         """
         return {**super().to_dict(confidence_level), "level": float(self.level),
                 "method": self.method, "n": int(self.n),
@@ -800,9 +802,10 @@ class QuantilesResult(CurveRelease):
     levels:
         The levels q, each in (0, 1].
     quantiles:
-        The released grid point of each level.
+        The released quantile of each level.
     method:
-        The mechanism: ``"exponential"`` or ``"curve"``.
+        The mechanism (:data:`QUANTILE_METHODS`); the levels' bound is NaN for those
+        without one (``"continuous-joint"``, the default with ``bounds``, and the splits).
     n:
         The number of records.
     privacy:
@@ -818,7 +821,7 @@ class QuantilesResult(CurveRelease):
     >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
     ...                         grid_points=101, rng=1)
     >>> res.quantiles.round(2).tolist(), res.method, res.n
-    ([2.8, 5.6, 7.7], 'exponential', 1000)
+    ([2.74, 5.4, 7.65], 'continuous-joint', 1000)
     """
 
     released_fields: ClassVar[tuple[str, ...]] = ("quantiles",)
@@ -862,7 +865,7 @@ class QuantilesResult(CurveRelease):
         --------
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
-        ...                         grid_points=101, rng=1)
+        ...                         grid_points=101, method="exponential", rng=1)
         >>> round(res.level_error(0.95), 4)
         0.0523
         """
@@ -880,7 +883,7 @@ class QuantilesResult(CurveRelease):
         --------
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
-        ...                         grid_points=101, rng=1)
+        ...                         grid_points=101, method="exponential", rng=1)
         >>> res.std_error.round(4).tolist()
         [0.0416, 0.0416, 0.0416]
         """
@@ -906,7 +909,7 @@ class QuantilesResult(CurveRelease):
         --------
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
-        ...                         grid_points=101, rng=1)
+        ...                         grid_points=101, method="exponential", rng=1)
         >>> low, high = res.confidence_interval(0.9)
         >>> low.round(3).tolist(), high.round(3).tolist()
         ([0.202, 0.452, 0.702], [0.298, 0.548, 0.798])
@@ -934,12 +937,19 @@ def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | No
         The total budget for all levels (> 0); ``math.inf`` gives the exact grid quantile
         ``min{t : F(t) >= q}``, numpy's ``inverted_cdf`` for data on the grid.
     bounds, thresholds, grid_points:
-        The public candidates, as for :func:`ecdf` (values outside are clipped into them).
+        The public range or candidates, as for :func:`ecdf` (values outside are clipped
+        into them). Give ``thresholds`` for data that take few values (a tied value can
+        then be answered exactly); with ``bounds`` the grid places the error bar's atoms.
     method:
-        ``"exponential"`` (permute-and-flip per level at eps/m), ``"curve"`` (invert the
-        private ECDF, 003 Alg. 1) or ``"auto"``: the one with the smaller predicted error
-        (a function of n, the grid and eps only;
-        :func:`~fedustat.protocols.ecdf.private_quantiles.predict_quantile_errors`).
+        ``"auto"``
+        (:func:`~fedustat.protocols.ecdf.private_quantiles.default_method`, public
+        quantities only): with ``bounds``, ``"continuous"`` for one level (the
+        exponential mechanism over the gaps between the records: any point of the
+        bounds) and ``"continuous-joint"`` for several (JointExp on a 2^14-point grid of
+        the bounds); with ``thresholds`` (the values the data take), ``"exponential"``
+        (permute-and-flip per level at eps/m) or ``"curve"`` (invert the private ECDF,
+        003 Alg. 1), the smaller predicted error. Any of :data:`QUANTILE_METHODS` by
+        name (docs/protocols/quantiles.md).
     data, rng, noise, budget:
         As for :func:`ecdf`.
 

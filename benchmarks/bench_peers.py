@@ -931,6 +931,66 @@ def quantile_errors(x: np.ndarray, levels: Sequence[float], estimate: Any
     return float(np.mean(np.abs(t - truth))), float(np.mean(level))
 
 
+def gap_mechanism_errors(x: np.ndarray, level: float, epsilon: float, low: float,
+                         high: float, grid: np.ndarray | None = None
+                         ) -> tuple[float, float]:
+    """Exact expected (value error, level error) at one level of the exponential
+    mechanism over the gaps between the records (diffprivlib's ``tools.quantile``; with
+    ``grid``, ours: plus the atoms of ``CONTINUOUS_ATOM_WEIGHT`` grid steps at the grid
+    points, costed by their cell, as in ``private_quantiles._gap_draw``), free of Monte
+    Carlo noise: gap ``i`` has probability ``~ length_i exp(-eps/2 |i - q n|)`` and a
+    uniform answer inside it (``E|U - x_q|`` in closed form; level error ``|i/n - q|``)."""
+    from fedustat.protocols.ecdf.private_quantiles import CONTINUOUS_ATOM_WEIGHT
+
+    s = np.sort(np.clip(x, low, high))
+    n = s.size
+    rho = level * n
+    truth = float(np.quantile(s, level, method="inverted_cdf"))
+    edges = np.concatenate([[low], s, [high]])
+    a, b = edges[:-1], edges[1:]
+    with np.errstate(divide="ignore"):
+        log_w = np.log(b - a) - epsilon / 2 * np.abs(np.arange(n + 1) - rho)
+    span = np.where(b > a, b - a, 1.0)
+    inside = ((truth - a) ** 2 + (b - truth) ** 2) / (2 * span)
+    value = np.where(b <= truth, truth - (a + b) / 2,
+                     np.where(a >= truth, (a + b) / 2 - truth, inside))
+    level_err = np.abs(np.arange(n + 1) / n - level)
+    if grid is not None:
+        step = (grid[-1] - grid[0]) / (grid.size - 1)
+        upto = np.searchsorted(s, grid, side="right").astype(np.float64)
+        prev = np.concatenate([[0.0], upto[:-1]])
+        cost = np.maximum(0.0, np.maximum(prev - rho, rho - upto))
+        log_w = np.concatenate([log_w, np.log(CONTINUOUS_ATOM_WEIGHT * step)
+                                - epsilon / 2 * cost])
+        value = np.concatenate([value, np.abs(grid - truth)])
+        below = np.searchsorted(s, grid, side="left") / n
+        level_err = np.concatenate([level_err, np.maximum(
+            0.0, np.maximum(below - level, level - upto / n))])
+    w = np.exp(log_w - log_w.max())
+    p = w / w.sum()
+    return float(p @ value), float(p @ level_err)
+
+
+def opendp_median_errors(x: np.ndarray, candidates: np.ndarray, epsilon: float
+                         ) -> tuple[float, float]:
+    """Exact expected (value error, level error) of OpenDP's ``make_private_quantile`` at
+    the median on the sized domain: permute-and-flip (McKenna and Sheldon 2020, which
+    OpenDP cites) on its score ``|#{x < c} - #{x > c}|``, twice the distance from n/2 to
+    the middle of candidate c's block of ranks, whose sensitivity under a replacement
+    OpenDP states as 2 (``make_quantile_score_candidates(...).map(2) == 2``): acceptance
+    ``exp(-(eps/2) |mid(c) - n/2|)``. The measured row checks this law."""
+    from fedustat.protocols.ecdf.private_quantiles import permute_and_flip_distribution
+
+    s = np.sort(x)
+    n = s.size
+    below = np.searchsorted(s, candidates, side="left")
+    upto = np.searchsorted(s, candidates, side="right")
+    law = permute_and_flip_distribution(np.abs((below + upto) / 2.0 - n / 2.0), epsilon / 2)
+    truth = float(np.quantile(s, 0.5, method="inverted_cdf"))
+    level = np.maximum(0.0, np.maximum(below / n - 0.5, 0.5 - upto / n))
+    return float(law @ np.abs(candidates - truth)), float(law @ level)
+
+
 def _opendp_float_quantiles(dp: Any, candidates: np.ndarray, epsilon_each: float, n: int,
                             levels: Sequence[float]) -> list[Any]:
     """One ``make_private_quantile`` per level on float data of public size n over the
@@ -987,27 +1047,39 @@ def _quantile_cell(x: np.ndarray, public: dict[str, Any], candidates: np.ndarray
     x_list = [float(v) for v in x]
     rows: list[dict[str, Any]] = []
 
-    def run(name: str, peer: bool, once: Callable[[int], Any], runs: int) -> None:
+    # Run k of every row draws with seed base + k: one base per cell, so that no set of
+    # seeds repeats across the cells (a lucky set would tilt every cell the same way).
+    base = int(np.random.default_rng([seed, len(x), round(eps * 1000), m,
+                                      int("bounds" in public)]).integers(2**31))
+
+    def run(name: str, peer: bool, once: Callable[[int], Any], runs: int,
+            exact: tuple[float, float] | None = None) -> None:
         value, level, times = [], [], []
         for k in range(runs):
-            t, est = _timed(lambda k=k: once(k))
+            t, est = _timed(lambda k=k: once(base + k))
             times.append(t)
             v, lv = quantile_errors(x, levels, est)
             value.append(v)
             level.append(lv)
         rows.append({"name": name, "peer": peer, "value": value, "level": level,
-                     "times": times})
+                     "times": times, "exact": exact})
 
     picked = fedustat.quantile(x, list(levels), epsilon=eps, rng=seed, **public).method
+    gap_law = m == 1 and "bounds" in public  # ours and diffprivlib: exact laws
+    low, high = (public["bounds"] if "bounds" in public
+                 else (float(candidates[0]), float(candidates[-1])))
+    ours_exact = (gap_mechanism_errors(x, levels[0], eps, low, high, grid=candidates)
+                  if gap_law and picked == "continuous" else None)
     run(f"ours: fedustat.quantile (-> {picked})", False,
-        lambda k: np.asarray(fedustat.quantile(x, list(levels), epsilon=eps,
-                                               rng=seed * 100_003 + k, **public)), reps)
+        lambda k: np.asarray(fedustat.quantile(x, list(levels), epsilon=eps, rng=k,
+                                               **public)), reps, ours_exact)
     if dp is None:
         rows.append({"name": odp_label, "peer": True, "missing": odp_label})
     else:
         meas = _opendp_float_quantiles(dp, candidates, eps / m, x.size, levels)
         run(f"OpenDP exp. mech. (eps/{m} per q)", True,
-            lambda k: [f(x_list) for f in meas], reps)
+            lambda k: [f(x_list) for f in meas], reps,
+            opendp_median_errors(x, candidates, eps) if levels == (0.5,) else None)
         if "bounds" in public:
             edges = candidates
         else:  # one bin per lattice value, [v - 1/2, v + 1/2)
@@ -1018,15 +1090,13 @@ def _quantile_cell(x: np.ndarray, public: dict[str, Any], candidates: np.ndarray
         rows.append({"name": dpl_label, "peer": True, "missing": dpl_label})
     else:
         accountant = importlib.import_module("diffprivlib.accountant")
-        low, high = (public["bounds"] if "bounds" in public
-                     else (float(candidates[0]), float(candidates[-1])))
 
         def dpl(k: int) -> Any:
             # A fresh accountant keeps diffprivlib's global one from growing over the runs.
             return dpl_quantile(x, list(levels), epsilon=eps, bounds=(low, high),
-                                random_state=seed * 100_003 + k,
-                                accountant=accountant.BudgetAccountant())
-        run(f"diffprivlib (eps/{m} per q)", True, dpl, reps)
+                                random_state=k, accountant=accountant.BudgetAccountant())
+        run(f"diffprivlib (eps/{m} per q)", True, dpl, reps,
+            gap_mechanism_errors(x, levels[0], eps, low, high) if m == 1 else None)
     return rows
 
 
@@ -1070,7 +1140,8 @@ def quantile_comparison(data: Sequence[str] = QUANTILE_DATA, epsilons: Sequence[
         "6. Private quantiles: the one-call default vs OpenDP and diffprivlib (equal total "
         "epsilon, replace-one)",
         ["data", "eps", "m", "method", "runs", "value err", "s.e.", "level err", "s.e.",
-         "time (s)", "value ours/best", "+-", "level ours/best", "+-"])
+         "exact value", "exact level", "time (s)", "value ours/best", "+-",
+         "level ours/best", "+-"])
     for kind in data:
         x, public, candidates = quantile_data(kind, n, seed)
         for eps in epsilons:
@@ -1080,7 +1151,11 @@ def quantile_comparison(data: Sequence[str] = QUANTILE_DATA, epsilons: Sequence[
                 rows = _quantile_cell(x, public, candidates, eps, quantile_levels(m), runs,
                                       tree_reps, seed, dp, dpl_quantile, odp_label, dpl_label)
                 done = [r for r in rows if not r.get("missing")]
-                stats = {r["name"]: (_mean_se(r["value"]), _mean_se(r["level"])) for r in done}
+                # The ratios use a row's exact expected errors where it has them (free of
+                # Monte Carlo noise; s.e. 0), else its measured means.
+                stats = {r["name"]: ((r["exact"][0], 0.0), (r["exact"][1], 0.0))
+                         if r.get("exact") else (_mean_se(r["value"]), _mean_se(r["level"]))
+                         for r in done}
                 peers = [r["name"] for r in done if r["peer"]]
                 best_value = min(peers, key=lambda p: stats[p][0][0]) if peers else None
                 best_level = min(peers, key=lambda p: stats[p][1][0]) if peers else None
@@ -1090,17 +1165,19 @@ def quantile_comparison(data: Sequence[str] = QUANTILE_DATA, epsilons: Sequence[
                                   + [None] * (len(table.header) - 4),
                                   data=kind, epsilon=eps, m=m, name=r["name"], peer=True)
                         continue
-                    (v, v_se), (lv, lv_se) = stats[r["name"]]
+                    (v, v_se), (lv, lv_se) = _mean_se(r["value"]), _mean_se(r["level"])
                     rv = rl = (None, None)
                     if not r["peer"] and best_value is not None and best_level is not None:
                         rv = _ratio_se(stats[r["name"]][0], stats[best_value][0])
                         rl = _ratio_se(stats[r["name"]][1], stats[best_level][1])
                     t = statistics.median(r["times"])
+                    ex = r.get("exact") or (None, None)
                     table.add([kind, _fmt(eps), m, r["name"], len(r["value"]), v, v_se, lv,
-                               lv_se, t, rv[0], rv[1], rl[0], rl[1]],
+                               lv_se, ex[0], ex[1], t, rv[0], rv[1], rl[0], rl[1]],
                               data=kind, epsilon=eps, m=m, name=r["name"], peer=r["peer"],
                               runs=len(r["value"]), value=v, value_se=v_se, level=lv,
-                              level_se=lv_se, time=t, value_ratio=rv[0],
+                              level_se=lv_se, exact_value=ex[0], exact_level=ex[1],
+                              time=t, value_ratio=rv[0],
                               value_ratio_se=rv[1], level_ratio=rl[0], level_ratio_se=rl[1],
                               best_value_peer=best_value, best_level_peer=best_level)
                 table.gap()
@@ -1118,6 +1195,12 @@ def quantile_comparison(data: Sequence[str] = QUANTILE_DATA, epsilons: Sequence[
         "lattice; tree bins [v - 1/2, v + 1/2)), diffprivlib the bounds.",
         "level error: dist(q, [F(t^-), F(t)]) (0 for an exact quantile, also on a tied "
         "atom); value error |t - x_q| (numpy inverted_cdf).",
+        "exact: the expected errors from the mechanism's exact law on these data, at m = 1: "
+        "the exponential mechanism over the gaps (ours 'continuous' and diffprivlib on "
+        "bounds: the same law but for our error bar's atoms) and OpenDP's permute-and-flip "
+        "on its median score; the ratios use them there "
+        "(their +- then counts the other side's runs only), the measured means elsewhere. "
+        "Each cell draws its own seeds.",
         "peers at d_in = 2 (a replacement): OpenDP make_private_quantile per level at eps/m "
         "on the sized float domain; OpenDP make_b_ary_tree + consistency + "
         "make_quantiles_from_counts at eps (fewer runs: slow); diffprivlib tools.quantile "
@@ -1464,9 +1547,9 @@ class Config:
     quantile_data: tuple[str, ...] = QUANTILE_DATA
     quantile_epsilons: tuple[float, ...] = (0.1, 1.0, 4.0)
     quantile_level_counts: tuple[int, ...] = (1, 4, 16)
-    quantile_reps: int = 200
+    quantile_reps: int = 150
     quantile_tree_reps: int = 30
-    quantile_many_level_reps: int = 50
+    quantile_many_level_reps: int = 40
     roc_epsilons: tuple[float, ...] = (0.5, 1.0, 4.0)
     roc_reps: int = 400
     roc_smoothed_reps: int = 100

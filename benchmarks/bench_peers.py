@@ -885,185 +885,326 @@ def quantile_levels(m: int) -> tuple[float, ...]:
     return tuple(j / (m + 1) for j in range(1, m + 1))
 
 
-def _quantile_cell(x: np.ndarray, n_bins: int, eps: float, levels: tuple[float, ...],
-                   reps: int, tree_reps: int, rng: np.random.Generator, dp: Any,
+#: The data of the quantile comparison: name -> (generator, what is public). Continuous
+#: and skewed data get ``bounds`` (the one-call default); the tied data, integers, get
+#: their lattice as ``thresholds`` (the candidates OpenDP's mechanisms are given too).
+QUANTILE_DATA = ("normal", "lognormal", "tied")
+QUANTILE_GRID_POINTS = 1024  # the peers' candidates/bins on bounds: our default grid size
+
+
+def quantile_data(kind: str, n: int, seed: int) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+    """``(x, public, candidates)``: ``public`` is what ``fedustat.quantile`` is given
+    (``bounds`` or ``thresholds``), ``candidates`` the peers' grid on the same range.
+
+    ``normal``: N(50, 15^2) clipped to [0, 100] (continuous); ``lognormal``: lognormal(0, 1)
+    clipped to [0, 20] (skewed, 0.14% clipped); ``tied``: round(lognormal(2, 0.8)) on
+    0..100 (about 40 distinct values for n = 5000: heavy ties), lattice 0..100."""
+    rng = np.random.default_rng([seed, QUANTILE_DATA.index(kind)])
+    if kind == "normal":
+        x, bounds = np.clip(rng.normal(50.0, 15.0, n), 0.0, 100.0), (0.0, 100.0)
+    elif kind == "lognormal":
+        x, bounds = np.clip(rng.lognormal(0.0, 1.0, n), 0.0, 20.0), (0.0, 20.0)
+    elif kind == "tied":
+        lattice = np.arange(0.0, 101.0)
+        x = np.clip(np.round(rng.lognormal(2.0, 0.8, n)), 0.0, 100.0)
+        return x, {"thresholds": lattice}, lattice
+    else:
+        raise ValueError(f"unknown quantile data {kind!r}; choose from {QUANTILE_DATA}")
+    return x, {"bounds": bounds}, np.linspace(*bounds, QUANTILE_GRID_POINTS)
+
+
+def quantile_errors(x: np.ndarray, levels: Sequence[float], estimate: Any
+                    ) -> tuple[float, float]:
+    """``(value error, level error)`` of one release, each the mean over the levels.
+
+    Value error ``|estimate - x_q|`` with ``x_q`` numpy's ``inverted_cdf`` quantile; level
+    error ``dist(q, [F(t^-), F(t)])`` with ``F`` the data's ECDF: 0 when ``t`` is an exact
+    q-quantile (also on a tied atom, where ``|F(t) - q|`` would not be), else
+    ``|F(t) - q|`` up to which side of ``t`` the records lie."""
+    s = np.sort(x)
+    q = np.asarray(levels, dtype=np.float64)
+    t = np.asarray(estimate, dtype=np.float64).reshape(q.shape)
+    truth = np.quantile(s, q, method="inverted_cdf")
+    below = np.searchsorted(s, t, side="left") / s.size
+    upto = np.searchsorted(s, t, side="right") / s.size
+    level = np.maximum(0.0, np.maximum(below - q, q - upto))
+    return float(np.mean(np.abs(t - truth))), float(np.mean(level))
+
+
+def gap_mechanism_errors(x: np.ndarray, level: float, epsilon: float, low: float,
+                         high: float, grid: np.ndarray | None = None
+                         ) -> tuple[float, float]:
+    """Exact expected (value error, level error) at one level of the exponential
+    mechanism over the gaps between the records (diffprivlib's ``tools.quantile``; with
+    ``grid``, ours: plus the atoms of ``CONTINUOUS_ATOM_WEIGHT`` grid steps at the grid
+    points, costed by their cell, as in ``private_quantiles._gap_draw``), free of Monte
+    Carlo noise: gap ``i`` has probability ``~ length_i exp(-eps/2 |i - q n|)`` and a
+    uniform answer inside it (``E|U - x_q|`` in closed form; level error ``|i/n - q|``)."""
+    from fedustat.protocols.ecdf.private_quantiles import CONTINUOUS_ATOM_WEIGHT
+
+    s = np.sort(np.clip(x, low, high))
+    n = s.size
+    rho = level * n
+    truth = float(np.quantile(s, level, method="inverted_cdf"))
+    edges = np.concatenate([[low], s, [high]])
+    a, b = edges[:-1], edges[1:]
+    with np.errstate(divide="ignore"):
+        log_w = np.log(b - a) - epsilon / 2 * np.abs(np.arange(n + 1) - rho)
+    span = np.where(b > a, b - a, 1.0)
+    inside = ((truth - a) ** 2 + (b - truth) ** 2) / (2 * span)
+    value = np.where(b <= truth, truth - (a + b) / 2,
+                     np.where(a >= truth, (a + b) / 2 - truth, inside))
+    level_err = np.abs(np.arange(n + 1) / n - level)
+    if grid is not None:
+        step = (grid[-1] - grid[0]) / (grid.size - 1)
+        upto = np.searchsorted(s, grid, side="right").astype(np.float64)
+        prev = np.concatenate([[0.0], upto[:-1]])
+        cost = np.maximum(0.0, np.maximum(prev - rho, rho - upto))
+        log_w = np.concatenate([log_w, np.log(CONTINUOUS_ATOM_WEIGHT * step)
+                                - epsilon / 2 * cost])
+        value = np.concatenate([value, np.abs(grid - truth)])
+        below = np.searchsorted(s, grid, side="left") / n
+        level_err = np.concatenate([level_err, np.maximum(
+            0.0, np.maximum(below - level, level - upto / n))])
+    w = np.exp(log_w - log_w.max())
+    p = w / w.sum()
+    return float(p @ value), float(p @ level_err)
+
+
+def opendp_median_errors(x: np.ndarray, candidates: np.ndarray, epsilon: float
+                         ) -> tuple[float, float]:
+    """Exact expected (value error, level error) of OpenDP's ``make_private_quantile`` at
+    the median on the sized domain: permute-and-flip (McKenna and Sheldon 2020, which
+    OpenDP cites) on its score ``|#{x < c} - #{x > c}|``, twice the distance from n/2 to
+    the middle of candidate c's block of ranks, whose sensitivity under a replacement
+    OpenDP states as 2 (``make_quantile_score_candidates(...).map(2) == 2``): acceptance
+    ``exp(-(eps/2) |mid(c) - n/2|)``. The measured row checks this law."""
+    from fedustat.protocols.ecdf.private_quantiles import permute_and_flip_distribution
+
+    s = np.sort(x)
+    n = s.size
+    below = np.searchsorted(s, candidates, side="left")
+    upto = np.searchsorted(s, candidates, side="right")
+    law = permute_and_flip_distribution(np.abs((below + upto) / 2.0 - n / 2.0), epsilon / 2)
+    truth = float(np.quantile(s, 0.5, method="inverted_cdf"))
+    level = np.maximum(0.0, np.maximum(below / n - 0.5, 0.5 - upto / n))
+    return float(law @ np.abs(candidates - truth)), float(law @ level)
+
+
+def _opendp_float_quantiles(dp: Any, candidates: np.ndarray, epsilon_each: float, n: int,
+                            levels: Sequence[float]) -> list[Any]:
+    """One ``make_private_quantile`` per level on float data of public size n over the
+    candidates, each ``epsilon_each``-DP at ``d_in = 2`` (one replacement), checked by
+    ``map``."""
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=n)
+    out = []
+    for alpha in levels:
+        def make(scale: float, alpha: float = alpha) -> Any:
+            return dp.m.make_private_quantile(domain, dp.symmetric_distance(),
+                                              dp.max_divergence(),
+                                              candidates=[float(c) for c in candidates],
+                                              alpha=alpha, scale=scale)
+        meas = make(make(1.0).map(2) / epsilon_each)
+        if meas.map(2) > epsilon_each * (1 + 1e-9):
+            raise RuntimeError("OpenDP private quantile: loss above its budget")
+        out.append(meas)
+    return out
+
+
+def _opendp_float_tree(dp: Any, edges: np.ndarray, n: int, epsilon: float,
+                       levels: Sequence[float]) -> Callable[[list[float]], Any]:
+    """OpenDP's b-ary tree quantiles on float data: counts of the bins between ``edges``
+    (``make_find_bin`` on the inner edges), ``make_b_ary_tree``, Laplace at the tree's
+    sensitivity at ``d_in = 2`` over eps (checked), consistency, then
+    ``make_quantiles_from_counts`` interpolating linearly inside the bins."""
+    bins = edges.size - 1
+    branching = dp.t.choose_branching_factor(size_guess=n)
+    space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance())
+    tree = (space
+            >> dp.t.then_find_bin(edges=[float(e) for e in edges[1:-1]])
+            >> dp.t.then_count_by_categories(categories=list(range(bins)),
+                                             null_category=False)
+            >> dp.t.then_b_ary_tree(leaf_count=bins, branching_factor=branching))
+    meas = tree >> dp.m.then_laplace(tree.map(2) / epsilon)
+    if meas.map(2) > epsilon * (1 + 1e-9):
+        raise RuntimeError("OpenDP tree: privacy loss above epsilon")
+    consistent = dp.t.make_consistent_b_ary_tree(branching_factor=branching)
+    quantiles = dp.t.make_quantiles_from_counts([float(e) for e in edges],
+                                                alphas=list(levels))
+    return lambda data: quantiles(consistent(meas(data)))
+
+
+def _quantile_cell(x: np.ndarray, public: dict[str, Any], candidates: np.ndarray, eps: float,
+                   levels: tuple[float, ...], reps: int, tree_reps: int, seed: int, dp: Any,
                    dpl_quantile: Callable[..., Any] | None, odp_label: str, dpl_label: str
                    ) -> list[dict[str, Any]]:
-    """Every method of one (N, eps, m) cell, one dict per row: name, peer, MAE per run
-    (``errs``), time per run, the exact expected MAE where our law gives it, or why the
-    row is missing."""
-    from fedustat.protocols.ecdf.private_quantiles import (
-        QUANTILE_METHODS,
-        dp_quantiles,
-        expected_errors,
-    )
+    """Every method of one (data, eps, m) cell: name, peer, per-run value and level
+    errors, per-run times, or why the row is missing. Ours is the one-call default
+    ``fedustat.quantile(x, levels, epsilon=eps, <public>, rng=seed)``."""
+    import fedustat
 
     m = len(levels)
-    tau = np.arange(1, n_bins + 1, dtype=np.float64)
-    x_list = x.tolist()
-    truth = np.quantile(x, levels, method="inverted_cdf").astype(float)
+    x_list = [float(v) for v in x]
     rows: list[dict[str, Any]] = []
 
-    def run(name: str, peer: bool, once: Callable[[], Any], runs: int = reps,
-            exact: float | None = None) -> dict[str, Any]:
-        errs, times = [], []
-        for _ in range(runs):
-            t, est = _timed(once)
+    # Run k of every row draws with seed base + k: one base per cell, so that no set of
+    # seeds repeats across the cells (a lucky set would tilt every cell the same way).
+    base = int(np.random.default_rng([seed, len(x), round(eps * 1000), m,
+                                      int("bounds" in public)]).integers(2**31))
+
+    def run(name: str, peer: bool, once: Callable[[int], Any], runs: int,
+            exact: tuple[float, float] | None = None) -> None:
+        value, level, times = [], [], []
+        for k in range(runs):
+            t, est = _timed(lambda k=k: once(base + k))
             times.append(t)
-            errs.append(float(np.mean(np.abs(np.asarray(est, dtype=np.float64) - truth))))
-        row = {"name": name, "peer": peer, "errs": errs, "times": times, "exact": exact}
-        rows.append(row)
-        return row
+            v, lv = quantile_errors(x, levels, est)
+            value.append(v)
+            level.append(lv)
+        rows.append({"name": name, "peer": peer, "value": value, "level": level,
+                     "times": times, "exact": exact})
 
-    def ours(method: str) -> Callable[[], Any]:
-        return lambda: dp_quantiles(x, levels, epsilon=eps, thresholds=tau, method=method,
-                                    rng=rng).values
-
-    picked = dp_quantiles(x, levels, epsilon=eps, thresholds=tau, rng=0).method
-    default: dict[str, Any] | None = None
-    for method in QUANTILE_METHODS:
-        if method == "joint" and m == 1:
-            continue  # for one level JointExp is the exponential mechanism
-        exact = None
-        if method in ("exponential", "joint") and (m == 1 or method == "joint"):
-            exact = float(np.mean(expected_errors(x, levels, epsilon=eps, thresholds=tau,
-                                                  method=method)))
-        row = run(f"ours: {method}", False, ours(method), exact=exact)
-        if method == picked:
-            default = row
-    assert default is not None
-    # The default is the picked method: the same runs, shown first.
-    rows.insert(0, {**default, "name": f"ours: default (auto -> {picked})"})
+    picked = fedustat.quantile(x, list(levels), epsilon=eps, rng=seed, **public).method
+    gap_law = m == 1 and "bounds" in public  # ours and diffprivlib: exact laws
+    low, high = (public["bounds"] if "bounds" in public
+                 else (float(candidates[0]), float(candidates[-1])))
+    ours_exact = (gap_mechanism_errors(x, levels[0], eps, low, high, grid=candidates)
+                  if gap_law and picked == "continuous" else None)
+    run(f"ours: fedustat.quantile (-> {picked})", False,
+        lambda k: np.asarray(fedustat.quantile(x, list(levels), epsilon=eps, rng=k,
+                                               **public)), reps, ours_exact)
     if dp is None:
         rows.append({"name": odp_label, "peer": True, "missing": odp_label})
     else:
-        # The sized domain (n public, as in our replace-one adjacency) is OpenDP's tightest.
-        meas = _opendp_exp_quantiles(dp, n_bins, eps / m, 2, levels, size=len(x_list))
-        run(f"OpenDP exp. mech. (eps/{m} per q)", True, lambda: [f(x_list) for f in meas],
-            exact=_opendp_median_expected_error(x, n_bins, eps) if levels == (0.5,) else None)
-        branching = dp.t.choose_branching_factor(size_guess=x.size)
-        tree, consistent, _, q_fn, _ = _opendp_tree(dp, n_bins, branching, 2, eps, levels)
-        run(f"OpenDP tree b={branching}", True, lambda: q_fn(consistent(tree(x_list))),
-            runs=min(tree_reps, reps))
+        meas = _opendp_float_quantiles(dp, candidates, eps / m, x.size, levels)
+        run(f"OpenDP exp. mech. (eps/{m} per q)", True,
+            lambda k: [f(x_list) for f in meas], reps,
+            opendp_median_errors(x, candidates, eps) if levels == (0.5,) else None)
+        if "bounds" in public:
+            edges = candidates
+        else:  # one bin per lattice value, [v - 1/2, v + 1/2)
+            edges = np.concatenate([candidates - 0.5, [candidates[-1] + 0.5]])
+        tree = _opendp_float_tree(dp, edges, x.size, eps, levels)
+        run("OpenDP tree", True, lambda k: tree(x_list), min(tree_reps, reps))
     if dpl_quantile is None:
         rows.append({"name": dpl_label, "peer": True, "missing": dpl_label})
     else:
         accountant = importlib.import_module("diffprivlib.accountant")
 
-        def dpl() -> Any:
-            state = int(rng.integers(2**31 - 1))
+        def dpl(k: int) -> Any:
             # A fresh accountant keeps diffprivlib's global one from growing over the runs.
-            return dpl_quantile(x, list(levels), epsilon=eps, bounds=(1, n_bins),
-                                random_state=state, accountant=accountant.BudgetAccountant())
-        run(f"diffprivlib (eps/{m} per q)", True, dpl)
+            return dpl_quantile(x, list(levels), epsilon=eps, bounds=(low, high),
+                                random_state=k, accountant=accountant.BudgetAccountant())
+        run(f"diffprivlib (eps/{m} per q)", True, dpl, reps,
+            gap_mechanism_errors(x, levels[0], eps, low, high) if m == 1 else None)
     return rows
 
 
-def _opendp_median_expected_error(x: np.ndarray, n_bins: int, eps: float) -> float:
-    """Expected |error| in grid steps of OpenDP's ``make_private_quantile`` at the median,
-    from its exact law: permute-and-flip (McKenna and Sheldon 2020, which OpenDP cites) on
-    the score ``|#{x < c} - #{x > c}|``, i.e. twice the distance from n/2 to the middle of
-    candidate c's block of ranks, whose sensitivity under a replacement OpenDP states as
-    2 in those units (``make_quantile_score_candidates(...).map(2) == 2``): acceptance
-    ``exp(-(eps/2) |mid(c) - n/2|)``. The measured MAE of its row checks this law."""
-    from fedustat.protocols.ecdf.private_quantiles import permute_and_flip_distribution
-
-    tau = np.arange(1, n_bins + 1, dtype=np.float64)
-    counts = np.searchsorted(np.sort(x), tau, side="right")
-    below = np.concatenate([[0], counts[:-1]])
-    cost = np.abs((below + counts) / 2.0 - x.size / 2.0)
-    law = permute_and_flip_distribution(cost, eps / 2.0)
-    truth = float(np.quantile(x, 0.5, method="inverted_cdf"))
-    return float(law @ np.abs(tau - truth))
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    mean = float(np.mean(values))
+    se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+    return mean, se
 
 
-def quantile_comparison(n_bins_list: Sequence[int] = (4096,),
-                        epsilons: Sequence[float] = (1.0,),
-                        level_counts: Sequence[int] = (1, 4, 16), reps: int = 20,
-                        single_reps: int = 150, tree_reps: int = 10, lam: float = 3.0,
-                        seed: int = 0) -> Table:
-    """Private quantiles at equal total epsilon: our default (``dp_quantiles``, method
-    "auto") and each of our methods vs OpenDP's exponential mechanism, diffprivlib's
-    ``tools.quantile`` and OpenDP's b-ary tree quantiles, replace-one adjacency.
+def _ratio_se(ours: tuple[float, float], peer: tuple[float, float]) -> tuple[float, float]:
+    """``ours / peer`` and its Monte Carlo standard error (delta method, independent
+    runs)."""
+    if peer[0] == 0.0:
+        return (1.0, 0.0) if ours[0] == 0.0 else (math.inf, math.nan)
+    r = ours[0] / peer[0]
+    rel = math.hypot(ours[1] / ours[0] if ours[0] > 0 else 0.0, peer[1] / peer[0])
+    return r, r * rel
 
-    Data: 003 Sec. 6.2's X_pois(lambda) on 1..N (n ~ N lambda), candidates 1..N. Per
-    (N, eps, m) every method runs ``reps`` times (``single_reps`` for m = 1, where the
-    errors are small and close; OpenDP's tree at most ``tree_reps``, it is slow and far
-    behind); MAE is the mean over runs and levels of ``|estimate - true|`` (true:
-    ``np.quantile(..., method="inverted_cdf")``), ``s.e.`` its standard error over runs.
-    ``exact`` is our method's expected MAE from its exact law on these data
-    (``expected_errors``), free of Monte Carlo noise. ``ours/best peer`` = MAE / the
-    smallest peer MAE of the block.
+
+def quantile_comparison(data: Sequence[str] = QUANTILE_DATA, epsilons: Sequence[float] = (1.0,),
+                        level_counts: Sequence[int] = (1, 4, 16), reps: int = 100,
+                        tree_reps: int = 30, n: int = 5000, seed: int = 0,
+                        many_level_reps: int | None = None) -> Table:
+    """Private quantiles at equal total epsilon and the same adjacency (one replacement:
+    OpenDP at ``d_in = 2`` on the sized domain, diffprivlib's utility moves by 1 under a
+    replacement as ours does): the one-call default ``fedustat.quantile`` vs OpenDP's
+    exponential mechanism per level, OpenDP's b-ary tree quantiles and diffprivlib's
+    ``tools.quantile``, on continuous, skewed and heavily tied data
+    (:func:`quantile_data`), m = 1, 4, 16 levels (:func:`quantile_levels`).
+
+    Two errors per run, each the mean over the levels (:func:`quantile_errors`): value
+    ``|t - x_q|`` and level ``dist(q, [F(t^-), F(t)])``; the table gives their mean over
+    runs with its standard error and, for ours, the ratio to the best peer of the cell
+    in each error (its own best: the peer may differ) with the ratio's Monte Carlo
+    standard error. ``many_level_reps`` (default ``reps``) runs for m > 4, where the
+    per-level peers take 0.3-0.6 s a run.
     """
-    def _basis(row: dict[str, Any]) -> float:
-        return row["exact"] if row["exact"] is not None else float(np.mean(row["errs"]))
-
     dp, odp_label = _load_opendp()
     dpl_quantile, dpl_label = _load_diffprivlib_quantile()
     table = Table(
-        "6. Private quantiles: ours vs OpenDP and diffprivlib (equal total epsilon, "
-        "replace-one)",
-        ["N", "n", "eps", "m", "method", "runs", "MAE", "s.e.", "exact E|err|", "time (s)",
-         "ours/best peer", "ratio of"])
-    for n_bins in n_bins_list:
-        x = poisson_ecdf(n_bins, lam, rng=seed).columns["x"]
-        n = int(x.size)
+        "6. Private quantiles: the one-call default vs OpenDP and diffprivlib (equal total "
+        "epsilon, replace-one)",
+        ["data", "eps", "m", "method", "runs", "value err", "s.e.", "level err", "s.e.",
+         "exact value", "exact level", "time (s)", "value ours/best", "+-",
+         "level ours/best", "+-"])
+    for kind in data:
+        x, public, candidates = quantile_data(kind, n, seed)
         for eps in epsilons:
             for m in level_counts:
-                _progress(f"quantiles N={n_bins} eps={eps:g} m={m}")
-                rows = _quantile_cell(x, n_bins, eps, quantile_levels(m),
-                                      single_reps if m == 1 else reps, tree_reps,
-                                      np.random.default_rng([seed, n_bins, round(eps * 1000), m]),
-                                      dp, dpl_quantile, odp_label, dpl_label)
-                # Compare exact expected errors where a row has one (free of Monte Carlo
-                # noise), else measured MAE; the last column says which.
-                peers = [_basis(r) for r in rows if r["peer"] and r.get("errs")]
-                best = min(peers) if peers else None
-                best_exact = any(r["peer"] and r.get("errs") and r["exact"] is not None
-                                 and _basis(r) == best for r in rows)
+                _progress(f"quantiles {kind} eps={eps:g} m={m}")
+                runs = reps if m <= 4 or many_level_reps is None else many_level_reps
+                rows = _quantile_cell(x, public, candidates, eps, quantile_levels(m), runs,
+                                      tree_reps, seed, dp, dpl_quantile, odp_label, dpl_label)
+                done = [r for r in rows if not r.get("missing")]
+                # The ratios use a row's exact expected errors where it has them (free of
+                # Monte Carlo noise; s.e. 0), else its measured means.
+                stats = {r["name"]: ((r["exact"][0], 0.0), (r["exact"][1], 0.0))
+                         if r.get("exact") else (_mean_se(r["value"]), _mean_se(r["level"]))
+                         for r in done}
+                peers = [r["name"] for r in done if r["peer"]]
+                best_value = min(peers, key=lambda p: stats[p][0][0]) if peers else None
+                best_level = min(peers, key=lambda p: stats[p][1][0]) if peers else None
                 for r in rows:
                     if r.get("missing"):
-                        table.add([n_bins, n, _fmt(eps), m, r["missing"]]
-                                  + [None] * (len(table.header) - 5),
-                                  N=n_bins, n=n, epsilon=eps, m=m, name=r["name"],
-                                  peer=r["peer"])
+                        table.add([kind, _fmt(eps), m, r["missing"]]
+                                  + [None] * (len(table.header) - 4),
+                                  data=kind, epsilon=eps, m=m, name=r["name"], peer=True)
                         continue
-                    errs = r["errs"]
-                    mae = float(np.mean(errs))
-                    se = float(np.std(errs, ddof=1) / math.sqrt(len(errs)))
-                    ratio = None if r["peer"] else _ratio(_basis(r), best)
-                    if ratio is None and not r["peer"] and best == 0.0:
-                        ratio = 1.0 if _basis(r) == 0.0 else math.inf
-                    basis = None if r["peer"] else (
-                        "exact/exact" if r["exact"] is not None and best_exact
-                        else "exact/measured" if r["exact"] is not None
-                        else "measured/exact" if best_exact else "measured/measured")
+                    (v, v_se), (lv, lv_se) = _mean_se(r["value"]), _mean_se(r["level"])
+                    rv = rl = (None, None)
+                    if not r["peer"] and best_value is not None and best_level is not None:
+                        rv = _ratio_se(stats[r["name"]][0], stats[best_value][0])
+                        rl = _ratio_se(stats[r["name"]][1], stats[best_level][1])
                     t = statistics.median(r["times"])
-                    table.add([n_bins, n, _fmt(eps), m, r["name"], len(errs), mae, se,
-                               r["exact"], t, ratio, basis],
-                              N=n_bins, n=n, epsilon=eps, m=m, name=r["name"], peer=r["peer"],
-                              runs=len(errs), mae=mae, se=se, exact=r["exact"], time=t,
-                              ratio=ratio, best_peer=best)
+                    ex = r.get("exact") or (None, None)
+                    table.add([kind, _fmt(eps), m, r["name"], len(r["value"]), v, v_se, lv,
+                               lv_se, ex[0], ex[1], t, rv[0], rv[1], rl[0], rl[1]],
+                              data=kind, epsilon=eps, m=m, name=r["name"], peer=r["peer"],
+                              runs=len(r["value"]), value=v, value_se=v_se, level=lv,
+                              level_se=lv_se, exact_value=ex[0], exact_level=ex[1],
+                              time=t, value_ratio=rv[0],
+                              value_ratio_se=rv[1], level_ratio=rl[0], level_ratio_se=rl[1],
+                              best_value_peer=best_value, best_level_peer=best_level)
                 table.gap()
     if table.rows and not any(table.rows[-1]):
         table.rows.pop()
     table.notes += [
-        "MAE in grid steps (the data are integers 1..N); 'ours/best peer' divides our "
-        "error by the smallest peer error of the block (1 where both are 0), each the exact "
-        "expected error where the row has one (our mechanisms; OpenDP's exponential "
-        "mechanism at the median, from its permute-and-flip law) and the measured MAE "
-        "otherwise: 'ratio of' says which (ours/peer).",
-        "ours: dp_quantiles; exponential = permute-and-flip per level at eps/m with the "
-        "exact replace-one sensitivity 1 (answers sorted); joint = JointExp (Gillenwater et "
-        "al. 2021) on the grid at eps (not run for m = 1, where it is the exponential "
-        "mechanism); curve = Alg. 1 on dp_ecdf at eps; default = the smallest predicted "
-        "error (docs/protocols/quantiles.md), the same runs as the method it picked.",
-        "exact E|err|: from our mechanism's exact law on these data (for m = 1 and joint; "
-        "not for the sorted per-level answers).",
+        "ours: fedustat.quantile(x, levels, epsilon=eps, bounds=... | thresholds=..., "
+        "rng=seed) with its defaults (the method it picked in brackets); 'ours/best' "
+        "divides our mean error by the smallest peer mean error of the cell, separately "
+        "for value and level error, '+-' its Monte Carlo standard error.",
+        f"data (n = {n}): normal = N(50, 15^2) on bounds (0, 100); lognormal = "
+        "lognormal(0, 1) on bounds (0, 20); tied = round(lognormal(2, 0.8)) on the lattice "
+        "0..100 (thresholds). Peers get the same public range: OpenDP's candidates and tree "
+        f"bins are {QUANTILE_GRID_POINTS} even points of the bounds (the tied data: the "
+        "lattice; tree bins [v - 1/2, v + 1/2)), diffprivlib the bounds.",
+        "level error: dist(q, [F(t^-), F(t)]) (0 for an exact quantile, also on a tied "
+        "atom); value error |t - x_q| (numpy inverted_cdf).",
+        "exact: the expected errors from the mechanism's exact law on these data, at m = 1: "
+        "the exponential mechanism over the gaps (ours 'continuous' and diffprivlib on "
+        "bounds: the same law but for our error bar's atoms) and OpenDP's permute-and-flip "
+        "on its median score; the ratios use them there "
+        "(their +- then counts the other side's runs only), the measured means elsewhere. "
+        "Each cell draws its own seeds.",
         "peers at d_in = 2 (a replacement): OpenDP make_private_quantile per level at eps/m "
-        "on the sized domain (n public: its tighter sensitivity); "
-        "OpenDP make_b_ary_tree + consistency + make_quantiles_from_counts at eps; "
-        "diffprivlib tools.quantile (splits eps over the levels).",
+        "on the sized float domain; OpenDP make_b_ary_tree + consistency + "
+        "make_quantiles_from_counts at eps (fewer runs: slow); diffprivlib tools.quantile "
+        "(splits eps over the levels; its utility |i - q n| moves by 1 under a replacement).",
         f"peers: {odp_label}; {dpl_label}.",
     ]
     return table
@@ -1420,12 +1561,12 @@ class Config:
     ecdf_reps: int
     smooth_max_exp: int
     smooth_thm1_reps: int
-    quantile_bins: tuple[int, ...] = (4096, 16384)
-    quantile_epsilons: tuple[float, ...] = (0.5, 1.0, 4.0)
+    quantile_data: tuple[str, ...] = QUANTILE_DATA
+    quantile_epsilons: tuple[float, ...] = (0.1, 1.0, 4.0)
     quantile_level_counts: tuple[int, ...] = (1, 4, 16)
-    quantile_reps: int = 20
-    quantile_single_reps: int = 150
-    quantile_tree_reps: int = 10
+    quantile_reps: int = 150
+    quantile_tree_reps: int = 30
+    quantile_many_level_reps: int = 40
     roc_epsilons: tuple[float, ...] = (0.5, 1.0, 4.0)
     roc_reps: int = 400
     roc_smoothed_reps: int = 100
@@ -1441,9 +1582,10 @@ QUICK = Config(exact_n=1_000_000, exact_repeats=1, exact_brute_n=1000,
                hr_domains=(64, 1024), hr_sizes=(100_000,), hr_epsilons=(1.0, 4.0),
                hr_reps=lambda n: 5, hr_ue_max_cells=110_000_000, ecdf_bins=(4096,),
                ecdf_epsilons=(1.0,), ecdf_reps=30,
-               smooth_max_exp=14, smooth_thm1_reps=500, quantile_bins=(4096,),
-               quantile_epsilons=(1.0,), quantile_reps=10, quantile_single_reps=40,
-               quantile_tree_reps=5, roc_epsilons=(1.0,), roc_reps=100,
+               smooth_max_exp=14, smooth_thm1_reps=500,
+               quantile_epsilons=(1.0,), quantile_reps=30, quantile_tree_reps=10,
+               quantile_many_level_reps=20,
+               roc_epsilons=(1.0,), roc_reps=100,
                roc_smoothed_reps=20, roc_smoothed_bootstrap=30,
                tree_n_per_class=20_000, tree_runs=5, fedecdf_bins=(1024,),
                fedecdf_epsilons=(1.0,), fedecdf_reps=5)
@@ -1473,10 +1615,10 @@ def run_one(config: Config, name: str, seed: int = 0) -> Table:
     elif name == "fedauc":
         table = fedauc_comparison()
     elif name == "quantiles":
-        table = quantile_comparison(config.quantile_bins, config.quantile_epsilons,
+        table = quantile_comparison(config.quantile_data, config.quantile_epsilons,
                                     config.quantile_level_counts, config.quantile_reps,
-                                    config.quantile_single_reps, config.quantile_tree_reps,
-                                    seed=seed)
+                                    config.quantile_tree_reps, seed=seed,
+                                    many_level_reps=config.quantile_many_level_reps)
     elif name == "roc":
         table = roc_comparison(config.roc_epsilons, config.roc_reps, config.roc_smoothed_reps,
                                config.roc_smoothed_bootstrap, seed)

@@ -182,32 +182,50 @@ def test_quantile_comparison_rows(bench: ModuleType) -> None:
     assert bench.quantile_levels(1) == (0.5,)
     assert bench.quantile_levels(4) == (0.25, 0.5, 0.75, 0.9)
     assert bench.quantile_levels(16) == tuple(j / 17 for j in range(1, 17))
-    table = bench.quantile_comparison(n_bins_list=(128,), epsilons=(1.0,), level_counts=(1, 4),
-                                      reps=3, single_reps=4, tree_reps=2, seed=0)
+    table = bench.quantile_comparison(data=("lognormal", "tied"), epsilons=(1.0,),
+                                      level_counts=(1, 4), reps=4, tree_reps=2, n=400, seed=0)
     records = _peer_records(table)
-    for m, runs in ((1, 4), (4, 3)):
-        block = [r for r in records if r["m"] == m]
-        names = [r["name"] for r in block]
-        assert names[0].startswith("ours: default (auto -> ")
-        assert ("ours: joint" in names) == (m > 1)
-        assert f"OpenDP exp. mech. (eps/{m} per q)" in names
-        def basis(r: dict) -> float:  # exact expected error where the row has one
-            return r["exact"] if r["exact"] is not None else r["mae"]
+    for kind in ("lognormal", "tied"):
+        for m in (1, 4):
+            block = [r for r in records if r["m"] == m and r["data"] == kind]
+            names = [r["name"] for r in block]
+            # Ours is the one-call default, first; then the three peers.
+            assert names[0].startswith("ours: fedustat.quantile (-> ")
+            assert names[1:] == [f"OpenDP exp. mech. (eps/{m} per q)", "OpenDP tree",
+                                 f"diffprivlib (eps/{m} per q)"]
+            picked = names[0].split("-> ")[1].rstrip(")")
+            if kind == "tied":
+                assert picked in ("exponential", "curve")
+            else:
+                assert picked == ("continuous" if m == 1 else "continuous-joint")
+            peers = [r for r in block if r["peer"]]
+            ours = block[0]
+            assert [r["runs"] for r in block] == [4, 4, 2, 4]
+            def basis(r: dict, key: str) -> float:  # exact where the row has its law
+                return r[key] if r[f"exact_{key}"] is None else r[f"exact_{key}"]
 
-        best = min(basis(r) for r in block if r["peer"] and "mae" in r)
-        odp = next(r for r in block if r["name"].startswith("OpenDP exp. mech."))
-        assert (odp["exact"] is not None) == (m == 1)  # its exact law at the median
-        for r in block:
-            if "mae" not in r:
-                continue
-            assert r["runs"] == (2 if r["name"].startswith("OpenDP tree") else runs)
-            assert math.isfinite(r["mae"]) and r["mae"] >= 0
-            if not r["peer"] and best > 0:
-                assert r["ratio"] == pytest.approx(basis(r) / best)
-        picked = names[0].split("-> ")[1].rstrip(")")
-        default = block[0]
-        assert default["mae"] == next(r["mae"] for r in block if r["name"] == f"ours: {picked}")
-    assert "ours/best peer" in table.render()
+            # The exact laws at one level: the gap mechanism (ours on bounds, diffprivlib)
+            # and OpenDP's permute-and-flip at the median.
+            assert (ours["exact_value"] is not None) == (m == 1 and kind == "lognormal")
+            assert (peers[0]["exact_value"] is not None) == (m == 1)
+            for key in ("value", "level"):
+                best = min(basis(r, key) for r in peers)
+                mine = basis(ours, key)
+                expected = (mine / best if best > 0
+                            else 1.0 if mine == 0 else math.inf)
+                assert ours[f"{key}_ratio"] == pytest.approx(expected)
+                assert not ours[f"{key}_ratio_se"] < 0  # NaN where the best peer is exact
+            assert all(math.isfinite(r["value"]) and r["level"] >= 0 for r in block)
+    assert "level ours/best" in table.render()
+
+
+def test_quantile_errors_charge_an_exact_tied_answer_nothing(bench: ModuleType) -> None:
+    x = np.array([1.0, 2.0, 2.0, 2.0, 5.0])
+    # 2 is the exact 0.5 quantile (F(2^-) = 0.2 < 0.5 <= F(2) = 0.8): no level error,
+    # though |F(2) - 0.5| = 0.3; 3.5 sits above 4 of the 5 records: level error 0.3.
+    assert bench.quantile_errors(x, [0.5], [2.0]) == (0.0, 0.0)
+    value, level = bench.quantile_errors(x, [0.5], [3.5])
+    assert value == pytest.approx(1.5) and level == pytest.approx(0.3)
 
 
 def test_diffprivlib_loader_leaves_no_stub(bench: ModuleType) -> None:

@@ -201,8 +201,10 @@ def test_curve_error_bars_are_printed(capsys: pytest.CaptureFixture[str]) -> Non
     (row,) = run_json(capsys, "estimate", "--statistic", "median", "--epsilon", "0.4",
                       "--seed", "2", "--format", "json")
     bmi = fedustat.datasets.load("diabetes_pairs")["bmi"]
-    again = fedustat.median(bmi, epsilon=0.4, bounds=catalogue.get("median").default_bounds,
-                            grid_points=256, rng=np.random.default_rng(2))
+    # The command line makes the grid of its bounds and passes it as thresholds.
+    again = fedustat.median(bmi, epsilon=0.4,
+                            thresholds=np.linspace(*catalogue.get("median").default_bounds, 256),
+                            rng=np.random.default_rng(2))
     assert row["values"] == [again.value]
     assert row["level_intervals"] == [list(again.level_interval(0.95))]
     assert main(["estimate", "--statistic", "median", "--epsilon", "0.4", "--seed", "2"]) == 0

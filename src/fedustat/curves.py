@@ -52,11 +52,13 @@ from fedustat.protocols.ecdf.hosmer_lemeshow import (
     dp_hosmer_lemeshow,
 )
 from fedustat.protocols.ecdf.private_quantiles import (
+    ALL_QUANTILE_METHODS,
     DEFAULT_GRID_POINTS,
     QUANTILE_GRID_LIMIT,
     check_quantile_size,
+    continuous_level_error,
+    default_method,
     dp_quantiles,
-    predict_quantile_errors,
 )
 from fedustat.protocols.ecdf.release import (
     ECDF_ADJACENCY,
@@ -87,9 +89,10 @@ __all__ = [
     "roc_curve",
 ]
 
-#: The mechanisms :func:`quantile` runs; "auto" picks the one with the smaller predicted
-#: error. Both have a data-independent error bound in levels (:func:`level_error_bound`).
-QUANTILE_METHODS = ("exponential", "curve")
+#: The mechanisms :func:`quantile` runs ("auto":
+#: :func:`~fedustat.protocols.ecdf.private_quantiles.default_method`). "exponential" and
+#: "curve" have a data-independent error bound in levels (:func:`level_error_bound`).
+QUANTILE_METHODS = ALL_QUANTILE_METHODS
 #: The ROC curve's grid: its two class curves, with private totals, hold about 5 KiB per
 #: point (328 MiB and 8.6 s measured at 2^16 points, 1 GiB and 21 s at 2^18).
 ROC_GRID_LIMIT = GridLimit(
@@ -560,6 +563,13 @@ def _level_error(method: str, levels: int, n: int, grid: np.ndarray, epsilon: fl
     if method == "exponential":
         beta = epsilon / levels / 2.0
         return math.log(len(grid) * levels / alpha) / beta / n
+    if method == "continuous":
+        return continuous_level_error(levels, n, len(grid), epsilon, alpha)
+    if method != "curve":
+        # The splits' errors add up along the recursion and, on tied data, a split at an
+        # atom moves its children's targets by the atom's private size; JointExp's bound
+        # is not derived here: no data-independent bound (NaN).
+        return math.nan
     curve = _zero_curve(n, tuple(np.asarray(grid, dtype=np.float64).tolist()), epsilon)
     low, high = curve.confidence_band(1.0 - alpha, simultaneous=True)
     return float(np.max(high - low) / 2.0)
@@ -603,6 +613,8 @@ def level_std_error_bound(method: str, levels: int, n: int, grid: np.ndarray,
     """
     if math.isinf(epsilon):
         return 0.0
+    if method not in ("exponential", "curve", "continuous"):
+        return math.nan  # no data-independent bound (see level_error_bound)
     alphas = np.logspace(-12, 0, 97)
     deltas = np.array([min(_level_error(method, levels, n, grid, epsilon, a), 1.0)
                        for a in alphas[:-1]])
@@ -624,11 +636,13 @@ class QuantileEstimate(Estimate):
     ----------
     value, quantity, protocol, privacy, std_error, cost, diagnostics, error:
         The fields of :class:`~fedustat.protocols.base.Estimate`, as are ``noise``,
-        ``clip_range`` and ``unclipped``; ``value`` is the released grid point.
+        ``clip_range`` and ``unclipped``; ``value`` is the released quantile.
     level:
         The level q in (0, 1].
     method:
-        The mechanism: ``"exponential"`` or ``"curve"``.
+        The mechanism (:data:`QUANTILE_METHODS`; with ``bounds`` the default is
+        ``"continuous"``, whose level bound is
+        :func:`~fedustat.protocols.ecdf.private_quantiles.continuous_level_error`).
     n:
         The number of records.
     grid:
@@ -641,7 +655,7 @@ class QuantileEstimate(Estimate):
     >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
     >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
     >>> round(float(med), 2), med.level, med.method, med.n, med.std_error
-    (5.3, 0.5, 'exponential', 1000, None)
+    (5.31, 0.5, 'continuous', 1000, None)
     """
 
     #: Fields that depend on the data: the released grid point (everything else, the level
@@ -661,6 +675,8 @@ class QuantileEstimate(Estimate):
         if self.noise == "none":
             return text
         low, high = self.level_interval(0.95)
+        if math.isnan(low):
+            return text
         head, sep, rest = text.partition(" [")
         return (f"{head}, an exact quantile of the data at a level in [{low:.3g}, "
                 f"{high:.3g}] with 95% probability{sep}{rest}")
@@ -683,7 +699,7 @@ class QuantileEstimate(Estimate):
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
         >>> round(med.level_error(0.95), 4)
-        0.0152
+        0.0429
         """
         if self.noise == "none":
             return 0.0
@@ -699,7 +715,7 @@ class QuantileEstimate(Estimate):
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
         >>> round(med.level_std_error, 4)
-        0.0117
+        0.0393
         """
         if self.noise == "none":
             return 0.0
@@ -725,9 +741,11 @@ class QuantileEstimate(Estimate):
         >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
         >>> low, high = med.level_interval(0.95)
         >>> round(low, 4), round(high, 4)
-        (0.4848, 0.5152)
+        (0.4571, 0.5429)
         """
         half = self.level_error(confidence_level)
+        if math.isnan(half):  # a method without a data-independent bound
+            return ConfidenceInterval(math.nan, math.nan)
         return ConfidenceInterval(max(0.0, self.level - half), min(1.0, self.level + half))
 
     def raw_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
@@ -783,9 +801,9 @@ class QuantileEstimate(Estimate):
         >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
         >>> out = med.to_dict()
         >>> out["level"], out["method"], out["interval"]
-        (0.5, 'exponential', None)
+        (0.5, 'continuous', None)
         >>> [round(v, 4) for v in out["level_interval"]]
-        [0.4848, 0.5152]
+        [0.4571, 0.5429]
         """
         return {**super().to_dict(confidence_level), "level": float(self.level),
                 "method": self.method, "n": int(self.n),
@@ -806,9 +824,10 @@ class QuantilesResult(CurveRelease):
     levels:
         The levels q, each in (0, 1].
     quantiles:
-        The released grid point of each level.
+        The released quantile of each level.
     method:
-        The mechanism: ``"exponential"`` or ``"curve"``.
+        The mechanism (:data:`QUANTILE_METHODS`); the levels' bound is NaN for those
+        without one (``"continuous-joint"``, the default with ``bounds``, and the splits).
     n:
         The number of records.
     privacy:
@@ -824,7 +843,7 @@ class QuantilesResult(CurveRelease):
     >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
     ...                         grid_points=101, rng=1)
     >>> res.quantiles.round(2).tolist(), res.method, res.n
-    ([2.8, 5.6, 7.7], 'exponential', 1000)
+    ([2.74, 5.4, 7.65], 'continuous-joint', 1000)
     """
 
     released_fields: ClassVar[tuple[str, ...]] = ("quantiles",)
@@ -868,7 +887,7 @@ class QuantilesResult(CurveRelease):
         --------
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
-        ...                         grid_points=101, rng=1)
+        ...                         grid_points=101, method="exponential", rng=1)
         >>> round(res.level_error(0.95), 4)
         0.0523
         """
@@ -886,7 +905,7 @@ class QuantilesResult(CurveRelease):
         --------
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
-        ...                         grid_points=101, rng=1)
+        ...                         grid_points=101, method="exponential", rng=1)
         >>> res.std_error.round(4).tolist()
         [0.0416, 0.0416, 0.0416]
         """
@@ -912,7 +931,7 @@ class QuantilesResult(CurveRelease):
         --------
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
-        ...                         grid_points=101, rng=1)
+        ...                         grid_points=101, method="exponential", rng=1)
         >>> low, high = res.confidence_interval(0.9)
         >>> low.round(3).tolist(), high.round(3).tolist()
         ([0.202, 0.452, 0.702], [0.298, 0.548, 0.798])
@@ -940,12 +959,19 @@ def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | No
         The total budget for all levels (> 0); ``math.inf`` gives the exact grid quantile
         ``min{t : F(t) >= q}``, numpy's ``inverted_cdf`` for data on the grid.
     bounds, thresholds, grid_points:
-        The public candidates, as for :func:`ecdf` (values outside are clipped into them).
+        The public range or candidates, as for :func:`ecdf` (values outside are clipped
+        into them). Give ``thresholds`` for data that take few values (a tied value can
+        then be answered exactly); with ``bounds`` the grid places the error bar's atoms.
     method:
-        ``"exponential"`` (permute-and-flip per level at eps/m), ``"curve"`` (invert the
-        private ECDF, 003 Alg. 1) or ``"auto"``: the one with the smaller predicted error
-        (a function of n, the grid and eps only;
-        :func:`~fedustat.protocols.ecdf.private_quantiles.predict_quantile_errors`).
+        ``"auto"``
+        (:func:`~fedustat.protocols.ecdf.private_quantiles.default_method`, public
+        quantities only): with ``bounds``, ``"continuous"`` for one level (the
+        exponential mechanism over the gaps between the records: any point of the
+        bounds) and ``"continuous-joint"`` for several (JointExp on a 2^14-point grid of
+        the bounds); with ``thresholds`` (the values the data take), ``"exponential"``
+        (permute-and-flip per level at eps/m) or ``"curve"`` (invert the private ECDF,
+        003 Alg. 1), the smaller predicted error. Any of :data:`QUANTILE_METHODS` by
+        name (docs/protocols/quantiles.md).
     data, rng, noise, budget:
         As for :func:`ecdf`.
 
@@ -1013,18 +1039,18 @@ def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thres
                             levels_name=levels_name, grid_name="grid_points")
     tau = _grid(caller, thresholds, bounds, grid_points, QUANTILE_GRID_LIMIT)
     check_quantile_size(levels.size, tau.size, levels_name=levels_name)
-    if method not in ("auto", *QUANTILE_METHODS):
-        raise ValueError(f"{caller}(): method must be 'auto', 'exponential' or 'curve', got "
-                         f"{method!r}")
+    if method not in ("auto", *ALL_QUANTILE_METHODS):
+        names = ", ".join(repr(name) for name in ("auto", *ALL_QUANTILE_METHODS))
+        raise ValueError(f"{caller}(): method must be one of {names}, got {method!r}")
     eps = check_budget(epsilon, allow_inf=True)
     source = noise_source(noise, rng)
     records = _into_grid(as_float_array(values, "x"), tau)
     if records.size == 0:
         raise ValueError(f"{caller}(): x is empty: a quantile needs at least one record")
     chosen = method
-    if method == "auto":  # public: n, the grid's size and eps
-        preds = predict_quantile_errors(np.atleast_1d(levels), records.size, tau.size, eps)
-        chosen = min(QUANTILE_METHODS, key=lambda name: preds[name].mean_steps)
+    if method == "auto":  # public: the levels, n, the grid's size, eps and bounds/thresholds
+        chosen = default_method(np.atleast_1d(levels), records.size, tau.size, eps,
+                                continuous=thresholds is None)
     _check_budget(budget, eps, ECDF_ADJACENCY)
     release = dp_quantiles(records, levels, epsilon=eps, thresholds=tau, method=chosen,
                            rng=rng, noise=source)

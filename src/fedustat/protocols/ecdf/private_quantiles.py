@@ -55,12 +55,19 @@ from fedustat.protocols.ecdf.release import (
 from fedustat.stats.ecdf import check_thresholds, ecdf_counts
 
 __all__ = [
+    "ALL_QUANTILE_METHODS",
+    "CONTINUOUS_ATOM_WEIGHT",
+    "CONTINUOUS_METHODS",
     "MAX_QUANTILE_WORK",
     "QUANTILE_GRID_LIMIT",
     "QUANTILE_METHODS",
     "PrivateQuantiles",
     "QuantileErrorPrediction",
+    "continuous_joint_quantiles",
+    "continuous_level_error",
+    "continuous_quantiles",
     "curve_level_mse",
+    "default_method",
     "dp_quantiles",
     "expected_errors",
     "joint_exponential",
@@ -69,11 +76,16 @@ __all__ = [
     "permute_and_flip",
     "permute_and_flip_distribution",
     "predict_quantile_errors",
+    "prefers_split",
     "rank_costs",
+    "split_budget_units",
+    "split_depth",
+    "split_quantiles",
     "target_ranks",
 ]
 
-QuantileMethod = Literal["auto", "exponential", "joint", "curve"]
+QuantileMethod = Literal["auto", "exponential", "joint", "curve", "split", "continuous",
+                         "continuous-joint", "continuous-split"]
 QUANTILE_METHODS: tuple[str, ...] = ("exponential", "joint", "curve")
 #: Grid points of ``bounds`` when no thresholds are given.
 DEFAULT_GRID_POINTS = 1024
@@ -598,6 +610,243 @@ def expected_errors(values: Any, levels: Any, *, epsilon: float, thresholds: Any
     return out
 
 
+# ------------------------------------------------------------------------ continuous output
+
+#: Methods whose answers are not points of the user's grid: the exponential mechanism
+#: over the gaps between the sorted records (``"continuous"``, one draw per level at
+#: eps/m), JointExp on a fine grid of the bounds (``"continuous-joint"``) and the
+#: recursive split over the gaps (``"continuous-split"``).
+CONTINUOUS_METHODS: tuple[str, ...] = ("continuous", "continuous-joint", "continuous-split")
+#: Points of the fine grid of ``"continuous-joint"`` (a function of the bounds only): the
+#: discrete JointExp approaches its continuous form (Gillenwater et al. 2021, Sec. 3, over
+#: the intervals between records) as the grid gets finer; 2^14 points keep one draw of 16
+#: levels near 0.2 s.
+FINE_GRID_POINTS = 2**14
+#: Every method :func:`dp_quantiles` runs.
+ALL_QUANTILE_METHODS: tuple[str, ...] = (*QUANTILE_METHODS, "split", *CONTINUOUS_METHODS)
+
+
+def split_depth(levels: int) -> int:
+    """Depth of the recursive split over ``levels`` distinct levels when every node
+    answers its middle level (``len // 2``) and hands the rest to two children:
+    ``ceil(log2(levels + 1))``."""
+    depth = 0
+    while levels > 0:
+        depth += 1
+        levels //= 2
+    return depth
+
+
+def _split_nodes(levels: np.ndarray) -> list[list[float]]:
+    """Per depth, the rescaled level ``p = (q - q_a) / (q_b - q_a)`` of every node of the
+    split over the sorted distinct ``levels`` (public: no data involved)."""
+    out: list[list[float]] = []
+    frontier = [(0, levels.size, 0.0, 1.0)]
+    while frontier:
+        out.append([])
+        nxt = []
+        for start, end, q_a, q_b in frontier:
+            mid = start + (end - start) // 2
+            q = float(levels[mid])
+            out[-1].append((q - q_a) / (q_b - q_a))
+            if start < mid:
+                nxt.append((start, mid, q_a, q))
+            if mid + 1 < end:
+                nxt.append((mid + 1, end, q, q_b))
+        frontier = nxt
+    return out
+
+
+def split_budget_units(levels: Any) -> float:
+    """``U = sum over depths of U_d``: the split runs every node at ``beta = eps / (2 U)``.
+
+    Kaplan, Schnapp and Stemmer 2022 ("Differentially private approximate quantiles",
+    ICML, Alg. 1, Thm 3.3) pay one share per depth: a record sits in one node per depth.
+    Under replace-one the removed and the added record may sit in two nodes of one depth,
+    each of which then sees one record removed or added. A node aiming at
+    ``rho = p n_s`` has a cost that moves by at most ``max(p, 1 - p)`` when one record is
+    added or removed and by at most 1 when one is replaced (:func:`_local_cost`), and the
+    exponential mechanism at ``beta`` loses at most ``2 beta`` times that (McSherry and
+    Talwar 2007). So depth d loses at most ``2 beta U_d`` with
+    ``U_d = max(1, s_1 + s_2)``, ``s_1 >= s_2`` the two largest ``max(p, 1 - p)`` among
+    its nodes (``s_2 = 0`` for one node; the root: 1), and the whole release, by
+    sequential composition over the depths, ``2 beta U = eps``."""
+    uniq = np.unique(np.atleast_1d(np.asarray(levels, dtype=np.float64)))
+    total = 0.0
+    for depth in _split_nodes(uniq):
+        s = [*sorted((max(p, 1.0 - p) for p in depth), reverse=True), 0.0]
+        total += 1.0 if len(depth) == 1 else max(1.0, s[0] + s[1])
+    return total
+
+
+def prefers_split(levels: Any) -> bool:
+    """True when the split gives every node a larger ``beta`` than eps/m gives each level
+    alone (``split_budget_units < m``, m distinct levels)."""
+    m = int(np.unique(np.atleast_1d(np.asarray(levels, dtype=np.float64))).size)
+    return split_budget_units(levels) < m - 1e-9
+
+
+def _local_cost(below: np.ndarray, upto: np.ndarray, rho: float) -> np.ndarray:
+    """``max(#{x < t} - rho, rho - #{x <= t})``: how many ranks ``rho`` lies outside the
+    block ``[#{x < t}, #{x <= t}]`` of an output ``t`` (negative inside: the depth).
+
+    ``t`` is an exact q-quantile (``F(t^-) < q <= F(t)``) when ``rho = q n`` lies in that
+    block. With ``rho = p n_s`` (a fraction of a node's own count) adding or removing one
+    record moves both counts by 0 or 1 together and ``rho`` by ``p``, so each term, and
+    their maximum, moves by at most ``max(p, 1 - p) <= 1``; a replacement moves each count
+    by at most 1 and ``rho`` not at all: sensitivity 1 in both cases."""
+    return np.maximum(below - rho, rho - upto)
+
+
+#: Mass of the atom the continuous mechanism puts at each public grid point, in grid
+#: steps. The atoms exist for the error bar: the grid point that is the exact grid
+#: quantile always has cost 0, so the output's cost exceeds d with probability at most
+#: ``(total mass / atom mass) exp(-beta d)``, a bound free of the data
+#: (:func:`continuous_level_error`); so small that they are almost never the answer.
+CONTINUOUS_ATOM_WEIGHT = 2.0**-20
+
+
+def continuous_level_error(levels: int, n: int, grid_points: int, epsilon: float,
+                           alpha: float) -> float:
+    """``delta`` with ``P(some level's cost >= delta n) <= alpha`` for ``"continuous"``.
+
+    The base measure is Lebesgue on ``[tau_0, tau_last]`` plus ``w h`` at each of the N
+    grid points (``h`` the mean grid step, ``w`` :data:`CONTINUOUS_ATOM_WEIGHT`): total
+    mass ``h ((N - 1) + w N)``. The grid point that is the exact grid quantile has cost 0
+    (:func:`_gap_draw`), so the normalizer is at least ``w h`` and
+    ``P(cost >= d) <= ((N - 1) / w + N) exp(-beta d)`` (the exponential mechanism's
+    bound, Dwork and Roth 2014 Thm 3.11, for a general base measure), with
+    ``beta = eps / (2 m)``; the union bound over the m levels gives
+    ``d = ln(m ((N - 1)/w + N) / alpha) / beta`` and ``delta = d / n``. Cost below d means
+    ``F(t^-) < q + delta`` and ``F(t) > q - delta`` (``t^-``: just below t, or the grid
+    point below for an answer on the grid). Sorting keeps it."""
+    beta = epsilon / levels / 2.0
+    ratio = (grid_points - 1) / CONTINUOUS_ATOM_WEIGHT + grid_points
+    return math.log(levels * ratio / alpha) / beta / n
+
+
+def _gap_draw(local: np.ndarray, low: float, high: float, rho: float, beta: float,
+              noise: NoiseSource, atoms: np.ndarray | None = None) -> float:
+    """The exponential mechanism over ``[low, high]`` (Lebesgue base measure, plus an
+    atom of mass ``CONTINUOUS_ATOM_WEIGHT`` grid steps at each of the public ``atoms``).
+
+    Density ``exp(-beta cost(t))`` (McSherry and Talwar 2007; the continuous form used by
+    Smith 2011 and diffprivlib's ``tools.quantile``): between consecutive sorted records
+    (with ``low`` and ``high`` at the ends) the cost is constant, ``|i - rho|`` in the
+    gap above ``i`` records, so gap ``i`` is chosen with probability proportional to
+    ``length_i exp(-beta |i - rho|)`` (log space: no overflow, a zero-length gap between
+    tied records has weight 0) and the answer is uniform inside it. An atom ``tau_k``
+    costs ``max(0, C(tau_{k-1}) - rho, rho - C(tau_k))`` (its cell of ranks from the
+    atom below, ``C(tau_{-1}) = 0``; clamped at 0 so that a wide cell never outweighs
+    the records' own gaps): each moves by at most 1 when one record is replaced, so the
+    cost of every output has sensitivity 1. Records are the node's own, sorted, within
+    ``[low, high]``. Two uniforms, whatever the data."""
+    edges = np.concatenate([[low], local, [high]])
+    lengths = np.diff(edges)
+    with np.errstate(divide="ignore"):
+        log_w = np.log(lengths) - beta * np.abs(np.arange(lengths.size) - rho)
+    if atoms is not None and atoms.size:
+        step = (atoms[-1] - atoms[0]) / max(atoms.size - 1, 1) if atoms.size > 1 else 1.0
+        upto = np.searchsorted(local, atoms, side="right").astype(np.float64)
+        prev = np.concatenate([[0.0], upto[:-1]])
+        atom_cost = np.maximum(0.0, np.maximum(prev - rho, rho - upto))
+        log_w = np.concatenate([log_w, math.log(CONTINUOUS_ATOM_WEIGHT * step)
+                                - beta * atom_cost])
+    if not np.isfinite(log_w.max()):  # every gap empty: low == high, no atom
+        noise.uniform(1)  # the same draws as any other node
+        noise.uniform(1)
+        return float(low)
+    pick = _sample_index(log_w, noise)
+    u = float(noise.uniform(1)[0])
+    if pick >= lengths.size:
+        return float(atoms[pick - lengths.size])  # type: ignore[index]
+    return float(min(edges[pick] + u * lengths[pick], edges[pick + 1]))
+
+
+def _candidate_draw(local: np.ndarray, candidates: np.ndarray, rho: float, beta: float,
+                    noise: NoiseSource) -> int:
+    """Permute-and-flip (:func:`permute_and_flip`) over public candidates, with the cost
+    of :func:`_local_cost` on the node's own sorted records; the index chosen."""
+    below = np.searchsorted(local, candidates, side="left")
+    upto = np.searchsorted(local, candidates, side="right")
+    return permute_and_flip(_local_cost(below, upto, rho), beta, noise)
+
+
+def continuous_quantiles(sorted_values: np.ndarray, levels: np.ndarray,
+                         grid: np.ndarray, epsilon: float, noise: NoiseSource) -> np.ndarray:
+    """``"continuous"``: one exponential-mechanism draw over the gaps per level.
+
+    Each level ``q`` gets eps/m (basic composition) and the cost ``|i - q n|`` of the gap
+    above ``i`` records (sensitivity 1 under replace-one, n public): ``beta = eps/(2m)``;
+    the output lies in ``[grid_0, grid_last]``, with the small atoms of
+    :func:`_gap_draw` at the grid points (for :func:`continuous_level_error`). The
+    answers of the sorted levels are sorted (post-processing). ``sorted_values`` lie in
+    ``[grid_0, grid_last]``."""
+    n = sorted_values.size
+    beta = epsilon / levels.size / 2.0
+    low, high = float(grid[0]), float(grid[-1])
+    out = np.array([_gap_draw(sorted_values, low, high, float(q) * n, beta, noise, grid)
+                    for q in levels])
+    order = np.argsort(levels, kind="stable")
+    out[order] = np.sort(out[order])
+    return out
+
+
+def continuous_joint_quantiles(sorted_values: np.ndarray, levels: np.ndarray,
+                               low: float, high: float, epsilon: float,
+                               noise: NoiseSource) -> np.ndarray:
+    """``"continuous-joint"``: :func:`joint_exponential` (JointExp, sensitivity 2 under
+    replace-one, eps for all levels together) on :data:`FINE_GRID_POINTS` even points of
+    ``[low, high]``. On a fine grid a monotone tuple with k levels in one stretch between
+    records has weight ``~ L^k / k!`` (the number of such tuples), as the continuous
+    mechanism's volume of ordered k-tuples, so the answer is close to Gillenwater et al.'s
+    continuous JointExp. ``m`` uniforms, whatever the data."""
+    fine = np.linspace(low, high, FINE_GRID_POINTS)
+    counts = ecdf_counts(sorted_values, fine)
+    order = np.argsort(levels, kind="stable")
+    out = np.empty(levels.size)
+    out[order] = fine[joint_exponential(counts, sorted_values.size, levels[order], epsilon,
+                                        noise)]
+    return out
+
+
+def split_quantiles(sorted_values: np.ndarray, levels: np.ndarray, epsilon: float,
+                    noise: NoiseSource, *, low: float, high: float,
+                    candidates: np.ndarray | None = None) -> np.ndarray:
+    """The recursive split (Kaplan, Schnapp and Stemmer 2022, Alg. 1), replace-one.
+
+    The distinct levels are sorted; the root answers the middle one on all records; its
+    answer ``v`` splits the records (``x <= v`` left, ``x > v`` right) and the levels,
+    and each side recurses on its own records in ``[a, v]`` / ``[v, b]``. A node whose
+    levels lie between the answered levels ``q_a < q_b`` aims at the rank
+    ``rho = n_s (q - q_a) / (q_b - q_a)`` among its ``n_s`` records (the paper's rescaled
+    level), a cost of sensitivity 1 (:func:`_local_cost`). Every node runs at
+    ``beta = eps / (2 split_budget_units(levels))``: over gaps (:func:`_gap_draw`,
+    continuous output) or over the public ``candidates`` inside ``[a, b]``
+    (:func:`_candidate_draw`). Answers are non-decreasing in the level by construction."""
+    uniq, inverse = np.unique(levels, return_inverse=True)
+    beta = epsilon / split_budget_units(uniq) / 2.0
+    answers = np.empty(uniq.size)
+    # Nodes: (first level index, end level index, records, a, b, q_a, q_b).
+    stack = [(0, uniq.size, sorted_values, low, high, 0.0, 1.0)]
+    while stack:
+        start, end, local, a, b, q_a, q_b = stack.pop()
+        if start >= end:
+            continue
+        mid = start + (end - start) // 2
+        rho = local.size * (float(uniq[mid]) - q_a) / (q_b - q_a)
+        if candidates is None:
+            v = _gap_draw(local, a, b, rho, beta, noise)
+        else:
+            inside = candidates[(candidates >= a) & (candidates <= b)]
+            v = float(inside[_candidate_draw(local, inside, rho, beta, noise)])
+        answers[mid] = v
+        cut = int(np.searchsorted(local, v, side="right"))
+        stack.append((start, mid, local[:cut], a, v, q_a, float(uniq[mid])))
+        stack.append((mid + 1, end, local[cut:], v, b, float(uniq[mid]), q_b))
+    return answers[inverse]
+
+
 # ------------------------------------------------------------------------ the release
 
 
@@ -605,9 +854,10 @@ def expected_errors(values: Any, levels: Any, *, epsilon: float, thresholds: Any
 class PrivateQuantiles:
     """Result of :func:`dp_quantiles`: the released quantiles, one per requested level.
 
-    ``values[j]`` is a grid point (the private q_j-quantile); ``method`` the mechanism
-    that ran (``"auto"`` resolved); ``predicted_error`` the mean over levels of the
-    expected ``|error|`` in grid steps that the choice was made by, and ``predictions``
+    ``values[j]`` is the private q_j-quantile (a grid point, except for the continuous
+    methods); ``method`` the mechanism that ran (``"auto"`` resolved);
+    ``predicted_error`` the mean over levels of the expected ``|error|`` in grid steps
+    that the choice was made by (NaN for split and continuous), and ``predictions``
     every method's (:func:`predict_quantile_errors`); ``privacy`` the guarantee.
     """
 
@@ -672,7 +922,14 @@ def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = 
     method:
         ``"exponential"`` (permute-and-flip per level at eps/m), ``"joint"`` (JointExp),
         ``"curve"`` (invert :func:`dp_ecdf`) or ``"auto"``: the smallest predicted error
-        (:func:`predict_quantile_errors`; ties go to the earlier of that list).
+        (:func:`predict_quantile_errors`; ties go to the earlier of that list), all on
+        the grid; ``"split"`` (the recursive split over the grid,
+        :func:`split_quantiles`). Answers anywhere in ``[grid_0, grid_last]``:
+        ``"continuous"`` (exponential mechanism over the gaps between records, per level,
+        :func:`continuous_quantiles`), ``"continuous-joint"`` (JointExp on a fine grid,
+        :func:`continuous_joint_quantiles`) and ``"continuous-split"``
+        (:func:`split_quantiles` over the gaps). :func:`fedustat.quantile`'s default is
+        :func:`default_method`.
     rng, noise:
         Seed / Generator for simulation, or a :class:`NoiseSource` (``DeploymentNoise()``
         for real people: CSPRNG uniforms with fixed work).
@@ -680,8 +937,11 @@ def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = 
     Returns
     -------
     PrivateQuantiles
-        ``values`` are grid points; with ``epsilon = inf`` exactly the grid's
-        generalized inverse ``min{t : F(t) >= q}`` (the last point if none).
+        ``values`` are grid points for the grid methods; with ``epsilon = inf`` exactly
+        the grid's generalized inverse ``min{t : F(t) >= q}`` (the last point if none),
+        or for the continuous methods the data's own (numpy's ``inverted_cdf``, records
+        clipped into the grid's range). ``predicted_error`` is NaN for the methods
+        without a prediction (split and continuous).
 
     Examples
     --------
@@ -705,8 +965,9 @@ def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = 
         raise ValueError("levels must be in (0, 1]: the q-quantile min{t : F(t) >= q} is "
                          "defined for levels above 0 and up to 1")
     eps = check_epsilon(epsilon, "epsilon", allow_inf=True)
-    if method not in ("auto", *QUANTILE_METHODS):
-        raise ValueError(f"method must be 'auto' or one of {QUANTILE_METHODS}, got {method!r}")
+    if method not in ("auto", *ALL_QUANTILE_METHODS):
+        raise ValueError(f"method must be 'auto' or one of {ALL_QUANTILE_METHODS}, got "
+                         f"{method!r}")
     if isinstance(grid_points, bool) or not isinstance(grid_points, int) or grid_points < 2:
         raise ValueError(f"grid_points must be an integer >= 2, got {grid_points!r}")
     if thresholds is None:  # before the grid is built
@@ -716,11 +977,32 @@ def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = 
     n = int(x.size)
     preds = predict_quantile_errors(q, n, tau.size, eps)
     chosen = method
-    if method == "auto":
+    if method == "auto":  # the grid methods; fedustat.quantile's default: default_method
         chosen = min(QUANTILE_METHODS, key=lambda name: preds[name].mean_steps)
+    predicted = preds[chosen].mean_steps if chosen in preds else math.nan
     counts = ecdf_counts(x, tau)
 
-    if math.isinf(eps):
+    if chosen in CONTINUOUS_METHODS:
+        # Outputs in [tau_0, tau_last]; a record outside moves to the nearer end (a function
+        # of that record alone: the adjacency is unchanged).
+        inside = np.sort(np.clip(x, tau[0], tau[-1]))
+        if math.isinf(eps):
+            out = np.quantile(inside, q, method="inverted_cdf").astype(np.float64)
+            guarantee, kind = PrivacyGuarantee.none(), "none"
+        else:
+            source = resolve_noise(rng, noise)
+            kind = source.kind
+            guarantee = PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, ECDF_ADJACENCY,
+                                         assumptions=(trusted_curator(),))
+            if chosen == "continuous":
+                out = continuous_quantiles(inside, q, tau, eps, source)
+            elif chosen == "continuous-joint":
+                out = continuous_joint_quantiles(inside, q, float(tau[0]), float(tau[-1]),
+                                                 eps, source)
+            else:
+                out = split_quantiles(inside, q, eps, source, low=float(tau[0]),
+                                      high=float(tau[-1]))
+    elif math.isinf(eps):
         ranks = target_ranks(q, n)
         idx = np.minimum(np.searchsorted(counts, ranks, side="left"), tau.size - 1)
         out = tau[idx]
@@ -740,6 +1022,9 @@ def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = 
             order = np.argsort(q, kind="stable")
             idx[order] = np.sort(idx[order])
             out = tau[idx]
+        elif chosen == "split":
+            out = split_quantiles(np.sort(np.clip(x, tau[0], tau[-1])), q, eps, source,
+                                  low=float(tau[0]), high=float(tau[-1]), candidates=tau)
         elif chosen == "joint":
             order = np.argsort(q, kind="stable")
             idx = np.empty(q.size, dtype=np.int64)
@@ -749,5 +1034,25 @@ def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = 
             curve = dp_ecdf(x, tau, epsilon=eps, noise=source)
             out = np.asarray(dp_quantile(curve, q).upper, dtype=np.float64)
     result_values = out[0] if scalar else out
-    return PrivateQuantiles(q[0] if scalar else q, result_values, chosen,
-                            preds[chosen].mean_steps, guarantee, preds, kind)
+    return PrivateQuantiles(q[0] if scalar else q, result_values, chosen, predicted,
+                            guarantee, preds, kind)
+
+
+def default_method(levels: np.ndarray, n: int, grid_points: int, epsilon: float, *,
+                   continuous: bool) -> str:
+    """The method ``"auto"`` runs; a function of public quantities only.
+
+    ``continuous`` (the candidates are ``bounds``, not a given set of values): one level
+    by the exponential mechanism over the gaps between the records (``"continuous"``,
+    which carries a data-independent level bound), several by JointExp on a fine grid of
+    the bounds (``"continuous-joint"``: measured ahead of the per-level draws and of the
+    recursive split at every m, eps and data set of the peer benchmark). Given
+    ``thresholds`` (the values the data take): ``"exponential"`` or ``"curve"``, the one
+    with the smaller predicted error (:func:`predict_quantile_errors`); both carry a
+    data-independent level bound. JointExp is not a default on a lattice: tied records
+    put several levels on one value, which its gap utility charges as if they were wrong.
+    """
+    if continuous:
+        return "continuous" if np.unique(levels).size == 1 else "continuous-joint"
+    preds = predict_quantile_errors(levels, n, grid_points, epsilon)
+    return min(("exponential", "curve"), key=lambda name: preds[name].mean_steps)

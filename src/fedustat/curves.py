@@ -22,7 +22,7 @@ import functools
 import json
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -36,9 +36,10 @@ from fedustat._validation import (
     check_consistent_length,
     check_positive_int,
 )
+from fedustat.privacy.accounting import basic_composition
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
-from fedustat.privacy.noise import DeploymentNoise, NoiseSource
+from fedustat.privacy.noise import DeploymentNoise, NoiseSource, resolve_noise
 from fedustat.protocols import registry
 from fedustat.protocols.base import ConfidenceInterval, Estimate, _plain
 from fedustat.protocols.ecdf.continual import PrivatePrefixSums, dp_prefix_sums
@@ -60,6 +61,7 @@ from fedustat.protocols.ecdf.private_quantiles import (
     default_method,
     dp_quantiles,
 )
+from fedustat.protocols.ecdf.quantiles import quantile_interval
 from fedustat.protocols.ecdf.release import (
     ECDF_ADJACENCY,
     ECDF_GRID_LIMIT,
@@ -621,6 +623,35 @@ def level_std_error_bound(method: str, levels: int, n: int, grid: np.ndarray,
     return math.sqrt(alphas[0] + float(np.sum(np.diff(alphas) * deltas**2)))
 
 
+def check_interval_share(caller: str, interval_share: Any) -> float:
+    """The share of epsilon spent on the data-unit interval: a number in [0, 1) (0: none)."""
+    if isinstance(interval_share, bool) or not isinstance(interval_share, int | float) \
+            or not 0.0 <= interval_share < 1.0:
+        raise ValueError(f"{caller}(): interval_share must be a number in [0, 1) (the share "
+                         "of epsilon spent on an interval in the data's units; 0: none), "
+                         f"got {interval_share!r}")
+    return float(interval_share)
+
+
+#: What a release without a data-unit interval says when one is asked for.
+NO_VALUE_INTERVAL = ("this private quantile has no interval in the data's units: it errs in "
+                     "rank, and its error bar is in levels (level_interval / "
+                     "confidence_interval of several levels); an interval in the data's "
+                     "units needs its own budget: pass interval_share=s (0 < s < 1) to "
+                     "fedustat.quantile / fedustat.median (docs/protocols/quantiles.md)")
+
+
+def _value_interval(curve: PrivateECDF, levels: Any, grid: np.ndarray,
+                    confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
+    """``[low, high]`` holding the exact quantile of every level at once with probability
+    at least ``confidence_level``: :func:`~fedustat.protocols.ecdf.quantiles.
+    quantile_interval` on the private ECDF's whole-curve band, its open ends closed at the
+    grid's ends (the records are clipped into the grid, so every quantile lies there)."""
+    low, high = quantile_interval(curve, levels, _check_level(confidence_level))
+    return (np.clip(low, grid[0], grid[-1]).astype(np.float64),
+            np.clip(high, grid[0], grid[-1]).astype(np.float64))
+
+
 @dataclass(frozen=True, eq=False)
 class QuantileEstimate(Estimate):
     """A private quantile: the :class:`~fedustat.protocols.base.Estimate` of one level.
@@ -629,8 +660,12 @@ class QuantileEstimate(Estimate):
     levels ``q'`` for which, with the stated probability, the release is an exact
     q'-quantile of the data on the grid (:func:`level_error_bound`), and
     :attr:`level_std_error` bounds the root mean square of that level error. A value-space
-    interval would need the data's density, which is private, so
-    :meth:`confidence_interval` has none and ``std_error`` is None.
+    interval needs private information of its own about the order statistics around the
+    quantile: by default (``interval_share=0``) there is none, :meth:`confidence_interval`
+    raises and ``std_error`` is None. With ``interval_share=s`` the release also holds a
+    private ECDF on the grid (``interval_curve``, at ``s * epsilon``), and
+    :meth:`value_interval` (also :meth:`confidence_interval`) is an interval in the data's
+    units that covers the exact quantile with at least the stated probability.
 
     Parameters
     ----------
@@ -649,6 +684,10 @@ class QuantileEstimate(Estimate):
         The public grid of candidates.
     levels_released:
         How many levels shared the budget (the level error grows with it).
+    interval_share:
+        The share of epsilon spent on the data-unit interval (0: none).
+    interval_curve:
+        The private ECDF the data-unit interval is read from (None without one).
 
     Examples
     --------
@@ -660,13 +699,16 @@ class QuantileEstimate(Estimate):
 
     #: Fields that depend on the data: the released grid point (everything else, the level
     #: error bar included, is a function of n, the grid and epsilon).
-    released_fields: ClassVar[tuple[str, ...]] = ("value",)
+    released_fields: ClassVar[tuple[str, ...]] = ("value", "interval_curve",
+                                                  "interval_curve.*")
 
     level: float = math.nan
     method: str = ""
     n: int = 0
     grid: tuple[float, ...] = field(default=(), repr=False)
     levels_released: int = 1
+    interval_share: float = 0.0
+    interval_curve: PrivateECDF | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
         # The error bar is in levels (the value has none): print it where Estimate prints
@@ -678,8 +720,12 @@ class QuantileEstimate(Estimate):
         if math.isnan(low):
             return text
         head, sep, rest = text.partition(" [")
+        values = ""
+        if self.interval_curve is not None:
+            value_low, value_high = self.value_interval(0.95)
+            values = f", the exact quantile in [{value_low:.6g}, {value_high:.6g}] (95%)"
         return (f"{head}, an exact quantile of the data at a level in [{low:.3g}, "
-                f"{high:.3g}] with 95% probability{sep}{rest}")
+                f"{high:.3g}] with 95% probability{values}{sep}{rest}")
 
     def level_error(self, confidence_level: float = 0.95) -> float:
         """The bound ``delta`` of :func:`level_error_bound` for this release.
@@ -704,7 +750,21 @@ class QuantileEstimate(Estimate):
         if self.noise == "none":
             return 0.0
         return level_error_bound(self.method, self.levels_released, self.n, self.grid,
-                                 self.privacy.epsilon, confidence_level)
+                                 self.point_epsilon, confidence_level)
+
+    @property
+    def point_epsilon(self) -> float:
+        """The budget the point spent: ``(1 - interval_share) * epsilon``.
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), interval_share=0.25,
+        ...                       rng=1)
+        >>> med.privacy.epsilon, med.point_epsilon
+        (1.0, 0.75)
+        """
+        return self.privacy.epsilon * (1.0 - self.interval_share)
 
     @property
     def level_std_error(self) -> float:
@@ -720,7 +780,7 @@ class QuantileEstimate(Estimate):
         if self.noise == "none":
             return 0.0
         return level_std_error_bound(self.method, self.levels_released, self.n, self.grid,
-                                     self.privacy.epsilon)
+                                     self.point_epsilon)
 
     def level_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
         """``(q - delta, q + delta)`` within [0, 1]: the levels the release answers.
@@ -748,9 +808,46 @@ class QuantileEstimate(Estimate):
             return ConfidenceInterval(math.nan, math.nan)
         return ConfidenceInterval(max(0.0, self.level - half), min(1.0, self.level + half))
 
+    def value_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """``(low, high)`` in the data's units holding the exact quantile of the records
+        (clipped into the grid) with probability at least ``confidence_level``.
+
+        Read from the private ECDF bought with ``interval_share`` (post-processing:
+        asking at several levels costs nothing more); conservative, and at the grid's
+        resolution (its ends are grid points). Without ``interval_share`` there is none.
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage, in (0, 1).
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)``; ``(value, value)`` for an exact release; ValueError for a
+            private one released with ``interval_share=0`` (the default).
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101,
+        ...                       interval_share=0.3, rng=1)
+        >>> low, high = med.value_interval(0.95)
+        >>> round(low, 2), round(high, 2)
+        (3.9, 6.6)
+        """
+        if self.noise == "none":
+            return ConfidenceInterval(self.value, self.value)
+        if self.interval_curve is None:
+            raise ValueError(NO_VALUE_INTERVAL)
+        low, high = _value_interval(self.interval_curve, self.level, np.asarray(self.grid),
+                                    confidence_level)
+        return ConfidenceInterval(float(low), float(high))
+
     def raw_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        """The exact release's value; a private one has no value interval (see
-        :meth:`level_interval`).
+        """:meth:`value_interval`: the interval in the data's units, when the release has
+        one (``interval_share > 0``); by default a private quantile has none (its error
+        bar is :meth:`level_interval`) and this raises ValueError saying how to get one.
 
         Parameters
         ----------
@@ -760,7 +857,8 @@ class QuantileEstimate(Estimate):
         Returns
         -------
         ConfidenceInterval
-            ``(value, value)`` for an exact release; a private one raises ValueError.
+            ``(value, value)`` for an exact release; :meth:`value_interval` for one with
+            ``interval_share``; otherwise ValueError.
 
         Examples
         --------
@@ -773,13 +871,9 @@ class QuantileEstimate(Estimate):
         >>> private.raw_interval()
         Traceback (most recent call last):
         ...
-        ValueError: a private quantile errs in rank, not in value: ...
+        ValueError: this private quantile has no interval in the data's units: ...
         """
-        if self.noise == "none":
-            return ConfidenceInterval(self.value, self.value)
-        raise ValueError("a private quantile errs in rank, not in value: its interval is "
-                         "in levels, level_interval(confidence_level); a value interval "
-                         "would need the data's private density")
+        return self.value_interval(confidence_level)
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         """:meth:`Estimate.to_dict` with the level, method and level error bar.
@@ -792,8 +886,9 @@ class QuantileEstimate(Estimate):
         Returns
         -------
         dict
-            :meth:`Estimate.to_dict`'s entries plus ``level``, ``method``, ``n``,
-            ``level_interval`` and ``level_std_error``.
+            :meth:`Estimate.to_dict`'s entries (``interval``: :meth:`value_interval`,
+            None without ``interval_share``) plus ``level``, ``method``, ``n``,
+            ``level_interval``, ``level_std_error`` and ``interval_share``.
 
         Examples
         --------
@@ -808,7 +903,8 @@ class QuantileEstimate(Estimate):
         return {**super().to_dict(confidence_level), "level": float(self.level),
                 "method": self.method, "n": int(self.n),
                 "level_interval": list(self.level_interval(confidence_level)),
-                "level_std_error": self.level_std_error}
+                "level_std_error": self.level_std_error,
+                "interval_share": float(self.interval_share)}
 
 
 @dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
@@ -817,7 +913,10 @@ class QuantilesResult(CurveRelease):
 
     The error bar is in levels, where the mechanism errs: :meth:`confidence_interval` gives
     ``(q - delta, q + delta)`` holding for every level at once (:func:`level_error_bound`)
-    and ``std_error`` the bound of :func:`level_std_error_bound` for each level.
+    and ``std_error`` the bound of :func:`level_std_error_bound` for each level. An
+    interval in the data's units costs budget of its own: released with
+    ``interval_share=s``, :meth:`value_interval` covers every level's exact quantile at
+    once (without it, it raises and says so).
 
     Parameters
     ----------
@@ -836,6 +935,10 @@ class QuantilesResult(CurveRelease):
         ``"simulation"``, ``"deployment"`` or ``"none"``.
     grid:
         The public grid of candidates.
+    interval_share:
+        The share of epsilon spent on the data-unit interval (0: none).
+    interval_curve:
+        The private ECDF the data-unit intervals are read from (None without one).
 
     Examples
     --------
@@ -846,8 +949,8 @@ class QuantilesResult(CurveRelease):
     ([2.74, 5.4, 7.65], 'continuous-joint', 1000)
     """
 
-    released_fields: ClassVar[tuple[str, ...]] = ("quantiles",)
-    public_fields: ClassVar[tuple[str, ...]] = ("levels", "method", "n")
+    released_fields: ClassVar[tuple[str, ...]] = ("quantiles", "interval_curve.values")
+    public_fields: ClassVar[tuple[str, ...]] = ("levels", "method", "n", "interval_share")
 
     levels: np.ndarray
     quantiles: np.ndarray
@@ -856,6 +959,83 @@ class QuantilesResult(CurveRelease):
     privacy: PrivacyGuarantee
     noise: str
     grid: np.ndarray = field(repr=False)
+    interval_share: float = 0.0
+    interval_curve: PrivateECDF | None = field(default=None, repr=False)
+
+    @property
+    def point_epsilon(self) -> float:
+        """The budget the points spent: ``(1 - interval_share) * epsilon``.
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> res = fedustat.quantile(x, [0.1, 0.9], epsilon=2.0, bounds=(0, 10),
+        ...                         interval_share=0.5, rng=1)
+        >>> res.privacy.epsilon, res.point_epsilon
+        (2.0, 1.0)
+        """
+        return self.privacy.epsilon * (1.0 - self.interval_share)
+
+    def value_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """``(low, high)`` arrays in the data's units holding every level's exact quantile
+        (records clipped into the grid) at once, with probability at least
+        ``confidence_level``; conservative, at the grid's resolution.
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage of all levels together, in (0, 1).
+
+        Returns
+        -------
+        ConfidenceInterval
+            Arrays, one entry per level; the released values twice for an exact release;
+            ValueError for a private one released with ``interval_share=0`` (the
+            default).
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
+        ...                         grid_points=101, interval_share=0.3, rng=1)
+        >>> low, high = res.value_interval(0.9)
+        >>> low.round(2).tolist(), high.round(2).tolist()
+        ([1.9, 4.0, 5.9], [4.1, 5.7, 8.1])
+        """
+        if self.noise == "none":
+            return ConfidenceInterval(self.quantiles.copy(), self.quantiles.copy())
+        if self.interval_curve is None:
+            raise ValueError(NO_VALUE_INTERVAL)
+        low, high = _value_interval(self.interval_curve, self.levels, self.grid,
+                                    confidence_level)
+        return ConfidenceInterval(low, high)
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        """:meth:`CurveRelease.to_dict` (``interval``: the level intervals) with
+        ``value_interval``, the data-unit intervals (None without ``interval_share``).
+
+        Parameters
+        ----------
+        confidence_level:
+            Level of the intervals, in (0, 1).
+
+        Returns
+        -------
+        dict
+
+        Examples
+        --------
+        >>> res = fedustat.quantile([1, 2, 3, 4, 5], [0.2, 0.6], epsilon=math.inf,
+        ...                         bounds=(0, 10), grid_points=11)
+        >>> res.to_dict()["value_interval"]
+        [[1.0, 3.0], [1.0, 3.0]]
+        """
+        out = super().to_dict(confidence_level)
+        value_interval: list[Any] | None = None
+        if self.noise == "none" or self.interval_curve is not None:
+            low, high = self.value_interval(confidence_level)
+            value_interval = [_plain(np.asarray(low)), _plain(np.asarray(high))]
+        return {**out, "value_interval": value_interval}
 
     @property
     def values(self) -> np.ndarray:
@@ -894,7 +1074,7 @@ class QuantilesResult(CurveRelease):
         if self.noise == "none":
             return 0.0
         return level_error_bound(self.method, self.levels.size, self.n, self.grid,
-                                 self.privacy.epsilon, confidence_level)
+                                 self.point_epsilon, confidence_level)
 
     @property
     def std_error(self) -> np.ndarray:
@@ -912,10 +1092,13 @@ class QuantilesResult(CurveRelease):
         if self.noise == "none":
             return np.zeros(self.levels.size)
         return np.full(self.levels.size, level_std_error_bound(
-            self.method, self.levels.size, self.n, self.grid, self.privacy.epsilon))
+            self.method, self.levels.size, self.n, self.grid, self.point_epsilon))
 
     def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
         """Level intervals ``(q - delta, q + delta)`` holding for all levels at once.
+
+        In levels, not in the data's units: those are :meth:`value_interval`, which needs
+        the release to have been made with ``interval_share > 0``.
 
         Parameters
         ----------
@@ -943,8 +1126,9 @@ class QuantilesResult(CurveRelease):
 
 def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
              thresholds: Any = None, grid_points: int = DEFAULT_GRID_POINTS,
-             method: str = "auto", data: Any = None, rng: RandomLike = None,
-             noise: str | NoiseSource | None = None, budget: BudgetAccountant | None = None,
+             method: str = "auto", interval_share: float = 0.0, data: Any = None,
+             rng: RandomLike = None, noise: str | NoiseSource | None = None,
+             budget: BudgetAccountant | None = None,
              **params: Any) -> QuantileEstimate | QuantilesResult:
     """Private quantile(s) on a public grid; mirrors ``numpy.quantile(x, q,
     method="inverted_cdf")``.
@@ -972,6 +1156,13 @@ def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | No
         (permute-and-flip per level at eps/m) or ``"curve"`` (invert the private ECDF,
         003 Alg. 1), the smaller predicted error. Any of :data:`QUANTILE_METHODS` by
         name (docs/protocols/quantiles.md).
+    interval_share:
+        The share ``s`` of ``epsilon`` spent on an interval in the data's units, in
+        [0, 1). 0 (the default): none, the whole budget goes to the point and the error
+        bar is in levels only. ``s > 0``: the point gets ``(1 - s) epsilon`` and a private
+        ECDF on the grid ``s epsilon`` (basic composition: the guarantee is ``epsilon``
+        for the whole), and ``value_interval(level)`` brackets the exact quantile of every
+        level at once (conservatively, at the grid's resolution).
     data, rng, noise, budget:
         As for :func:`ecdf`.
 
@@ -979,7 +1170,8 @@ def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | No
     -------
     QuantileEstimate or QuantilesResult
         A scalar ``q`` gives a :class:`QuantileEstimate` (an Estimate with its error bar in
-        levels, ``level_interval``); a sequence a :class:`QuantilesResult`.
+        levels, ``level_interval``, and with ``interval_share`` in the data's units,
+        ``value_interval``); a sequence a :class:`QuantilesResult`.
 
     Examples
     --------
@@ -991,20 +1183,22 @@ def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | No
     """
     return _quantile("fedustat.quantile", x, q, epsilon=epsilon, bounds=bounds,
                      thresholds=thresholds, grid_points=grid_points, method=method,
-                     data=data, rng=rng, noise=noise, budget=budget, params=params)
+                     interval_share=interval_share, data=data, rng=rng, noise=noise,
+                     budget=budget, params=params)
 
 
 def median(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
            thresholds: Any = None, grid_points: int = DEFAULT_GRID_POINTS,
-           method: str = "auto", data: Any = None, rng: RandomLike = None,
-           noise: str | NoiseSource | None = None, budget: BudgetAccountant | None = None,
-           **params: Any) -> QuantileEstimate:
+           method: str = "auto", interval_share: float = 0.0, data: Any = None,
+           rng: RandomLike = None, noise: str | NoiseSource | None = None,
+           budget: BudgetAccountant | None = None, **params: Any) -> QuantileEstimate:
     """Private median: :func:`quantile` at level 0.5 (the lower median, numpy's
     ``inverted_cdf``); mirrors ``numpy.median``.
 
     Parameters
     ----------
-    x, epsilon, bounds, thresholds, grid_points, method, data, rng, noise, budget:
+    x, epsilon, bounds, thresholds, grid_points, method, interval_share, data, rng, noise, \
+budget:
         As for :func:`quantile`.
 
     Returns
@@ -1021,8 +1215,9 @@ def median(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
     (41.0, ConfidenceInterval(low=0.5, high=0.5))
     """
     out = _quantile("fedustat.median", x, 0.5, epsilon=epsilon, bounds=bounds,
-                    thresholds=thresholds, grid_points=grid_points, method=method, data=data,
-                    rng=rng, noise=noise, budget=budget, params=params)
+                    thresholds=thresholds, grid_points=grid_points, method=method,
+                    interval_share=interval_share, data=data, rng=rng, noise=noise,
+                    budget=budget, params=params)
     assert isinstance(out, QuantileEstimate)
     return out
 
@@ -1030,7 +1225,8 @@ def median(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
 def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thresholds: Any,
               grid_points: int, method: str, data: Any, rng: RandomLike, noise: Any,
               budget: BudgetAccountant | None, params: dict[str, Any],
-              levels_name: str = "q") -> QuantileEstimate | QuantilesResult:
+              levels_name: str = "q", interval_share: float = 0.0
+              ) -> QuantileEstimate | QuantilesResult:
     values = column_inputs(caller, params, data, x=x)["x"]
     _refuse_unknown(caller, params)
     levels = check_levels(caller, q, levels_name)
@@ -1043,6 +1239,7 @@ def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thres
         names = ", ".join(repr(name) for name in ("auto", *ALL_QUANTILE_METHODS))
         raise ValueError(f"{caller}(): method must be one of {names}, got {method!r}")
     eps = check_budget(epsilon, allow_inf=True)
+    share = check_interval_share(caller, interval_share)
     source = noise_source(noise, rng)
     records = _into_grid(as_float_array(values, "x"), tau)
     if records.size == 0:
@@ -1052,18 +1249,33 @@ def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thres
         chosen = default_method(np.atleast_1d(levels), records.size, tau.size, eps,
                                 continuous=thresholds is None)
     _check_budget(budget, eps, ECDF_ADJACENCY)
-    release = dp_quantiles(records, levels, epsilon=eps, thresholds=tau, method=chosen,
-                           rng=rng, noise=source)
-    _spend(budget, release.privacy, f"{caller.removeprefix('fedustat.')} ({chosen})")
+    interval_curve = None
+    if share > 0.0 and not math.isinf(eps):
+        # One source for both parts, so that a seed gives two independent draws.
+        shared = resolve_noise(rng, source)
+        release = dp_quantiles(records, levels, epsilon=(1.0 - share) * eps, thresholds=tau,
+                               method=chosen, noise=shared)
+        # The interval's own release: the hierarchical ECDF on the same grid, whose
+        # whole-curve band brackets every quantile at once (quantile_interval).
+        interval_curve = dp_ecdf(records, tau, epsilon=share * eps, noise=shared)
+        privacy = replace(basic_composition(release.privacy, interval_curve.privacy),
+                          assumptions=release.privacy.assumptions)
+    else:
+        share = 0.0 if math.isinf(eps) else share  # an exact release is its own interval
+        release = dp_quantiles(records, levels, epsilon=eps, thresholds=tau, method=chosen,
+                               rng=rng, noise=source)
+        privacy = release.privacy
+    _spend(budget, privacy, f"{caller.removeprefix('fedustat.')} ({chosen})")
     if levels.ndim == 0:
         level = float(levels)
         return QuantileEstimate(
             value=float(release.values), quantity=f"quantile({level:g})",
-            protocol=f"dp-quantile-{chosen}", privacy=release.privacy,
+            protocol=f"dp-quantile-{chosen}", privacy=privacy,
             noise=release.noise_kind, level=level, method=chosen, n=int(records.size),
-            grid=tuple(tau.tolist()), diagnostics={"grid_points": int(tau.size)})
+            grid=tuple(tau.tolist()), diagnostics={"grid_points": int(tau.size)},
+            interval_share=share, interval_curve=interval_curve)
     return QuantilesResult(levels, np.asarray(release.values), chosen, int(records.size),
-                           release.privacy, release.noise_kind, tau)
+                           privacy, release.noise_kind, tau, share, interval_curve)
 
 
 # ------------------------------------------------------------------ ROC curve

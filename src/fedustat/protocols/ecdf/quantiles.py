@@ -152,9 +152,12 @@ def quantile_interval(curve: PrivateECDF, q: Any, confidence_level: float = 0.95
     the first and ``F_hat(t) - a >= q`` the second, so ``low`` is the largest grid point
     with ``F_hat + a < q`` (else ``lower``, where F = 0) and ``high`` the smallest with
     ``F_hat - a >= q`` (else +inf). The band is :meth:`PrivateECDF.confidence_band` with
-    ``simultaneous=True`` (union bound over the N points): the interval covers with
-    probability at least ``confidence_level``, conservatively. Post-processing of the
-    curve only.
+    ``simultaneous=True`` (hierarchical curve: the max-t band at the level itself; 003's
+    tree: the union bound over the N points), so the intervals of all levels hold at once
+    with probability at least ``confidence_level`` (point-wise ``a_i`` for the
+    hierarchical band); conservative, at the grid's resolution. Post-processing of the
+    curve only. :func:`fedustat.quantile` with ``interval_share`` releases such a curve
+    next to its point.
 
     Parameters
     ----------

@@ -54,6 +54,9 @@ from fedustat.privacy.budget import (
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
 from fedustat.protocols.ecdf.federated import FEDERATED_GRID_LIMIT
+from fedustat.protocols.ecdf.private_quantiles import (
+    DEFAULT_GRID_POINTS as QUANTILE_GRID_POINTS,
+)
 from fedustat.protocols.ecdf.private_quantiles import QUANTILE_GRID_LIMIT
 from fedustat.protocols.ecdf.release import ECDF_GRID_LIMIT, GridLimit
 from fedustat.runtime import network
@@ -699,6 +702,14 @@ def _curve_options(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
         _curve_grid_limit(spec, args.protocol).check(points, "--param grid_points")
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
+    if spec.curve in ("quantile", "median") and args.protocol == "dp-quantiles":
+        # The bounds themselves, as in fedustat.quantile(x, q, bounds=...): its default
+        # answers anywhere in them (the exponential mechanism over the gaps between the
+        # records, or JointExp on a fine grid); grid_points only places the error bar's
+        # atoms (fedustat.quantile's default unless given).
+        options["bounds"] = bounds
+        options["grid_points"] = params.get("grid_points", QUANTILE_GRID_POINTS)
+        return options
     options["thresholds"] = np.linspace(bounds[0], bounds[1], points)
     return options
 
@@ -793,13 +804,17 @@ def _curve_values(spec: Statistic, release: Any, exact: Any) -> dict[str, Any]:
 
 def _level_intervals(release: Any) -> list[list[float]] | None:
     """Per level, the 95% interval of levels at which the release is an exact quantile
-    (``fedustat.curves.level_error_bound``); None for a release without one."""
+    (``fedustat.curves.level_error_bound``); None for a release without one (also
+    JointExp's, the default for several levels on bounds, which has no data-independent
+    bound)."""
     if hasattr(release, "level_interval"):  # one level
-        return [list(map(float, release.level_interval(0.95)))]
-    if hasattr(release, "level_error"):  # several levels, one bound for all
+        out = [list(map(float, release.level_interval(0.95)))]
+    elif hasattr(release, "level_error"):  # several levels, one bound for all
         low, high = release.confidence_interval(0.95)
-        return [[float(a), float(b)] for a, b in zip(low, high, strict=True)]
-    return None
+        out = [[float(a), float(b)] for a, b in zip(low, high, strict=True)]
+    else:
+        return None
+    return None if any(math.isnan(v) for pair in out for v in pair) else out
 
 
 def _threshold_text(value: float | str) -> str:

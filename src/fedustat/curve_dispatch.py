@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 
 from fedustat import catalogue, curves
+from fedustat._validation import check_bounds_pair
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols.ecdf import dp_quantile, smooth
-from fedustat.protocols.ecdf.private_quantiles import check_quantile_size
+from fedustat.protocols.ecdf.private_quantiles import DEFAULT_GRID_POINTS, check_quantile_size
 from fedustat.stats.ecdf import check_thresholds
 
 __all__ = ["DEFAULT_LEVELS", "release_curve"]
@@ -32,7 +33,8 @@ DEFAULT_LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
 def release_curve(statistic: str, columns: Sequence[Any], *, epsilon: float,
                   protocol: str | None = None, thresholds: Any = None,
                   levels: Any = None, rng: Any = None, noise: NoiseSource | None = None,
-                  budget: BudgetAccountant | None = None) -> Any:
+                  budget: BudgetAccountant | None = None, bounds: Any = None,
+                  grid_points: int | None = None) -> Any:
     """Release the curve statistic ``statistic`` of ``columns`` with ``protocol``.
 
     Parameters
@@ -56,6 +58,13 @@ def release_curve(statistic: str, columns: Sequence[Any], *, epsilon: float,
     budget:
         A :class:`~fedustat.privacy.budget.BudgetAccountant`: checked before the release,
         spent after.
+    bounds, grid_points:
+        ``quantile`` and ``median`` only, instead of ``thresholds``: public bounds
+        ``(low, high)``, so that ``dp-quantiles`` runs :func:`fedustat.quantile`'s default
+        with bounds (answers anywhere in them; ``grid_points`` places its error bar's
+        atoms, default :data:`~fedustat.protocols.ecdf.private_quantiles.
+        DEFAULT_GRID_POINTS`); the other quantile releases take ``grid_points`` even
+        points of the bounds as their grid.
 
     Returns
     -------
@@ -86,8 +95,25 @@ def release_curve(statistic: str, columns: Sequence[Any], *, epsilon: float,
     if len(columns) != len(stat.columns):
         raise ValueError(f"{statistic} needs {len(stat.columns)} column(s) "
                          f"({', '.join(stat.columns)}), got {len(columns)}")
+    if bounds is not None or grid_points is not None:
+        if stat.curve not in ("quantile", "median"):
+            raise ValueError(f"{statistic} takes its grid as thresholds=[t1, t2, ...]; "
+                             "bounds= and grid_points= are for quantile and median")
+        if thresholds is not None:
+            raise ValueError(f"{statistic}: pass bounds= or thresholds=, not both")
+        if bounds is None:
+            raise ValueError(f"{statistic}: grid_points= goes with bounds=(low, high)")
+    points = DEFAULT_GRID_POINTS if grid_points is None else grid_points
+    if bounds is not None and name != "dp-quantiles":
+        # A release on a grid of candidates (003's inversion, federated curves): the
+        # bounds' even grid.
+        low, high = check_bounds_pair(bounds, "bounds")
+        if isinstance(points, bool) or not isinstance(points, int | np.integer) or points < 2:
+            raise ValueError(f"grid_points must be an integer >= 2, got {points!r}")
+        thresholds, bounds = np.linspace(low, high, int(points)), None
     return _release(stat, name, columns, epsilon=epsilon, thresholds=thresholds,
-                    levels=levels, rng=rng, noise=noise, budget=budget)
+                    levels=levels, rng=rng, noise=noise, budget=budget, bounds=bounds,
+                    grid_points=points)
 
 
 def _quantile_levels(statistic: str, levels: Any, thresholds: Any = None) -> Any:
@@ -108,7 +134,8 @@ def _quantile_levels(statistic: str, levels: Any, thresholds: Any = None) -> Any
 
 def _release(stat: catalogue.Statistic, name: str, columns: Sequence[Any], *,
              epsilon: float, thresholds: Any, levels: Any, rng: Any,
-             noise: NoiseSource | None, budget: BudgetAccountant | None) -> Any:
+             noise: NoiseSource | None, budget: BudgetAccountant | None,
+             bounds: Any = None, grid_points: int = DEFAULT_GRID_POINTS) -> Any:
     """The one-call functions of :mod:`fedustat.curves` where they serve ``name``; the
     protocol layer for the rest (003's smoothing, quantiles read from a federated curve).
     Budgets are checked and charged by the one-call functions."""
@@ -123,6 +150,15 @@ def _release(stat: catalogue.Statistic, name: str, columns: Sequence[Any], *,
                                  "fedustat.hosmer_lemeshow(..., gamma=, n_groups=))")
         score, label = columns
         return curves.hosmer_lemeshow(label, score, **common)
+    if bounds is not None:  # dp-quantiles on public bounds (release_curve checked)
+        x = np.asarray(columns[0], dtype=np.float64)
+        common |= {"bounds": bounds, "grid_points": grid_points}
+        if stat.curve == "median":
+            if levels is not None:
+                raise ValueError("median is the 0.5 quantile; give levels to quantile "
+                                 "instead")
+            return curves.median(x, **common)
+        return curves.quantile(x, _quantile_levels(stat.name, levels), **common)
     if thresholds is None:
         raise ValueError(f"{stat.name} needs a public grid: thresholds=[t1, t2, ...] "
                          "(strictly increasing; never taken from the data)")

@@ -127,6 +127,17 @@ def test_estimate_runs_every_statistic_with_its_default_protocol(
         assert row["estimate"] == api.value
         return
     assert row["protocol"] == catalogue.DEFAULT_CURVE_RELEASE[name]
+    if name in ("quantile", "median"):
+        # The command line passes its bounds, as a Python user does: the continuous default.
+        x, levels = columns[0], row["levels"]
+        api = (fedustat.median(x, epsilon=1.0, bounds=stat.default_bounds, rng=3)
+               if name == "median" else
+               fedustat.quantile(x, levels, epsilon=1.0, bounds=stat.default_bounds, rng=3))
+        assert api.method.startswith("continuous")
+        assert row["values"] == [float(v) for v in np.atleast_1d(np.asarray(api))]
+        exact = np.quantile(np.clip(x, *stat.default_bounds), levels, method="inverted_cdf")
+        assert row["exact_values"] == [float(v) for v in exact]
+        return
     options = {} if name == "hl" else {"thresholds": grid(name)}
     api = fedustat.estimate(name, np.column_stack(columns), epsilon=1.0, rng=3, **options)
     if name == "ecdf":
@@ -134,14 +145,6 @@ def test_estimate_runs_every_statistic_with_its_default_protocol(
         x = columns[0]
         exact = (x[:, None] <= grid(name)[None, :]).mean(axis=0)
         np.testing.assert_allclose(row["exact_values"], exact, rtol=0, atol=1e-12)
-    elif name in ("quantile", "median"):
-        released = api.values if name == "quantile" else api.value
-        assert row["values"] == [float(v) for v in np.atleast_1d(released)]
-        x, tau = columns[0], grid(name)
-        cdf = (x[:, None] <= tau[None, :]).mean(axis=0)
-        # The grid's generalized inverse min{t : F(t) >= q}, dp_quantiles' exact value.
-        exact = [float(tau[np.argmax(cdf >= q)]) for q in row["levels"]]
-        assert row["exact_values"] == exact
     elif name == "roc":
         assert row["estimate"] == float(api.auc.value)
         assert row["tpr"] == [float(v) for v in api.tpr]
@@ -201,9 +204,8 @@ def test_curve_error_bars_are_printed(capsys: pytest.CaptureFixture[str]) -> Non
     (row,) = run_json(capsys, "estimate", "--statistic", "median", "--epsilon", "0.4",
                       "--seed", "2", "--format", "json")
     bmi = fedustat.datasets.load("diabetes_pairs")["bmi"]
-    # The command line makes the grid of its bounds and passes it as thresholds.
-    again = fedustat.median(bmi, epsilon=0.4,
-                            thresholds=np.linspace(*catalogue.get("median").default_bounds, 256),
+    # The command line passes its bounds (fedustat.quantile's continuous default).
+    again = fedustat.median(bmi, epsilon=0.4, bounds=catalogue.get("median").default_bounds,
                             rng=np.random.default_rng(2))
     assert row["values"] == [again.value]
     assert row["level_intervals"] == [list(again.level_interval(0.95))]

@@ -99,10 +99,10 @@ def release_curve(statistic: str, columns: Sequence[Any], *, epsilon: float,
         if stat.curve not in ("quantile", "median"):
             raise ValueError(f"{statistic} takes its grid as thresholds=[t1, t2, ...]; "
                              "bounds= and grid_points= are for quantile and median")
-        if thresholds is not None:
-            raise ValueError(f"{statistic}: pass bounds= or thresholds=, not both")
         if bounds is None:
             raise ValueError(f"{statistic}: grid_points= goes with bounds=(low, high)")
+        if thresholds is not None:
+            raise ValueError(f"{statistic}: pass bounds= or thresholds=, not both")
     points = DEFAULT_GRID_POINTS if grid_points is None else grid_points
     if bounds is not None and name != "dp-quantiles":
         # A release on a grid of candidates (003's inversion, federated curves): the

@@ -255,12 +255,16 @@ def test_results_serialise_released_and_public_fields_only(values: np.ndarray,
     y, score = labelled
     results = [fedustat.ecdf(values, epsilon=1.0, bounds=(0, 49), rng=1),
                fedustat.quantile(values, [0.5, 0.9], epsilon=1.0, bounds=(0, 49), rng=1),
+               fedustat.quantile(values, [0.5, 0.9], epsilon=1.0, bounds=(0, 49),
+                                 interval_share=0.3, rng=1),
                fedustat.roc_curve(y, score, epsilon=1.0, bounds=(0, 9), rng=1),
                fedustat.hosmer_lemeshow(y, score / 10, epsilon=1.0, rng=1)]
     for res in results:
         out = json.loads(res.to_json())
+        # value_interval: a quantile's data-unit intervals, read from its private curve.
         fields = {k for k in out if k not in ("kind", "std_error", "confidence_level",
-                                              "interval", "guarantee", "noise")}
+                                              "interval", "value_interval", "guarantee",
+                                              "noise")}
         allowed = {f for f in (*res.released_fields, *res.public_fields) if "." not in f}
         assert fields == allowed
         low, high = res.confidence_interval(0.9)
@@ -270,7 +274,8 @@ def test_results_serialise_released_and_public_fields_only(values: np.ndarray,
         assert out["guarantee"]["epsilon"] == 1.0
     med = fedustat.median(values, epsilon=1.0, bounds=(0, 49), rng=1)
     assert med.to_dict()["level_interval"] == list(med.level_interval())
-    with pytest.raises(ValueError, match="errs in rank, not in value"):
+    with pytest.raises(ValueError,
+                       match=r"no interval in the data.s units: .*pass interval_share"):
         med.confidence_interval()
 
 

@@ -699,8 +699,7 @@ class QuantileEstimate(Estimate):
 
     #: Fields that depend on the data: the released grid point (everything else, the level
     #: error bar included, is a function of n, the grid and epsilon).
-    released_fields: ClassVar[tuple[str, ...]] = ("value", "interval_curve",
-                                                  "interval_curve.*")
+    released_fields: ClassVar[tuple[str, ...]] = ("value", "interval_curve.values")
 
     level: float = math.nan
     method: str = ""

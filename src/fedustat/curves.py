@@ -380,7 +380,8 @@ class ECDFResult(CurveRelease):
     def confidence_interval(self, confidence_level: float = 0.95, *,
                             simultaneous: bool = False) -> ConfidenceInterval:
         """Pointwise intervals for the exact ECDF at the grid points; ``simultaneous=True``
-        covers all N points at once (union bound: each at ``1 - (1 - level) / N``).
+        covers all N points at once (the release's whole-curve band: the max-t band of the
+        hierarchical release, the union bound on 003's tree; docs/protocols/ecdf.md).
 
         Both are intersected with [0, 1], where the exact ECDF lies. A simultaneous band
         is also made monotone (the lower edge's running maximum, the upper edge's running
@@ -411,9 +412,7 @@ class ECDFResult(CurveRelease):
         True
         """
         level = _check_level(confidence_level)
-        if simultaneous:
-            level = 1.0 - (1.0 - level) / self.thresholds.size
-        low, high = self.release.confidence_band(level)
+        low, high = self.release.confidence_band(level, simultaneous=simultaneous)
         # Intersected with [0, 1], where the exact ECDF lies (Estimate.clipped's rule).
         low = np.clip(np.asarray(low, dtype=np.float64), 0.0, 1.0)
         high = np.clip(np.asarray(high, dtype=np.float64), 0.0, 1.0)

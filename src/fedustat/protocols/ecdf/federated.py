@@ -388,10 +388,16 @@ class FederatedECDF:
             return self._node_laws(weights / self.n)
         return self.node_error(1.0 / self.n, self.tree.n_levels)
 
-    def confidence_band(self, confidence_level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    def confidence_band(self, confidence_level: float = 0.95, *,
+                        simultaneous: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Pointwise intervals ``(low, high)`` at the queried thresholds from
-        :meth:`point_error` (each point covers at ``confidence_level``; not simultaneous;
-        hierarchical: the worst point's law scaled to each point's standard deviation)."""
+        :meth:`point_error` (each point covers at ``confidence_level``; hierarchical: the
+        worst point's law scaled to each point's standard deviation). ``simultaneous=True``:
+        every queried point at once, by the union bound (each at
+        ``1 - (1 - confidence_level) / N``; a query is not always the whole tree, so the
+        max-t band of :meth:`PrivateECDF.confidence_band` does not apply)."""
+        if simultaneous:
+            confidence_level = 1.0 - (1.0 - confidence_level) / self.values.size
         half: Any = self.point_error().half_width(confidence_level)
         if self.plan is not None and self.distribution != "none":
             sd = np.sqrt(self.point_variances)

@@ -316,7 +316,9 @@ def test_recommendations_are_stable_and_follow_the_trust_model() -> None:
     assert first.table() == again.table()
     assert first.recommended is not None and again.recommended is not None
     assert first.recommended.protocol == again.recommended.protocol == "ldp-quantized"
-    assert first.recommended.parameters["k"] == 9  # 000 Cor. 1: 6000^(1/4) sqrt(1) ~ 8.8
+    # The AUC rule for continuous scores (quantization.auc_bins), not 000 Cor. 1's 9.
+    from fedustat.protocols.local.quantization import auc_bins
+    assert first.recommended.parameters["k"] == auc_bins(6000, 1.0) == 17
     assert advise("auc", trust="curator", **kw).recommended.protocol == "central-laplace"
     label = advise("auc", trust="label", **kw)
     assert label.recommended.protocol == "fedauc-rr"

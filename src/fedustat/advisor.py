@@ -522,7 +522,8 @@ def _plan(q: Query) -> QuantizationPlan:
 
 
 def _bins(q: Query, plan: QuantizationPlan) -> dict[str, int]:
-    # 000 Cor. 1: k = n^{1/4} sqrt(L eps), the protocols' own default rule.
+    # The protocols' own default rule: 000 Cor. 1, k = n^{1/4} sqrt(L eps), or for the
+    # AUC of continuous scores the AUC rule (quantization.auc_bins).
     return plan.bins_for(q.n, q.epsilon)
 
 
@@ -598,13 +599,16 @@ def _ldp_quantized(q: Query) -> Prediction | None:
     beta = size * em / (1.0 + (size - 1) * em)  # 000 Alg. 1: beta = k / (k + e^eps - 1)
     s = 1.0 - beta
     notes: list[str] = []
+    auc_rule = q.statistic == "auc" and plan.auc_rule_applies and not plan.resolved
     if q.statistic == "auc":
         # 000 Thm 1's argument (001 App. A.1) for two public groups: each party's linear
         # term has variance <= (range of its kernel row)^2 / (4 (1-beta)^2), each cross pair
         # <= (1+beta)^2 / (4 (1-beta)^4); derived here, see docs/compare.md.
         randomization = ((1.0 / q.n_pos + 1.0 / q.n_neg) / (4.0 * s * s)
                          + (1.0 + beta) ** 2 / (4.0 * q.n_pos * q.n_neg * s**4))
-        formula = "000 Thm 1 for two public groups (derived), k from 000 Cor. 1"
+        formula = ("000 Thm 1 for two public groups (derived), k from "
+                   + ("the AUC rule (docs/protocols/ldp-quantized.md)" if auc_rule
+                      else "000 Cor. 1"))
     else:
         randomization = theorem1_variance_bound(q.n, size, q.epsilon, kernel.output_range)
         formula = "000 Thm 1, k from 000 Cor. 1"
@@ -613,9 +617,14 @@ def _ldp_quantized(q: Query) -> Prediction | None:
     kind = BOUND
     if term is None:
         kind = PARTIAL
-        notes.append("the quantization error of this non-Lipschitz kernel on a continuous "
-                     "column depends on the data (000 Thm 2 needs a Lipschitz density); "
-                     "it is not included")
+        if auc_rule:
+            notes.append("the AUC rule's k keeps the quantization gap below a tenth of the "
+                         "noise's standard deviation for score densities smooth within bins "
+                         "(docs/protocols/ldp-quantized.md); it is not included")
+        else:
+            notes.append("the quantization error of this non-Lipschitz kernel on a "
+                         "continuous column depends on the data (000 Thm 2 needs a "
+                         "Lipschitz density); it is not included")
     else:
         components["quantization"] = term[0]
         if term[0] > 0:

@@ -50,6 +50,7 @@ __all__ = [
     "ProductGrid",
     "QuantizationPlan",
     "QuantizedKernel",
+    "auc_bins",
     "corollary1_k",
     "plan_for_kernel",
     "quantize_kernel",
@@ -395,12 +396,22 @@ class QuantizationPlan:
         missing = [c for c in self.continuous if c.bins is None]
         if not missing:
             return out
+        if lipschitz is None and self.auc_rule_applies:
+            out[missing[0].name] = auc_bins(n_parties, epsilon)
+            return out
         lip = self.unit_lipschitz() if lipschitz is None else float(lipschitz)
         total = corollary1_k(n_parties, epsilon, 1.0 if lip is None else lip)
         per_column = (total / self.discrete_size) ** (1.0 / len(self.continuous))
         for col in missing:
             out[col.name] = max(2, round(per_column))
         return out
+
+    @property
+    def auc_rule_applies(self) -> bool:
+        """True for the AUC kernel on one continuous score column with public labels: its
+        default number of bins is :func:`auc_bins`, not Corollary 1."""
+        return (self.kernel.func is _kernels._auc_func and len(self.private) == 1
+                and self.private[0].values is None and len(self.public) == 1)
 
     def unit_lipschitz(self) -> float | None:
         """The kernel's Lipschitz constant on the unit-rescaled domain and unit output.
@@ -448,6 +459,43 @@ def corollary1_k(n_parties: int, epsilon: float, lipschitz: float = 1.0) -> int:
     if not (math.isfinite(lip) and lip > 0):
         raise ValueError(f"lipschitz must be finite and > 0, got {lipschitz!r}")
     return max(2, round(n ** 0.25 * math.sqrt(lip * eps)))
+
+
+#: A of :func:`auc_bins`: the quantization gap at most a tenth of the noise's standard
+#: deviation when G / sigma_0 <= 4 (docs/protocols/ldp-quantized.md, "Number of bins").
+AUC_BINS_FACTOR = 40.0
+
+
+def auc_bins(n_parties: int, epsilon: float) -> int:
+    """Default bins for the AUC of continuous scores: the smallest k >= 2 with
+    ``k^2 (k + e^eps - 1) >= A sqrt(n) (e^eps - 1)``, and at least Corollary 1's k.
+
+    The AUC kernel is a step (not Lipschitz), so 000 Thm 2 does not bound its quantization
+    error, and Corollary 1's MSE-optimal k leaves a gap comparable to the noise (a biased
+    interval). For scores with densities f+ and f- smooth within bins of width w, the
+    gap between the AUC of the quantized scores (ties within a bin counted 1/2) and the
+    exact AUC is ``-(w^2 / 12) * int (f+' f- - f+ f-') dx + O(w^3)`` (a first-order
+    expansion of the densities within each bin; derived in
+    docs/protocols/ldp-quantized.md), i.e. ``G / k^2`` on the declared range. The noise's
+    standard deviation is ``(k + e^eps - 1) / (e^eps - 1) * sigma_0 / sqrt(n)`` (000 Alg. 1:
+    the debiasing divides by ``1 - beta = (e^eps - 1) / (k + e^eps - 1)``). The rule makes
+    ``G / k^2 <= sd / 10`` for ``G / sigma_0 <= A / 10``: the gap is then negligible
+    against the noise (bias below a tenth of a standard error). Only public n and epsilon
+    enter: k stays public and is fixed before any report.
+    """
+    n = check_positive_int(n_parties, "n_parties")
+    eps = float(epsilon)
+    if not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    gain = math.expm1(min(eps, 700.0))
+    need = AUC_BINS_FACTOR * math.sqrt(n)
+    # k^2 (k + gain) >= need * gain, divided by gain (finite for any epsilon). Below both
+    # (need gain / 2)^(1/3) and sqrt(need / 2) each term is under need / 2: a start.
+    k = max(2, int(min(math.exp((math.log(need * 0.5) + math.log(gain)) / 3.0),
+                       math.sqrt(need * 0.5))))
+    while k * k * (k / gain + 1.0) < need:
+        k += 1
+    return max(k, corollary1_k(n, eps))
 
 
 def _kernel_bounds(kernel: Kernel) -> tuple[float, float] | None:

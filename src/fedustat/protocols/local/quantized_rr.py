@@ -106,6 +106,7 @@ from fedustat.protocols.base import (
     statistic_release,
 )
 from fedustat.protocols.local.quantization import (
+    AUC_BINS_FACTOR,
     DEFAULT_AVG_TOL,
     DEFAULT_MAX_EVALUATIONS,
     ProductGrid,
@@ -518,6 +519,10 @@ class QuantizedLocalProtocol(Protocol):
 
     # ---------------------------------------------------------------- public helpers
     def _corollary_rule(self, n: int) -> str:
+        if self.lipschitz is None and self.plan.auc_rule_applies:
+            return (f"AUC rule: the smallest k with k^2 (k + e^eps - 1) >= "
+                    f"{AUC_BINS_FACTOR:g} sqrt(n) (e^eps - 1) with n = {n} (quantization gap "
+                    "under a tenth of the noise), at least corollary 1's k")
         lip = self.lipschitz if self.lipschitz is not None else self.plan.unit_lipschitz()
         lip_s = "1 (default)" if lip is None else f"{lip:g}"
         return f"corollary 1: k = n^(1/4) sqrt(L eps) with n = {n}, L = {lip_s}"
@@ -647,7 +652,11 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         Local privacy budget of each party (> 0, finite).
     k:
         Bins per continuous column (int, sequence or mapping by column). None derives
-        them from Corollary 1, ``k = n^{1/4} sqrt(L eps)`` (see ``n_parties``).
+        them from Corollary 1, ``k = n^{1/4} sqrt(L eps)`` (see ``n_parties``); for the
+        AUC of continuous scores (and no ``lipschitz``) from
+        :func:`~fedustat.protocols.local.quantization.auc_bins`, which makes the
+        quantization gap negligible against the noise so that the interval covers the
+        exact AUC. With a given k the interval is for the AUC of the quantized scores.
     bounds, domain, public_columns, quantizer:
         The public grid (:func:`~fedustat.protocols.local.quantization.plan_for_kernel`).
     quantized_kernel:
@@ -659,7 +668,8 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         aggregator broadcasts the bins): one more round.
     lipschitz:
         L of Corollary 1 on the unit-rescaled domain; defaults to the kernel's Lipschitz
-        constant rescaled, or 1.
+        constant rescaled, or 1. Given for the AUC, it asks for Corollary 1's k instead
+        of the AUC rule.
     noise:
         The parties' randomness: ``None`` uses each batch's seeded generator; pass a
         :class:`~fedustat.privacy.noise.DeploymentNoise` to protect real people.
@@ -774,7 +784,8 @@ class QuantizedRandomizedResponse(QuantizedLocalProtocol):
         # U_hat - U is a sum over the n parties of independent report terms plus a
         # degenerate pair term (001 App. A.1); the normal law is the CLT for that sum
         # (Hoeffding 1948 for the U-statistic form). The interval is for the U-statistic
-        # of the quantized data; the quantization error is bounded apart (Thm 2). Renyi-2's
+        # of the quantized data; the quantization error is bounded apart (Thm 2), and for
+        # the AUC of continuous scores the default k makes it negligible (auc_bins). Renyi-2's
         # -ln U clips U into [1/C(n,2), 1] first and maps U's interval (statistic_release).
         release = statistic_release(self.kernel, u, NormalError(u_se), public)
 

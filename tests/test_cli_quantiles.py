@@ -88,3 +88,16 @@ def test_release_curve_takes_bounds_for_quantiles_only() -> None:
     exact = release_curve("quantile", [x], epsilon=math.inf, bounds=(0, 10), levels=[0.5])
     assert exact.values.tolist() == [float(np.quantile(x, 0.5, method="inverted_cdf"))]
 
+
+
+def test_estimate_with_bounds_runs_the_continuous_default_like_quantile() -> None:
+    x = np.random.default_rng(4).lognormal(2.0, 0.6, (400, 1))
+    through_estimate = fedustat.estimate("median", x, bounds=BOUNDS, epsilon=1.0, rng=3)
+    direct = fedustat.median(x[:, 0], bounds=BOUNDS, epsilon=1.0, rng=3)
+    assert through_estimate.method == direct.method == "continuous"
+    assert float(through_estimate.value) == float(direct.value)
+    several = fedustat.estimate("quantile", x, bounds=BOUNDS, levels=[0.25, 0.75],
+                                epsilon=1.0, rng=3)
+    assert several.method == "continuous-joint"
+    with pytest.raises(ValueError, match="pass bounds= or thresholds=, not both"):
+        fedustat.estimate("median", x, bounds=BOUNDS, thresholds=[1.0, 2.0], epsilon=1.0)

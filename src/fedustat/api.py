@@ -214,7 +214,8 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
         ``"quantile"``, ``"median"``, ``"roc"``, ``"hl"``) is released by its curve
         release (``protocol``: ``"dp-ecdf"``, ``"ecdf-secagg"``, ...; default
         ``fedustat.catalogue.DEFAULT_CURVE_RELEASE``) on the public grid
-        ``thresholds=[...]`` (or ``bounds=(lo, hi)``: 256 even points), with
+        ``thresholds=[...]`` (or ``bounds=(lo, hi)``: 256 even points; for ``"quantile"``
+        and ``"median"`` the bounds themselves, as in :func:`fedustat.quantile`), with
         ``levels=[...]`` for quantiles; it returns that release's own result (e.g. the
         ``ECDFResult`` of :func:`fedustat.ecdf`), see
         :func:`fedustat.curve_dispatch.release_curve`.
@@ -363,15 +364,21 @@ def _estimate_by_name(name: str, data: Any, *, epsilon: float, delta: float,
                             "Hosmer-Lemeshow release: its grid of predicted probabilities is "
                             "fixed by 003 Alg. 2; set its spacing and groups with "
                             "fedustat.hosmer_lemeshow(..., gamma=, n_groups=)")
-    elif bounds is not None:
+    curve_bounds = None
+    if statistic.curve != "hl" and bounds is not None:
         if thresholds is not None:
             raise ValueError(f"fedustat.estimate({name!r}): pass bounds= or thresholds=, "
                              "not both")
         low, high = check_bounds_pair(bounds, "bounds")
-        thresholds = np.linspace(low, high, CURVE_GRID_POINTS)
+        if name in ("quantile", "median"):
+            # As fedustat.quantile: answers anywhere in the bounds (the continuous default).
+            curve_bounds = (low, high)
+        else:
+            thresholds = np.linspace(low, high, CURVE_GRID_POINTS)
     return release_curve(name, _curve_columns(statistic, data), epsilon=epsilon,
                          protocol=protocol, thresholds=thresholds, levels=levels, rng=rng,
-                         noise=noise_source(noise, rng), budget=budget)
+                         noise=noise_source(noise, rng), budget=budget,
+                         **({"bounds": curve_bounds} if curve_bounds is not None else {}))
 
 
 def _curve_columns(statistic: Any, data: Any) -> list[np.ndarray]:

@@ -991,6 +991,31 @@ def opendp_median_errors(x: np.ndarray, candidates: np.ndarray, epsilon: float
     return float(law @ np.abs(candidates - truth)), float(law @ level)
 
 
+def lattice_exponential_errors(x: np.ndarray, thresholds: np.ndarray, level: float,
+                               epsilon: float) -> tuple[float, float]:
+    """Exact expected (value error, level error) at one level of ours on given
+    ``thresholds`` with the method ``"exponential"``: permute-and-flip (McKenna and
+    Sheldon 2020, Alg. 1) with ``private_quantiles.rank_costs`` at ``beta = eps / 2``,
+    its law from ``permute_and_flip_distribution``, free of Monte Carlo noise (the
+    measured row checks this law)."""
+    from fedustat.protocols.ecdf.private_quantiles import (
+        permute_and_flip_distribution,
+        rank_costs,
+        target_ranks,
+    )
+
+    s = np.sort(x)
+    n = s.size
+    below = np.searchsorted(s, thresholds, side="left")
+    upto = np.searchsorted(s, thresholds, side="right")
+    rank = int(target_ranks(np.array([level]), n)[0])
+    law = permute_and_flip_distribution(rank_costs(upto, rank).astype(np.float64),
+                                        epsilon / 2)
+    truth = float(np.quantile(s, level, method="inverted_cdf"))
+    level_err = np.maximum(0.0, np.maximum(below / n - level, level - upto / n))
+    return float(law @ np.abs(thresholds - truth)), float(law @ level_err)
+
+
 def _opendp_float_quantiles(dp: Any, candidates: np.ndarray, epsilon_each: float, n: int,
                             levels: Sequence[float]) -> list[Any]:
     """One ``make_private_quantile`` per level on float data of public size n over the
@@ -1070,6 +1095,8 @@ def _quantile_cell(x: np.ndarray, public: dict[str, Any], candidates: np.ndarray
                  else (float(candidates[0]), float(candidates[-1])))
     ours_exact = (gap_mechanism_errors(x, levels[0], eps, low, high, grid=candidates)
                   if gap_law and picked == "continuous" else None)
+    if m == 1 and "thresholds" in public and picked == "exponential":
+        ours_exact = lattice_exponential_errors(x, candidates, levels[0], eps)
     run(f"ours: fedustat.quantile (-> {picked})", False,
         lambda k: np.asarray(fedustat.quantile(x, list(levels), epsilon=eps, rng=k,
                                                **public)), reps, ours_exact)
@@ -1197,7 +1224,8 @@ def quantile_comparison(data: Sequence[str] = QUANTILE_DATA, epsilons: Sequence[
         "atom); value error |t - x_q| (numpy inverted_cdf).",
         "exact: the expected errors from the mechanism's exact law on these data, at m = 1: "
         "the exponential mechanism over the gaps (ours 'continuous' and diffprivlib on "
-        "bounds: the same law but for our error bar's atoms) and OpenDP's permute-and-flip "
+        "bounds: the same law but for our error bar's atoms), ours 'exponential' on "
+        "thresholds (permute-and-flip on rank_costs) and OpenDP's permute-and-flip "
         "on its median score; the ratios use them there "
         "(their +- then counts the other side's runs only), the measured means elsewhere. "
         "Each cell draws its own seeds.",

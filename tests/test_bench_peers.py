@@ -206,7 +206,8 @@ def test_quantile_comparison_rows(bench: ModuleType) -> None:
 
             # The exact laws at one level: the gap mechanism (ours on bounds, diffprivlib)
             # and OpenDP's permute-and-flip at the median.
-            assert (ours["exact_value"] is not None) == (m == 1 and kind == "lognormal")
+            assert (ours["exact_value"] is not None) == (
+                m == 1 and (kind == "lognormal" or picked == "exponential"))
             assert (peers[0]["exact_value"] is not None) == (m == 1)
             for key in ("value", "level"):
                 best = min(basis(r, key) for r in peers)
@@ -217,6 +218,27 @@ def test_quantile_comparison_rows(bench: ModuleType) -> None:
                 assert not ours[f"{key}_ratio_se"] < 0  # NaN where the best peer is exact
             assert all(math.isfinite(r["value"]) and r["level"] >= 0 for r in block)
     assert "level ours/best" in table.render()
+
+
+def test_lattice_exponential_errors_are_the_one_call_law(bench: ModuleType) -> None:
+    import fedustat
+    from fedustat.protocols.ecdf.private_quantiles import expected_errors
+
+    rng = np.random.default_rng(0)
+    x = np.clip(np.round(rng.lognormal(1.0, 0.6, 300)), 0, 20)
+    lattice = np.arange(0.0, 21.0)  # eps 0.1: expected errors 0.32 and 0.013
+    value, level = bench.lattice_exponential_errors(x, lattice, 0.5, 0.1)
+    # The value error on a unit-step lattice is the library's exact error in grid steps.
+    steps = expected_errors(x, [0.5], epsilon=0.1, thresholds=lattice, method="exponential")
+    assert value == pytest.approx(float(steps[0]), rel=1e-9)
+    assert fedustat.quantile(x, 0.5, epsilon=0.1, thresholds=lattice, rng=0).method == (
+        "exponential")
+    runs = [bench.quantile_errors(x, [0.5], fedustat.quantile(
+        x, 0.5, epsilon=0.1, thresholds=lattice, rng=seed)) for seed in range(400)]
+    measured = np.array(runs)
+    for k, exact in enumerate((value, level)):
+        se = measured[:, k].std(ddof=1) / math.sqrt(len(runs))
+        assert abs(measured[:, k].mean() - exact) <= 4 * se + 1e-12
 
 
 def test_quantile_errors_charge_an_exact_tied_answer_nothing(bench: ModuleType) -> None:

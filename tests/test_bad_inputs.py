@@ -412,7 +412,7 @@ def test_cli_unknown_parameter_names_the_protocol_and_lists_the_valid_ones(
     cli_error(capsys, "estimate", "--statistic", "auc", "--protocol", "ldp-tree",
               "--param", "kk=3",
               match=r"protocol 'ldp-tree' has no parameter 'kk'; its parameters are: d, "
-                    r"split, a, noise, bounds, oracle, max_report_bits$")
+                    r"split, a, noise, bounds, oracle, max_report_bits, recursion$")
 
 
 def test_cli_noise_as_a_parameter_points_to_the_option(

@@ -21,9 +21,11 @@ $(STAMP_TEST): pyproject.toml | $(BIN)/python
 run: $(STAMP_RUN)
 	$(BIN)/fedustat compare
 
+# Two workers, each test file on one worker (a file's module fixtures, such as a Flower
+# deployment, then start once).
 test: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks

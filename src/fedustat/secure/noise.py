@@ -479,11 +479,25 @@ class PolyaDifferenceError(ErrorDistribution):
         if self.t == 0.0 or self.unit == 0.0:
             return 1.0 if x >= 0 else 0.0
         if self._exact():
+            # Z = X - Y with X, Y iid negative binomial: P(Z <= k) = sum_y P(Y = y) P(X <= k + y),
+            # P(X <= j) = 1 beyond the tabulated support (its tail is below 1e-17).
             k = math.floor(x / self.unit + 1e-9)
-            ys = np.arange(int(self._support()) + 1)
-            law = sps.nbinom(self.total_shape, 1.0 - self.t)
-            return float(np.clip(np.sum(law.pmf(ys) * law.cdf(k + ys)), 0.0, 1.0))
+            pmf, cdf = self._lattice_law
+            if k >= 0:
+                inside = cdf.size - k
+                total = float(pmf[:inside] @ cdf[k:]) + float(pmf[inside:].sum()) if inside > 0 \
+                    else float(pmf.sum())
+            else:
+                total = float(pmf[-k:] @ cdf[:cdf.size + k]) if -k < cdf.size else 0.0
+            return float(np.clip(total, 0.0, 1.0))
         return self._continuum_cdf(x)
+
+    @functools.cached_property
+    def _lattice_law(self) -> tuple[np.ndarray, np.ndarray]:
+        """The one-sided negative binomial's pmf and cdf on its support, tabulated once."""
+        ys = np.arange(int(self._support()) + 1)
+        law = sps.nbinom(self.total_shape, 1.0 - self.t)
+        return law.pmf(ys), law.cdf(ys)
 
     def _continuum_cdf(self, x: float) -> float:
         if x == 0.0:

@@ -981,58 +981,51 @@ def dp_quantiles(values: Any, levels: Any, *, epsilon: float, thresholds: Any = 
         chosen = min(QUANTILE_METHODS, key=lambda name: preds[name].mean_steps)
     predicted = preds[chosen].mean_steps if chosen in preds else math.nan
     counts = ecdf_counts(x, tau)
+    if math.isinf(eps):  # an exact release: no noise, no guarantee
+        source, guarantee, kind = None, PrivacyGuarantee.none(), "none"
+    else:
+        source = resolve_noise(rng, noise)
+        guarantee, kind = (PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, ECDF_ADJACENCY,
+                                            assumptions=(trusted_curator(),)), source.kind)
 
     if chosen in CONTINUOUS_METHODS:
         # Outputs in [tau_0, tau_last]; a record outside moves to the nearer end (a function
         # of that record alone: the adjacency is unchanged).
         inside = np.sort(np.clip(x, tau[0], tau[-1]))
-        if math.isinf(eps):
+        if source is None:
             out = np.quantile(inside, q, method="inverted_cdf").astype(np.float64)
-            guarantee, kind = PrivacyGuarantee.none(), "none"
+        elif chosen == "continuous":
+            out = continuous_quantiles(inside, q, tau, eps, source)
+        elif chosen == "continuous-joint":
+            out = continuous_joint_quantiles(inside, q, float(tau[0]), float(tau[-1]),
+                                             eps, source)
         else:
-            source = resolve_noise(rng, noise)
-            kind = source.kind
-            guarantee = PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, ECDF_ADJACENCY,
-                                         assumptions=(trusted_curator(),))
-            if chosen == "continuous":
-                out = continuous_quantiles(inside, q, tau, eps, source)
-            elif chosen == "continuous-joint":
-                out = continuous_joint_quantiles(inside, q, float(tau[0]), float(tau[-1]),
-                                                 eps, source)
-            else:
-                out = split_quantiles(inside, q, eps, source, low=float(tau[0]),
-                                      high=float(tau[-1]))
-    elif math.isinf(eps):
+            out = split_quantiles(inside, q, eps, source, low=float(tau[0]),
+                                  high=float(tau[-1]))
+    elif source is None:
         ranks = target_ranks(q, n)
         idx = np.minimum(np.searchsorted(counts, ranks, side="left"), tau.size - 1)
         out = tau[idx]
-        guarantee = PrivacyGuarantee.none()
-        kind = "none"
+    elif chosen == "exponential":
+        ranks = target_ranks(q, n)
+        idx = np.array([permute_and_flip(rank_costs(counts, int(r)), eps / q.size / 2.0,
+                                         source) for r in ranks])
+        # Sorting the answers of sorted levels never increases the total |error|
+        # against sorted truths; post-processing.
+        order = np.argsort(q, kind="stable")
+        idx[order] = np.sort(idx[order])
+        out = tau[idx]
+    elif chosen == "split":
+        out = split_quantiles(np.sort(np.clip(x, tau[0], tau[-1])), q, eps, source,
+                              low=float(tau[0]), high=float(tau[-1]), candidates=tau)
+    elif chosen == "joint":
+        order = np.argsort(q, kind="stable")
+        idx = np.empty(q.size, dtype=np.int64)
+        idx[order] = joint_exponential(counts, n, q[order], eps, source)
+        out = tau[idx]
     else:
-        source = resolve_noise(rng, noise)
-        kind = source.kind
-        guarantee = PrivacyGuarantee(eps, 0.0, PrivacyModel.CENTRAL, ECDF_ADJACENCY,
-                                     assumptions=(trusted_curator(),))
-        if chosen == "exponential":
-            ranks = target_ranks(q, n)
-            idx = np.array([permute_and_flip(rank_costs(counts, int(r)), eps / q.size / 2.0,
-                                             source) for r in ranks])
-            # Sorting the answers of sorted levels never increases the total |error|
-            # against sorted truths; post-processing.
-            order = np.argsort(q, kind="stable")
-            idx[order] = np.sort(idx[order])
-            out = tau[idx]
-        elif chosen == "split":
-            out = split_quantiles(np.sort(np.clip(x, tau[0], tau[-1])), q, eps, source,
-                                  low=float(tau[0]), high=float(tau[-1]), candidates=tau)
-        elif chosen == "joint":
-            order = np.argsort(q, kind="stable")
-            idx = np.empty(q.size, dtype=np.int64)
-            idx[order] = joint_exponential(counts, n, q[order], eps, source)
-            out = tau[idx]
-        else:
-            curve = dp_ecdf(x, tau, epsilon=eps, noise=source)
-            out = np.asarray(dp_quantile(curve, q).upper, dtype=np.float64)
+        curve = dp_ecdf(x, tau, epsilon=eps, noise=source)
+        out = np.asarray(dp_quantile(curve, q).upper, dtype=np.float64)
     result_values = out[0] if scalar else out
     return PrivateQuantiles(q[0] if scalar else q, result_values, chosen, predicted,
                             guarantee, preds, kind)

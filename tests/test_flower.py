@@ -431,7 +431,7 @@ def test_deployment_noise_is_released_as_such_and_must_agree(tmp_path):
     nodes.node_runs[202] = {**CASES[0], "noise": "simulation"}
     with pytest.raises(NetworkRunError, match=r"node-202 refused: the server's protocol "
                                               r"configuration differs from this node's: "
-                                              r"noise = \"deployment\" \(server\) vs none "
+                                              r"settings.noise = \"deployment\" \(server\) vs none "
                                               r"\(this node\)"):
         nodes.drive()
 

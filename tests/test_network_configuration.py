@@ -20,6 +20,7 @@ from fedustat.privacy.noise import DeploymentNoise
 from fedustat.protocols import registry
 from fedustat.protocols.base import Protocol
 from fedustat.runtime.network.service import (
+    SOURCE_ARGUMENTS,
     UndescribedError,
     configuration_differences,
     describe,
@@ -190,7 +191,10 @@ def test_each_parameter_that_changes_the_release_changes_the_configuration(name,
                                       public_configuration(base))
     # The difference names the option, as the protocol calls it.
     option = NAMED_AS.get((name, parameter), parameter)
-    assert any(d.split(" = ")[0].split(".")[0] == option for d in named), named
+    if parameter in SOURCE_ARGUMENTS:  # compared as the run resolved it
+        option = f"settings.{parameter}"
+    assert any(d.split(" = ")[0] == option or d.split(" = ")[0].split(".")[0] == option
+               for d in named), named
 
 
 @pytest.mark.parametrize("name", sorted(BASE))
@@ -221,7 +225,8 @@ def test_each_curve_parameter_changes_the_configuration(name, parameter):
     assert fingerprint(changed) != fingerprint(base)
     named = configuration_differences(public_configuration(changed),
                                       public_configuration(base))
-    assert any(d.startswith(f"{parameter} = ") for d in named), named
+    shown = f"settings.{parameter}" if parameter in SOURCE_ARGUMENTS else parameter
+    assert any(d.startswith(f"{shown} = ") for d in named), named
     assert public_configuration(build_curve(name, {"epsilon": 2.0})) != \
         public_configuration(base)
 
@@ -280,3 +285,14 @@ def test_functions_are_described_with_what_they_close_over():
 
     assert describe(scaled(2.0)) != describe(scaled(3.0))
     assert describe(math.sqrt) == "math.sqrt"
+
+
+@pytest.mark.parametrize("name", ["ldp-quantized", "umpc", "fedauc-rr"])
+def test_a_source_left_unset_and_one_given_as_deployment_agree(name):
+    # A device built in Python (noise unset, resolved to the OS CSPRNG for the run) and a
+    # server built by the command line (noise=DeploymentNoise()) run one configuration.
+    from fedustat.runtime.network.service import resolve_randomness
+
+    unset, _ = resolve_randomness(build(name), None)
+    given, _ = resolve_randomness(build(name, noise=DeploymentNoise()), None)
+    assert public_configuration(unset) == public_configuration(given)

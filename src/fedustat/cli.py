@@ -1501,6 +1501,54 @@ def cmd_party(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_collect(args: argparse.Namespace) -> int:
+    _, _, protocol = _network_protocol(args)
+    credentials = network.load_credentials(args.certs, "server")
+    try:
+        window = network.Window(args.window, args.quorum, args.linger)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+    def ready(port: int) -> None:
+        print(f"listening on port {port}; the window closes in {args.window:g} s"
+              + (f" or at {args.quorum} reports" if args.quorum else ""), flush=True)
+
+    try:
+        run = network.collect(protocol, credentials, window, address=args.listen,
+                              rng=args.seed, on_ready=ready)
+    except (network.NetworkRunError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    est = run.estimate
+    summary = network.release_summary(est) | {
+        "protocol": est.protocol, "quantity": est.quantity, "privacy": str(est.privacy),
+        "n_reports": run.n_reports, "closed_by": run.closed_by, "seconds": run.seconds,
+        "late": list(run.late), "refused": run.refused, "wire_bytes": run.wire_bytes,
+        "payload_bytes": run.payload_bytes, "server_peak_rss_mib": _peak_rss_mib()}
+    text = json.dumps(summary, indent=2)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    print(est)
+    print(text)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    spec, kernel, protocol = _network_protocol(args)
+    if spec is None or kernel is None:
+        raise SystemExit("error: report sends one record of a statistic (--statistic); "
+                         "curve releases run in rounds (fedustat party)")
+    records = _party_records(spec, kernel, args)
+    credentials = network.load_credentials(args.certs, args.identity)
+    try:
+        sent = network.report(protocol, records, credentials, args.server, rng=args.seed,
+                              timeout=args.timeout)
+    except (network.NetworkRunError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print(json.dumps({"identity": sent.identity, "run": sent.run,
+                      "wire_bytes": sent.wire_bytes}, indent=2))
+    return 0
+
+
 #: Service roles a protocol may need (``Protocol.service_roles``); each has a certificate.
 SERVICE_ROLES = ("shuffler", "dealer")
 
@@ -1588,6 +1636,32 @@ def _add_network_commands(sub: Any) -> None:
     party.add_argument("--columns", required=True,
                        help="comma-separated column names in the kernel's order")
     party.set_defaults(func=cmd_party)
+
+    col = sub.add_parser("collect", help="serve a collection window: devices send one report "
+                                         "each, whenever they are online",
+                         formatter_class=_HelpFormatter)
+    _add_protocol_options(col)
+    col.add_argument("--window", type=float, required=True,
+                     help="seconds until the window closes")
+    col.add_argument("--quorum", type=_positive_int, default=None,
+                     help="close as soon as this many reports are in (default: at the "
+                          "deadline only)")
+    col.add_argument("--linger", type=float, default=1.0,
+                     help="seconds to keep telling late devices that the window closed")
+    col.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT to listen on")
+    col.add_argument("--output", default=None, help="also write the release (JSON) here")
+    col.set_defaults(func=cmd_collect)
+
+    rpt = sub.add_parser("report", help="send this device's one report to a collection "
+                                        "window", formatter_class=_HelpFormatter)
+    _add_protocol_options(rpt)
+    rpt.add_argument("--server", required=True, help="HOST:PORT of the collection server")
+    rpt.add_argument("--identity", required=True,
+                     help="this device's certificate name, e.g. party-0")
+    rpt.add_argument("--file", required=True, help="this device's CSV or Parquet file")
+    rpt.add_argument("--columns", required=True,
+                     help="comma-separated column names in the kernel's order")
+    rpt.set_defaults(func=cmd_report)
 
     svc = sub.add_parser("service", help="run a record-less service role of a networked run "
                                          "(e.g. the shuffler of ghazi-shuffle)",

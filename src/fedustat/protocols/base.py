@@ -1050,6 +1050,20 @@ class Protocol(ABC):
                     rng: np.random.Generator) -> tuple[Any, Message | Estimate]:
         """One round of the aggregator: a reply to the parties, or the final estimate."""
 
+    def collection_rule(self) -> DropoutRule:
+        """May this protocol collect one-shot reports in a window?
+
+        In a collection window (:mod:`fedustat.runtime.network.collect`) each device sends
+        one report whenever it is online and the server releases over the reports it
+        accepted by the close. That is this protocol's run over those parties only when a
+        party's first step is its whole contribution and needs nothing from the server
+        (no check-in round, no n fixed before it), the first server step releases, and
+        the estimator takes its n from the reports it receives. Default: no (a protocol
+        with rounds keeps them).
+        """
+        return DropoutRule(False, f"protocol {self.name!r} needs more than one report per "
+                                  "party (it runs in rounds)")
+
     def dropout_rule(self, state: Any, round_index: int) -> DropoutRule:
         """May round ``round_index``'s server step run without parties that fell silent?
 

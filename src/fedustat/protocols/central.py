@@ -172,6 +172,11 @@ class CentralLaplace(Protocol):
                                        diagnostics=diagnostics)
 
 
+    def collection_rule(self) -> DropoutRule:
+        # Each party uploads its record once; the curator's sensitivity uses the number of
+        # records received (dropout_rule), unless a design fixed n beforehand.
+        return self.dropout_rule(self.init_server(1), 0)
+
     def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:
         # The complete design's sensitivity k/n (002 App. C.2.3) is computed from the
         # records the curator holds (u_sensitivity), not from a public n fixed before the

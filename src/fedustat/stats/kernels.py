@@ -597,6 +597,11 @@ def _mann_whitney_range(public: PublicData | None) -> tuple[float, float]:
 
 def _auc_statistic(u: float, public: PublicData) -> float:
     n_pos, n_neg = _class_sizes(public)
+    if n_pos == 0 or n_neg == 0:
+        # A whole-run check on public counts (e.g. the reports of a collection window).
+        missing = "positive" if n_pos == 0 else "negative"
+        raise ValueError(f"no {missing} example among the parties; the AUC needs both "
+                         "classes")
     return u * n_pairs(public.n) / (n_pos * n_neg)
 
 

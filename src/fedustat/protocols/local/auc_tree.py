@@ -974,6 +974,9 @@ class LdpAucTree(Protocol):
     def init_server(self, n_parties: int) -> _ServerState:
         return _ServerState(n_parties)
 
+    def collection_rule(self) -> DropoutRule:
+        return self.dropout_rule(self.init_server(1), 0)
+
     def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:
         # One round of epsilon-LDP reports (001 App. B.2); n+ and n- are counted from
         # the labels of the reports received (server_step), and the users split draws

@@ -620,6 +620,17 @@ class QuantizedLocalProtocol(Protocol):
         fields = {name: np.asarray(v) for name, v in inbox.fields.items()}
         return state, self._estimate(fields, self.plan.grid(state.bins), state.k_rule)
 
+    def collection_rule(self) -> DropoutRule:
+        # With the bins fixed before any data (k given, or Corollary 1's k from a planned
+        # n_parties) the report is the party's first and only message; dropout_rule says
+        # why the estimate over the reports received is this protocol's release.
+        if self._fixed_bins is None:
+            return DropoutRule(False, f"{self.name} fixes its bins from a check-in round "
+                                      "that counts the parties; give k= (or the planned "
+                                      "n_parties=) to collect one-shot reports")
+        return DropoutRule(True, "one-shot epsilon-LDP reports; the estimator's n is the "
+                                 "number of reports received")
+
     def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:
         # Each report is epsilon-LDP on its own (000 Thm 1; Ghazi et al.'s projection
         # likewise), and both estimators take n from the reports they receive

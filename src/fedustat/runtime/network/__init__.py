@@ -5,10 +5,19 @@ it is imported when a server or party starts.
 """
 
 from fedustat.runtime.network.certs import Credentials, create_deployment, load_credentials
+from fedustat.runtime.network.collect import (
+    CollectionRun,
+    DeviceReport,
+    Window,
+    collect,
+    report,
+    report_async,
+)
 from fedustat.runtime.network.party import PartyResult, ServiceResult, run_party, run_service
 from fedustat.runtime.network.server import ServerRun, serve
 from fedustat.runtime.network.service import NetworkRunError, release_summary
 
-__all__ = ["Credentials", "NetworkRunError", "PartyResult", "ServerRun", "ServiceResult",
-           "create_deployment", "load_credentials", "release_summary", "run_party",
+__all__ = ["CollectionRun", "Credentials", "DeviceReport", "NetworkRunError", "PartyResult",
+           "ServerRun", "ServiceResult", "Window", "collect", "create_deployment",
+           "load_credentials", "release_summary", "report", "report_async", "run_party",
            "run_service", "serve"]

@@ -230,6 +230,10 @@ def describe(value: Any, where: str = "value", depth: int = 0) -> Any:
         "configuration with a name starting with '_'")
 
 
+#: Constructor arguments that only name where the private draws come from.
+SOURCE_ARGUMENTS = ("noise", "randomness")
+
+
 def _settings(protocol: Protocol) -> dict[str, Any]:
     """What a protocol is configured with: its attributes, except private ones (``_name``)
     and instance-level replacements of its methods (instrumentation, not settings), plus
@@ -255,8 +259,12 @@ def public_configuration(protocol: Protocol) -> dict[str, Any]:
     Server and parties compare it key by key at join (:func:`configuration_differences`);
     a setting that cannot be described raises :class:`UndescribedError`.
     """
+    # The source of the private draws is compared as the run resolved it (settings:
+    # ``noise``/``randomness``), not as it was passed: a party built with noise unset and
+    # a server given DeploymentNoise() run the same deployment-grade protocol.
     arguments = {key: describe(value, key)
-                 for key, value in sorted(protocol.public_arguments.items())}
+                 for key, value in sorted(protocol.public_arguments.items())
+                 if key not in SOURCE_ARGUMENTS}
     derived = _DERIVED.set(True)
     try:
         settings = {key: describe(value, key)

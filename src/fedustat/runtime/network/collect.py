@@ -1,0 +1,453 @@
+"""Collection windows: devices send one report each, whenever they are online.
+
+The papers' local protocols are one message per party (000's users, 003's clients): a
+device randomizes its own record and sends the report once. :func:`collect` runs the
+server of such a run on an event loop (gRPC's asyncio API, no thread per device): the
+window opens when it starts and closes at its deadline or as soon as a quorum of reports
+is in; the release is the protocol's release over the reports it accepted, and it states
+their number and the window (``diagnostics["collection"]``). Which protocols may collect
+this way is theirs to say (:meth:`~fedustat.protocols.base.Protocol.collection_rule`):
+ldp-quantized with its bins fixed, ldp-ghazi likewise, ldp-tree and central-laplace.
+
+Every device connects with its own certificate (mutual TLS; the name in it is its
+identity, ``party-<i>``) and calls two methods, both raw bytes:
+
+* ``Open``: the run's public terms (run id, the configuration and its fingerprint, the
+  seconds left). The device compares the configuration with its own before any data step
+  and names each option that differs.
+* ``Report``: its wire frame (:mod:`fedustat.runtime.wire`, round 0) with the report its
+  own step made from its record (the record is checked there, by the protocol's party
+  step; a failure stays on the device). The server accepts one report per identity per
+  run (a second is refused), refuses one after the close (and names that device in the
+  result), and validates the frame against the identity the channel authenticated.
+
+For protocols whose server step is a sum over parties (``distributed_round`` says
+``"reduce"``: ldp-quantized's histogram, ldp-tree's), each accepted report is folded into
+a running summary at once (``summarize_batch`` / ``combine_summaries``), so the server
+holds the aggregate, not the reports; the identities that reported are kept in an SQLite
+table on disk. Other protocols keep the accepted messages until the close.
+
+With a seed (a study), device ``party-<i>`` draws from the simulator's stream of batch
+``i`` and the server from stream 0, so a window in which devices ``0 .. n-1`` all report
+releases the simulator's number for one record per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedustat._validation import RandomLike, RecordCheckError, as_float_array, as_seed_sequence
+from fedustat.protocols.base import Estimate, Message, Protocol, Role
+from fedustat.runtime.network.certs import Credentials, party_index
+from fedustat.runtime.network.service import (
+    CHANNEL_OPTIONS,
+    SERVER_OPTIONS,
+    NetworkRunError,
+    configuration_differences,
+    configuration_hash,
+    public_configuration,
+    resolve_randomness,
+)
+from fedustat.runtime.simulate import merge_round
+from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
+
+__all__ = ["CollectionRun", "DeviceReport", "Window", "collect", "report", "report_async"]
+
+SERVICE = "fedustat.Collect"
+OPEN = f"/{SERVICE}/Open"
+REPORT = f"/{SERVICE}/Report"
+
+#: Most rows one device's report may carry (a device is one record; a small silo may
+#: report a few in one frame).
+MAX_DEVICE_ROWS = 1024
+#: gRPC core refuses RPCs beyond its pending-request limits (default 1000 / 3000) when a
+#: burst arrives faster than the loop picks them up (../shared probe: 3008 of 5000 went
+#: through); a window expects bursts of devices.
+PENDING_REQUESTS = 20_000
+COLLECT_SERVER_OPTIONS = [*SERVER_OPTIONS,
+                          ("grpc.server.max_pending_requests", PENDING_REQUESTS),
+                          ("grpc.server.max_pending_requests_hard_limit", PENDING_REQUESTS)]
+#: Each device's channel is its own TLS connection (its own identity), never shared.
+DEVICE_CHANNEL_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
+
+
+def _grpc() -> Any:
+    try:
+        import grpc
+        import grpc.aio
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError("collection windows need gRPC: pip install 'fedustat[network]'"
+                          ) from exc
+    return grpc
+
+
+@dataclass(frozen=True)
+class Window:
+    """When a collection closes: ``seconds`` after it opens, or at ``quorum`` reports.
+
+    ``linger``: seconds the server keeps answering after the close, telling late devices
+    that the window closed (they are named in :attr:`CollectionRun.late`).
+    """
+
+    seconds: float
+    quorum: int | None = None
+    linger: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.seconds, int | float) and 0 < float(self.seconds) < 1e7):
+            raise ValueError(f"seconds must be a positive number of seconds, got "
+                             f"{self.seconds!r}")
+        if self.quorum is not None and (isinstance(self.quorum, bool)
+                                        or not isinstance(self.quorum, int)
+                                        or self.quorum < 1):
+            raise ValueError(f"quorum must be a positive integer or None, got {self.quorum!r}")
+        if not (isinstance(self.linger, int | float) and 0 <= float(self.linger) <= 3600):
+            raise ValueError(f"linger must be 0 to 3600 seconds, got {self.linger!r}")
+
+
+@dataclass(frozen=True)
+class CollectionRun:
+    """A closed window: the release and what happened at the door.
+
+    ``refused`` counts refusals by their public reason; ``late`` names the devices that
+    reported after the close (while the server lingered). ``wire_bytes`` are the report
+    frames' bytes and ``payload_bytes`` the reports' bit-packed fields, over the accepted
+    reports.
+    """
+
+    estimate: Estimate
+    n_reports: int
+    closed_by: str
+    seconds: float
+    late: tuple[str, ...]
+    refused: dict[str, int]
+    wire_bytes: int
+    payload_bytes: int
+
+    @property
+    def framing_bytes_per_report(self) -> float:
+        """Frame bytes beyond the payload, per accepted report."""
+        return (self.wire_bytes - self.payload_bytes) / max(self.n_reports, 1)
+
+
+def _stream(rng: RandomLike, child: int) -> np.random.SeedSequence:
+    """OS entropy without a seed; with one, the simulator's stream ``child`` (0: the
+    server, ``1 + b``: batch ``b``), made without spawning from (mutating) the caller's."""
+    if rng is None:
+        return np.random.SeedSequence()
+    root = as_seed_sequence(rng)
+    return np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, child),
+                                  pool_size=root.pool_size)
+
+
+def _payload_bytes(message: Message) -> int:
+    return sum((int(np.asarray(v).size) * int(message.bits_per_value[k]) + 7) // 8
+               for k, v in message.fields.items())
+
+
+class _Collector:
+    """The window's state, touched only from the event loop (no locks)."""
+
+    def __init__(self, protocol: Protocol, grade: str, window: Window, rng: RandomLike,
+                 store: Path) -> None:
+        self.protocol = protocol
+        self.grade = grade
+        self.window = window
+        self.configuration = public_configuration(protocol)
+        self.fingerprint = configuration_hash(protocol.name, self.configuration)
+        self.run = secrets.token_hex(8)
+        self.server_rng = np.random.default_rng(_stream(rng, 0))
+        # A reduction protocol's context is public configuration (its fixed bins), the
+        # same whatever n the state is made for.
+        probe = protocol.init_server(1)
+        rounds = getattr(protocol, "distributed_round", None)
+        kind, self.context = rounds(probe) if rounds is not None else (None, None)
+        self.reduces = kind == "reduce"
+        self.summary: Any = None
+        self.messages: list[tuple[int, Message]] = []
+        self.n_reports = 0
+        self.n_rows = 0
+        self.wire_bytes = 0
+        self.payload_bytes = 0
+        self.refused: dict[str, int] = {}
+        self.late: list[str] = []
+        self.opened = time.monotonic()
+        self.closed_by: str | None = None
+        self.closed = asyncio.Event()
+        self.store = sqlite3.connect(store, isolation_level=None)
+        self.store.execute("PRAGMA journal_mode=WAL")
+        self.store.execute("CREATE TABLE IF NOT EXISTS reported "
+                           "(identity TEXT PRIMARY KEY) WITHOUT ROWID")
+
+    def close(self, why: str) -> None:
+        if self.closed_by is None:
+            self.closed_by = why
+            self.closed.set()
+
+    def _refuse(self, context: Any, code: Any, reason: str, key: str) -> Any:
+        self.refused[key] = self.refused.get(key, 0) + 1
+        return context.abort(code, reason)
+
+    async def open(self, request: bytes, context: Any) -> bytes:
+        left = max(0.0, float(self.window.seconds) - (time.monotonic() - self.opened))
+        return json.dumps({"run": self.run, "fingerprint": self.fingerprint,
+                           "configuration": self.configuration,
+                           "closes_in": 0.0 if self.closed_by else left}).encode()
+
+    async def report(self, request: bytes, context: Any) -> bytes:
+        grpc = _grpc()
+        names = context.auth_context().get("x509_common_name") or [b""]
+        identity = names[0].decode("utf-8", errors="replace")
+        if self.closed_by is not None:
+            if len(self.late) < 100_000:
+                self.late.append(identity)
+            await self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION,
+                               f"{identity}: the collection window closed "
+                               f"({self.closed_by}); the report was not counted", "late")
+        index = party_index(identity)
+        if index is None:
+            await self._refuse(context, grpc.StatusCode.PERMISSION_DENIED,
+                               f"{identity!r} is not a device identity of this deployment",
+                               "identity")
+        try:
+            message = decode(request, Expectation(
+                self.fingerprint, self.run, 0, "party", identity, Role.SERVER,
+                party_ids=np.array([index], dtype=np.int64),
+                max_elements=MAX_DEVICE_ROWS * 64)).message
+            rows = len(np.asarray(message.parties))
+            if not 1 <= rows <= MAX_DEVICE_ROWS or message.is_peer:
+                raise WireError(identity, "parties", f"a report carries 1 to "
+                                                     f"{MAX_DEVICE_ROWS} rows of its own")
+            summary = (self.protocol.summarize_batch(message, self.context)
+                       if self.reduces else None)
+        except (WireError, ValueError, TypeError) as exc:
+            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT,
+                               f"{identity}: its report was refused: {exc}", "invalid")
+        try:
+            self.store.execute("INSERT INTO reported VALUES (?)", (identity,))
+        except sqlite3.IntegrityError:
+            await self._refuse(context, grpc.StatusCode.ALREADY_EXISTS,
+                               f"{identity} has already reported in this run", "duplicate")
+        if self.reduces:
+            self.summary = (summary if self.summary is None
+                            else self.protocol.combine_summaries(self.summary, summary))
+        else:
+            self.messages.append((index, message))
+        self.n_reports += 1
+        self.n_rows += rows
+        self.wire_bytes += len(request)
+        self.payload_bytes += _payload_bytes(message)
+        if self.window.quorum is not None and self.n_reports >= self.window.quorum:
+            self.close("quorum")
+        return b"A"
+
+    def release(self) -> Estimate:
+        if self.n_reports == 0:
+            raise NetworkRunError(f"the collection window closed ({self.closed_by}) with no "
+                                  "report; no release")
+        n = self.n_rows
+        protocol = self.protocol.configure(n)
+        state = protocol.init_server(n)
+        try:
+            if self.reduces:
+                _, out = protocol.server_step_reduced(state, self.summary, self.server_rng)
+            else:
+                merged = merge_round([m for _, m in sorted(self.messages,
+                                                           key=lambda pair: pair[0])], [])
+                _, out = protocol.server_step(state, merged, self.server_rng)
+        except (ValueError, TypeError, RuntimeError, ArithmeticError) as exc:
+            told = exc.check if isinstance(exc, RecordCheckError) else exc
+            raise NetworkRunError(f"the server step refused the reports: {told}; "
+                                  "no release") from None
+        if not isinstance(out, Estimate):
+            raise NetworkRunError(f"protocol {protocol.name!r} answered the reports with "
+                                  "another round; it cannot collect in a window")
+        if out.noise != "none":
+            out = replace(out, noise=self.grade)
+        seconds = time.monotonic() - self.opened
+        return replace(out, diagnostics={**out.diagnostics, "collection": {
+            "n_reports": self.n_reports, "n_parties": n, "closed_by": self.closed_by,
+            "window_seconds": float(self.window.seconds), "quorum": self.window.quorum,
+            "open_seconds": round(seconds, 3)}})
+
+
+async def _collect(protocol: Protocol, grade: str, credentials: Credentials, window: Window,
+                   address: str, rng: RandomLike, on_ready: Any, store: Path
+                   ) -> CollectionRun:
+    grpc = _grpc()
+    collector = _Collector(protocol, grade, window, rng, store)
+    handler = grpc.method_handlers_generic_handler(SERVICE, {
+        "Open": grpc.unary_unary_rpc_method_handler(collector.open),
+        "Report": grpc.unary_unary_rpc_method_handler(collector.report),
+    })
+    server = grpc.aio.server(options=COLLECT_SERVER_OPTIONS)
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_secure_port(address, grpc.ssl_server_credentials(
+        [(credentials.key, credentials.certificate)], root_certificates=credentials.ca,
+        require_client_auth=True))
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    await server.start()
+    try:
+        collector.opened = time.monotonic()
+        if on_ready is not None:
+            on_ready(port)
+        try:
+            await asyncio.wait_for(collector.closed.wait(), timeout=float(window.seconds))
+        except TimeoutError:
+            collector.close("deadline")
+        estimate = collector.release()
+        seconds = time.monotonic() - collector.opened
+        await asyncio.sleep(float(window.linger))
+    finally:
+        await server.stop(grace=0.5)
+        collector.store.close()
+    return CollectionRun(estimate, collector.n_reports, str(collector.closed_by), seconds,
+                         tuple(collector.late), dict(collector.refused),
+                         collector.wire_bytes, collector.payload_bytes)
+
+
+def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
+            address: str = "127.0.0.1:0", rng: RandomLike = None, on_ready: Any = None,
+            store: str | Path | None = None) -> CollectionRun:
+    """Serve a collection window of ``protocol``; return its release when it closes.
+
+    Parameters
+    ----------
+    protocol:
+        A protocol whose :meth:`~fedustat.protocols.base.Protocol.collection_rule` allows
+        one-shot reports, configured exactly as the devices configure theirs.
+    credentials:
+        The server's certificate, key and the deployment CA (``load_credentials``).
+    window:
+        When the window closes (:class:`Window`).
+    address:
+        ``host:port`` to listen on; port 0 picks a free port (``on_ready`` gets it).
+    rng:
+        ``None`` (default): deployment randomness. A seed asks for the simulator's streams
+        explicitly (a study).
+    store:
+        SQLite file of the identities that reported (one report per identity per run);
+        default: a temporary file removed at the end.
+
+    Examples
+    --------
+    >>> from fedustat.runtime.network.collect import Window
+    >>> Window(seconds=60, quorum=10_000).quorum
+    10000
+    """
+    rule = protocol.collection_rule()
+    if not rule.proceed:
+        raise ValueError(f"{protocol.name} cannot collect one-shot reports in a window: "
+                         f"{rule.reason}")
+    if not isinstance(window, Window):
+        raise TypeError(f"window must be a Window, got {type(window).__name__}")
+    protocol, grade = resolve_randomness(protocol, rng)
+    with tempfile.TemporaryDirectory(prefix="fedustat-collect-") as scratch:
+        path = Path(store) if store is not None else Path(scratch) / "reported.sqlite"
+        return asyncio.run(_collect(protocol, grade, credentials, window, address, rng,
+                                    on_ready, path))
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    """What a device learns: its identity, the run it reported in, the frame's bytes."""
+
+    identity: str
+    run: str
+    wire_bytes: int
+
+
+def _prepared(protocol: Protocol, records: Any, identity: str, terms: dict[str, Any],
+              rng: RandomLike) -> bytes:
+    """The device's report frame, made by its own step after checking the run's terms."""
+    mine = public_configuration(protocol)
+    mark = configuration_hash(protocol.name, mine)
+    if terms.get("fingerprint") != mark:
+        differing = configuration_differences(mine, terms.get("configuration") or {})
+        raise NetworkRunError(f"{identity}: the collection runs another configuration "
+                              f"({'; '.join(differing)}); nothing was sent")
+    index = party_index(identity)
+    if index is None:
+        raise NetworkRunError(f"{identity!r} is not a device identity (party-<i>)")
+    rows = as_float_array(records, "records", ndim=(1, 2))
+    rows = rows[:, None] if rows.ndim == 1 else rows
+    if not 1 <= rows.shape[0] <= MAX_DEVICE_ROWS:
+        raise ValueError(f"a device reports 1 to {MAX_DEVICE_ROWS} rows, got {rows.shape[0]}")
+    owner = np.full(rows.shape[0], index, dtype=np.int64)
+    party_rng = np.random.default_rng(_stream(rng, index + 1))
+    try:
+        state = protocol.init_parties(rows, owner)
+        _, message = protocol.party_step(state, None, party_rng)
+    except RecordCheckError as exc:  # stays on the device: nothing is sent
+        raise NetworkRunError(f"{identity}: its records failed validation ({exc.check}): "
+                              f"{exc}") from None
+    if message.is_peer or message.receiver is not Role.SERVER:
+        raise NetworkRunError(f"protocol {protocol.name!r} does not report to the server "
+                              "in one message")
+    return encode(Envelope(mark, str(terms["run"]), 0, "party", identity, message))
+
+
+def _device_protocol(protocol: Protocol, rng: RandomLike) -> Protocol:
+    rule = protocol.collection_rule()
+    if not rule.proceed:
+        raise ValueError(f"{protocol.name} cannot report one-shot in a window: {rule.reason}")
+    return resolve_randomness(protocol, rng)[0]
+
+
+def _channel_credentials(grpc: Any, credentials: Credentials) -> Any:
+    return grpc.ssl_channel_credentials(credentials.ca, credentials.key,
+                                        credentials.certificate)
+
+
+def report(protocol: Protocol, records: Any, credentials: Credentials, server: str, *,
+           rng: RandomLike = None, timeout: float = 60.0) -> DeviceReport:
+    """Send this device's one report to the collection window served at ``server``.
+
+    ``records`` (usually one record) are checked by the protocol's own party step here;
+    a failure raises here and nothing is sent. ``rng=None``: deployment randomness; a seed
+    asks for the simulator's stream of this device's batch (a study). The call waits up
+    to ``timeout`` seconds for the server to be reachable.
+    """
+    grpc = _grpc()
+    protocol = _device_protocol(protocol, rng)
+    identity = credentials.identity
+    with grpc.secure_channel(server, _channel_credentials(grpc, credentials),
+                             options=DEVICE_CHANNEL_OPTIONS) as channel:
+        try:
+            terms = json.loads(channel.unary_unary(OPEN)(b"", timeout=timeout,
+                                                         wait_for_ready=True))
+            frame = _prepared(protocol, records, identity, terms, rng)
+            channel.unary_unary(REPORT)(frame, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise NetworkRunError(f"{identity}: {exc.details() or exc.code().name}") from None
+    return DeviceReport(identity, str(terms["run"]), len(frame))
+
+
+async def report_async(protocol: Protocol, records: Any, credentials: Credentials,
+                       server: str, *, rng: RandomLike = None, timeout: float = 60.0
+                       ) -> DeviceReport:
+    """:func:`report` on the caller's event loop (many devices from one process)."""
+    grpc = _grpc()
+    protocol = _device_protocol(protocol, rng)
+    identity = credentials.identity
+    async with grpc.aio.secure_channel(server, _channel_credentials(grpc, credentials),
+                                       options=DEVICE_CHANNEL_OPTIONS) as channel:
+        try:
+            terms = json.loads(await channel.unary_unary(OPEN)(b"", timeout=timeout,
+                                                               wait_for_ready=True))
+            frame = _prepared(protocol, records, identity, terms, rng)
+            await channel.unary_unary(REPORT)(frame, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise NetworkRunError(f"{identity}: {exc.details() or exc.code().name}") from None
+    return DeviceReport(identity, str(terms["run"]), len(frame))

@@ -550,3 +550,59 @@ def test_forged_header_values_never_escape_as_other_errors(data):
     edit(header)
     with contextlib.suppress(WireError):
         decode(join(wire._pack_header(header), body), expectation())
+
+
+# --- relayed rows: a layout and the rows' bodies --------------------------------------
+
+def relay_rows() -> Message:
+    return Message(Role.PARTY, Role.PARTY,
+                   {"share": np.array([[1, -2], [3, 4], [-5, 6]]),
+                    "open": np.array([True, False, True]),
+                    "noise": np.array([0.5, -1.0, 2.0]), "to": np.array([9, 9, 12])},
+                   {"share": 5, "open": 1, "noise": 64, "to": 16}, np.array([3, 3, 4]))
+
+
+def test_a_row_layout_carries_rows_exactly_in_any_split():
+    rows = relay_rows()
+    layout = wire.RowLayout.of(rows, "party 'party-3'")
+    read = wire.RowLayout.from_bytes(layout.to_bytes(), "party 'party-3'")
+    assert read == layout and read.row_bits() == 2 * 5 + 1 + 64
+    assert read.row_bits() == int(rows.payload_bits_per_row()[0])
+    for part in (slice(0, 1), slice(1, 3), slice(0, 3)):
+        body = layout.pack(rows, part)
+        count = part.stop - part.start
+        # Per field, its rows bit-packed: 10 bits a share row, 1 a flag, 8 bytes a float.
+        assert len(body) == (count * 10 + 7) // 8 + (count + 7) // 8 + 8 * count
+        got = read.unpack(body, count, "party 'party-3'")
+        for name in ("share", "open", "noise"):
+            np.testing.assert_array_equal(got[name], rows.fields[name][part])
+            assert got[name].dtype == rows.fields[name].dtype
+    with pytest.raises(WireError, match="party 'party-3': body: 1 bytes beyond"):
+        read.unpack(layout.pack(rows, slice(0, 3)) + b"\0", 3, "party 'party-3'")
+    with pytest.raises(WireError, match="party 'party-3': noise: body ends before"):
+        read.unpack(layout.pack(rows, slice(0, 3))[:-1], 3, "party 'party-3'")
+    nan = Message(Role.PARTY, Role.PARTY, {"noise": np.array([np.nan]), "to": np.array([1])},
+                  {"noise": 64, "to": 8}, np.array([0]))
+    with pytest.raises(WireError, match="noise: holds NaN"):
+        layout_nan = wire.RowLayout.of(nan, "x")
+        layout_nan.unpack(layout_nan.pack(nan, slice(0, 1)), 1, "party 'party-3'")
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_mutated_row_layouts_never_escape_as_other_errors(data):
+    raw = bytearray(wire.RowLayout.of(relay_rows(), "x").to_bytes())
+    for _ in range(data.draw(st.integers(1, 3), label="edits")):
+        at = data.draw(st.integers(0, len(raw) - 1), label="at")
+        if data.draw(st.booleans(), label="flip"):
+            raw[at] ^= 1 << data.draw(st.integers(0, 7), label="bit")
+        else:
+            raw[at:at] = data.draw(st.binary(min_size=1, max_size=8), label="bytes")
+    try:
+        layout = wire.RowLayout.from_bytes(bytes(raw), "party 'party-3'")
+    except WireError:
+        return
+    # A layout that reads reads any body as its rows or refuses it.
+    with contextlib.suppress(WireError):
+        layout.unpack(data.draw(st.binary(max_size=64), label="body"),
+                      data.draw(st.integers(0, 4), label="rows"), "party 'party-3'")

@@ -30,7 +30,7 @@ little-endian numbers of a whitelisted dtype. Payload fields whose declared wire
 (``bits_per_value``) is below their dtype's width are bit-packed to exactly that many
 bits, so the bytes on the wire are the bits the cost accounting counts (rounded up to
 whole bytes per field). What is not payload -- a frame's party ids, its peer-traffic
-counts and the routing columns of relay rows (``to``, ``from``, ``row_bits``) -- travels
+counts and the routing columns of relay rows (``to``, ``from``) -- travels
 as an integer *column*: the values minus the least of them (``offsets``), or the first
 value and the steps between neighbours minus the least step (``steps``), whichever is
 shorter, each bit-packed to the width of the largest; a contiguous range of party ids
@@ -60,7 +60,7 @@ import numpy as np
 
 from fedustat.protocols.base import ROUTING_FIELDS, Message, PeerTraffic, Role
 
-__all__ = ["ROW_BITS", "WIRE_VERSION", "Envelope", "Expectation", "WireError", "decode",
+__all__ = ["WIRE_VERSION", "Envelope", "Expectation", "RowLayout", "WireError", "decode",
            "encode"]
 
 WIRE_VERSION = 2
@@ -79,10 +79,8 @@ DTYPES = ("bool", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f8")
 _DTYPES = [np.dtype(name).newbyteorder("<") for name in DTYPES]
 _DTYPE_CODES = {name: code for code, name in enumerate(DTYPES)}
 
-#: The payload bits of each relayed row, a routing fact of a relay request.
-ROW_BITS = "row_bits"
 #: Fields that route rows rather than carry payload: they travel as integer columns.
-COLUMN_FIELDS = frozenset({*ROUTING_FIELDS, ROW_BITS})
+COLUMN_FIELDS = frozenset(ROUTING_FIELDS)
 
 # Array flags and column forms.
 PACKED, SIGNED, COLUMN = 1, 2, 4
@@ -342,14 +340,15 @@ def _pack_header(header: dict[str, Any]) -> bytes:
 class _Cursor:
     """Reads a header's bytes; running past its end is a WireError naming the part."""
 
-    def __init__(self, raw: bytes, sender: str) -> None:
+    def __init__(self, raw: bytes, sender: str, container: str = "header") -> None:
         self.raw = raw
         self.at = 0
         self.sender = sender
+        self.container = container
 
     def take(self, size: int, what: str) -> bytes:
         if self.at + size > len(self.raw):
-            raise WireError(self.sender, what, "the header ends inside it")
+            raise WireError(self.sender, what, f"the {self.container} ends inside it")
         out = self.raw[self.at:self.at + size]
         self.at += size
         return out
@@ -676,3 +675,113 @@ def field_bytes(message: Message) -> Mapping[str, int]:
                          name in COLUMN_FIELDS)
         out[name] = len(body)
     return out
+
+
+# --- relayed rows: one layout, bodies cut per destination ------------------------------
+
+@dataclass(frozen=True)
+class RowLayout:
+    """The fields of a relay-round message, for rows whose bytes travel apart from it.
+
+    A silo's rows to other silos are sealed per destination silo; the payload of each
+    sealed part is the body of those rows alone (each payload field's rows, bit-packed
+    as in a frame), and the fields' descriptions travel once per request, as this
+    layout: a field count (varint), then per field its name (1-byte length, ASCII) and
+    array description (as in a frame's header, the row count 0). A routing field's rows
+    are not in the body: they are the rows' declared destinations or origins.
+    """
+
+    names: tuple[str, ...]
+    descriptions: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def of(cls, message: Message, sender: str) -> RowLayout:
+        """The layout of ``message``'s fields (sign flags as its values need)."""
+        names, descriptions = [], []
+        for name, values in message.fields.items():
+            _ascii(name, _NAME, sender, "field name")
+            description, _ = _array(name, values, int(message.bits_per_value[name]), sender,
+                                    False)
+            descriptions.append({**description, "shape": [0, *description["shape"][1:]]})
+            names.append(name)
+        return cls(tuple(names), tuple(descriptions))
+
+    def to_bytes(self) -> bytes:
+        out = bytearray(_varint(len(self.names)))
+        for name, description in zip(self.names, self.descriptions, strict=True):
+            raw = name.encode("ascii")
+            out += bytes([len(raw)]) + raw + _pack_array(description)
+        return bytes(out)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, sender: str) -> RowLayout:
+        """A layout read and checked (names, dtypes, flags, shapes); WireError otherwise."""
+        cursor = _Cursor(raw, sender, "layout")
+        count = cursor.varint("layout")
+        if count > len(raw):
+            raise WireError(sender, "layout", f"{count} fields cannot fit the layout")
+        names: list[str] = []
+        descriptions = []
+        for _ in range(count):
+            name = cursor.take(cursor.byte("layout"), "layout").decode("ascii", "replace")
+            if not _NAME.match(name):
+                raise WireError(sender, "layout", f"field name {name!r} is not a valid "
+                                                  "identifier")
+            if name in names:
+                raise WireError(sender, name, "field sent twice")
+            description = _unpack_array(cursor, name)
+            if not description["shape"] or description["shape"][0] != 0 \
+                    or description["flags"] & COLUMN:
+                raise WireError(sender, name, "a row layout's field has 0 rows and no column")
+            # Check dtype, bits, flags and the size of a row as a frame's reader does.
+            _Reader(memoryview(b""), sender, 1 << 27).read(name, description)
+            names.append(name)
+            descriptions.append(description)
+        if cursor.at != len(raw):
+            raise WireError(sender, "layout", f"{len(raw) - cursor.at} bytes beyond its fields")
+        if sum(name in ROUTING_FIELDS for name in names) != 1:
+            raise WireError(sender, "layout", "relayed rows need exactly one of the fields "
+                                              f"{ROUTING_FIELDS}")
+        return cls(tuple(names), tuple(descriptions))
+
+    @property
+    def bits(self) -> dict[str, int]:
+        """Each field's declared wire size."""
+        return {name: d["bits"] for name, d in zip(self.names, self.descriptions, strict=True)}
+
+    def row_bits(self) -> int:
+        """Payload bits of one row (routing fields left out, as the cost accounting does)."""
+        return sum(d["bits"] * math.prod(d["shape"][1:])
+                   for name, d in zip(self.names, self.descriptions, strict=True)
+                   if name not in ROUTING_FIELDS)
+
+    def pack(self, message: Message, rows: slice) -> bytes:
+        """The body of ``rows`` of ``message`` (its payload fields, in layout order)."""
+        out = []
+        for name, description in zip(self.names, self.descriptions, strict=True):
+            if name in ROUTING_FIELDS:
+                continue
+            values = np.ascontiguousarray(np.asarray(message.fields[name])[rows],
+                                          dtype=_DTYPES[description["dtype"]])
+            out.append(_pack(values.reshape(-1), description["bits"])
+                       if description["flags"] & PACKED else values.tobytes())
+        return b"".join(out)
+
+    def unpack(self, raw: bytes, count: int, sender: str, max_elements: int = 1 << 27
+               ) -> dict[str, np.ndarray]:
+        """The payload fields of ``count`` rows from their body; WireError if it is not
+        exactly their bytes or a float is not finite."""
+        reader = _Reader(memoryview(raw), sender, max_elements)
+        fields = {}
+        for name, description in zip(self.names, self.descriptions, strict=True):
+            if name in ROUTING_FIELDS:
+                continue
+            values, _ = reader.read(name, {**description,
+                                           "shape": [count, *description["shape"][1:]]})
+            if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+                raise WireError(sender, name, "holds NaN or infinite values")
+            fields[name] = values
+        if reader.offset != len(raw):
+            raise WireError(sender, "body", f"{len(raw) - reader.offset} bytes beyond the "
+                                            "declared rows")
+        return fields

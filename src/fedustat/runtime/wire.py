@@ -30,11 +30,16 @@ little-endian numbers of a whitelisted dtype. Payload fields whose declared wire
 (``bits_per_value``) is below their dtype's width are bit-packed to exactly that many
 bits, so the bytes on the wire are the bits the cost accounting counts (rounded up to
 whole bytes per field). What is not payload -- a frame's party ids, its peer-traffic
-counts and the routing columns of relay rows (``to``, ``from``) -- travels
-as an integer *column*: the values minus the least of them (``offsets``), or the first
-value and the steps between neighbours minus the least step (``steps``), whichever is
-shorter, each bit-packed to the width of the largest; a contiguous range of party ids
-costs no body bytes at all.
+counts and the routing fields of relay rows (``to``, ``from``) -- may travel as an
+integer *column*: the values minus the least of them (``offsets``), or the first value
+and the steps between neighbours minus the least step (``steps``), bit-packed to the
+width of the largest; the encoder takes the shortest of these and plain packing. A
+contiguous range of party ids costs no body bytes at all.
+
+Rows a party addresses to other parties are sealed per destination, so their bodies
+travel apart from their descriptions: :class:`RowLayout` is a message's field
+descriptions (as in a header) sent once, and the body of any subset of its rows
+(:mod:`fedustat.runtime.network.relay` gives the request that carries them).
 
 :func:`decode` checks everything a forged or malformed frame could get wrong before any
 array reaches a protocol step: magic, version, the header's structure (every length

@@ -300,8 +300,9 @@ def open_reply(reply: bytes, keys: PeerKeys, bounds: np.ndarray, own: int,
         bits = np.full(rows, layout.row_bits(), dtype=np.int64)
         plain = keys.open(round_, silo, 0, bytes(body[offset:offset + size]),
                           origins[part], targets[part], bits, layout=layouts[index])
-        if PEER_TO not in layout.names or not np.all(np.isin(
-                origins[part], np.arange(bounds[silo], bounds[silo + 1]))):
+        if PEER_TO not in layout.names:
+            raise WireError(sender, "layout", f"rows to parties need the field {PEER_TO!r}")
+        if not np.all(np.isin(origins[part], np.arange(bounds[silo], bounds[silo + 1]))):
             raise WireError(sender, "relayed payload", "carries rows that are not its own")
         fields = layout.unpack(plain, rows, sender)
         fields[PEER_TO] = targets[part]

@@ -1,6 +1,6 @@
 """Bytes on the wire beside the payload they carry: one party's frames, and small networked runs.
 
-    python benchmarks/bench_framing.py [--no-network]
+    python benchmarks/bench_framing.py [--no-network] [--silos 10,100]
 
 First table: a seeded simulation of each protocol with one party per batch (as one
 device or one silo would send it); every message party 0 sends is encoded as the
@@ -112,26 +112,30 @@ def party_frames(name: str) -> dict[str, Any]:
     return {"rows": rows, "frames": len(sent), "wire": wire, "payload": payload}
 
 
-# name -> (protocol factory, silos, rows per silo, data)
-NETWORK_CASES: dict[str, tuple[Callable[[], Protocol], int, np.ndarray]] = {
-    "ldp-quantized": (lambda: registry.make("ldp-quantized", GINI, epsilon=1.0, k=8), 10,
-                      labelled(100)[:, :1]),
-    "fedauc-rr": (lambda: registry.make("fedauc-rr", auc_kernel(), epsilon=1.0,
-                                        n_clients=10), 10, labelled(100)),
-    "umpc": (lambda: registry.make("umpc", auc_kernel(), epsilon=1.0,
-                                   bounds={"score": (0.0, 1.0)}), 10, labelled(10)),
+# name -> (protocol factory for a number of silos, rows per silo)
+NETWORK_CASES: dict[str, tuple[Callable[[int], Protocol], int]] = {
+    "ldp-quantized": (lambda silos: registry.make("ldp-quantized", GINI, epsilon=1.0, k=8),
+                      10),
+    "fedauc-rr": (lambda silos: registry.make("fedauc-rr", auc_kernel(), epsilon=1.0,
+                                              n_clients=silos), 10),
+    # U-MPC's parties are records: one record per silo.
+    "umpc": (lambda silos: registry.make("umpc", auc_kernel(), epsilon=1.0,
+                                         bounds={"score": (0.0, 1.0)}), 1),
 }
 
 
-def networked(certs: Path, name: str) -> Any:
+def networked(certs: Path, name: str, silos: int) -> Any:
     """A seeded networked run of ``name``: server and silos as threads (own TLS each)."""
-    make, silos, data = NETWORK_CASES[name]
+    factory, rows = NETWORK_CASES[name]
+    data = labelled(silos * rows)
+    if name == "ldp-quantized":
+        data = data[:, :1]
     parts = np.array_split(data, silos)
     ready, port, outcome = threading.Event(), {}, {}
 
     def server() -> None:
         try:
-            outcome["server"] = serve(make(), silos, load_credentials(certs, "server"),
+            outcome["server"] = serve(factory(silos), silos, load_credentials(certs, "server"),
                                       rng=SEED, timeout=120.0,
                                       on_ready=lambda p: (port.update(p=p), ready.set()))
         except Exception as exc:  # reported below
@@ -139,7 +143,7 @@ def networked(certs: Path, name: str) -> Any:
             ready.set()
 
     def party(i: int) -> None:
-        run_party(make(), parts[i], load_credentials(certs, f"party-{i}"),
+        run_party(factory(silos), parts[i], load_credentials(certs, f"party-{i}"),
                   f"127.0.0.1:{port['p']}", rng=SEED, timeout=120.0)
 
     main = threading.Thread(target=server)
@@ -160,6 +164,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-network", action="store_true",
                         help="only the first table (no gRPC runs)")
+    parser.add_argument("--silos", default="10",
+                        help="comma-separated silo counts of the networked runs")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}; seed {SEED}")
     print("One party's frames (party 0 of a seeded simulation, every round it sends)")
@@ -172,20 +178,22 @@ def main() -> None:
               f"{row['wire'] - row['payload']:>16}")
     if args.no_network:
         return
+    counts = [int(c) for c in args.silos.split(",")]
     certs = create_deployment(Path(tempfile.mkdtemp(prefix="fedustat-bench-framing-")),
-                              max(c[1] for c in NETWORK_CASES.values()))
+                              max(counts))
     print()
     print("Networked runs on loopback (ServerRun.wire_bytes: every frame and reply)")
-    print(f"{'protocol':>16} | {'silos':>5} | {'rows':>4} | {'wire B':>8} | "
+    print(f"{'protocol':>16} | {'silos':>5} | {'rows':>5} | {'wire B':>9} | "
           f"{'payload B':>9} | {'wire/payload':>12} | {'wall s':>6} | load")
-    for name, (_, silos, data) in NETWORK_CASES.items():
-        started = time.perf_counter()
-        run = networked(certs, name)
-        wall = time.perf_counter() - started
-        payload = run.estimate.cost.total_bits / 8
-        print(f"{name:>16} | {silos:>5} | {len(data):>4} | {run.wire_bytes:>8} | "
-              f"{payload:>9.0f} | {run.framing_overhead:>12.1f} | {wall:>6.2f} | "
-              f"{os.getloadavg()[0]:.2f}")
+    for name, (_, rows) in NETWORK_CASES.items():
+        for silos in counts:
+            started = time.perf_counter()
+            run = networked(certs, name, silos)
+            wall = time.perf_counter() - started
+            payload = run.estimate.cost.total_bits / 8
+            print(f"{name:>16} | {silos:>5} | {silos * rows:>5} | {run.wire_bytes:>9} | "
+                  f"{payload:>9.0f} | {run.framing_overhead:>12.1f} | {wall:>6.2f} | "
+                  f"{os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

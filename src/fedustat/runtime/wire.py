@@ -263,9 +263,10 @@ def _column(values: np.ndarray) -> tuple[dict[str, int], bytes] | None:
     return best
 
 
-def _array(name: str, values: Any, bits: int, sender: str, column: bool
-           ) -> tuple[dict[str, Any], bytes]:
-    """The description and body bytes of one array; ``column`` allows the column forms."""
+def _describe(name: str, values: Any, bits: int, sender: str
+              ) -> tuple[dict[str, Any], np.ndarray]:
+    """The description of one array as a payload field, and the array in its wire dtype;
+    a WireError if it cannot travel."""
     array = np.asarray(values)
     if array.dtype.kind in "iu" or array.dtype.kind == "b":
         dtype = np.dtype("bool") if array.dtype.kind == "b" else array.dtype.newbyteorder("<")
@@ -285,12 +286,26 @@ def _array(name: str, values: Any, bits: int, sender: str, column: bool
     packed = dtype.kind in "iub" and bits < width
     if packed and not _fits(array, bits):
         raise WireError(sender, name, f"values do not fit the declared {bits} bits")
-    body = _pack(array.reshape(-1), bits) if packed else array.tobytes()
     description = {"dtype": _DTYPE_CODES[code], "bits": int(bits),
                    "flags": (PACKED if packed else 0)
                    | (SIGNED if packed and _is_signed(array) else 0),
                    "shape": list(array.shape), "column": None}
-    if column and dtype.kind in "iu":
+    return description, array
+
+
+def _body(description: dict[str, Any], array: np.ndarray) -> bytes:
+    """A payload field's body: bit-packed to its declared bits, or its raw bytes."""
+    if description["flags"] & PACKED:
+        return _pack(array.reshape(-1), description["bits"])
+    return array.tobytes()
+
+
+def _array(name: str, values: Any, bits: int, sender: str, column: bool
+           ) -> tuple[dict[str, Any], bytes]:
+    """The description and body bytes of one array; ``column`` allows the column forms."""
+    description, array = _describe(name, values, bits, sender)
+    body = _body(description, array)
+    if column and array.dtype.kind in "iu":
         as_column = _column(array)
         if as_column is not None:
             extra = len(_varint(_zigzag(as_column[0]["origin"]))) + (
@@ -359,7 +374,10 @@ class _Cursor:
         return out
 
     def byte(self, what: str) -> int:
-        return self.take(1, what)[0]
+        if self.at >= len(self.raw):
+            raise WireError(self.sender, what, f"the {self.container} ends inside it")
+        self.at += 1
+        return self.raw[self.at - 1]
 
     def varint(self, what: str) -> int:
         value = 0
@@ -705,8 +723,8 @@ class RowLayout:
         names, descriptions = [], []
         for name, values in message.fields.items():
             _ascii(name, _NAME, sender, "field name")
-            description, _ = _array(name, values, int(message.bits_per_value[name]), sender,
-                                    False)
+            description, _ = _describe(name, values, int(message.bits_per_value[name]),
+                                       sender)
             descriptions.append({**description, "shape": [0, *description["shape"][1:]]})
             names.append(name)
         return cls(tuple(names), tuple(descriptions))
@@ -768,8 +786,7 @@ class RowLayout:
                 continue
             values = np.ascontiguousarray(np.asarray(message.fields[name])[rows],
                                           dtype=_DTYPES[description["dtype"]])
-            out.append(_pack(values.reshape(-1), description["bits"])
-                       if description["flags"] & PACKED else values.tobytes())
+            out.append(_body(description, values))
         return b"".join(out)
 
     def unpack(self, raw: bytes, count: int, sender: str, max_elements: int = 1 << 27

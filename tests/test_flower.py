@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ import pytest
 import fedustat
 from fedustat import catalogue
 from fedustat.protocols.base import Role
+from fedustat.runtime import wire
 from fedustat.runtime.flower import RunConfig, load_silo, write_app
 from fedustat.runtime.flower.config import STATISTICS, NodeConfig
 from fedustat.runtime.flower.driver import drive, release_document
@@ -486,11 +488,14 @@ def test_a_node_refuses_a_server_frame_of_another_round(tmp_path):
 
     def replay_round(action: str, node: int, request: dict[str, Any]) -> dict[str, Any]:
         if action == "fedustat_round" and request["round"] == 1 and node == 101:
-            frame = bytearray(request["frame"])
+            frame = request["frame"]
             # Same frame, header round 0 -> 7 (the server's frame after round 0 says 0).
-            at = frame.index(b'"round":0')
-            frame[at:at + 9] = b'"round":7'
-            request["frame"] = bytes(frame)
+            length = struct.unpack_from(">I", frame, 6)[0]
+            header = wire._unpack_header(frame[10:10 + length], "test")
+            assert header["round"] == 0
+            raw = wire._pack_header({**header, "round": 7})
+            request["frame"] = frame[:6] + struct.pack(">I", len(raw)) + raw \
+                + frame[10 + length:]
         return request
 
     nodes.tamper_request = replay_round

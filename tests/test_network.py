@@ -726,3 +726,100 @@ def test_relay_rounds_go_on_without_a_silo_that_never_joined(certs):
     expected = simulate(make(), present, rng=SEED, batch_size=[15, 0, 15])
     assert server.estimate.value == expected.value
     assert server.estimate.cost == expected.cost
+
+
+def test_relayed_rows_are_sealed_once_per_destination_silo_with_their_layout(certs):
+    # One AEAD per destination silo and round: its payload is the rows' packed fields
+    # and the tag; the layout travels once, bound into every seal, so a server that
+    # alters it, or hands a payload to another silo, is caught naming the sender.
+    from dataclasses import replace
+
+    from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
+    from fedustat.runtime.network.relay import open_reply, parse_request, reply_for, seal_rows
+    from fedustat.runtime.wire import Expectation, RowLayout, WireError
+
+    ca = (certs / "ca.pem").read_bytes()
+    public = verify_party_certificates(ca, [(certs / f"party-{i}.pem").read_bytes()
+                                            for i in range(3)])
+    keys = [PeerKeys(i, (certs / f"party-{i}.key").read_bytes(), public, "p:1", "run-a")
+            for i in range(3)]
+    bounds = np.array([0, 2, 4, 6])
+    message = Message(Role.PARTY, Role.PARTY,
+                      {"share": np.arange(6, dtype=np.uint64) * 1000,
+                       "to": np.array([2, 4, 3, 5, 2, 4])},
+                      {"share": 23, "to": 8}, np.array([0, 0, 0, 1, 1, 1]))
+    request = seal_rows(message, keys[0], bounds, protocol="p:1", run="run-a", round_=3,
+                        identity="party-0")
+    expect = Expectation("p:1", "run-a", 3, "party", "party-0", Role.SERVER,
+                         party_ids=np.arange(2))
+    origins, targets, bits, payloads = parse_request(request, expect, 0, bounds)
+    np.testing.assert_array_equal(origins, [0, 0, 1, 0, 1, 1])  # by destination silo
+    np.testing.assert_array_equal(targets, [2, 3, 2, 4, 5, 4])
+    assert [(p.receiver, p.origins.size) for p in payloads] == [(1, 3), (2, 3)]
+    # Three 23-bit shares: 9 bytes, and the 16-byte tag.
+    assert [len(p.sealed) for p in payloads] == [9 + 16, 9 + 16]
+    np.testing.assert_array_equal(bits, [23] * 6)
+    layout = RowLayout.from_bytes(payloads[0].layout, "test")
+    assert layout.names == ("share", "to") and layout.row_bits() == 23
+
+    def opened_by(silo, forwarded):
+        reply = reply_for(forwarded, protocol="p:1", run="run-a", round_=3)
+        return open_reply(reply, keys[silo], bounds, silo, None, protocol="p:1",
+                          run="run-a", round_=3)
+
+    delivered = opened_by(1, [payloads[0]])
+    np.testing.assert_array_equal(delivered.parties, [2, 2, 3])
+    np.testing.assert_array_equal(delivered.fields["from"], [0, 1, 0])
+    np.testing.assert_array_equal(delivered.fields["share"], [0, 4000, 2000])
+    assert delivered.bits_per_value == {"share": 23, "from": 8}
+
+    wider = RowLayout(layout.names, ({**layout.descriptions[0], "bits": 24},
+                                     layout.descriptions[1])).to_bytes()
+    with pytest.raises(WireError, match="party 'party-0': relayed payload: fails "
+                                        "authentication in round 3"):
+        opened_by(1, [replace(payloads[0], layout=wider, bits=np.full(3, 24))])
+    redirected = replace(payloads[0], receiver=2, targets=payloads[1].targets)
+    with pytest.raises(WireError, match="party 'party-0': relayed payload: fails "
+                                        "authentication"):
+        opened_by(2, [redirected])
+    with pytest.raises(WireError, match="party 'party-0': relayed payload: fails "
+                                        "authentication"):
+        opened_by(1, [replace(payloads[0], sealed=payloads[0].sealed[:-1] + b"\x00")])
+
+
+def test_a_malformed_relay_request_is_refused_naming_the_sender_and_part(certs):
+    import struct
+
+    from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
+    from fedustat.runtime.network.relay import parse_request, seal_rows
+    from fedustat.runtime.wire import Expectation, WireError
+
+    ca = (certs / "ca.pem").read_bytes()
+    public = verify_party_certificates(ca, [(certs / f"party-{i}.pem").read_bytes()
+                                            for i in range(2)])
+    keys = PeerKeys(0, (certs / "party-0.key").read_bytes(), public, "p:1", "run-a")
+    bounds = np.array([0, 1, 2])
+    message = Message(Role.PARTY, Role.PARTY, {"v": np.array([5]), "to": np.array([1])},
+                      {"v": 3, "to": 8}, np.array([0]))
+    good = seal_rows(message, keys, bounds, protocol="p:1", run="run-a", round_=0,
+                     identity="party-0")
+    meta_len, layout_len, dir_len = struct.unpack_from(">III", good, 4)
+    at = 16 + meta_len
+
+    def with_layout(layout: bytes) -> bytes:
+        return good[:4] + struct.pack(">III", meta_len, len(layout), dir_len) + \
+            good[16:at] + layout + good[at + layout_len:]
+
+    expect = Expectation("p:1", "run-a", 0, "party", "party-0", Role.SERVER,
+                         party_ids=np.arange(1))
+    cases = {
+        "to: the layout ends inside it": with_layout(good[at:at + layout_len - 1]),
+        "layout: 1 bytes beyond its fields": with_layout(good[at:at + layout_len] + b"\0"),
+        "layout: relayed rows need exactly one of the fields": with_layout(b"\x00"),
+        "directory: ends inside a number": good[:12] + struct.pack(">I", dir_len + 1)
+        + good[16:at + layout_len + dir_len] + b"\x80" + good[at + layout_len + dir_len:],
+        "body: payload sizes do not add up": good + b"\x00",
+    }
+    for reason, request in cases.items():
+        with pytest.raises(WireError, match=f"party 'party-0': {reason}"):
+            parse_request(request, expect, 0, bounds)

@@ -241,7 +241,7 @@ channel = grpc.secure_channel(sys.argv[2], grpc.ssl_channel_credentials(
 hello = json.dumps({"rows": 30, "fingerprint": sys.argv[3]}).encode()
 channel.unary_unary("/fedustat.Exchange/Join")(hello, timeout=30, wait_for_ready=True)
 try:
-    channel.unary_unary("/fedustat.Exchange/Round")(b"FDST\\x00\\x01garbage", timeout=30)
+    channel.unary_unary("/fedustat.Exchange/Round")(b"FDST\\x00\\x02garbage", timeout=30)
 except grpc.RpcError as exc:
     print(exc.details())
 """

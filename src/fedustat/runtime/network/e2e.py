@@ -15,10 +15,10 @@ server must forward it without being able to read or alter it:
   is derived from (run, round, sender, receiver, counter), unique per key because the run
   is in the key and (round, direction, counter) never repeats within a run. The
   associated data binds the header facts: protocol fingerprint, run, round, sender,
-  receiver and the declared rows (origins, destinations, bits). A payload that is
-  altered, replayed in another round or run, redirected, or not sealed by the claimed
-  sender fails to open, with a :class:`~fedustat.runtime.wire.WireError` naming the
-  sender.
+  receiver, the declared rows (origins, destinations, bits) and the layout the payload
+  is read with. A payload (or its layout) that is altered, replayed in another round or
+  run, redirected, or not sealed by the claimed sender fails to open, with a
+  :class:`~fedustat.runtime.wire.WireError` naming the sender.
 """
 
 from __future__ import annotations
@@ -90,14 +90,17 @@ def verify_party_certificates(ca_pem: bytes, certificates: Sequence[str | bytes]
 
 
 def _facts(protocol: str, run: str, round_: int, sender: str, receiver: str,
-           origins: np.ndarray, targets: np.ndarray, bits: np.ndarray) -> bytes:
-    """Associated data: the header facts and a digest of the declared rows."""
+           origins: np.ndarray, targets: np.ndarray, bits: np.ndarray,
+           layout: bytes) -> bytes:
+    """Associated data: the header facts, a digest of the declared rows and one of the
+    rows' layout (how the payload's bytes are read)."""
     rows = hashlib.sha256()
     for array in (origins, targets, bits):
         rows.update(np.ascontiguousarray(array, dtype="<i8").tobytes())
     return json.dumps({"protocol": protocol, "run": run, "round": int(round_),
                        "sender": sender, "receiver": receiver,
-                       "rows": int(np.size(origins)), "digest": rows.hexdigest()},
+                       "rows": int(np.size(origins)), "digest": rows.hexdigest(),
+                       "layout": hashlib.sha256(layout).hexdigest()},
                       sort_keys=True).encode()
 
 
@@ -154,18 +157,21 @@ class PeerKeys:
             ">QQQQ", round_, sender, receiver, counter)).digest()[:12]
 
     def seal(self, round_: int, receiver: int, counter: int, payload: bytes,
-             origins: np.ndarray, targets: np.ndarray, bits: np.ndarray) -> bytes:
-        """``payload`` sealed for party ``receiver``, bound to the declared rows."""
+             origins: np.ndarray, targets: np.ndarray, bits: np.ndarray, *,
+             layout: bytes = b"") -> bytes:
+        """``payload`` sealed for party ``receiver``, bound to the declared rows and
+        their ``layout``."""
         aad = _facts(self.protocol, self.run, round_, self.names[self.own],
-                     self.names[receiver], origins, targets, bits)
+                     self.names[receiver], origins, targets, bits, layout)
         return self._aead(receiver).encrypt(self._nonce(round_, self.own, receiver, counter),
                                             payload, aad)
 
     def open(self, round_: int, sender: int, counter: int, sealed: bytes,
-             origins: np.ndarray, targets: np.ndarray, bits: np.ndarray) -> bytes:
+             origins: np.ndarray, targets: np.ndarray, bits: np.ndarray, *,
+             layout: bytes = b"") -> bytes:
         """The payload party ``sender`` sealed for this party, or a WireError naming it."""
         aad = _facts(self.protocol, self.run, round_, self.names[sender],
-                     self.names[self.own], origins, targets, bits)
+                     self.names[self.own], origins, targets, bits, layout)
         try:
             return self._aead(sender).decrypt(self._nonce(round_, sender, self.own, counter),
                                               bytes(sealed), aad)

@@ -1,30 +1,38 @@
 """Frames of a relay round: peer rows sealed by their sender, forwarded by the server.
 
-In a relay round every party process (a silo) sends the server one ``Relay`` request::
+In a relay round every party process (a silo) sends the server one ``Relay`` request
+(integers are unsigned LEB128 varints, as in :mod:`fedustat.runtime.wire`)::
 
-    b"FDRL" | meta length (uint32) | directory length (uint32)
-    | meta (a wire frame) | directory (JSON) | sealed payloads
+    b"FDRL" | meta length | layout length | directory length (uint32 each, big-endian)
+    | meta (a wire frame) | layout | directory | sealed payloads
 
-* *meta* is a validated wire frame (:mod:`fedustat.runtime.wire`) of the rows' routing
-  facts only: each row's origin party (``parties``, checked to be the sender's own), its
-  destination (``to``) and its payload bits (``row_bits``). The server counts peer
-  traffic from it (:meth:`~fedustat.runtime.simulate.MessageLog.record_peer_rows`) and
-  routes by it; it never sees a payload.
-* the *directory* lists one sealed payload per destination silo: ``{"to", "bytes",
-  "rows"}``, the rows being the meta rows addressed to that silo, in order.
-* each payload is the wire frame of those rows (all fields, ``to`` included) sealed with
-  :class:`~fedustat.runtime.network.e2e.PeerKeys` and bound to the declared rows.
+* *meta* is a validated wire frame of the rows' routing facts only: each row's origin
+  party (``parties``, checked to be the sender's own) and its destination (``to``), both
+  as integer columns (a few bits a row, often none). The server counts peer traffic from
+  it (:meth:`~fedustat.runtime.simulate.MessageLog.record_peer_rows`) and routes by it;
+  it never sees a payload.
+* the *layout* (:class:`~fedustat.runtime.wire.RowLayout`) describes the rows' fields
+  once: names, dtypes, declared bits, sign flags, the shape of one row. Every row's
+  payload bits follow from it.
+* the *directory* lists one sealed payload per destination silo, in silo order: its
+  silo, bytes and rows (three varints), the rows being the meta rows addressed to that
+  silo, in order.
+* each payload is the body of those rows alone (each payload field's rows, bit-packed
+  at its declared bits) sealed with :class:`~fedustat.runtime.network.e2e.PeerKeys`: one
+  AEAD per destination silo per round, bound to the run, round, direction, the declared
+  rows (origins, destinations, payload bits) and the layout.
 
-The server's reply to silo ``s`` has the same layout (first byte ``b"P"``, then the
-lengths): a meta frame from the server (``from``, ``row_bits``, ``parties`` = recipients)
-and a directory ``{"from", "bytes", "rows"}`` of the payloads sealed for ``s``. The
-receiver opens each payload (a failure names the sender), decodes it as a frame from
-that party, and checks it carries exactly the declared rows before its step sees them.
+The server's reply to silo ``s`` (after the tag ``b"P"``) has the same parts: a meta
+frame from the server (``from`` = origins, ``parties`` = recipients), the distinct
+layouts of its senders (a count, then each with its length), and a directory of the
+payloads sealed for ``s`` (sender silo, bytes, rows, layout index), in sender order. The
+receiver opens each payload (a failure names the sender: a payload or layout altered on
+the way fails to open) and reads exactly the declared rows from it before its step sees
+them.
 """
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass
 
@@ -33,21 +41,29 @@ import numpy as np
 from fedustat.protocols.base import PEER_FROM, PEER_TO, Message, Role
 from fedustat.runtime.network.e2e import PeerKeys
 from fedustat.runtime.simulate import deliver_peer_rows
-from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
+from fedustat.runtime.wire import (
+    Envelope,
+    Expectation,
+    RowLayout,
+    WireError,
+    decode,
+    encode,
+)
 
 __all__ = ["RELAY_MAGIC", "RelayedPayload", "open_reply", "parse_request", "reply_for",
            "seal_rows"]
 
 RELAY_MAGIC = b"FDRL"
-_LENGTHS = struct.Struct(">II")
-_ROW_BITS = "row_bits"
-_MAX_DIRECTORY_BYTES = 1 << 22
+_LENGTHS = struct.Struct(">III")
+_MAX_SECTION_BYTES = 1 << 22
+_TAG_BYTES = 16  # AES-GCM's tag: the least a sealed payload can be
 
 
 @dataclass(frozen=True)
 class RelayedPayload:
     """One sealed payload in transit: from silo ``sender`` to silo ``receiver``, with the
-    routing facts of its rows (what the receiver authenticates it against)."""
+    routing facts of its rows and the sender's layout (what the receiver authenticates
+    it against)."""
 
     sender: int
     receiver: int
@@ -55,6 +71,7 @@ class RelayedPayload:
     origins: np.ndarray
     targets: np.ndarray
     bits: np.ndarray
+    layout: bytes = b""
 
 
 def silo_of(ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
@@ -62,35 +79,64 @@ def silo_of(ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return np.searchsorted(bounds, np.asarray(ids, dtype=np.int64), side="right") - 1
 
 
-def _split(frame: bytes, sender: str, first: bytes) -> tuple[bytes, list, memoryview]:
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        if not value:
+            out.append(byte)
+            return bytes(out)
+        out.append(byte | 0x80)
+
+
+class _Varints:
+    """Reads a section of varints; running past its end is a WireError."""
+
+    def __init__(self, raw: bytes, sender: str, what: str) -> None:
+        self.raw, self.at, self.sender, self.what = raw, 0, sender, what
+
+    def done(self) -> bool:
+        return self.at >= len(self.raw)
+
+    def next(self) -> int:
+        value = 0
+        for shift in range(0, 64, 7):
+            if self.at >= len(self.raw):
+                raise WireError(self.sender, self.what, "ends inside a number")
+            byte = self.raw[self.at]
+            self.at += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+        raise WireError(self.sender, self.what, "a number beyond 63 bits")
+
+
+def _split(frame: bytes, sender: str, first: bytes) -> tuple[bytes, bytes, bytes, memoryview]:
     head = len(first) + _LENGTHS.size
     if len(frame) < head or frame[:len(first)] != first:
         raise WireError(sender, "relay", "not a relay frame")
-    meta_len, dir_len = _LENGTHS.unpack_from(frame, len(first))
-    if dir_len > _MAX_DIRECTORY_BYTES or head + meta_len + dir_len > len(frame):
+    meta_len, layout_len, dir_len = _LENGTHS.unpack_from(frame, len(first))
+    if max(layout_len, dir_len) > _MAX_SECTION_BYTES \
+            or head + meta_len + layout_len + dir_len > len(frame):
         raise WireError(sender, "relay", "declared lengths exceed the frame")
     meta = frame[head:head + meta_len]
-    try:
-        directory = json.loads(frame[head + meta_len:head + meta_len + dir_len].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WireError(sender, "directory", f"not valid JSON ({exc})") from None
-    if not isinstance(directory, list):
-        raise WireError(sender, "directory", "must be a list")
-    return meta, directory, memoryview(frame)[head + meta_len + dir_len:]
+    layout = frame[head + meta_len:head + meta_len + layout_len]
+    directory = frame[head + meta_len + layout_len:head + meta_len + layout_len + dir_len]
+    return meta, layout, directory, memoryview(frame)[head + meta_len + layout_len + dir_len:]
 
 
-def _entries(directory: list, key: str, sender: str, n_silos: int, body: memoryview,
-             n_rows: int) -> list[tuple[int, int, int]]:
-    """(silo, bytes, rows) per directory entry, checked against the body and the meta."""
+def _entries(directory: bytes, width: int, sender: str, n_silos: int, body: memoryview,
+             n_rows: int) -> list[tuple[int, ...]]:
+    """(silo, bytes, rows[, layout]) per directory entry, checked against the body and
+    the meta."""
+    numbers = _Varints(directory, sender, "directory")
     out = []
-    for entry in directory:
-        if not isinstance(entry, dict) or set(entry) != {key, "bytes", "rows"} \
-                or not all(type(entry[k]) is int for k in entry):
-            raise WireError(sender, "directory", f"malformed entry {entry!r}")
-        silo, size, rows = entry[key], entry["bytes"], entry["rows"]
-        if not 0 <= silo < n_silos or size < 16 or rows < 1:
+    while not numbers.done():
+        entry = tuple(numbers.next() for _ in range(width))
+        silo, size, rows = entry[:3]
+        if not 0 <= silo < n_silos or size < _TAG_BYTES or rows < 1:
             raise WireError(sender, "directory", f"entry {entry!r} is out of range")
-        out.append((silo, size, rows))
+        out.append(entry)
     silos = [e[0] for e in out]
     if len(set(silos)) != len(silos) or silos != sorted(silos):
         raise WireError(sender, "directory", "one payload per silo, in silo order")
@@ -110,27 +156,32 @@ def seal_rows(message: Message, keys: PeerKeys, bounds: np.ndarray, *, protocol:
     if targets.size and (int(targets.max()) >= int(bounds[-1])):
         raise ValueError(f"a row is addressed to party {int(targets.max())}, but the run "
                          f"has parties 0..{int(bounds[-1]) - 1}")
-    bits = message.payload_bits_per_row()
     order = np.argsort(silo_of(targets, bounds), kind="stable")
-    origins, targets, bits = origins[order], targets[order], bits[order]
-    fields = {name: np.asarray(v)[order] for name, v in message.fields.items()}
+    origins, targets = origins[order], targets[order]
+    rows = Message(Role.PARTY, Role.PARTY,
+                   {name: np.asarray(v)[order] for name, v in message.fields.items()},
+                   message.bits_per_value, origins)
+    layout = RowLayout.of(rows, f"party {identity!r}")
+    raw_layout = layout.to_bytes()
+    bits = np.full(origins.size, layout.row_bits(), dtype=np.int64)
     dest = silo_of(targets, bounds)
-    directory, payloads = [], []
-    for silo in np.unique(dest):
-        rows = dest == silo
-        inner = Message(Role.PARTY, Role.PARTY, {k: v[rows] for k, v in fields.items()},
-                        message.bits_per_value, origins[rows])
-        plain = encode(Envelope(protocol, run, round_, "party", identity, inner))
-        sealed = keys.seal(round_, int(silo), 0, plain, origins[rows], targets[rows],
-                           bits[rows])
-        directory.append({"to": int(silo), "bytes": len(sealed), "rows": int(rows.sum())})
+    # Rows are grouped by destination silo: one sealed payload per group.
+    starts = np.flatnonzero(np.r_[True, dest[1:] != dest[:-1]]) if dest.size \
+        else np.zeros(0, dtype=np.int64)
+    stops = np.r_[starts[1:], dest.size][:starts.size]
+    directory, payloads = bytearray(), []
+    for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+        part = slice(int(start), int(stop))
+        silo = int(dest[start])
+        sealed = keys.seal(round_, silo, 0, layout.pack(rows, part), origins[part],
+                           targets[part], bits[part], layout=raw_layout)
+        directory += _varint(silo) + _varint(len(sealed)) + _varint(stop - start)
         payloads.append(sealed)
-    meta = Message(Role.PARTY, Role.SERVER, {PEER_TO: targets, _ROW_BITS: bits},
-                   {PEER_TO: 64, _ROW_BITS: 64}, origins)
+    meta = Message(Role.PARTY, Role.SERVER, {PEER_TO: targets},
+                   {PEER_TO: rows.bits_per_value[PEER_TO]}, origins)
     frame = encode(Envelope(protocol, run, round_, "party", identity, meta))
-    header = json.dumps(directory, separators=(",", ":")).encode()
-    return RELAY_MAGIC + _LENGTHS.pack(len(frame), len(header)) + frame + header \
-        + b"".join(payloads)
+    return RELAY_MAGIC + _LENGTHS.pack(len(frame), len(raw_layout), len(directory)) \
+        + frame + raw_layout + bytes(directory) + b"".join(payloads)
 
 
 def parse_request(request: bytes, expect: Expectation, sender: int, bounds: np.ndarray
@@ -138,55 +189,74 @@ def parse_request(request: bytes, expect: Expectation, sender: int, bounds: np.n
     """The server's side: the declared rows (origins, targets, bits) and the payloads of
     a ``Relay`` request from silo ``sender``; a WireError names the sender and the fault."""
     who = f"party {expect.sender_id!r}"
-    meta_raw, directory, body = _split(bytes(request), who, RELAY_MAGIC)
+    meta_raw, raw_layout, directory, body = _split(bytes(request), who, RELAY_MAGIC)
     meta = decode(meta_raw, Expectation(
         expect.protocol, expect.run, expect.round, "party", expect.sender_id, Role.SERVER,
         party_ids=expect.party_ids, max_elements=expect.max_elements,
-        fields=frozenset({PEER_TO, _ROW_BITS}))).message
+        fields=frozenset({PEER_TO}))).message
+    layout = RowLayout.from_bytes(raw_layout, who)
+    if PEER_TO not in layout.names:
+        raise WireError(who, "layout", f"rows to parties need the field {PEER_TO!r}")
     origins = np.asarray(meta.parties, dtype=np.int64)
     targets = np.asarray(meta.fields[PEER_TO])
-    bits = np.asarray(meta.fields[_ROW_BITS])
-    if targets.dtype.kind not in "iu" or bits.dtype.kind not in "iu" or targets.ndim != 1:
-        raise WireError(who, "meta", "row destinations and bits must be integers")
-    targets, bits = targets.astype(np.int64), bits.astype(np.int64)
+    if targets.dtype.kind not in "iu" or targets.ndim != 1:
+        raise WireError(who, "meta", "row destinations must be integers")
+    targets = targets.astype(np.int64)
+    bits = np.full(origins.size, layout.row_bits(), dtype=np.int64)
     n_parties = int(bounds[-1])
     if targets.size and (int(targets.min()) < 0 or int(targets.max()) >= n_parties):
         raise WireError(who, PEER_TO, f"addresses a party outside 0..{n_parties - 1}")
-    if bits.size and int(bits.min()) < 0:
-        raise WireError(who, _ROW_BITS, "negative bit counts")
     n_silos = len(bounds) - 1
     dest = silo_of(targets, bounds)
     if np.any(np.diff(dest) < 0):
         raise WireError(who, PEER_TO, "rows must be grouped by destination silo")
     payloads, offset, row = [], 0, 0
-    for silo, size, rows in _entries(directory, "to", who, n_silos, body, origins.size):
+    for silo, size, rows in _entries(directory, 3, who, n_silos, body, origins.size):
         part = slice(row, row + rows)
         if np.any(dest[part] != silo):
             raise WireError(who, "directory", f"the rows declared for silo {silo} are not "
                                               "addressed to it")
         payloads.append(RelayedPayload(sender, silo, bytes(body[offset:offset + size]),
-                                       origins[part], targets[part], bits[part]))
+                                       origins[part], targets[part], bits[part], raw_layout))
         offset, row = offset + size, row + rows
     return origins, targets, bits, payloads
 
 
 def reply_for(payloads: list[RelayedPayload], *, protocol: str, run: str,
               round_: int) -> bytes:
-    """The server's reply to one silo: the payloads sealed for it, in sender order, and
-    their declared rows (without the ``b"P"`` reply tag)."""
+    """The server's reply to one silo: the payloads sealed for it, in sender order, their
+    declared rows and their senders' layouts (without the ``b"P"`` reply tag)."""
     payloads = sorted(payloads, key=lambda p: p.sender)
     empty = np.zeros(0, dtype=np.int64)
     origins = np.concatenate([empty, *(p.origins for p in payloads)])
     targets = np.concatenate([empty, *(p.targets for p in payloads)])
-    bits = np.concatenate([empty, *(p.bits for p in payloads)])
-    meta = Message(Role.SERVER, Role.PARTY, {PEER_FROM: origins, _ROW_BITS: bits},
-                   {PEER_FROM: 64, _ROW_BITS: 64}, targets)
+    meta = Message(Role.SERVER, Role.PARTY, {PEER_FROM: origins}, {PEER_FROM: 64}, targets)
     frame = encode(Envelope(protocol, run, round_, "server", "server", meta))
-    directory = [{"from": p.sender, "bytes": len(p.sealed), "rows": int(p.origins.size)}
-                 for p in payloads]
-    header = json.dumps(directory, separators=(",", ":")).encode()
-    return _LENGTHS.pack(len(frame), len(header)) + frame + header \
-        + b"".join(p.sealed for p in payloads)
+    layouts: list[bytes] = []
+    directory = bytearray()
+    for p in payloads:
+        if p.layout not in layouts:
+            layouts.append(p.layout)
+        directory += b"".join(_varint(v) for v in (p.sender, len(p.sealed), p.origins.size,
+                                                    layouts.index(p.layout)))
+    raw_layouts = _varint(len(layouts)) + b"".join(_varint(len(raw)) + raw for raw in layouts)
+    return _LENGTHS.pack(len(frame), len(raw_layouts), len(directory)) + frame \
+        + raw_layouts + bytes(directory) + b"".join(p.sealed for p in payloads)
+
+
+def _layouts(raw: bytes, sender: str) -> list[bytes]:
+    """The layouts of a reply, as bytes (each is read when a payload names it)."""
+    numbers = _Varints(raw, sender, "layouts")
+    count, out = numbers.next(), []
+    for _ in range(count):
+        size = numbers.next()
+        if numbers.at + size > len(raw):
+            raise WireError(sender, "layouts", "a layout runs past the section")
+        out.append(raw[numbers.at:numbers.at + size])
+        numbers.at += size
+    if not numbers.done():
+        raise WireError(sender, "layouts", "bytes beyond the declared layouts")
+    return out
 
 
 def _empty_like(message: Message) -> Message:
@@ -199,8 +269,8 @@ def _empty_like(message: Message) -> Message:
 def open_reply(reply: bytes, keys: PeerKeys, bounds: np.ndarray, own: int,
                outgoing: Message | None, *, protocol: str, run: str,
                round_: int) -> Message | None:
-    """A party's side: open the payloads the server forwarded, check each one carries
-    exactly its declared rows, and deliver them (:func:`deliver_peer_rows`).
+    """A party's side: open the payloads the server forwarded, read exactly their
+    declared rows from each, and deliver them (:func:`deliver_peer_rows`).
 
     ``outgoing`` is this silo's own message of the round: rows from others must carry the
     same fields (the same step produced them) unless it has no rows (a party that only
@@ -208,37 +278,42 @@ def open_reply(reply: bytes, keys: PeerKeys, bounds: np.ndarray, own: int,
     A service that sent nothing this round passes ``None`` and gets ``None`` when no row
     arrives. Senders are named by ``keys.names`` (silos, then service roles).
     """
-    meta_raw, directory, body = _split(bytes(reply), "server 'server'", b"")
+    server = "server 'server'"
+    meta_raw, raw_layouts, directory, body = _split(bytes(reply), server, b"")
     meta = decode(meta_raw, Expectation(protocol, run, round_, "server", "server",
-                                        Role.PARTY, fields=frozenset({PEER_FROM, _ROW_BITS}))
-                  ).message
+                                        Role.PARTY, fields=frozenset({PEER_FROM}))).message
     origins = np.asarray(meta.fields[PEER_FROM], dtype=np.int64)
     targets = np.asarray(meta.parties, dtype=np.int64)
-    bits = np.asarray(meta.fields[_ROW_BITS], dtype=np.int64)
+    layouts = _layouts(raw_layouts, server)
     mine = np.arange(bounds[own], bounds[own + 1])
     if not np.all(np.isin(targets, mine)):
-        raise WireError("server 'server'", "parties", "forwards rows addressed to other silos")
+        raise WireError(server, "parties", "forwards rows addressed to other silos")
     parts: list[Message] = []
     offset, row = 0, 0
-    for silo, size, rows in _entries(directory, "from", "server 'server'", len(bounds) - 1,
-                                     body, origins.size):
+    for silo, size, rows, index in _entries(directory, 4, server, len(bounds) - 1, body,
+                                            origins.size):
+        if index >= len(layouts):
+            raise WireError(server, "directory", f"names layout {index} of {len(layouts)}")
         part = slice(row, row + rows)
+        sender = f"party {keys.names[silo]!r}"
+        layout = RowLayout.from_bytes(layouts[index], sender)
+        bits = np.full(rows, layout.row_bits(), dtype=np.int64)
         plain = keys.open(round_, silo, 0, bytes(body[offset:offset + size]),
-                          origins[part], targets[part], bits[part])
-        sender = keys.names[silo]
-        inner = decode(plain, Expectation(protocol, run, round_, "party", sender, Role.PARTY,
-                                          party_ids=np.arange(bounds[silo],
-                                                              bounds[silo + 1]))).message
-        layout = outgoing if outgoing is not None and len(outgoing.parties) else (
+                          origins[part], targets[part], bits, layout=layouts[index])
+        if PEER_TO not in layout.names:
+            raise WireError(sender, "layout", f"rows to parties need the field {PEER_TO!r}")
+        if not np.all(np.isin(origins[part], np.arange(bounds[silo], bounds[silo + 1]))):
+            raise WireError(sender, "relayed payload", "carries rows that are not its own")
+        fields = layout.unpack(plain, rows, sender)
+        fields[PEER_TO] = targets[part]
+        inner = Message(Role.PARTY, Role.PARTY,
+                        {name: fields[name] for name in layout.names}, layout.bits,
+                        origins[part])
+        expected = outgoing if outgoing is not None and len(outgoing.parties) else (
             parts[0] if parts else inner)
-        if set(inner.fields) != set(layout.fields):
-            raise WireError(f"party {sender!r}", "fields", f"expected {sorted(layout.fields)}"
-                                                           f", got {sorted(inner.fields)}")
-        if not (np.array_equal(inner.parties, origins[part])
-                and np.array_equal(inner.fields[PEER_TO], targets[part])
-                and np.array_equal(inner.payload_bits_per_row(), bits[part])):
-            raise WireError(f"party {sender!r}", "relayed payload",
-                            "carries other rows than it declared")
+        if set(inner.fields) != set(expected.fields):
+            raise WireError(sender, "fields", f"expected {sorted(expected.fields)}, got "
+                                              f"{sorted(inner.fields)}")
         parts.append(inner)
         offset, row = offset + size, row + rows
     if not parts:
@@ -248,4 +323,3 @@ def open_reply(reply: bytes, keys: PeerKeys, bounds: np.ndarray, own: int,
     merged = Message(Role.PARTY, Role.PARTY, fields, parts[0].bits_per_value,
                      np.concatenate([np.asarray(p.parties) for p in parts]))
     return deliver_peer_rows(merged)
-

@@ -154,6 +154,12 @@ class TokenStore:
     def close(self) -> None:
         self._db.close()
 
+    def __enter__(self) -> TokenStore:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
     def add(self, tokens: Iterable[str]) -> int:
         """Store the digests of ``tokens`` (never the tokens); returns how many were new."""
         rows = [(token_digest(t), _now()) for t in tokens]

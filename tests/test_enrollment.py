@@ -34,6 +34,7 @@ from fedustat.runtime.network.certs import create_deployment, load_credentials  
 from fedustat.runtime.network.enroll import (  # noqa: E402
     ENROLL,
     EnrollmentError,
+    EnrollmentService,
     TokenStore,
     enroll,
     enroll_async,
@@ -327,3 +328,29 @@ def test_bad_arguments_name_themselves():
         mint_tokens(0)
     with pytest.raises(ValueError, match="token must be the enrollment token text"):
         enrollment_request("short", ec.generate_private_key(ec.SECP256R1()))
+
+
+def test_one_batch_decides_requests_in_order(deployment, tmp_path):
+    """Requests committed together (the service's group commit): one token twice in the
+    batch issues once, the same key's repeat gets the same certificate, a bad request does
+    not spoil the others, and nothing is written for a refused one."""
+    certs, _, _ = deployment
+    tokens = mint_tokens(2)
+    with TokenStore(tmp_path / "batch.db") as store:
+        store.add(tokens)
+        service = EnrollmentService(certs, store)
+        key = ec.generate_private_key(ec.SECP256R1())
+        mine = enrollment_request(tokens[0], key)
+        outcomes = service.handle_many([
+            mine, enrollment_request(tokens[0], ec.generate_private_key(ec.SECP256R1())),
+            mine, b"not json", enrollment_request(mint_tokens(1)[0], key),
+            enrollment_request(tokens[1], ec.generate_private_key(ec.SECP256R1()))])
+        first, reused, again, bad, unknown, second = outcomes
+        assert json.loads(first)["identity"] == "party-1"  # after the hand-made party-0
+        assert "already used" in str(reused)
+        assert again == first
+        assert "must be JSON" in str(bad)
+        assert "not known" in str(unknown)
+        assert json.loads(second)["identity"] == "party-2"
+        assert store.counts() == (0, 2)
+        assert [name for name, _, _ in store.issued()] == ["party-1", "party-2"]

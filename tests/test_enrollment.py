@@ -323,11 +323,29 @@ def test_enroll_cli_refusal_is_one_line(service, tmp_path):
     assert "\n" not in str(caught.value.code)
 
 
-def test_bad_arguments_name_themselves():
+def test_bad_arguments_name_themselves(deployment, tmp_path):
     with pytest.raises(ValueError, match="count must be an integer >= 1, got 0"):
         mint_tokens(0)
     with pytest.raises(ValueError, match="token must be the enrollment token text"):
         enrollment_request("short", ec.generate_private_key(ec.SECP256R1()))
+    certs, store, _ = deployment
+    text = tmp_path / "tokens.txt"
+    text.write_text("not a database\n" * 100)
+    refusals = [
+        (["--store", str(text)], "error: store: .* is not a token store"),
+        (["--store", str(tmp_path)], "error: --store .* is not a file"),
+        (["--store", str(store), "--first-index", "-3"], "error: --first-index must be >= 0"),
+        (["--store", str(store), "--validity-hours", "0"],
+         "error: --validity-hours must be a positive number of hours"),
+        (["--store", str(store), "--address", "999.1.1.1:5"],
+         "error: address: cannot listen on 999.1.1.1:5"),
+    ]
+    for extra, message in refusals:
+        with pytest.raises(SystemExit, match=message):
+            main(["enroll-server", "--certs", str(certs), *extra])
+    with pytest.raises(SystemExit, match=r"error: ca must be the deployment's ca\.pem"):
+        main(["enroll", "--server", "localhost:1", "--ca", str(certs / "ca.key"),
+              "--token", mint_tokens(1)[0], "--out", str(tmp_path)])
 
 
 def test_one_batch_decides_requests_in_order(deployment, tmp_path):
@@ -354,3 +372,10 @@ def test_one_batch_decides_requests_in_order(deployment, tmp_path):
         assert json.loads(second)["identity"] == "party-2"
         assert store.counts() == (0, 2)
         assert [name for name, _, _ in store.issued()] == ["party-1", "party-2"]
+
+
+def test_service_of_another_deployment_is_named_a_tls_failure(service, tmp_path):
+    address, _, tokens, _ = service
+    other = create_deployment(tmp_path / "other", 1)
+    with pytest.raises(EnrollmentError, match="cannot reach the enrollment service over TLS"):
+        enroll(address, other / "ca.pem", next(tokens), attempts=1)

@@ -1348,8 +1348,10 @@ def cmd_enroll_server(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: --validity-hours must be a positive number of hours, got "
                          f"{args.validity_hours}")
     if not Path(args.store).is_file():
-        raise SystemExit(f"error: --store {args.store} does not exist; mint tokens into it "
+        raise SystemExit(f"error: --store {args.store} is not a file; mint tokens into it "
                          "first with `fedustat enroll-tokens --store`")
+    if args.first_index is not None and args.first_index < 0:
+        raise SystemExit(f"error: --first-index must be >= 0, got {args.first_index}")
 
     def ready(port: int) -> None:
         store = enroll.TokenStore(args.store)

@@ -141,6 +141,16 @@ class TokenStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
                                    check_same_thread=False)
+        try:
+            self._setup()
+        except sqlite3.DatabaseError as error:
+            self._db.close()
+            raise ValueError(f"store: {self.path} is not a token store (the SQLite file "
+                             f"`fedustat enroll-tokens --store` writes): {error}") from None
+        with contextlib.suppress(OSError):
+            self.path.chmod(0o600)
+
+    def _setup(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript("""
@@ -153,8 +163,6 @@ class TokenStore:
                 issued_at TEXT NOT NULL, certificate BLOB NOT NULL
             );
         """)
-        with contextlib.suppress(OSError):
-            self.path.chmod(0o600)
 
     def close(self) -> None:
         self._db.close()
@@ -488,13 +496,17 @@ async def start_enrollment_server(certs: str | Path, store: str | Path, *,
     server = grpc.aio.server(options=SERVER_OPTIONS)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
         SERVICE, {"Enroll": grpc.unary_unary_rpc_method_handler(enroll_method)}),))
-    port = server.add_secure_port(address, grpc.ssl_server_credentials(
-        [(tls.key, tls.certificate)], require_client_auth=False))
+    try:
+        port = server.add_secure_port(address, grpc.ssl_server_credentials(
+            [(tls.key, tls.certificate)], require_client_auth=False))
+    except RuntimeError:  # grpc.aio's refusal to bind
+        port = 0
     if port == 0:
         writing.cancel()
         executor.shutdown()
         service.store.close()
-        raise OSError(f"cannot listen on {address}")
+        raise OSError(f"address: cannot listen on {address} (a HOST:PORT of this machine, "
+                      "port free; port 0 picks one)")
     await server.start()
     return EnrollmentServer(port, server, service, executor, writing)
 

@@ -379,3 +379,28 @@ def test_service_of_another_deployment_is_named_a_tls_failure(service, tmp_path)
     other = create_deployment(tmp_path / "other", 1)
     with pytest.raises(EnrollmentError, match="cannot reach the enrollment service over TLS"):
         enroll(address, other / "ca.pem", next(tokens), attempts=1)
+
+
+def test_an_unreadable_request_fails_alone(deployment, tmp_path, monkeypatch):
+    """A request whose CSR the library cannot handle (an unforeseen exception) is refused
+    by itself; the others of its batch are issued."""
+    certs, _, _ = deployment
+    tokens = mint_tokens(2)
+    with TokenStore(tmp_path / "alone.db") as store:
+        store.add(tokens)
+        service = EnrollmentService(certs, store)
+        odd = b"odd-csr"
+        real = service.check_csr
+
+        def check(der):
+            if der == odd:
+                raise NotImplementedError("an algorithm nobody supports")
+            return real(der)
+
+        monkeypatch.setattr(service, "check_csr", check)
+        strange = json.dumps({"token": tokens[0], "csr": base64.b64encode(odd).decode()})
+        good = enrollment_request(tokens[1], ec.generate_private_key(ec.SECP256R1()))
+        refused, issued = service.handle_many([strange.encode(), good])
+        assert "could not be read (NotImplementedError)" in str(refused)
+        assert json.loads(issued)["identity"].startswith("party-")
+        assert store.counts() == (1, 1)

@@ -79,12 +79,14 @@ TOKEN_BYTES = 16
 MAX_REQUEST_BYTES = 16 * 1024
 #: Clock skew allowed between the service and the servers that check a certificate.
 CLOCK_SKEW = dt.timedelta(minutes=5)
-#: Each device its own connection (and TLS handshake), even from one process; more pending
-#: requests than gRPC's default of 1000 (a burst of devices is otherwise CANCELLED).
+#: Each device its own connection (and TLS handshake), even from one process: without a
+#: local subchannel pool, channels of one process to one address may share a connection.
 CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1),
                    ("grpc.max_receive_message_length", 1 << 16)]
 #: Most requests decided in one transaction.
 MAX_BATCH = 512
+#: More pending requests than gRPC's default of 1000 (hard limit 3000): a burst of devices
+#: beyond it is otherwise CANCELLED before the service sees it.
 SERVER_OPTIONS = [("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
                   ("grpc.server.max_pending_requests", 20_000),
                   ("grpc.server.max_pending_requests_hard_limit", 30_000)]
@@ -127,10 +129,11 @@ def _now() -> str:
 class TokenStore:
     """The service's SQLite file: token digests, which are used, and what was issued.
 
-    Every redemption is one ``BEGIN IMMEDIATE`` transaction (SQLite's write lock), so two
-    requests with one token, in one service process or in two sharing the file, issue
-    one certificate; WAL with ``synchronous=FULL`` makes an issued certificate's record
-    survive a crash or power loss before its reply leaves.
+    Redemptions run in ``BEGIN IMMEDIATE`` transactions (SQLite's write lock, taken
+    before the token is read), one or a batch at a time, so two requests with one token,
+    in one service process or in two sharing the file, issue one certificate; WAL with
+    ``synchronous=FULL`` makes an issued certificate's record survive a crash or power
+    loss before its reply leaves.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -319,16 +322,16 @@ class EnrollmentService:
             public = csr.public_key()
         except (ValueError, TypeError):
             raise EnrollmentRefusedError("the certificate request is not a valid DER-encoded "
-                                    "PKCS#10 CSR", "INVALID_ARGUMENT") from None
+                                         "PKCS#10 CSR", "INVALID_ARGUMENT") from None
         if not isinstance(public, ec.EllipticCurvePublicKey) or \
                 not isinstance(public.curve, ec.SECP256R1):
             raise EnrollmentRefusedError(f"the certificate request's key must be ECDSA P-256 "
-                                    f"(secp256r1), got {_key_name(public)}",
-                                    "INVALID_ARGUMENT")
+                                         f"(secp256r1), got {_key_name(public)}",
+                                         "INVALID_ARGUMENT")
         if not csr.is_signature_valid:
             raise EnrollmentRefusedError("the certificate request's signature does not verify "
-                                    "(it must be signed by the private key it carries)",
-                                    "INVALID_ARGUMENT")
+                                         "(it must be signed by the private key it carries)",
+                                         "INVALID_ARGUMENT")
         return csr, public.public_bytes(serialization.Encoding.DER,
                                         serialization.PublicFormat.SubjectPublicKeyInfo)
 
@@ -390,6 +393,13 @@ class EnrollmentService:
                 outcomes.append(b"")
             except EnrollmentRefusedError as refused:
                 outcomes.append(refused)
+            except Exception as error:  # e.g. an algorithm the library does not support:
+                # this request's refusal, never its batch's failure
+                outcomes.append(EnrollmentRefusedError(
+                    f"the certificate request could not be read ({type(error).__name__})",
+                    "INVALID_ARGUMENT"))
+        if not valid:
+            return outcomes
         redeemed = self.store.redeem_many(
             [(token, public_der, functools.partial(self._sign, public))
              for _, (token, public, public_der) in valid], self.first_index)

@@ -64,6 +64,10 @@ SKIPPED: list[tuple[str, str, str]] = [
     ("*", "party ", "network party: needs a running server (tests/test_network*.py run it)"),
     ("*", "service ", "network service role: needs a running server "
      "(tests/test_service_roles_processes.py)"),
+    ("*", "enroll-server ", "enrollment service: runs until stopped (tests/test_enrollment.py "
+     "runs it)"),
+    ("*", "enroll --server", "device enrollment: needs a running enrollment service "
+     "(tests/test_enrollment.py)"),
     ("*", "reproduce NAME", "synopsis of the arguments, not a command"),
     ("*", "reproduce all",
      "every experiment: minutes (tests/test_reproduce.py runs each with --quick)"),

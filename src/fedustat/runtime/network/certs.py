@@ -7,7 +7,10 @@ identity is its certificate's common name (``server``, ``party-0``, ``party-1``,
 the transport reads from the authenticated channel, never from a message.
 
 :func:`create_deployment` writes such a set for a test deployment (``fedustat certs``);
-a production deployment may use its own CA with the same names.
+a production deployment may use its own CA with the same names. The CA's key is written
+too (``ca.key``, owner-only) for the operator's enrollment service
+(:mod:`fedustat.runtime.network.enroll`), which signs devices' own keys with it; it stays
+on the operator's machine.
 """
 
 from __future__ import annotations
@@ -88,7 +91,8 @@ def create_deployment(directory: str | Path, n_parties: int, *,
                       extra_roles: tuple[str, ...] = ()) -> Path:
     """Write a CA and certificates for a server, ``n_parties`` parties and extra roles.
 
-    Files: ``ca.pem``, and ``<identity>.pem`` / ``<identity>.key`` for ``server``,
+    Files: ``ca.pem`` and ``ca.key`` (the CA's key, for the operator's enrollment
+    service only), and ``<identity>.pem`` / ``<identity>.key`` for ``server``,
     ``party-0`` ... and each of ``extra_roles`` (e.g. ``dealer``). Keys are written with
     owner-only permissions. Returns the directory.
     """
@@ -107,15 +111,21 @@ def create_deployment(directory: str | Path, n_parties: int, *,
                .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
                .sign(ca_key, hashes.SHA256()))
     (out / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    _write_private(out / "ca.key", _pem_key(ca_key))
     identities = ["server", *(party_identity(i) for i in range(n_parties)), *extra_roles]
     for identity in identities:
         hosts = server_hosts if identity == "server" else ()
         cert, key = _issue(ca_key, ca_name, identity, hosts, now)
         (out / f"{identity}.pem").write_bytes(cert)
-        key_path = out / f"{identity}.key"
-        key_path.touch(mode=0o600)
-        key_path.write_bytes(key)
+        _write_private(out / f"{identity}.key", key)
     return out
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a key readable by its owner only (created so, never world-readable first)."""
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_bytes(data)
 
 
 def load_credentials(directory: str | Path, identity: str) -> Credentials:

@@ -1549,7 +1549,8 @@ def cmd_certs(args: argparse.Namespace) -> int:
     extra = f" and services {', '.join(services)}" if services else ""
     print(f"wrote a CA and certificates for server (hosts {', '.join(hosts)}), "
           f"party-0 .. party-{args.parties - 1}{extra} to {out}")
-    print("give each role only its own .key file (and ca.pem); keys are owner-readable only")
+    print("give each role only its own .key file (and ca.pem); keys are owner-readable only; "
+          "ca.key stays with the operator (it signs enrolled devices' certificates)")
     return 0
 
 

@@ -1,7 +1,9 @@
 """Networked runs: each role in its own process over mutually authenticated gRPC.
 
-See docs/network.md. gRPC is an optional dependency (``pip install 'fedustat[network]'``);
-it is imported when a server or party starts.
+See docs/network.md (lockstep runs), docs/collection.md (collection windows) and
+docs/enrollment.md (``fedustat.runtime.network.enroll``: device certificates at scale).
+gRPC is an optional dependency (``pip install 'fedustat[network]'``); it is imported when a
+server or party starts.
 """
 
 from fedustat.runtime.network.certs import Credentials, create_deployment, load_credentials

@@ -68,6 +68,10 @@ SKIPPED: list[tuple[str, str, str]] = [
      "runs it)"),
     ("*", "enroll --server", "device enrollment: needs a running enrollment service "
      "(tests/test_enrollment.py)"),
+    ("*", "collect ", "collection server: waits for devices until its window closes "
+     "(tests/test_collection.py runs it)"),
+    ("*", "report ", "device report: needs a running collection server "
+     "(tests/test_collection.py)"),
     ("*", "reproduce NAME", "synopsis of the arguments, not a command"),
     ("*", "reproduce all",
      "every experiment: minutes (tests/test_reproduce.py runs each with --quick)"),

@@ -40,7 +40,8 @@ SEED = 1
 CASES = {
     "ldp-quantized": (["--statistic", "gini", "--bounds", "0,1", "--param", "k=256"],
                       lambda silos: registry.make("ldp-quantized", gini_kernel((0.0, 1.0)),
-                                                  epsilon=1.0, k=256), 1),
+                                                  epsilon=1.0, k=256,
+                                                  bounds=(0.0, 1.0)), 1),
     "fedauc-rr": (["--statistic", "auc"],
                   lambda silos: registry.make("fedauc-rr", auc_kernel(), epsilon=1.0,
                                               n_clients=silos), 2),

@@ -203,13 +203,17 @@ def test_an_identity_that_reports_twice_is_refused(certs):
     assert run.n_reports == 4 and run.refused == {"duplicate": 1}
 
 
-def test_a_device_with_another_configuration_sends_nothing(certs):
+def test_a_device_with_another_configuration_is_refused_naming_the_options(certs):
+    # The run id comes from the configuration, so a device reports in one call; one
+    # configured otherwise is refused and then told which options differ.
     server = CollectionServer(registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
-                                   bounds=(0.0, 1.0)),
-                     certs, Window(WINDOW, quorum=2, linger=0.0))
+                                            bounds=(0.0, 1.0)),
+                              certs, Window(WINDOW, quorum=2, linger=0.0))
     other = registry.make("ldp-quantized", auc_kernel(), epsilon=2.0, k=8, bounds=(0.0, 1.0))
-    with pytest.raises(NetworkRunError, match=r"another configuration \(epsilon = 2.0 "
-                                              r"\(party\) vs 1.0 \(server\)\); nothing was sent"):
+    with pytest.raises(NetworkRunError, match=r"^party-0: the collection runs another "
+                                              r"configuration \(epsilon = 2.0 \(party\) vs "
+                                              r"1.0 \(server\)\); the server refused its "
+                                              r"report$"):
         report(other, _records(1), load_credentials(certs, "party-0"), server.address,
                rng=SEED)
     sent = _devices(lambda: registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
@@ -217,7 +221,30 @@ def test_a_device_with_another_configuration_sends_nothing(certs):
                     _records(2), certs, server.address, first=1)
     assert not [s for s in sent if isinstance(s, Exception)], sent
     run = server.result()
-    assert run.n_reports == 2 and run.refused == {}
+    assert run.n_reports == 2 and run.refused == {"configuration": 1}
+
+
+def test_a_forged_frame_is_refused_naming_the_field(certs):
+    import grpc
+
+    server = CollectionServer(registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
+                                            bounds=(0.0, 1.0)),
+                              certs, Window(WINDOW, quorum=2, linger=0.0))
+    credentials = load_credentials(certs, "party-0")
+    tls = grpc.ssl_channel_credentials(credentials.ca, credentials.key,
+                                       credentials.certificate)
+    with grpc.secure_channel(server.address, tls) as channel, \
+            pytest.raises(grpc.RpcError) as refused:
+        channel.unary_unary("/fedustat.Collect/Report")(b"FDSTgarbage", timeout=60,
+                                                        wait_for_ready=True)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert refused.value.details().startswith("party-0: its report was refused: message from "
+                                              "party 'party-0': ")
+    sent = _devices(lambda: registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
+                                          bounds=(0.0, 1.0)),
+                    _records(2), certs, server.address, first=1)
+    assert not [s for s in sent if isinstance(s, Exception)], sent
+    assert server.result().refused == {"invalid": 1}
 
 
 @pytest.mark.parametrize(("name", "params", "labels", "why"), [

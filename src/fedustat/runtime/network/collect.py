@@ -35,8 +35,9 @@ releases the simulator's number for one record per batch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import json
-import secrets
 import sqlite3
 import tempfile
 import time
@@ -67,6 +68,8 @@ SERVICE = "fedustat.Collect"
 OPEN = f"/{SERVICE}/Open"
 REPORT = f"/{SERVICE}/Report"
 
+#: How the server refuses a report of another run or configuration.
+OTHER_CONFIGURATION = "the report was made for another run or configuration"
 #: Most rows one device's report may carry (a device is one record; a small silo may
 #: report a few in one frame).
 MAX_DEVICE_ROWS = 1024
@@ -140,6 +143,17 @@ class CollectionRun:
         return (self.wire_bytes - self.payload_bytes) / max(self.n_reports, 1)
 
 
+def window_run(fingerprint: str) -> str:
+    """The run id of a window, derived from its public configuration's fingerprint.
+
+    A device computes it from its own configuration, so it reports in one call without
+    asking first; a device configured otherwise names another run (and protocol) and its
+    frame is refused. Replay needs no run-unique id here: the server accepts one report per
+    authenticated identity, and only the device holds its key.
+    """
+    return "window-" + hashlib.sha256(fingerprint.encode()).hexdigest()[:16]
+
+
 def _stream(rng: RandomLike, child: int) -> np.random.SeedSequence:
     """OS entropy without a seed; with one, the simulator's stream ``child`` (0: the
     server, ``1 + b``: batch ``b``), made without spawning from (mutating) the caller's."""
@@ -165,7 +179,7 @@ class _Collector:
         self.window = window
         self.configuration = public_configuration(protocol)
         self.fingerprint = configuration_hash(protocol.name, self.configuration)
-        self.run = secrets.token_hex(8)
+        self.run = window_run(self.fingerprint)
         self.server_rng = np.random.default_rng(_stream(rng, 0))
         # A reduction protocol's context is public configuration (its fixed bins), the
         # same whatever n the state is made for.
@@ -230,7 +244,14 @@ class _Collector:
                                                      f"{MAX_DEVICE_ROWS} rows of its own")
             summary = (self.protocol.summarize_batch(message, self.context)
                        if self.reduces else None)
-        except (WireError, ValueError, TypeError) as exc:
+        except WireError as exc:
+            if exc.field in ("run", "protocol"):  # a device configured otherwise
+                await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT,
+                                   f"{identity}: {OTHER_CONFIGURATION} ({exc})",
+                                   "configuration")
+            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT,
+                               f"{identity}: its report was refused: {exc}", "invalid")
+        except (ValueError, TypeError) as exc:
             await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT,
                                f"{identity}: its report was refused: {exc}", "invalid")
         try:
@@ -368,15 +389,10 @@ class DeviceReport:
     wire_bytes: int
 
 
-def _prepared(protocol: Protocol, records: Any, identity: str, terms: dict[str, Any],
-              rng: RandomLike) -> bytes:
-    """The device's report frame, made by its own step after checking the run's terms."""
-    mine = public_configuration(protocol)
-    mark = configuration_hash(protocol.name, mine)
-    if terms.get("fingerprint") != mark:
-        differing = configuration_differences(mine, terms.get("configuration") or {})
-        raise NetworkRunError(f"{identity}: the collection runs another configuration "
-                              f"({'; '.join(differing)}); nothing was sent")
+def _prepared(protocol: Protocol, records: Any, identity: str, rng: RandomLike
+              ) -> tuple[str, bytes]:
+    """The device's run id and report frame, made by its own step from its records."""
+    mark = configuration_hash(protocol.name, public_configuration(protocol))
     index = party_index(identity)
     if index is None:
         raise NetworkRunError(f"{identity!r} is not a device identity (party-<i>)")
@@ -395,7 +411,24 @@ def _prepared(protocol: Protocol, records: Any, identity: str, terms: dict[str, 
     if message.is_peer or message.receiver is not Role.SERVER:
         raise NetworkRunError(f"protocol {protocol.name!r} does not report to the server "
                               "in one message")
-    return encode(Envelope(mark, str(terms["run"]), 0, "party", identity, message))
+    run = window_run(mark)
+    return run, encode(Envelope(mark, run, 0, "party", identity, message))
+
+
+def _refusal(protocol: Protocol, identity: str, details: str, terms: Any) -> NetworkRunError:
+    """Why the server refused a report; for a frame of another run, the options that
+    differ (from the server's public terms, fetched after the refusal)."""
+    if terms is not None:
+        mine = public_configuration(protocol)
+        differing = configuration_differences(mine, terms.get("configuration") or {})
+        if differing:
+            return NetworkRunError(f"{identity}: the collection runs another configuration "
+                                   f"({'; '.join(differing)}); the server refused its report")
+    return NetworkRunError(f"{identity}: {details}")
+
+
+def _other_run(code: Any, details: str, grpc: Any) -> bool:
+    return code == grpc.StatusCode.INVALID_ARGUMENT and OTHER_CONFIGURATION in details
 
 
 def _device_protocol(protocol: Protocol, rng: RandomLike) -> Protocol:
@@ -415,23 +448,28 @@ def report(protocol: Protocol, records: Any, credentials: Credentials, server: s
     """Send this device's one report to the collection window served at ``server``.
 
     ``records`` (usually one record) are checked by the protocol's own party step here;
-    a failure raises here and nothing is sent. ``rng=None``: deployment randomness; a seed
-    asks for the simulator's stream of this device's batch (a study). The call waits up
-    to ``timeout`` seconds for the server to be reachable.
+    a failure raises here and nothing is sent. The report goes in one call: its run id
+    comes from the device's own configuration (:func:`window_run`); a server running
+    another configuration refuses it, and the error names each option that differs.
+    ``rng=None``: deployment randomness; a seed asks for the simulator's stream of this
+    device's batch (a study). The call waits up to ``timeout`` seconds for the server.
     """
     grpc = _grpc()
     protocol = _device_protocol(protocol, rng)
     identity = credentials.identity
+    run, frame = _prepared(protocol, records, identity, rng)
     with grpc.secure_channel(server, _channel_credentials(grpc, credentials),
                              options=DEVICE_CHANNEL_OPTIONS) as channel:
         try:
-            terms = json.loads(channel.unary_unary(OPEN)(b"", timeout=timeout,
-                                                         wait_for_ready=True))
-            frame = _prepared(protocol, records, identity, terms, rng)
-            channel.unary_unary(REPORT)(frame, timeout=timeout)
+            channel.unary_unary(REPORT)(frame, timeout=timeout, wait_for_ready=True)
         except grpc.RpcError as exc:
-            raise NetworkRunError(f"{identity}: {exc.details() or exc.code().name}") from None
-    return DeviceReport(identity, str(terms["run"]), len(frame))
+            details = str(exc.details() or exc.code().name)
+            terms = None
+            if _other_run(exc.code(), details, grpc):
+                with contextlib.suppress(grpc.RpcError, ValueError):
+                    terms = json.loads(channel.unary_unary(OPEN)(b"", timeout=timeout))
+            raise _refusal(protocol, identity, details, terms) from None
+    return DeviceReport(identity, run, len(frame))
 
 
 async def report_async(protocol: Protocol, records: Any, credentials: Credentials,
@@ -441,13 +479,17 @@ async def report_async(protocol: Protocol, records: Any, credentials: Credential
     grpc = _grpc()
     protocol = _device_protocol(protocol, rng)
     identity = credentials.identity
+    run, frame = _prepared(protocol, records, identity, rng)
     async with grpc.aio.secure_channel(server, _channel_credentials(grpc, credentials),
                                        options=DEVICE_CHANNEL_OPTIONS) as channel:
         try:
-            terms = json.loads(await channel.unary_unary(OPEN)(b"", timeout=timeout,
-                                                               wait_for_ready=True))
-            frame = _prepared(protocol, records, identity, terms, rng)
-            await channel.unary_unary(REPORT)(frame, timeout=timeout)
+            await channel.unary_unary(REPORT)(frame, timeout=timeout, wait_for_ready=True)
         except grpc.RpcError as exc:
-            raise NetworkRunError(f"{identity}: {exc.details() or exc.code().name}") from None
-    return DeviceReport(identity, str(terms["run"]), len(frame))
+            details = str(exc.details() or exc.code().name)
+            terms = None
+            if _other_run(exc.code(), details, grpc):
+                with contextlib.suppress(grpc.RpcError, ValueError):
+                    terms = json.loads(await channel.unary_unary(OPEN)(b"",
+                                                                       timeout=timeout))
+            raise _refusal(protocol, identity, details, terms) from None
+    return DeviceReport(identity, run, len(frame))

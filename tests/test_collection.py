@@ -94,6 +94,11 @@ def _devices(make: Any, rows: np.ndarray, certs: Path, address: str, first: int 
     return asyncio.run(every())
 
 
+def ldp_quantized() -> Any:
+    """The windows' default protocol: ldp-quantized AUC with its bins fixed (k = 8)."""
+    return registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8, bounds=(0.0, 1.0))
+
+
 GINI = gini_kernel((0.0, 1.0))
 ONE_SHOT = [
     ("ldp-quantized", auc_kernel(), {"k": 8, "bounds": (0.0, 1.0)}, False),
@@ -132,9 +137,7 @@ def test_one_record_devices_release_the_simulators_number(certs, name, kernel, p
 def test_five_hundred_async_devices_equal_the_simulator(certs):
     n = 500
 
-    def make() -> Any:
-        return registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
-                             bounds=(0.0, 1.0))
+    make = ldp_quantized
 
     rows = _records(n)
     server = CollectionServer(make(), certs, Window(WINDOW, quorum=n, linger=0.0))
@@ -149,9 +152,7 @@ def test_five_hundred_async_devices_equal_the_simulator(certs):
 
 
 def test_the_window_closes_at_its_deadline_and_names_the_late_devices(certs):
-    def make() -> Any:
-        return registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
-                             bounds=(0.0, 1.0))
+    make = ldp_quantized
 
     rows = _records(8)
     # No quorum: the deadline closes it. The on-time devices report as soon as it listens.
@@ -206,8 +207,7 @@ def test_an_identity_that_reports_twice_is_refused(certs):
 def test_a_device_with_another_configuration_is_refused_naming_the_options(certs):
     # The run id comes from the configuration, so a device reports in one call; one
     # configured otherwise is refused and then told which options differ.
-    server = CollectionServer(registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
-                                            bounds=(0.0, 1.0)),
+    server = CollectionServer(ldp_quantized(),
                               certs, Window(WINDOW, quorum=2, linger=0.0))
     other = registry.make("ldp-quantized", auc_kernel(), epsilon=2.0, k=8, bounds=(0.0, 1.0))
     with pytest.raises(NetworkRunError, match=r"^party-0: the collection runs another "
@@ -216,8 +216,7 @@ def test_a_device_with_another_configuration_is_refused_naming_the_options(certs
                                               r"report$"):
         report(other, _records(1), load_credentials(certs, "party-0"), server.address,
                rng=SEED)
-    sent = _devices(lambda: registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
-                                          bounds=(0.0, 1.0)),
+    sent = _devices(ldp_quantized,
                     _records(2), certs, server.address, first=1)
     assert not [s for s in sent if isinstance(s, Exception)], sent
     run = server.result()
@@ -227,8 +226,7 @@ def test_a_device_with_another_configuration_is_refused_naming_the_options(certs
 def test_a_forged_frame_is_refused_naming_the_field(certs):
     import grpc
 
-    server = CollectionServer(registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
-                                            bounds=(0.0, 1.0)),
+    server = CollectionServer(ldp_quantized(),
                               certs, Window(WINDOW, quorum=2, linger=0.0))
     credentials = load_credentials(certs, "party-0")
     tls = grpc.ssl_channel_credentials(credentials.ca, credentials.key,
@@ -240,8 +238,7 @@ def test_a_forged_frame_is_refused_naming_the_field(certs):
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert refused.value.details().startswith("party-0: its report was refused: message from "
                                               "party 'party-0': ")
-    sent = _devices(lambda: registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
-                                          bounds=(0.0, 1.0)),
+    sent = _devices(ldp_quantized,
                     _records(2), certs, server.address, first=1)
     assert not [s for s in sent if isinstance(s, Exception)], sent
     assert server.result().refused == {"invalid": 1}
@@ -273,8 +270,7 @@ def test_a_whole_run_check_refuses_the_release_naming_no_device(certs, name, par
 
 
 def test_a_record_outside_the_bounds_stays_on_the_device(certs):
-    make = lambda: registry.make("ldp-quantized", auc_kernel(), epsilon=1.0,  # noqa: E731
-                                 k=8, bounds=(0.0, 1.0))
+    make = ldp_quantized
     server = CollectionServer(make(), certs, Window(WINDOW, quorum=2, linger=0.0))
     with pytest.raises(NetworkRunError, match=r"party-0: its records failed validation"):
         report(make(), np.array([[7.5, 1.0]]), load_credentials(certs, "party-0"),
@@ -308,8 +304,7 @@ def test_a_bad_window_is_refused_by_name(kwargs, message):
 
 
 def test_an_unseeded_window_draws_deployment_noise(certs):
-    make = lambda: registry.make("ldp-quantized", auc_kernel(), epsilon=1.0,  # noqa: E731
-                                 k=8, bounds=(0.0, 1.0))
+    make = ldp_quantized
     server = CollectionServer(make(), certs, Window(WINDOW, quorum=4, linger=0.0), rng=None)
     sent = _devices(make, _records(4), certs, server.address, rng=None)
     assert not [s for s in sent if isinstance(s, Exception)], sent
@@ -351,7 +346,6 @@ def test_one_record_devices_as_processes_equal_the_simulator(tmp_path, certs):
     finally:
         group.stop_all()
     release = json.loads((tmp_path / "release.json").read_text())
-    expected = simulate(registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
-                                      bounds=(0.0, 1.0)), rows, rng=SEED, batch_size=[1] * n)
+    expected = simulate(ldp_quantized(), rows, rng=SEED, batch_size=[1] * n)
     assert release["raw_value"] == expected.raw_value
     assert release["n_reports"] == n and release["closed_by"] == "quorum"

@@ -1717,6 +1717,17 @@ def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     cmd.set_defaults(data=None, file=None, columns=None, bundled_defaults=False)
 
 
+def _add_member_options(cmd: argparse.ArgumentParser, member: str, server: str) -> None:
+    """The protocol's options and where a data-holding member's rows and server are."""
+    _add_protocol_options(cmd)
+    cmd.add_argument("--server", required=True, help=f"HOST:PORT of {server}")
+    cmd.add_argument("--identity", required=True,
+                     help=f"this {member}'s certificate name, e.g. party-0")
+    cmd.add_argument("--file", required=True, help=f"this {member}'s CSV or Parquet file")
+    cmd.add_argument("--columns", required=True,
+                     help="comma-separated column names in the kernel's order")
+
+
 def _add_network_commands(sub: Any) -> None:
     certs = sub.add_parser("certs", help="create a CA and certificates for a test deployment",
                            formatter_class=_HelpFormatter)
@@ -1745,13 +1756,7 @@ def _add_network_commands(sub: Any) -> None:
 
     party = sub.add_parser("party", help="take part in a networked run with your own data",
                            formatter_class=_HelpFormatter)
-    _add_protocol_options(party)
-    party.add_argument("--server", required=True, help="HOST:PORT of the server")
-    party.add_argument("--identity", required=True,
-                       help="this party's certificate name, e.g. party-0")
-    party.add_argument("--file", required=True, help="this party's CSV or Parquet file")
-    party.add_argument("--columns", required=True,
-                       help="comma-separated column names in the kernel's order")
+    _add_member_options(party, "party", "the server")
     party.set_defaults(func=cmd_party)
 
     col = sub.add_parser("collect", help="serve a collection window: devices send one report "
@@ -1771,13 +1776,7 @@ def _add_network_commands(sub: Any) -> None:
 
     rpt = sub.add_parser("report", help="send this device's one report to a collection "
                                         "window", formatter_class=_HelpFormatter)
-    _add_protocol_options(rpt)
-    rpt.add_argument("--server", required=True, help="HOST:PORT of the collection server")
-    rpt.add_argument("--identity", required=True,
-                     help="this device's certificate name, e.g. party-0")
-    rpt.add_argument("--file", required=True, help="this device's CSV or Parquet file")
-    rpt.add_argument("--columns", required=True,
-                     help="comma-separated column names in the kernel's order")
+    _add_member_options(rpt, "device", "the collection server")
     rpt.set_defaults(func=cmd_report)
 
     svc = sub.add_parser("service", help="run a record-less service role of a networked run "

@@ -65,8 +65,16 @@ import numpy as np
 
 from fedustat.protocols.base import ROUTING_FIELDS, Message, PeerTraffic, Role
 
-__all__ = ["WIRE_VERSION", "Envelope", "Expectation", "RowLayout", "WireError", "decode",
-           "encode"]
+__all__ = [
+    "WIRE_VERSION",
+    "Envelope",
+    "Expectation",
+    "RowLayout",
+    "WireError",
+    "decode",
+    "encode",
+    "varint",
+]
 
 WIRE_VERSION = 2
 MAGIC = b"FDST"
@@ -159,7 +167,7 @@ def protocol_digest(protocol: str) -> bytes:
 
 # --- numbers -------------------------------------------------------------------------
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
     """Unsigned LEB128: seven bits a byte, least significant first."""
     out = bytearray()
     while True:
@@ -248,7 +256,7 @@ def _column(values: np.ndarray) -> tuple[dict[str, int], bytes] | None:
     width = (high - low).bit_length()
     best = ({"form": OFFSETS, "origin": low, "step": 0, "width": width},
             _pack(signed - np.int64(low), width))
-    best_size = len(_varint(_zigzag(low))) + len(best[1])
+    best_size = len(varint(_zigzag(low))) + len(best[1])
     if flat.size > 1:
         steps = np.diff(signed)
         least = int(steps.min())
@@ -256,7 +264,7 @@ def _column(values: np.ndarray) -> tuple[dict[str, int], bytes] | None:
         shifted = steps.view(np.uint64) - np.uint64(least % (1 << 64))
         step_width = (int(steps.max()) - least).bit_length()
         body = _pack(shifted, step_width)
-        size = len(_varint(_zigzag(int(signed[0])))) + len(_varint(_zigzag(least))) + len(body)
+        size = len(varint(_zigzag(int(signed[0])))) + len(varint(_zigzag(least))) + len(body)
         if size < best_size:
             return {"form": STEPS, "origin": int(signed[0]), "step": least,
                     "width": step_width}, body
@@ -308,8 +316,8 @@ def _array(name: str, values: Any, bits: int, sender: str, column: bool
     if column and array.dtype.kind in "iu":
         as_column = _column(array)
         if as_column is not None:
-            extra = len(_varint(_zigzag(as_column[0]["origin"]))) + (
-                len(_varint(_zigzag(as_column[0]["step"])))
+            extra = len(varint(_zigzag(as_column[0]["origin"]))) + (
+                len(varint(_zigzag(as_column[0]["step"])))
                 if as_column[0]["form"] == STEPS else 0)
             if extra + len(as_column[1]) + 2 < len(body):
                 return {**description, "flags": COLUMN, "column": as_column[0]}, as_column[1]
@@ -322,13 +330,13 @@ def _pack_array(description: dict[str, Any]) -> bytes:
     out = bytearray([description["dtype"], description["bits"], description["flags"],
                      len(description["shape"])])
     for extent in description["shape"]:
-        out += _varint(extent)
+        out += varint(extent)
     if description["flags"] & COLUMN:
         column = description["column"]
         out.append(column["form"])
-        out += _varint(_zigzag(column["origin"]))
+        out += varint(_zigzag(column["origin"]))
         if column["form"] == STEPS:
-            out += _varint(_zigzag(column["step"]))
+            out += varint(_zigzag(column["step"]))
         out.append(column["width"])
     return bytes(out)
 
@@ -336,12 +344,12 @@ def _pack_array(description: dict[str, Any]) -> bytes:
 def _pack_header(header: dict[str, Any]) -> bytes:
     """The header's bytes from its parts as they travel (codes, raw strings)."""
     out = bytearray(header["protocol"])
-    out += _varint(len(header["run"])) + header["run"]
-    out += _varint(header["round"])
+    out += varint(len(header["run"])) + header["run"]
+    out += varint(header["round"])
     out.append(header["sender"])
     out += bytes([len(header["sender_id"])]) + header["sender_id"]
     out.append(header["receiver"])
-    out += _varint(len(header["fields"]))
+    out += varint(len(header["fields"]))
     for name, description in header["fields"]:
         out += bytes([len(name)]) + name + _pack_array(description)
     present = (HAS_PARTIES if header["parties"] is not None else 0) \
@@ -351,7 +359,7 @@ def _pack_header(header: dict[str, Any]) -> bytes:
         out += _pack_array(header["parties"])
     if header["peer"] is not None:
         rounds, arrays = header["peer"]
-        out += _varint(rounds)
+        out += varint(rounds)
         for description in arrays:
             out += _pack_array(description)
     return bytes(out)
@@ -730,7 +738,7 @@ class RowLayout:
         return cls(tuple(names), tuple(descriptions))
 
     def to_bytes(self) -> bytes:
-        out = bytearray(_varint(len(self.names)))
+        out = bytearray(varint(len(self.names)))
         for name, description in zip(self.names, self.descriptions, strict=True):
             raw = name.encode("ascii")
             out += bytes([len(raw)]) + raw + _pack_array(description)

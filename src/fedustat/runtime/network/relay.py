@@ -48,6 +48,7 @@ from fedustat.runtime.wire import (
     WireError,
     decode,
     encode,
+    varint,
 )
 
 __all__ = ["RELAY_MAGIC", "RelayedPayload", "open_reply", "parse_request", "reply_for",
@@ -79,14 +80,6 @@ def silo_of(ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return np.searchsorted(bounds, np.asarray(ids, dtype=np.int64), side="right") - 1
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        if not value:
-            out.append(byte)
-            return bytes(out)
-        out.append(byte | 0x80)
 
 
 class _Varints:
@@ -175,7 +168,7 @@ def seal_rows(message: Message, keys: PeerKeys, bounds: np.ndarray, *, protocol:
         silo = int(dest[start])
         sealed = keys.seal(round_, silo, 0, layout.pack(rows, part), origins[part],
                            targets[part], bits[part], layout=raw_layout)
-        directory += _varint(silo) + _varint(len(sealed)) + _varint(stop - start)
+        directory += varint(silo) + varint(len(sealed)) + varint(stop - start)
         payloads.append(sealed)
     meta = Message(Role.PARTY, Role.SERVER, {PEER_TO: targets},
                    {PEER_TO: rows.bits_per_value[PEER_TO]}, origins)
@@ -237,9 +230,9 @@ def reply_for(payloads: list[RelayedPayload], *, protocol: str, run: str,
     for p in payloads:
         if p.layout not in layouts:
             layouts.append(p.layout)
-        directory += b"".join(_varint(v) for v in (p.sender, len(p.sealed), p.origins.size,
+        directory += b"".join(varint(v) for v in (p.sender, len(p.sealed), p.origins.size,
                                                     layouts.index(p.layout)))
-    raw_layouts = _varint(len(layouts)) + b"".join(_varint(len(raw)) + raw for raw in layouts)
+    raw_layouts = varint(len(layouts)) + b"".join(varint(len(raw)) + raw for raw in layouts)
     return _LENGTHS.pack(len(frame), len(raw_layouts), len(directory)) + frame \
         + raw_layouts + bytes(directory) + b"".join(p.sealed for p in payloads)
 

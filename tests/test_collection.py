@@ -86,12 +86,16 @@ class CollectionServer:
 
 def _devices(make: Any, rows: np.ndarray, certs: Path, address: str, first: int = 0,
              rng: Any = SEED) -> list[Any]:
+    """Devices ``first ..`` report ``rows`` (one each) at once; every one must succeed."""
     async def every() -> list[Any]:
         return await asyncio.gather(*(
             report_async(make(), rows[i:i + 1], load_credentials(certs, f"party-{first + i}"),
                          address, rng=rng, timeout=60.0)
             for i in range(rows.shape[0])), return_exceptions=True)
-    return asyncio.run(every())
+    sent = asyncio.run(every())
+    failed = [s for s in sent if isinstance(s, Exception)]
+    assert not failed, failed[:3]
+    return sent
 
 
 def ldp_quantized() -> Any:
@@ -121,8 +125,7 @@ def test_one_record_devices_release_the_simulators_number(certs, name, kernel, p
         return registry.make(name, kernel, epsilon=1.0, **params)
 
     server = CollectionServer(make(), certs, Window(WINDOW, quorum=DEVICES, linger=0.0))
-    sent = _devices(make, rows, certs, server.address)
-    assert not [s for s in sent if isinstance(s, Exception)], sent
+    _devices(make, rows, certs, server.address)
     run = server.result()
     assert not isinstance(run, Exception), run
     expected = simulate(make(), rows, rng=SEED, batch_size=[1] * DEVICES)
@@ -142,7 +145,6 @@ def test_five_hundred_async_devices_equal_the_simulator(certs):
     rows = _records(n)
     server = CollectionServer(make(), certs, Window(WINDOW, quorum=n, linger=0.0))
     sent = _devices(make, rows, certs, server.address)
-    assert not [s for s in sent if isinstance(s, Exception)], sent[:3]
     run = server.result()
     expected = simulate(make(), rows, rng=SEED, batch_size=[1] * n)
     np.testing.assert_equal(run.estimate.value, expected.value)
@@ -157,8 +159,7 @@ def test_the_window_closes_at_its_deadline_and_names_the_late_devices(certs):
     rows = _records(8)
     # No quorum: the deadline closes it. The on-time devices report as soon as it listens.
     server = CollectionServer(make(), certs, Window(6.0, linger=30.0))
-    on_time = _devices(make, rows[:5], certs, server.address)
-    assert not [s for s in on_time if isinstance(s, Exception)], on_time
+    _devices(make, rows[:5], certs, server.address)
 
     async def late() -> list[Any]:
         import grpc
@@ -198,8 +199,7 @@ def test_an_identity_that_reports_twice_is_refused(certs):
     report(make(), rows[:1], credentials, server.address, rng=SEED)
     with pytest.raises(NetworkRunError, match="party-0 has already reported in this run"):
         report(make(), rows[1:2], credentials, server.address, rng=SEED)
-    sent = _devices(make, rows[1:], certs, server.address, first=1)
-    assert not [s for s in sent if isinstance(s, Exception)], sent
+    _devices(make, rows[1:], certs, server.address, first=1)
     run = server.result()
     assert run.n_reports == 4 and run.refused == {"duplicate": 1}
 
@@ -216,9 +216,7 @@ def test_a_device_with_another_configuration_is_refused_naming_the_options(certs
                                               r"report$"):
         report(other, _records(1), load_credentials(certs, "party-0"), server.address,
                rng=SEED)
-    sent = _devices(ldp_quantized,
-                    _records(2), certs, server.address, first=1)
-    assert not [s for s in sent if isinstance(s, Exception)], sent
+    _devices(ldp_quantized, _records(2), certs, server.address, first=1)
     run = server.result()
     assert run.n_reports == 2 and run.refused == {"configuration": 1}
 
@@ -238,9 +236,7 @@ def test_a_forged_frame_is_refused_naming_the_field(certs):
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert refused.value.details().startswith("party-0: its report was refused: message from "
                                               "party 'party-0': ")
-    sent = _devices(ldp_quantized,
-                    _records(2), certs, server.address, first=1)
-    assert not [s for s in sent if isinstance(s, Exception)], sent
+    _devices(ldp_quantized, _records(2), certs, server.address, first=1)
     assert server.result().refused == {"invalid": 1}
 
 
@@ -262,8 +258,7 @@ def test_a_whole_run_check_refuses_the_release_naming_no_device(certs, name, par
     # Integer scores in [0, 1]: inside both protocols' public domains.
     rows = np.column_stack([np.arange(len(labels)) % 2, labels]).astype(float)
     server = CollectionServer(make(), certs, Window(WINDOW, quorum=len(labels), linger=0.0))
-    sent = _devices(make, rows, certs, server.address)
-    assert not [s for s in sent if isinstance(s, Exception)], sent
+    _devices(make, rows, certs, server.address)
     run = server.result()
     assert isinstance(run, NetworkRunError)
     assert str(run) == f"the server step refused the reports: {why}; no release"
@@ -275,8 +270,7 @@ def test_a_record_outside_the_bounds_stays_on_the_device(certs):
     with pytest.raises(NetworkRunError, match=r"party-0: its records failed validation"):
         report(make(), np.array([[7.5, 1.0]]), load_credentials(certs, "party-0"),
                server.address, rng=SEED)
-    sent = _devices(make, _records(2), certs, server.address, first=1)
-    assert not [s for s in sent if isinstance(s, Exception)], sent
+    _devices(make, _records(2), certs, server.address, first=1)
     run = server.result()
     assert run.n_reports == 2 and run.refused == {}
 
@@ -306,8 +300,7 @@ def test_a_bad_window_is_refused_by_name(kwargs, message):
 def test_an_unseeded_window_draws_deployment_noise(certs):
     make = ldp_quantized
     server = CollectionServer(make(), certs, Window(WINDOW, quorum=4, linger=0.0), rng=None)
-    sent = _devices(make, _records(4), certs, server.address, rng=None)
-    assert not [s for s in sent if isinstance(s, Exception)], sent
+    _devices(make, _records(4), certs, server.address, rng=None)
     assert server.result().estimate.noise == "deployment"
 
 

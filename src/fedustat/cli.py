@@ -1576,9 +1576,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "rounds": run.rounds, "seconds": run.seconds,
         "bits_per_party": est.cost.bits_per_party, "total_bits": est.cost.total_bits,
         "wire_bytes": run.wire_bytes, "server_peak_rss_mib": _peak_rss_mib()}
+    return _publish(est, summary, args.output)
+
+
+def _publish(est: Any, summary: dict[str, Any], output: str | None) -> int:
+    """A server's release: the estimate's line and its summary (JSON), also to ``output``."""
     text = json.dumps(summary, indent=2)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
+    if output:
+        Path(output).write_text(text + "\n")
     print(est)
     print(text)
     return 0
@@ -1641,12 +1646,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         "n_reports": run.n_reports, "closed_by": run.closed_by, "seconds": run.seconds,
         "late": list(run.late), "refused": run.refused, "wire_bytes": run.wire_bytes,
         "payload_bytes": run.payload_bytes, "server_peak_rss_mib": _peak_rss_mib()}
-    text = json.dumps(summary, indent=2)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-    print(est)
-    print(text)
-    return 0
+    return _publish(est, summary, args.output)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -56,6 +56,7 @@ from fedustat.runtime.network.service import (
     NetworkRunError,
     configuration_differences,
     configuration_hash,
+    load_grpc,
     public_configuration,
     resolve_randomness,
 )
@@ -85,13 +86,7 @@ DEVICE_CHANNEL_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1
 
 
 def _grpc() -> Any:
-    try:
-        import grpc
-        import grpc.aio
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ImportError("collection windows need gRPC: pip install 'fedustat[network]'"
-                          ) from exc
-    return grpc
+    return load_grpc("collection windows")
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ from fedustat.runtime.network.certs import (
     party_identity,
     party_index,
 )
+from fedustat.runtime.network.service import load_grpc
 
 __all__ = ["DEFAULT_VALIDITY", "EnrollmentError", "EnrollmentRefusedError", "EnrollmentServer",
            "EnrollmentService", "TokenStore", "enroll", "enroll_async", "enrollment_request",
@@ -422,12 +423,7 @@ class EnrollmentService:
 
 
 def _grpc() -> Any:
-    try:
-        import grpc
-        import grpc.aio
-    except ImportError as exc:  # pragma: no cover - the network extra is missing
-        raise ImportError("enrollment needs gRPC: pip install 'fedustat[network]'") from exc
-    return grpc
+    return load_grpc("enrollment requests")
 
 
 @dataclass

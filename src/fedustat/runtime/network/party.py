@@ -53,6 +53,7 @@ from fedustat.runtime.network.service import (
     ROUND,
     NetworkRunError,
     configuration_hash,
+    load_grpc,
     party_deadline,
     public_configuration,
     public_reason,
@@ -80,11 +81,7 @@ class PartyResult:
 
 
 def _grpc() -> Any:
-    try:
-        import grpc
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ImportError("networked runs need gRPC: pip install 'fedustat[network]'") from exc
-    return grpc
+    return load_grpc("networked runs")
 
 
 #: Seconds the server may keep closing the connection mid-handshake before the party

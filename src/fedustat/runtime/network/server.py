@@ -67,6 +67,7 @@ from fedustat.runtime.network.service import (
     NetworkRunError,
     configuration_differences,
     fingerprint,
+    load_grpc,
     public_configuration,
     release_summary,
     resolve_randomness,
@@ -78,11 +79,7 @@ __all__ = ["ServerRun", "serve"]
 
 
 def _grpc() -> Any:
-    try:
-        import grpc
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ImportError("networked runs need gRPC: pip install 'fedustat[network]'") from exc
-    return grpc
+    return load_grpc("networked runs")
 
 
 @dataclass

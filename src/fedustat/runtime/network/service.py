@@ -85,6 +85,17 @@ SERVER_OPTIONS = [*CHANNEL_OPTIONS,
                   ("grpc.http2.max_pings_without_data", 0)]
 
 
+def load_grpc(purpose: str) -> Any:
+    """gRPC with its asyncio API, imported when ``purpose`` first needs it (an optional
+    dependency: the error says which extra installs it)."""
+    try:
+        import grpc
+        import grpc.aio
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError(f"{purpose} need gRPC: pip install 'fedustat[network]'") from exc
+    return grpc
+
+
 def party_deadline(stage_timeout: float) -> float:
     """How long a party waits for each answer when the stage timeout is ``stage_timeout``:
     ``1.25 T + 1`` seconds, longer than any stage the server waits out (see the module

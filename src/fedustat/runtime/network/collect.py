@@ -160,6 +160,8 @@ def _stream(rng: RandomLike, child: int) -> np.random.SeedSequence:
 
 
 def _payload_bytes(message: Message) -> int:
+    # The declared bits the cost accounting counts, per field rounded up to bytes, from the
+    # message alone (wire.field_bytes re-packs the body: a second encoding per report).
     return sum((int(np.asarray(v).size) * int(message.bits_per_value[k]) + 7) // 8
                for k, v in message.fields.items())
 

@@ -539,6 +539,25 @@ def test_party_certificates_are_checked_against_the_deployment_ca(certs, tmp_pat
         verify_party_certificates(ca, [(certs / "server.pem").read_bytes()])
 
 
+def test_a_party_directory_checks_each_certificate_before_its_key_is_used(certs, tmp_path):
+    """A party of a large run checks only the certificates of the parties it exchanges
+    with, each before the first payload sealed for it or opened from it."""
+    from fedustat.runtime.network.e2e import PartyDirectory, PeerKeys
+
+    ca = (certs / "ca.pem").read_bytes()
+    other = create_deployment(tmp_path / "other", 3)
+    listed = [(certs / "party-0.pem").read_bytes(), (certs / "party-1.pem").read_bytes(),
+              (other / "party-2.pem").read_bytes()]
+    directory = PartyDirectory(ca, listed)
+    keys = PeerKeys(0, (certs / "party-0.key").read_bytes(), directory, "p:1", "run-a")
+    origins, targets, bits = np.array([0]), np.array([1]), np.array([8])
+    sealed = keys.seal(0, 1, 0, b"x", origins, targets, bits)  # party-2 is never checked
+    assert sealed and len(directory) == 3
+    with pytest.raises(ValueError, match="the certificate given for party-2 is not issued "
+                                         "by this deployment's CA"):
+        keys.seal(0, 2, 0, b"x", origins, np.array([2]), bits)
+
+
 def _ratings(n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     x = rng.integers(1, 7, n)

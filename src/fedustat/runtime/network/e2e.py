@@ -28,6 +28,7 @@ import hashlib
 import json
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from cryptography import x509
@@ -41,7 +42,7 @@ from cryptography.x509.oid import NameOID
 from fedustat.runtime.network.certs import party_identity
 from fedustat.runtime.wire import WireError
 
-__all__ = ["PeerKeys", "verify_party_certificates"]
+__all__ = ["PartyDirectory", "PeerKeys", "verify_party_certificates"]
 
 _INFO = b"fedustat relay v1"
 
@@ -62,31 +63,68 @@ def verify_party_certificates(ca_pem: bytes, certificates: Sequence[str | bytes]
     no payload can be sealed for it or opened from it. ``names`` gives the expected name at
     each index when the run has service roles after its silos (default ``party-i``).
     """
-    ca = x509.load_pem_x509_certificate(ca_pem)
-    moment = now or dt.datetime.now(dt.UTC)
-    keys: list[ec.EllipticCurvePublicKey | None] = []
-    for index, pem in enumerate(certificates):
-        expected = party_identity(index) if names is None else names[index]
+    directory = PartyDirectory(ca_pem, certificates, now=now, names=names)
+    return [directory[i] for i in range(len(directory))]
+
+
+class PartyDirectory(Sequence):
+    """The parties' public keys, each certificate checked against the CA on first use.
+
+    A party of a large run exchanges with a few others (U-MPC's edges and noise
+    contributors): checking all n signatures up front would cost every party O(n)
+    signature checks, n^2 for the run. An entry is checked when its key is first needed,
+    and a certificate that fails raises the same ``ValueError`` as
+    :func:`verify_party_certificates` before any payload is sealed for or opened from it.
+    """
+
+    def __init__(self, ca_pem: bytes, certificates: Sequence[str | bytes], *,
+                 now: dt.datetime | None = None, names: Sequence[str] | None = None
+                 ) -> None:
+        self._ca = x509.load_pem_x509_certificate(ca_pem)
+        self._certificates = list(certificates)
+        self._moment = now or dt.datetime.now(dt.UTC)
+        self._names = None if names is None else list(names)
+        if self._names is not None and len(self._names) != len(self._certificates):
+            raise ValueError(f"{len(self._certificates)} certificates for "
+                             f"{len(self._names)} names")
+        self._keys: dict[int, ec.EllipticCurvePublicKey | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._certificates)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = int(index)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        if index not in self._keys:
+            self._keys[index] = self._check(index)
+        return self._keys[index]
+
+    def _check(self, index: int) -> ec.EllipticCurvePublicKey | None:
+        expected = party_identity(index) if self._names is None else self._names[index]
+        pem = self._certificates[index]
         if not pem:
-            keys.append(None)
-            continue
+            return None
         raw = pem.encode() if isinstance(pem, str) else bytes(pem)
         try:
             cert = x509.load_pem_x509_certificate(raw)
-            cert.verify_directly_issued_by(ca)
+            cert.verify_directly_issued_by(self._ca)
         except (ValueError, TypeError, InvalidSignature) as exc:
             raise ValueError(f"the certificate given for {expected} is not issued by this "
                              f"deployment's CA ({exc or type(exc).__name__})") from None
         if _common_name(cert) != expected:
             raise ValueError(f"the certificate given for {expected} names "
                              f"{_common_name(cert)!r}")
-        if not cert.not_valid_before_utc <= moment <= cert.not_valid_after_utc:
+        if not cert.not_valid_before_utc <= self._moment <= cert.not_valid_after_utc:
             raise ValueError(f"the certificate of {expected} is not valid now")
         key = cert.public_key()
         if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
             raise ValueError(f"the certificate of {expected} does not hold a P-256 key")
-        keys.append(key)
-    return keys
+        return key
 
 
 def _facts(protocol: str, run: str, round_: int, sender: str, receiver: str,
@@ -114,7 +152,8 @@ class PeerKeys:
     own_key_pem:
         Its private key (PEM, as in its credentials).
     peer_keys:
-        Every party's verified public key (:func:`verify_party_certificates`).
+        Every party's verified public key (:func:`verify_party_certificates`), or a
+        :class:`PartyDirectory` that checks each on first use.
     protocol, run:
         The protocol fingerprint and the run id, bound into every key and payload.
     names:
@@ -130,7 +169,8 @@ class PeerKeys:
             raise ValueError("a party's key must be an elliptic-curve (P-256) key")
         self._private = key
         self.own = int(own_index)
-        self.peers = list(peer_keys)
+        # Kept as given: a PartyDirectory checks a certificate only when its key is used.
+        self.peers = peer_keys
         self.protocol = protocol
         self.run = run
         self.names = [party_identity(i) for i in range(len(self.peers))] if names is None \

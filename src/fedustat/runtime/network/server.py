@@ -6,6 +6,13 @@ protocol's rounds: each round it collects one validated frame per party, merges 
 party order (as the simulator does), runs the server step and answers every party with
 its part of the reply. Nothing but the release leaves the server's process to its caller.
 
+The server is one event loop (gRPC's asyncio API): a waiting party is a suspended call,
+not a thread, so one process holds thousands of members (devices with one record each)
+at the cost of their connections' buffers. The state machine below is only ever touched
+from that loop, so it needs no lock; a call that waits is resumed when the run's state
+changes (:class:`_Signal`), and a member whose connection drops has its waiting calls
+cancelled by gRPC, which the run learns at once.
+
 In a relay round (the parties' steps address rows to other parties) the server runs no
 protocol code: it routes each silo's sealed payloads to their destination silos
 (:mod:`fedustat.runtime.network.relay`), counting their declared bits as peer traffic. It
@@ -37,10 +44,11 @@ is refused), and the release states the n it used and who dropped (docs/network.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-import threading
 import time
-from concurrent import futures
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -121,8 +129,46 @@ class ServerRun:
         return self.wire_bytes / payload if payload else float("nan")
 
 
+class _RefusedCallError(Exception):
+    """A call the server turns down: the gRPC status and the reason the member is told."""
+
+    def __init__(self, code: Any, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+def _refuse(code_name: str, details: str) -> _RefusedCallError:
+    return _RefusedCallError(getattr(_grpc().StatusCode, code_name), details)
+
+
+class _Signal:
+    """Wakes every waiting call when the run's state changes (one event loop, no lock)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify_all(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def changed(self) -> None:
+        await self._event.wait()
+
+
+def _handler(method: Callable[[bytes, Any], Awaitable[bytes]]) -> Any:
+    """A gRPC handler from a coordinator method: a refusal ends the call with its status."""
+    async def handle(request: bytes, context: Any) -> bytes:
+        try:
+            return await method(request, context)
+        except _RefusedCallError as refusal:
+            await context.abort(refusal.code, refusal.details)
+            raise  # abort raises; never reached
+    return _grpc().unary_unary_rpc_method_handler(handle)
+
+
 class _Coordinator:
-    """The server's state machine; gRPC handler threads wait on its condition."""
+    """The server's state machine; the calls of every member wait on its signal."""
 
     def __init__(self, protocol: Protocol, n_silos: int, rng: RandomLike,
                  timeout: float, grade: str, min_silos: int) -> None:
@@ -134,14 +180,15 @@ class _Coordinator:
         self.services: dict[int, _Party] = {}
         self.min_silos = min_silos
         # The silos taking part: every one, or those that joined in time (min_silos).
-        self.active: list[int] = list(range(n_silos))
+        self.active: list[int] = []
+        self._activate(range(n_silos))
         self.timeout = timeout
         self.configuration = public_configuration(protocol)
         self.fingerprint = fingerprint(protocol)
         self.run = f"run-{int(time.time() * 1000):x}"
         self.seeded = rng is not None
         self.root = as_seed_sequence(rng) if self.seeded else None
-        self.lock = threading.Condition()
+        self.signal = _Signal()
         self.joined: dict[int, _Party] = {}
         self.assigned = False
         self.round = 0
@@ -154,7 +201,7 @@ class _Coordinator:
         self.server_state: Any = None
         self.log: MessageLog | None = None
         self.server_rng: np.random.Generator | None = None
-        self.done = threading.Event()
+        self.done = asyncio.Event()
         # When the current stage began: it may last `timeout`. Joining begins with the
         # first join (or the server's start, if nobody comes), each round when the one
         # before ended. Every member waiting in a stage called after it began, so its
@@ -184,7 +231,7 @@ class _Coordinator:
         index = party_index(identity)
         if index is None or index >= self.n_silos:
             services = f" or its services {', '.join(self.roles)}" if self.roles else ""
-            context.abort(_grpc().StatusCode.PERMISSION_DENIED,
+            raise _refuse("PERMISSION_DENIED",
                           f"{identity or 'an unnamed peer'} is not one of this run's parties "
                           f"(party-0 .. party-{self.n_silos - 1}){services}")
         return identity, index
@@ -196,29 +243,38 @@ class _Coordinator:
     def _member(self, slot: int) -> _Party | None:
         return self.joined.get(slot) if slot < self.n_silos else self.services.get(slot)
 
-    @property
-    def slots(self) -> list[int]:
-        """Who sends each round: the active silos, then every service."""
-        return [*self.active, *range(self.n_silos, self.n_silos + len(self.roles))]
+    def _activate(self, silos: Any) -> None:
+        """Set the silos taking part; ``slots`` (who sends each round: the active silos,
+        then every service) and its set are kept with them, as every call consults them
+        (a list scan per call would make a round of n devices cost n^2)."""
+        self.active = list(silos)
+        self.slots = [*self.active, *range(self.n_silos, self.n_silos + len(self.roles))]
+        self.slot_set = frozenset(self.slots)
+
+    def absent(self) -> list[str]:
+        """Silos that never took part: neither active nor dropped during the run."""
+        return [party_identity(i) for i in range(self.n_silos)
+                if i not in self.slot_set and i not in self.dropped]
 
     def _fail(self, reason: str) -> None:
         if self.failure is None:
             self.failure = reason
-        self.lock.notify_all()
+        self.signal.notify_all()
         self.done.set()
 
-    def _wait(self, ready: Any, context: Any, index: int) -> None:
-        """Block a handler until ``ready()`` or a failure (the watchdog bounds the wait)."""
-        while not ready() and self.failure is None:
-            self.lock.wait(0.5)
-            if not ready() and not context.is_active():
-                # The party's call ended (its process died, or it gave up waiting): it
-                # can receive no reply, so the watchdog need not wait out the timeout.
-                self._gone(index)
-                context.abort(_grpc().StatusCode.CANCELLED,
-                              f"{self._name(index)}'s call ended")
+    async def _wait(self, ready: Callable[[], bool], index: int) -> None:
+        """Suspend a call until ``ready()`` or a failure (the watchdog bounds the wait)."""
+        try:
+            while not ready() and self.failure is None:
+                await self.signal.changed()
+        except asyncio.CancelledError:
+            # gRPC cancels the call when the member's connection drops or it gives up
+            # waiting: it can receive no reply, so the watchdog need not wait out the
+            # timeout.
+            self._gone(index)
+            raise
         if self.failure is not None:
-            context.abort(_grpc().StatusCode.ABORTED, self.failure)
+            raise _refuse("ABORTED", self.failure)
 
     def missing(self) -> tuple[str, list[str]]:
         """The stage the run waits in and the parties it waits for."""
@@ -232,42 +288,41 @@ class _Coordinator:
         """Fail the run when a stage has lasted ``timeout`` seconds, or at once when a
         party it waits for has lost its connection and the run cannot go on without it;
         or go on without the silent silos where ``min_silos`` and the protocol allow it."""
-        with self.lock:
-            if self.failure is not None or self.estimate is not None:
+        if self.failure is not None or self.estimate is not None:
+            return
+        stalled = time.monotonic() - self.stage_started > self.timeout
+        if self.assigned:
+            silent = [i for i in self.active if i not in self.inbox]
+            services = [i for i in self.slots if i >= self.n_silos and i not in self.inbox]
+            if services:
+                # Every round needs every service (its rows, or its pass): no round
+                # goes on without one.
+                if stalled or any(i in self.gone for i in services):
+                    self._fail(self._silence(f"round {self.round}", [*services, *silent]))
                 return
-            stalled = time.monotonic() - self.stage_started > self.timeout
-            if self.assigned:
-                silent = [i for i in self.active if i not in self.inbox]
-                services = [i for i in self.slots if i >= self.n_silos and i not in self.inbox]
-                if services:
-                    # Every round needs every service (its rows, or its pass): no round
-                    # goes on without one.
-                    if stalled or any(i in self.gone for i in services):
-                        self._fail(self._silence(f"round {self.round}", [*services, *silent]))
-                    return
-                # Every silent silo's connection closed: no need to wait out the timeout.
-                closed = bool(silent) and all(i in self.gone for i in silent)
-                # Without min_silos every silo is needed: one that is gone ends the run now.
-                needed = self.min_silos >= self.n_silos and any(i in self.gone for i in silent)
-                if stalled or closed or needed:
-                    self._round_without(silent, stop=True)
-                return
-            stage, waiting = self.missing()
-            # Every missing silo had joined and left: no need to wait out the timeout.
-            left = all(party_index(name) in self.gone for name in waiting)
-            if len(self.joined) >= self.min_silos and len(self.services) == len(self.roles) \
-                    and (stalled or left):
-                # Silos that never joined (or left before the start) contributed
-                # nothing: the run goes on with the others, and the release names who
-                # took part.
-                self._assign()
-                return
-            if not stalled:
-                return
-            named = [f"{name} (refused: {self.refused[name]})" if name in self.refused
-                     else name for name in waiting]
-            self._fail(f"{stage}: no answer within {self.timeout:g} s from "
-                       f"{', '.join(named)}; no release")
+            # Every silent silo's connection closed: no need to wait out the timeout.
+            closed = bool(silent) and all(i in self.gone for i in silent)
+            # Without min_silos every silo is needed: one that is gone ends the run now.
+            needed = self.min_silos >= self.n_silos and any(i in self.gone for i in silent)
+            if stalled or closed or needed:
+                self._round_without(silent, stop=True)
+            return
+        stage, waiting = self.missing()
+        # Every missing silo had joined and left: no need to wait out the timeout.
+        left = all(party_index(name) in self.gone for name in waiting)
+        if len(self.joined) >= self.min_silos and len(self.services) == len(self.roles) \
+                and (stalled or left):
+            # Silos that never joined (or left before the start) contributed
+            # nothing: the run goes on with the others, and the release names who
+            # took part.
+            self._assign()
+            return
+        if not stalled:
+            return
+        named = [f"{name} (refused: {self.refused[name]})" if name in self.refused
+                 else name for name in waiting]
+        self._fail(f"{stage}: no answer within {self.timeout:g} s from "
+                   f"{', '.join(named)}; no release")
 
     def _silence(self, stage: str, slots: list[int], why: str = "") -> str:
         """Why a stage stopped: whose connection dropped, who did not answer in time."""
@@ -306,7 +361,7 @@ class _Coordinator:
                     # are refused, so none of their rows is mixed into a later round.
                     for i in silent:
                         self.dropped[i] = current
-                    self.active = [i for i in self.active if i in self.inbox]
+                    self._activate(i for i in self.active if i in self.inbox)
                     self.dropout_reason = rule.reason
                     self._server_step(current)
                     return
@@ -315,33 +370,29 @@ class _Coordinator:
             self._fail(self._silence(f"round {current}", silent, why))
 
     # ---------------------------------------------------------------- presence
-    def presence(self, request: bytes, context: Any) -> bytes:
+    async def presence(self, request: bytes, context: Any) -> bytes:
         """A member's call held open for the whole run: when its connection drops (its
         process was killed, its network failed) gRPC ends the call, and the run learns it
         at once instead of after the stage timeout. The reply, when the run ends, is why
         it stopped (empty after a release), so a member busy in its own step when the run
         failed still learns the reason."""
         _, index = self._identity(context)
-        with self.lock:
-            self.connections[index] = self.connections.get(index, 0) + 1
-        # add_callback runs when the RPC terminates, whichever side ends it.
-        if not context.add_callback(lambda: self._disconnected(index)):
+        self.connections[index] = self.connections.get(index, 0) + 1
+        try:
+            # gRPC cancels this wait when the call ends from the member's side.
+            await self.done.wait()
+        finally:
             self._disconnected(index)
-        while not self.done.wait(0.5) and context.is_active():
-            pass
-        with self.lock:
-            return (self.failure or "").encode()
+        return (self.failure or "").encode()
 
     def _disconnected(self, index: int) -> None:
-        with self.lock:
-            self.connections[index] = self.connections.get(index, 1) - 1
-            if self.connections[index] > 0 or self.done.is_set() \
-                    or self._member(index) is None:
-                return
-            self._gone(index)
+        self.connections[index] = self.connections.get(index, 1) - 1
+        if self.connections[index] > 0 or self.done.is_set() or self._member(index) is None:
+            return
+        self._gone(index)
 
     def _gone(self, index: int) -> None:
-        """Member ``index`` can no longer answer (under the lock). Before the start nothing
+        """Member ``index`` can no longer answer. Before the start nothing
         of it has been used: it is as if it had never joined (a restarted process may join
         in its place)."""
         self.gone.add(index)
@@ -350,10 +401,10 @@ class _Coordinator:
                 self.services.pop(index, None)
             else:
                 self.joined.pop(index, None)
-        self.lock.notify_all()
+        self.signal.notify_all()
 
     # ---------------------------------------------------------------- Join
-    def join(self, request: bytes, context: Any) -> bytes:
+    async def join(self, request: bytes, context: Any) -> bytes:
         identity, index = self._identity(context)
         try:
             if len(request) > MAX_HELLO_BYTES:
@@ -367,45 +418,42 @@ class _Coordinator:
                 raise TypeError("configuration must be a JSON object")
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError,
                 AttributeError) as exc:
-            context.abort(_grpc().StatusCode.INVALID_ARGUMENT,
-                          f"hello from {identity} is malformed: {exc}")
+            raise _refuse("INVALID_ARGUMENT",
+                          f"hello from {identity} is malformed: {exc}") from None
         if party_fingerprint != self.fingerprint or (
                 configuration is not None and configuration != self.configuration):
             reason = self._mismatch(identity, party_fingerprint, configuration)
-            with self.lock:
-                self.refused[identity] = reason
-            context.abort(_grpc().StatusCode.FAILED_PRECONDITION, reason)
-        with self.lock:
-            if self._member(index) is not None:
-                context.abort(_grpc().StatusCode.ALREADY_EXISTS,
-                              f"{identity} has already joined this run")
-            if self.assigned:
-                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
-                              f"{identity} joined too late: the run started without it")
-            pem = context.auth_context().get("x509_pem_cert") or [b""]
-            member = _Party(identity, rows, pem[0].decode())
-            if index >= self.n_silos:
-                self.services[index] = member
-            else:
-                self.joined[index] = member
-            self.gone.discard(index)
-            if self.first_join:
-                self.first_join = False
-                self.stage_started = time.monotonic()
-            if len(self.joined) == self.n_silos and len(self.services) == len(self.roles):
-                self._assign()
-            self._wait(lambda: self.assigned, context, index)
-            party = self._member(index)
-            assert party is not None
-            return json.dumps({"run": self.run, "n_rows": self.n_rows,
-                               "n_parties": self.n_parties, "silo": index,
-                               "n_silos": self.n_silos,
-                               "ids": [int(party.ids[0]), int(party.ids[-1]) + 1],
-                               # For relay rounds: every slot's ids (silos, then services)
-                               # and, from Peers, certificates (each checked against the CA
-                               # before deriving keys).
-                               "bounds": [int(b) for b in self.bounds],
-                               "services": list(self.roles)}).encode()
+            self.refused[identity] = reason
+            raise _refuse("FAILED_PRECONDITION", reason)
+        if self._member(index) is not None:
+            raise _refuse("ALREADY_EXISTS", f"{identity} has already joined this run")
+        if self.assigned:
+            raise _refuse("FAILED_PRECONDITION",
+                          f"{identity} joined too late: the run started without it")
+        pem = context.auth_context().get("x509_pem_cert") or [b""]
+        member = _Party(identity, rows, pem[0].decode())
+        if index >= self.n_silos:
+            self.services[index] = member
+        else:
+            self.joined[index] = member
+        self.gone.discard(index)
+        if self.first_join:
+            self.first_join = False
+            self.stage_started = time.monotonic()
+        if len(self.joined) == self.n_silos and len(self.services) == len(self.roles):
+            self._assign()
+        await self._wait(lambda: self.assigned, index)
+        party = self._member(index)
+        assert party is not None
+        return json.dumps({"run": self.run, "n_rows": self.n_rows,
+                           "n_parties": self.n_parties, "silo": index,
+                           "n_silos": self.n_silos,
+                           "ids": [int(party.ids[0]), int(party.ids[-1]) + 1],
+                           # For relay rounds: every slot's ids (silos, then services)
+                           # and, from Peers, certificates (each checked against the CA
+                           # before deriving keys).
+                           "bounds": [int(b) for b in self.bounds],
+                           "services": list(self.roles)}).encode()
 
     def _mismatch(self, identity: str, party_fingerprint: str,
                   configuration: dict[str, Any] | None) -> str:
@@ -422,7 +470,7 @@ class _Coordinator:
 
     def _assign(self) -> None:
         """Party ids per silo: its own id when a silo is one party, else one id per row."""
-        self.active = sorted(self.joined)
+        self._activate(sorted(self.joined))
         self.n_rows = sum(p.rows for p in self.joined.values())
         self.protocol = self.protocol.configure(self.n_rows)
         start, firsts = 0, []
@@ -450,7 +498,7 @@ class _Coordinator:
         else:
             self.server_rng = np.random.default_rng(np.random.SeedSequence())
         self.assigned = True
-        self.lock.notify_all()
+        self.signal.notify_all()
 
     # ---------------------------------------------------------------- Round / Relay
     def _expectation(self, identity: str, party: _Party, current: int) -> Expectation:
@@ -460,97 +508,90 @@ class _Coordinator:
                            Role.SERVER, party_ids=party.ids,
                            max_elements=max(1 << 20, 64 * rows * 1024))
 
-    def round_trip(self, request: bytes, context: Any) -> bytes:
-        return self._arrive("round", request, context)
+    async def round_trip(self, request: bytes, context: Any) -> bytes:
+        return await self._arrive("round", request, context)
 
-    def relay_trip(self, request: bytes, context: Any) -> bytes:
-        return self._arrive("relay", request, context)
+    async def relay_trip(self, request: bytes, context: Any) -> bytes:
+        return await self._arrive("relay", request, context)
 
-    def pass_trip(self, request: bytes, context: Any) -> bytes:
+    async def pass_trip(self, request: bytes, context: Any) -> bytes:
         """A service with nothing to send this round; the reply is what it was sent."""
-        return self._arrive("pass", request, context)
+        return await self._arrive("pass", request, context)
 
-    def _arrive(self, kind: str, request: bytes, context: Any) -> bytes:
+    async def _arrive(self, kind: str, request: bytes, context: Any) -> bytes:
         identity, index = self._identity(context)
-        with self.lock:
-            party = self._member(index)
-            if index in self.dropped:
-                # Checked first (a dropped silo has left the round's slots) and before
-                # decoding: a late frame is no fault of the run's.
-                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
-                              f"{identity} dropped out of this run in round "
-                              f"{self.dropped[index]} (no answer in time); its rows are "
-                              "not used")
-            if not self.assigned or party is None or index not in self.slots:
-                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
-                              f"{identity} sent a round before joining")
-            if self.failure is not None:
-                context.abort(_grpc().StatusCode.ABORTED, self.failure)
-            if kind == "pass" and index < self.n_silos:
-                context.abort(_grpc().StatusCode.INVALID_ARGUMENT,
-                              f"{identity} is a party: only a service may pass a round")
-            current = self.round
-            assert party is not None
-            expect = self._expectation(identity, party, current)
-            try:
-                if kind == "pass":
-                    entry = None
-                elif kind == "round":
-                    entry: Any = decode(request, expect).message
-                else:
-                    entry = parse_request(request, expect, index, self.bounds)
-            except WireError as exc:
-                self._fail(f"round {current}: {exc}; no release")
-                context.abort(_grpc().StatusCode.INVALID_ARGUMENT, str(exc))
-            if index in self.inbox:
-                context.abort(_grpc().StatusCode.ALREADY_EXISTS,
-                              f"{identity} already sent round {current}")
-            self.inbox[index] = (kind, entry)
-            self.wire_bytes += len(request)
-            if len(self.inbox) == len(self.slots):
-                kinds = {i: k for i, (k, _) in self.inbox.items() if k != "pass"}
-                if len(set(kinds.values())) > 1:
-                    relayed = min(i for i, k in kinds.items() if k == "relay")
-                    uploaded = min(i for i, k in kinds.items() if k == "round")
-                    self._fail(f"round {current}: {self._name(relayed)} sent rows to "
-                               f"parties and {self._name(uploaded)} a message to the "
-                               "server; every party of a round must do the same; no release")
-                elif "relay" in kinds.values():
-                    self._route(current)
-                else:
-                    self._server_step(current)
-            self._wait(lambda: self.reply_round >= current, context, index)
-            reply = self.replies[index]
-            self.wire_bytes += len(reply)
-            return reply
+        party = self._member(index)
+        if index in self.dropped:
+            # Checked first (a dropped silo has left the round's slots) and before
+            # decoding: a late frame is no fault of the run's.
+            raise _refuse("FAILED_PRECONDITION",
+                          f"{identity} dropped out of this run in round "
+                          f"{self.dropped[index]} (no answer in time); its rows are not used")
+        if not self.assigned or party is None or index not in self.slot_set:
+            raise _refuse("FAILED_PRECONDITION", f"{identity} sent a round before joining")
+        if self.failure is not None:
+            raise _refuse("ABORTED", self.failure)
+        if kind == "pass" and index < self.n_silos:
+            raise _refuse("INVALID_ARGUMENT",
+                          f"{identity} is a party: only a service may pass a round")
+        current = self.round
+        assert party is not None
+        expect = self._expectation(identity, party, current)
+        try:
+            if kind == "pass":
+                entry = None
+            elif kind == "round":
+                entry: Any = decode(request, expect).message
+            else:
+                entry = parse_request(request, expect, index, self.bounds)
+        except WireError as exc:
+            self._fail(f"round {current}: {exc}; no release")
+            raise _refuse("INVALID_ARGUMENT", str(exc)) from None
+        if index in self.inbox:
+            raise _refuse("ALREADY_EXISTS", f"{identity} already sent round {current}")
+        self.inbox[index] = (kind, entry)
+        self.wire_bytes += len(request)
+        if len(self.inbox) == len(self.slots):
+            kinds = {i: k for i, (k, _) in self.inbox.items() if k != "pass"}
+            if len(set(kinds.values())) > 1:
+                relayed = min(i for i, k in kinds.items() if k == "relay")
+                uploaded = min(i for i, k in kinds.items() if k == "round")
+                self._fail(f"round {current}: {self._name(relayed)} sent rows to "
+                           f"parties and {self._name(uploaded)} a message to the "
+                           "server; every party of a round must do the same; no release")
+            elif "relay" in kinds.values():
+                self._route(current)
+            else:
+                self._server_step(current)
+        await self._wait(lambda: self.reply_round >= current, index)
+        reply = self.replies[index]
+        self.wire_bytes += len(reply)
+        return reply
 
-    def peers(self, request: bytes, context: Any) -> bytes:
+    async def peers(self, request: bytes, context: Any) -> bytes:
         """Every silo's certificate (empty for one that did not join), for relay rounds;
         each party checks them against the CA before deriving keys."""
         identity, index = self._identity(context)
-        with self.lock:
-            if not self.assigned or self._member(index) is None:
-                context.abort(_grpc().StatusCode.FAILED_PRECONDITION,
-                              f"{identity} asked for the parties' certificates before "
-                              "joining")
-            if self.directory is None:
-                # Silos, then services (their slots follow, as their ids do).
-                self.directory = json.dumps({"certificates": [
-                    member.certificate if (member := self._member(i)) is not None else ""
-                    for i in range(self.n_silos + len(self.roles))]}).encode()
-            return self.directory
+        if not self.assigned or self._member(index) is None:
+            raise _refuse("FAILED_PRECONDITION",
+                          f"{identity} asked for the parties' certificates before joining")
+        if self.directory is None:
+            # Silos, then services (their slots follow, as their ids do).
+            self.directory = json.dumps({"certificates": [
+                member.certificate if (member := self._member(i)) is not None else ""
+                for i in range(self.n_silos + len(self.roles))]}).encode()
+        return self.directory
 
-    def abort(self, request: bytes, context: Any) -> bytes:
+    async def abort(self, request: bytes, context: Any) -> bytes:
         """A party stops the run, saying why (a relayed payload it cannot open, or its own
         records failing a public check: then only the check's name, never their values)."""
         identity, _ = self._identity(context)
         reason = bytes(request[:MAX_ABORT_REASON]).decode("utf-8", errors="replace")
-        with self.lock:
-            if self.estimate is None:
-                stage = f"round {self.round}" if self.assigned else "joining"
-                told = (f"{identity} {reason}" if reason.startswith(VALIDATION_FAILED)
-                        else f"{identity} stopped the run: {reason}")
-                self._fail(f"{stage}: {told}; no release")
+        if self.estimate is None:
+            stage = f"round {self.round}" if self.assigned else "joining"
+            told = (f"{identity} {reason}" if reason.startswith(VALIDATION_FAILED)
+                    else f"{identity} stopped the run: {reason}")
+            self._fail(f"{stage}: {told}; no release")
         return b""
 
     def _route(self, current: int) -> None:
@@ -605,18 +646,17 @@ class _Coordinator:
             # Who took part, compactly: the count, and the names of those who did not.
             summary = release_summary(self.estimate) | {
                 "n_parties": used, "silos": len(self.active),
-                "absent": [party_identity(i) for i in range(self.n_silos)
-                           if i not in self.active and i not in self.dropped],
+                "absent": self.absent(),
                 "dropped": [party_identity(i) for i in sorted(self.dropped)]}
             reply = REPLY_RELEASE + json.dumps(summary).encode()
             self.replies = dict.fromkeys(self.slots, reply)
             self.done.set()
         else:
             self.log.record(out)
+            parts = _parts_for(out, [self._member(i).ids for i in self.slots])
             self.replies = {i: REPLY_MESSAGE + encode(Envelope(
-                self.fingerprint, self.run, current, "server", "server",
-                _part_for(out, self._member(i).ids)))
-                for i in self.slots}
+                self.fingerprint, self.run, current, "server", "server", part))
+                for i, part in zip(self.slots, parts, strict=True)}
         self._next_round(current)
 
     def n_used(self) -> int:
@@ -630,7 +670,7 @@ class _Coordinator:
         if self.round > MAX_ROUNDS:
             self._fail(f"protocol {self.protocol.name!r} did not finish within {MAX_ROUNDS} "
                        "rounds")
-        self.lock.notify_all()
+        self.signal.notify_all()
 
 
 def _forward(payload: RelayedPayload) -> RelayedPayload:
@@ -638,15 +678,33 @@ def _forward(payload: RelayedPayload) -> RelayedPayload:
     return payload
 
 
-def _part_for(message: Message, ids: np.ndarray) -> Message:
-    """A server message restricted to one silo's party ids (broadcasts go whole)."""
+def _parts_for(message: Message, members: list[np.ndarray]) -> list[Message]:
+    """A server message restricted to each member's party ids (broadcasts go whole).
+
+    Each member's ids are one contiguous range, so its rows are found by a binary search
+    in the addressed ids sorted once, in the order they were addressed: O(rows log rows)
+    for the round, not O(rows) per member.
+    """
     if message.parties is None:
-        return message
+        return [message] * len(members)
     addressed = np.asarray(message.parties)
-    mine = np.isin(addressed, ids)
-    return Message(message.sender, message.receiver,
-                   {k: np.asarray(v)[mine] for k, v in message.fields.items()},
-                   message.bits_per_value, addressed[mine])
+    fields = {k: np.asarray(v) for k, v in message.fields.items()}
+    order = np.argsort(addressed, kind="stable")
+    ranked = addressed[order]
+    parts = []
+    for ids in members:
+        if ids.size == 0:
+            rows = order[:0]
+        elif int(ids[-1]) - int(ids[0]) + 1 == ids.size:
+            low = np.searchsorted(ranked, ids[0], side="left")
+            high = np.searchsorted(ranked, ids[-1], side="right")
+            rows = np.sort(order[low:high])
+        else:
+            rows = np.flatnonzero(np.isin(addressed, ids))
+        parts.append(Message(message.sender, message.receiver,
+                             {k: v[rows] for k, v in fields.items()},
+                             message.bits_per_value, addressed[rows]))
+    return parts
 
 
 def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
@@ -695,27 +753,39 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     on_ready:
         Called with the bound port once the server listens.
     """
-    grpc = _grpc()
     n_silos = check_positive_int(n_silos, "n_silos")
+    _grpc()  # the optional dependency, named if missing
     protocol, grade = resolve_randomness(protocol, rng)
     least = n_silos if min_silos is None else check_positive_int(min_silos, "min_silos")
     if least > n_silos:
         raise ValueError(f"min_silos ({least}) cannot exceed n_silos ({n_silos})")
-    coordinator = _Coordinator(protocol, n_silos, rng, float(timeout), grade, least)
+    return asyncio.run(_serve(protocol, n_silos, credentials, address, rng, float(timeout),
+                              grade, least, on_ready))
+
+
+async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, address: str,
+                 rng: RandomLike, timeout: float, grade: str, least: int,
+                 on_ready: Any) -> ServerRun:
+    grpc = _grpc()
+    coordinator = _Coordinator(protocol, n_silos, rng, timeout, grade, least)
+
+    async def ping(request: bytes, context: Any) -> bytes:
+        return b""
+
     handler = grpc.method_handlers_generic_handler(SERVICE, {
-        "Join": grpc.unary_unary_rpc_method_handler(coordinator.join),
-        "Round": grpc.unary_unary_rpc_method_handler(coordinator.round_trip),
-        "Relay": grpc.unary_unary_rpc_method_handler(coordinator.relay_trip),
-        "Abort": grpc.unary_unary_rpc_method_handler(coordinator.abort),
-        "Peers": grpc.unary_unary_rpc_method_handler(coordinator.peers),
-        "Pass": grpc.unary_unary_rpc_method_handler(coordinator.pass_trip),
-        "Presence": grpc.unary_unary_rpc_method_handler(coordinator.presence),
-        "Ping": grpc.unary_unary_rpc_method_handler(lambda request, context: b""),
+        "Join": _handler(coordinator.join),
+        "Round": _handler(coordinator.round_trip),
+        "Relay": _handler(coordinator.relay_trip),
+        "Abort": _handler(coordinator.abort),
+        "Peers": _handler(coordinator.peers),
+        "Pass": _handler(coordinator.pass_trip),
+        "Presence": _handler(coordinator.presence),
+        "Ping": _handler(ping),
     })
     members = n_silos + len(coordinator.roles)
     # Each member holds a presence call and, while it waits, one Join/Round/Relay call.
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2 * members + 4),
-                         options=SERVER_OPTIONS, maximum_concurrent_rpcs=4 * members + 8)
+    server = grpc.aio.server(options=SERVER_OPTIONS,
+                             maximum_concurrent_rpcs=4 * members + 8)
     server.add_generic_rpc_handlers((handler,))
     server_credentials = grpc.ssl_server_credentials(
         [(credentials.key, credentials.certificate)], root_certificates=credentials.ca,
@@ -724,24 +794,25 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     started = time.monotonic()
-    server.start()
+    await server.start()
     try:
         if on_ready is not None:
             on_ready(port)
         # Each stage (joining, every round) must end within `timeout`; a member whose
         # connection dropped is noticed at the next check.
-        while not coordinator.done.wait(timeout=0.2):
+        while not coordinator.done.is_set():
             coordinator.watch()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(coordinator.done.wait(), timeout=0.2)
         # Let the last replies reach the parties before the server goes away.
-        time.sleep(0.2)
+        await asyncio.sleep(0.2)
     finally:
-        server.stop(grace=1.0)
+        await server.stop(grace=1.0)
     if coordinator.estimate is None:
         raise NetworkRunError(coordinator.failure or "the run ended without a release")
     return ServerRun(coordinator.estimate, [party_identity(i) for i in coordinator.active],
                      coordinator.round, time.monotonic() - started,
-                     [party_identity(i) for i in range(n_silos)
-                      if i not in coordinator.active and i not in coordinator.dropped],
+                     coordinator.absent(),
                      coordinator.n_used(), coordinator.wire_bytes,
                      [party_identity(i) for i in sorted(coordinator.dropped)],
                      list(coordinator.roles))

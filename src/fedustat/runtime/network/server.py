@@ -64,9 +64,11 @@ from fedustat.protocols.base import Estimate, Message, Protocol, Role, service_i
 from fedustat.runtime.network.certs import Credentials, party_identity, party_index
 from fedustat.runtime.network.relay import RelayedPayload, parse_request, reply_for
 from fedustat.runtime.network.service import (
+    HOLD_METADATA,
     MAX_ABORT_REASON,
     MAX_HELLO_BYTES,
     REPLY_MESSAGE,
+    REPLY_PENDING,
     REPLY_RELAYED,
     REPLY_RELEASE,
     SERVER_OPTIONS,
@@ -262,19 +264,32 @@ class _Coordinator:
         self.signal.notify_all()
         self.done.set()
 
-    async def _wait(self, ready: Callable[[], bool], index: int) -> None:
-        """Suspend a call until ``ready()`` or a failure (the watchdog bounds the wait)."""
+    async def _wait(self, ready: Callable[[], bool], index: int,
+                    hold: float | None = None) -> bool:
+        """Suspend a call until ``ready()`` or a failure (the watchdog bounds the wait);
+        a detached member's call (``hold`` seconds) returns False when it is not ready by
+        then, and the member asks again later (Fetch)."""
+        until = None if hold is None else time.monotonic() + hold
         try:
             while not ready() and self.failure is None:
-                await self.signal.changed()
+                if until is None:
+                    await self.signal.changed()
+                    continue
+                left = until - time.monotonic()
+                if left <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.signal.changed(), left)
         except asyncio.CancelledError:
             # gRPC cancels the call when the member's connection drops or it gives up
             # waiting: it can receive no reply, so the watchdog need not wait out the
-            # timeout.
-            self._gone(index)
+            # timeout. A detached member's connection comes and goes by design.
+            if hold is None:
+                self._gone(index)
             raise
         if self.failure is not None:
             raise _refuse("ABORTED", self.failure)
+        return True
 
     def missing(self) -> tuple[str, list[str]]:
         """The stage the run waits in and the parties it waits for."""
@@ -442,7 +457,12 @@ class _Coordinator:
             self.stage_started = time.monotonic()
         if len(self.joined) == self.n_silos and len(self.services) == len(self.roles):
             self._assign()
-        await self._wait(lambda: self.assigned, index)
+        if not await self._wait(lambda: self.assigned, index, _hold(context)):
+            return REPLY_PENDING
+        return self._assignment(index)
+
+    def _assignment(self, index: int) -> bytes:
+        """A member's join reply: the run, its size, the member's ids and the slots'."""
         party = self._member(index)
         assert party is not None
         return json.dumps({"run": self.run, "n_rows": self.n_rows,
@@ -563,10 +583,47 @@ class _Coordinator:
                 self._route(current)
             else:
                 self._server_step(current)
-        await self._wait(lambda: self.reply_round >= current, index)
+        if not await self._wait(lambda: self.reply_round >= current, index, _hold(context)):
+            return REPLY_PENDING
+        return self._reply(index)
+
+    def _reply(self, index: int) -> bytes:
         reply = self.replies[index]
         self.wire_bytes += len(reply)
         return reply
+
+    async def fetch(self, request: bytes, context: Any) -> bytes:
+        """A detached member asks again for what its last call did not wait for: its
+        assignment (``{"join": true}``) or the reply to the round it sent
+        (``{"round": r}``); held like that call, answered "not yet" again if need be."""
+        identity, index = self._identity(context)
+        try:
+            asked = json.loads(bytes(request[:256]).decode())
+            wanted = -1 if asked.get("join") is True else int(asked["round"])
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError,
+                AttributeError) as exc:
+            raise _refuse("INVALID_ARGUMENT",
+                          f"{identity}'s fetch is malformed: {exc}") from None
+        if index in self.dropped:
+            raise _refuse("FAILED_PRECONDITION",
+                          f"{identity} dropped out of this run in round "
+                          f"{self.dropped[index]} (no answer in time); its rows are not used")
+        if self._member(index) is None:
+            raise _refuse("FAILED_PRECONDITION", f"{identity} fetched before joining")
+        hold = _hold(context)
+        if wanted < 0:
+            if not await self._wait(lambda: self.assigned, index, hold):
+                return REPLY_PENDING
+            return self._assignment(index)
+        # Its reply is kept until the member sends the next round, which needs it.
+        sent = index in self.inbox and self.round == wanted
+        if not (sent or self.reply_round == wanted):
+            raise _refuse("FAILED_PRECONDITION",
+                          f"{identity} fetched the reply of round {wanted}, which it has "
+                          f"not sent (the run is in round {self.round})")
+        if not await self._wait(lambda: self.reply_round >= wanted, index, hold):
+            return REPLY_PENDING
+        return self._reply(index)
 
     async def peers(self, request: bytes, context: Any) -> bytes:
         """Every silo's certificate (empty for one that did not join), for relay rounds;
@@ -671,6 +728,18 @@ class _Coordinator:
             self._fail(f"protocol {self.protocol.name!r} did not finish within {MAX_ROUNDS} "
                        "rounds")
         self.signal.notify_all()
+
+
+def _hold(context: Any) -> float | None:
+    """The seconds a detached member lets the server hold its call (its metadata), or
+    None for a member that keeps its connection and waits for the answer."""
+    for key, value in context.invocation_metadata() or ():
+        if key == HOLD_METADATA:
+            try:
+                return min(max(float(value), 0.0), 60.0)
+            except ValueError:
+                return None
+    return None
 
 
 def _forward(payload: RelayedPayload) -> RelayedPayload:
@@ -780,6 +849,7 @@ async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, add
         "Peers": _handler(coordinator.peers),
         "Pass": _handler(coordinator.pass_trip),
         "Presence": _handler(coordinator.presence),
+        "Fetch": _handler(coordinator.fetch),
         "Ping": _handler(ping),
     })
     members = n_silos + len(coordinator.roles)

@@ -56,6 +56,13 @@ PASS = f"/{SERVICE}/Pass"
 # join reply stays small: star protocols never need them).
 PEERS = f"/{SERVICE}/Peers"
 PRESENCE = f"/{SERVICE}/Presence"
+# A detached member's second call for an answer its first call did not wait for (a join's
+# assignment, a round's reply): the device reconnects when it is online again.
+FETCH = f"/{SERVICE}/Fetch"
+#: gRPC metadata key of a detached member's call: the seconds the server may hold the call
+#: before answering "not yet" (REPLY_PENDING), so the member need not keep a connection
+#: open while the others catch up.
+HOLD_METADATA = "fedustat-hold"
 # Answered at once: lets a party tell a channel that reaches the server from one that
 # fails, with gRPC's reason for the failure.
 PING = f"/{SERVICE}/Ping"
@@ -70,6 +77,8 @@ VALIDATION_FAILED = "failed validation: "
 REPLY_MESSAGE = b"M"
 REPLY_RELEASE = b"R"
 REPLY_RELAYED = b"P"
+#: The answer is not ready within the call's hold: ask again with Fetch.
+REPLY_PENDING = b"W"
 
 # gRPC refuses messages above 4 MiB by default; a silo's frame may be larger.
 MAX_MESSAGE_BYTES = 1 << 30

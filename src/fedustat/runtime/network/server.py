@@ -291,14 +291,6 @@ class _Coordinator:
             raise _refuse("ABORTED", self.failure)
         return True
 
-    def missing(self) -> tuple[str, list[str]]:
-        """The stage the run waits in and the parties it waits for."""
-        if not self.assigned:
-            return "joining", [self._name(i) for i in range(self.n_silos + len(self.roles))
-                               if self._member(i) is None]
-        return f"round {self.round}", [self._name(i) for i in self.slots
-                                       if i not in self.inbox]
-
     def watch(self) -> None:
         """Fail the run when a stage has lasted ``timeout`` seconds, or at once when a
         party it waits for has lost its connection and the run cannot go on without it;
@@ -322,9 +314,9 @@ class _Coordinator:
             if stalled or closed or needed:
                 self._round_without(silent, stop=True)
             return
-        stage, waiting = self.missing()
+        waiting = [i for i in range(self.n_silos + len(self.roles)) if self._member(i) is None]
         # Every missing silo had joined and left: no need to wait out the timeout.
-        left = all(party_index(name) in self.gone for name in waiting)
+        left = all(i in self.gone for i in waiting)
         if len(self.joined) >= self.min_silos and len(self.services) == len(self.roles) \
                 and (stalled or left):
             # Silos that never joined (or left before the start) contributed
@@ -334,10 +326,11 @@ class _Coordinator:
             return
         if not stalled:
             return
+        names = [self._name(i) for i in waiting]
         named = [f"{name} (refused: {self.refused[name]})" if name in self.refused
-                 else name for name in waiting]
-        self._fail(f"{stage}: no answer within {self.timeout:g} s from "
-                   f"{', '.join(named)}; no release")
+                 else name for name in names]
+        self._fail(f"joining: no answer within {self.timeout:g} s from "
+                   f"{_listed(named)}; no release")
 
     def _silence(self, stage: str, slots: list[int], why: str = "") -> str:
         """Why a stage stopped: whose connection dropped, who did not answer in time."""
@@ -345,10 +338,10 @@ class _Coordinator:
         quiet = [self._name(i) for i in slots if i not in self.gone]
         parts = []
         if dropped:
-            parts.append(f"the connection of {', '.join(dropped)} dropped (its process "
+            parts.append(f"the connection of {_listed(dropped)} dropped (its process "
                          "ended or its network failed)")
         if quiet:
-            parts.append(f"no answer within {self.timeout:g} s from {', '.join(quiet)}")
+            parts.append(f"no answer within {self.timeout:g} s from {_listed(quiet)}")
         return f"{stage}: {'; '.join(parts)}{'; ' + why if why else ''}; no release"
 
     def _round_without(self, silent: list[int], stop: bool) -> None:
@@ -728,6 +721,19 @@ class _Coordinator:
             self._fail(f"protocol {self.protocol.name!r} did not finish within {MAX_ROUNDS} "
                        "rounds")
         self.signal.notify_all()
+
+
+#: Members named in a reason at most; a run of 10^4 devices names the first and counts
+#: the rest (the reason travels to every member and into logs).
+NAMED_AT_MOST = 20
+
+
+def _listed(names: list[str]) -> str:
+    """``a, b, c`` or, beyond :data:`NAMED_AT_MOST`, the first ones and how many more."""
+    if len(names) <= NAMED_AT_MOST:
+        return ", ".join(names)
+    return (f"{', '.join(names[:NAMED_AT_MOST])} and {len(names) - NAMED_AT_MOST} more "
+            f"({len(names)} in all)")
 
 
 def _hold(context: Any) -> float | None:

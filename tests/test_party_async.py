@@ -237,3 +237,24 @@ def test_an_unreachable_server_and_a_foreign_certificate_are_named(certs, tmp_pa
     finally:
         thread.join(20)
     assert "joining: no answer within 2 s from party-0" in str(outcome["server"])
+
+
+def test_devices_of_one_process_check_the_run_directory_once(certs, monkeypatch):
+    # The directory of the parties' certificates is the same bytes for every device of a
+    # run: checked against the CA once per process, not once per device (n^2 checks).
+    from fedustat.runtime.network import party
+
+    checks = []
+    verify = party.verify_party_certificates
+    monkeypatch.setattr(party, "_CHECKED_DIRECTORIES", {})
+    monkeypatch.setattr(party, "verify_party_certificates",
+                        lambda *a, **k: checks.append(1) or verify(*a, **k))
+    data = labelled(8)[:, :1]
+
+    def make() -> Protocol:
+        return registry.make("umpc", GINI, epsilon=8.0)
+
+    server, devices = run_devices(certs, make, one_record_each(data))
+    assert not isinstance(server, Exception), server
+    assert not any(isinstance(d, Exception) for d in devices), devices
+    assert len(checks) == 1

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
+import threading
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -339,20 +341,44 @@ class _AsyncLink:
         await self.channel.close()
 
 
+#: Directories already checked in this process, by digest of (CA, directory, names): the
+#: same bytes checked against the same CA give the same keys, so device identities driven
+#: from one process (:func:`run_party_async`) check a run's directory once, not once each
+#: (n identities times n certificates). A few runs' worth, the oldest dropped first, each
+#: for a few minutes only (a certificate's validity period is checked again after that).
+_CHECKED_DIRECTORIES: dict[bytes, tuple[float, list[Any]]] = {}
+_CHECKED_DIRECTORIES_KEPT = 8
+_CHECKED_DIRECTORY_SECONDS = 300.0
+_CHECKED_DIRECTORIES_LOCK = threading.Lock()  # run_party may run in threads
+
+
 def _peer_keys(credentials: Credentials, assignment: dict[str, Any], mark: str,
-               certificates: list[str]) -> PeerKeys:
-    """Pairwise keys with every silo (and service), from certificates checked against the
-    CA; a service's certificate must carry its role's name."""
+               directory: bytes) -> PeerKeys:
+    """Pairwise keys with every silo (and service), from the server's directory of
+    certificates checked against the CA; a service's certificate must carry its role's
+    name."""
     names = [*(party_identity(i) for i in range(int(assignment["n_silos"]))),
              *assignment.get("services", [])]
-    if len(certificates) != len(names):
-        raise NetworkRunError(f"{credentials.identity}: the server lists "
-                              f"{len(certificates)} certificates for {len(names)} members")
-    try:
-        public = verify_party_certificates(credentials.ca, certificates, names=names)
-    except ValueError as exc:
-        raise NetworkRunError(f"{credentials.identity}: the server's list of parties is "
-                              f"refused: {exc}") from None
+    digest = hashlib.sha256(b"\0".join([credentials.ca, directory,
+                                        "|".join(names).encode()])).digest()
+    with _CHECKED_DIRECTORIES_LOCK:
+        checked_at, public = _CHECKED_DIRECTORIES.get(digest, (0.0, None))
+    if public is None or time.monotonic() - checked_at > _CHECKED_DIRECTORY_SECONDS:
+        certificates = json.loads(directory)["certificates"]
+        if len(certificates) != len(names):
+            raise NetworkRunError(f"{credentials.identity}: the server lists "
+                                  f"{len(certificates)} certificates for {len(names)} "
+                                  "members")
+        try:
+            public = verify_party_certificates(credentials.ca, certificates, names=names)
+        except ValueError as exc:
+            raise NetworkRunError(f"{credentials.identity}: the server's list of parties "
+                                  f"is refused: {exc}") from None
+        with _CHECKED_DIRECTORIES_LOCK:
+            _CHECKED_DIRECTORIES.pop(digest, None)
+            while len(_CHECKED_DIRECTORIES) >= _CHECKED_DIRECTORIES_KEPT:
+                _CHECKED_DIRECTORIES.pop(next(iter(_CHECKED_DIRECTORIES)))
+            _CHECKED_DIRECTORIES[digest] = (time.monotonic(), public)
     return PeerKeys(int(assignment["silo"]), credentials.key, public, mark,
                     assignment["run"], names=names)
 
@@ -417,8 +443,9 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
         state, message = yield from _own_step(
             lambda s=state, i=inbox: configured.party_step(s, i, party_rng), where)
         if message.is_peer and keys is None:
-            directory = json.loads((yield _Call("peers", b"", where)))
-            keys = _peer_keys(credentials, assignment, mark, directory["certificates"])
+            directory = yield _Call("peers", b"", where)
+            assert directory is not None
+            keys = _peer_keys(credentials, assignment, mark, directory)
         if message.is_peer:
             assert keys is not None
             reply = yield _Call("relay", seal_rows(message, keys, bounds, protocol=mark,
@@ -592,8 +619,8 @@ def _service_loop(link: _Link, protocol: Protocol, role: str, credentials: Crede
     def peer_keys(current: int) -> PeerKeys:
         nonlocal keys
         if keys is None:
-            directory = json.loads(link.call("peers", b"", f"{role}, round {current}"))
-            keys = _peer_keys(credentials, assignment, mark, directory["certificates"])
+            directory = link.call("peers", b"", f"{role}, round {current}")
+            keys = _peer_keys(credentials, assignment, mark, directory)
         return keys
 
     for current in range(MAX_ROUNDS):

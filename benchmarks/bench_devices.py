@@ -1,22 +1,37 @@
-"""Devices at scale: N one-record devices report once to a real collection server.
+"""Devices at scale: N one-record devices take part in one run against a real server process.
 
-    python benchmarks/bench_devices.py [--devices 1000,10000,100000] [--processes 2]
-                                       [--in-flight 100] [--quick]
+    python benchmarks/bench_devices.py [--protocol ldp-quantized|fedauc-rr|umpc]
+                                       [--devices 1000,10000,100000] [--processes 2]
+                                       [--in-flight 100] [--timeout 600] [--seed S] [--quick]
 
-The server is its own process (``fedustat collect``: the asyncio gRPC server with mutual
-TLS, closing at a quorum of N reports, which reports its peak resident memory). The
-devices are driven from ``--processes`` load processes, each an event loop of async
-clients with at most ``--in-flight`` devices connected at once; every device opens its
-own TLS connection with its own certificate (``party-<i>``), checks the run's terms and
-sends its one report, as a phone would. The table gives the wall time from the server's
-start to its release, reports per second, the server's peak memory, the bytes of a report
-frame beside its bit-packed payload (TLS records not counted), and the in-process
-simulator's time for the same job (the same protocol on the same N records, one batch).
-Runs use deployment randomness (no seed), as a deployment would; the release's value
-is shown beside the simulator's on the same data.
+The server is its own process and every device opens its own TLS connection with its own
+certificate (``party-<i>``), driven from ``--processes`` load processes, each an event loop
+of async clients:
+
+* ``ldp-quantized`` (one-shot reports): the server is ``fedustat collect`` (a collection
+  window closing at a quorum of N reports); at most ``--in-flight`` devices per load
+  process are connected at once; each checks the run's terms and sends its one report
+  (``report_async``), as a phone would.
+* ``fedauc-rr``, ``umpc`` (rounds in lockstep): the server is ``fedustat serve --parties
+  N``; every device is a party of the run (``run_party_async``), so all N are connected at
+  once for the whole run (in flight = N). U-MPC releases the AUC over its default design
+  (|E| = 2n pairs, public labels).
+
+Both servers report their peak resident memory. The table gives the wall time from the
+start of the load processes to the release, devices per second (over the server's own
+time), the server's peak memory, the bytes on the wire per device (frames as sent, every
+round and reply, TLS records not counted) beside the payload per device the release's
+cost counts, and the in-process simulator's time and value for the same job (the same
+protocol on the same N records). Runs use deployment randomness unless ``--seed`` asks
+for the simulator's streams; then the release must equal the simulator's, one record per
+device (the "same" column).
+
+A lockstep server holds one connection per device: the machine's limit of open files per
+process (``ulimit -Hn``) bounds N for fedauc-rr and umpc, and a larger N is refused here
+with that reason before anything starts.
 
 Data: generated here, skewed and tied: labels Bernoulli(0.3), scores lognormal by class,
-clipped to [0, 1] and rounded to 0.01.
+clipped to [0, 1] and rounded to 0.01; device i's record depends on i alone.
 """
 
 from __future__ import annotations
@@ -24,28 +39,52 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fedustat.protocols import registry
-from fedustat.runtime.network import create_deployment, load_credentials, report_async
+from fedustat.runtime.network import (
+    create_deployment,
+    load_credentials,
+    report_async,
+    run_party_async,
+)
 from fedustat.runtime.simulate import simulate
 from fedustat.stats import auc_kernel
 
 K = 16
-CLI_OPTIONS = ["--statistic", "auc", "--protocol", "ldp-quantized", "--epsilon", "1",
-               "--param", f"k={K}", "--bounds", "0,1"]
+#: Protocol options on the server's command line, per protocol (fedauc-rr adds its
+#: n_clients = N); the devices build the same protocol with make_protocol.
+CLI_OPTIONS = {
+    "ldp-quantized": ["--statistic", "auc", "--protocol", "ldp-quantized", "--epsilon", "1",
+                      "--param", f"k={K}", "--bounds", "0,1"],
+    "fedauc-rr": ["--statistic", "auc", "--protocol", "fedauc-rr", "--epsilon", "1"],
+    "umpc": ["--statistic", "auc", "--protocol", "umpc", "--epsilon", "1",
+             "--column-bounds", "score=0,1"],
+}
+LOCKSTEP = ("fedauc-rr", "umpc")
+#: Open files a process needs beyond one per connection (its libraries, pipes, epoll,
+#: certificates being read).
+SPARE_FILES = 256
 
 
-def make_protocol() -> object:
-    return registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=K, bounds=(0.0, 1.0))
+def make_protocol(name: str, n: int) -> Any:
+    if name == "ldp-quantized":
+        return registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=K,
+                             bounds=(0.0, 1.0))
+    if name == "fedauc-rr":
+        return registry.make("fedauc-rr", auc_kernel(), epsilon=1.0, n_clients=n)
+    return registry.make("umpc", auc_kernel(), epsilon=1.0, bounds={"score": (0.0, 1.0)})
 
 
 def records(first: int, count: int) -> np.ndarray:
@@ -59,18 +98,23 @@ def records(first: int, count: int) -> np.ndarray:
     return out
 
 
-async def _drive(address: str, certs: Path, first: int, count: int, in_flight: int
-                 ) -> dict[str, object]:
+async def _drive(name: str, n: int, address: str, certs: Path, first: int, count: int,
+                 in_flight: int, seed: int | None, timeout: float) -> dict[str, object]:
     rows = records(first, count)
-    gate = asyncio.Semaphore(in_flight)
+    # A lockstep run needs every party connected at once; reports may queue.
+    gate = asyncio.Semaphore(count if name in LOCKSTEP else in_flight)
     failures: list[str] = []
 
     async def device(j: int) -> None:
         async with gate:
+            credentials = load_credentials(certs, f"party-{first + j}")
             try:
-                await report_async(make_protocol(), rows[j:j + 1],
-                                   load_credentials(certs, f"party-{first + j}"), address,
-                                   timeout=600.0)
+                if name in LOCKSTEP:
+                    await run_party_async(make_protocol(name, n), rows[j:j + 1], credentials,
+                                          address, rng=seed, timeout=timeout)
+                else:
+                    await report_async(make_protocol(name, n), rows[j:j + 1], credentials,
+                                       address, rng=seed, timeout=timeout)
             except Exception as exc:  # counted and shown, the run goes on
                 failures.append(f"{type(exc).__name__}: {exc}")
 
@@ -82,81 +126,150 @@ async def _drive(address: str, certs: Path, first: int, count: int, in_flight: i
 
 
 def client_main(args: argparse.Namespace) -> int:
-    result = asyncio.run(_drive(args.address, Path(args.certs), args.first, args.count,
-                                args.in_flight))
+    result = asyncio.run(_drive(args.protocol, args.n, args.address, Path(args.certs),
+                                args.first, args.count, args.in_flight, args.seed,
+                                args.timeout))
     print(json.dumps(result), flush=True)
     return 0
 
 
-def run_once(n: int, certs: Path, processes: int, in_flight: int, scratch: Path
-             ) -> dict[str, object]:
-    output = scratch / f"release-{n}.json"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "fedustat.cli", "collect", *CLI_OPTIONS, "--certs", str(certs),
-         "--window", "3600", "--quorum", str(n), "--linger", "0", "--listen",
-         "127.0.0.1:0", "--output", str(output)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+def server_command(name: str, n: int, certs: Path, output: Path, seed: int | None,
+                   timeout: float) -> list[str]:
+    seeded = [] if seed is None else ["--seed", str(seed)]
+    if name in LOCKSTEP:
+        extra = ["--param", f"n_clients={n}"] if name == "fedauc-rr" else []
+        return [sys.executable, "-m", "fedustat.cli", "serve", *CLI_OPTIONS[name], *extra,
+                *seeded, "--certs", str(certs), "--parties", str(n), "--timeout",
+                str(timeout), "--listen", "127.0.0.1:0", "--output", str(output)]
+    return [sys.executable, "-m", "fedustat.cli", "collect", *CLI_OPTIONS[name], *seeded,
+            "--certs", str(certs), "--window", "3600", "--quorum", str(n), "--linger", "0",
+            "--listen", "127.0.0.1:0", "--output", str(output)]
+
+
+def simulated(name: str, n: int, seed: int | None) -> tuple[float, float]:
+    """The simulator's value on the same N records and its time: one batch, or with a
+    seed the networked split (one record per device) so that the numbers must agree."""
+    data = records(0, n)
+    protocol = make_protocol(name, n)
+    options: dict[str, Any] = {}
+    if protocol.silo_is_one_party:
+        options["parties"] = np.arange(n)
+    if seed is not None:
+        options.update(rng=seed, batch_size=[1] * n)
+    tic = time.perf_counter()
+    expected = simulate(protocol, data, **options)
+    return time.perf_counter() - tic, float(expected.value)
+
+
+def run_once(name: str, n: int, certs: Path, processes: int, in_flight: int, scratch: Path,
+             seed: int | None, timeout: float) -> dict[str, object]:
+    output = scratch / f"release-{name}-{n}.json"
+    logs = scratch / f"server-{name}-{n}.log"
+    with open(logs, "w") as server_log:
+        server = subprocess.Popen(server_command(name, n, certs, output, seed, timeout),
+                                  stdout=subprocess.PIPE, stderr=server_log, text=True,
+                                  start_new_session=True)
     clients: list[subprocess.Popen] = []
     try:
         line = server.stdout.readline()
         match = re.search(r"listening on port (\d+)", line)
         if not match:
-            raise RuntimeError(f"the server did not start: {line!r} {server.stderr.read()}")
+            raise RuntimeError(f"the server did not start: {line!r} {logs.read_text()}")
         started = time.monotonic()
-        shares = np.array_split(np.arange(n), processes)
-        for share in shares:
-            clients.append(subprocess.Popen(
-                [sys.executable, __file__, "--client", "--address",
-                 f"127.0.0.1:{match.group(1)}", "--certs", str(certs), "--first",
-                 str(int(share[0])), "--count", str(share.size), "--in-flight",
-                 str(in_flight)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                start_new_session=True))
+        for share in np.array_split(np.arange(n), processes):
+            if not share.size:
+                continue
+            command = [sys.executable, __file__, "--client", "--protocol", name, "--n",
+                       str(n), "--address", f"127.0.0.1:{match.group(1)}", "--certs",
+                       str(certs), "--first", str(int(share[0])), "--count", str(share.size),
+                       "--in-flight", str(in_flight), "--timeout", str(timeout)]
+            if seed is not None:
+                command += ["--seed", str(seed)]
+            clients.append(subprocess.Popen(command, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True,
+                                            start_new_session=True))
         driven = []
         for client in clients:
-            out, err = client.communicate(timeout=3600)
+            out, err = client.communicate(timeout=3 * timeout + 600)
             if client.returncode != 0:
                 raise RuntimeError(f"a load process failed: {err[-2000:]}")
             driven.append(json.loads(out.strip().splitlines()[-1]))
         failed = sum(int(d["failed"]) for d in driven)
+        first_failure = next((d["first_failure"] for d in driven if d["first_failure"]), None)
         try:
-            # Every device has reported or given up: the quorum closes the window now,
-            # unless some failed (then it never will).
-            _, err = server.communicate(timeout=600 if failed == 0 else 5)
+            # Every device has finished or given up: the release comes now (a lockstep
+            # server has already stopped if a party failed; a window closes at its quorum
+            # unless some devices failed, and then never will).
+            server.communicate(timeout=600 if failed == 0 else 10)
         except subprocess.TimeoutExpired:
-            first = next(d["first_failure"] for d in driven if d["first_failure"])
-            raise RuntimeError(f"{failed} of {n} devices failed; the first: {first}"
+            raise RuntimeError(f"{failed} of {n} devices failed; the first: {first_failure}"
                                ) from None
         wall = time.monotonic() - started
         if server.returncode != 0:
-            raise RuntimeError(f"the server failed: {err[-2000:]}")
+            raise RuntimeError(f"the server failed: {logs.read_text()[-2000:]}"
+                               + (f"; the first device failure: {first_failure}"
+                                  if first_failure else ""))
     finally:
         for proc in [server, *clients]:
             if proc.poll() is None:
                 os.killpg(proc.pid, 9)
                 proc.wait(timeout=10)
     release = json.loads(output.read_text())
-    data = records(0, n)
-    tic = time.perf_counter()
-    expected = simulate(make_protocol(), data)
-    sim_seconds = time.perf_counter() - tic
-    return {"devices": n, "wall": wall, "server": float(release["seconds"]),
-            "rate": n / float(release["seconds"]), "rss": release["server_peak_rss_mib"],
-            "wire": release["wire_bytes"] / release["n_reports"],
-            "payload": release["payload_bytes"] / release["n_reports"],
-            "failed": failed,
-            "first_failure": next((d["first_failure"] for d in driven
-                                   if d["first_failure"]), None),
-            "value": release["value"], "std": release["std_error"],
-            "sim_seconds": sim_seconds, "sim_value": expected.value}
+    sim_seconds, sim_value = simulated(name, n, seed)
+    if name in LOCKSTEP:
+        wire, payload = release["wire_bytes"] / n, release["total_bits"] / 8 / n
+    else:
+        wire = release["wire_bytes"] / release["n_reports"]
+        payload = release["payload_bytes"] / release["n_reports"]
+    return {"devices": n, "wall": wall, "rate": n / float(release["seconds"]),
+            "rss": release["server_peak_rss_mib"], "wire": wire, "payload": payload,
+            "failed": failed, "first_failure": first_failure, "value": release["value"],
+            "std": release["std_error"], "sim_seconds": sim_seconds, "sim_value": sim_value,
+            "same": "-" if seed is None else
+            ("yes" if release["value"] == sim_value else "NO")}
+
+
+def open_files_for(name: str, sizes: list[int], processes: int) -> str | None:
+    """Raise this process's open-files limit to the hard one (the server and the load
+    processes inherit it); why the largest size cannot run, if it cannot."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if name not in LOCKSTEP or hard == resource.RLIM_INFINITY:
+        return None
+    n = max(sizes)
+    if n + SPARE_FILES > hard:
+        return (f"{name} at {n} devices: a lockstep run holds every device connected to "
+                f"one server process at once, which needs about {n + SPARE_FILES} open "
+                f"files, and this machine allows {hard} per process (ulimit -Hn); use at "
+                f"most {hard - SPARE_FILES} devices")
+    per_process = math.ceil(n / processes) + SPARE_FILES
+    if per_process > hard:
+        return (f"{name} at {n} devices: each of the {processes} load processes would hold "
+                f"{math.ceil(n / processes)} connections, more than the {hard} open files "
+                f"allowed per process (ulimit -Hn); give more --processes")
+    return None
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--devices", default="1000,10000,100000")
+    parser.add_argument("--protocol", choices=sorted(CLI_OPTIONS), default="ldp-quantized")
+    parser.add_argument("--devices", default=None,
+                        help="comma-separated sizes (default: 1000,10000,100000; umpc: "
+                             "100,1000)")
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--in-flight", type=int, default=100)
-    parser.add_argument("--quick", action="store_true", help="200 and 1000 devices")
+    parser.add_argument("--in-flight", type=int, default=100,
+                        help="devices connected at once per load process (one-shot "
+                             "reports only; a lockstep run connects all of them)")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="the run's stage timeout (lockstep) and each device's wait")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="simulation randomness: the release must equal the "
+                             "simulator's (default: deployment randomness)")
+    parser.add_argument("--quick", action="store_true", help="200 and 1000 devices "
+                        "(umpc: 50 and 100)")
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
     parser.add_argument("--certs", help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, help=argparse.SUPPRESS)
@@ -164,24 +277,44 @@ def main() -> int:
     args = parser.parse_args()
     if args.client:
         return client_main(args)
-    sizes = [200, 1000] if args.quick else [int(s) for s in args.devices.split(",")]
+    name = args.protocol
+    if args.quick:
+        sizes = [50, 100] if name == "umpc" else [200, 1000]
+    elif args.devices:
+        sizes = [int(s) for s in args.devices.split(",")]
+    else:
+        sizes = [100, 1000] if name == "umpc" else [1000, 10000, 100000]
+    if args.processes < 1 or min(sizes) < 2:
+        parser.error("--processes must be >= 1 and every size >= 2 devices")
+    refused = open_files_for(name, sizes, args.processes)
+    if refused:
+        parser.error(refused)
     with tempfile.TemporaryDirectory(prefix="fedustat-devices-") as tmp:
         scratch = Path(tmp)
         tic = time.perf_counter()
         certs = create_deployment(scratch / "certs", max(sizes))
         print(f"certificates for {max(sizes)} devices: {time.perf_counter() - tic:.1f} s",
               flush=True)
-        print(f"load average before: {os.getloadavg()[0]:.2f}; {args.processes} load "
-              f"processes, {args.in_flight} devices in flight each", flush=True)
-        print("| devices | wall s | reports/s | server peak MiB | frame B | payload B | "
-              "failed | release (s.e.) | simulator s | simulator value |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        in_flight = ("all devices connected at once (lockstep)" if name in LOCKSTEP
+                     else f"{args.in_flight} devices in flight each")
+        print(f"{name}; load average before: {os.getloadavg()[0]:.2f}; {args.processes} "
+              f"load processes, {in_flight}; "
+              + ("deployment randomness" if args.seed is None else f"seed {args.seed}"),
+              flush=True)
+        rate = "parties/s" if name in LOCKSTEP else "reports/s"
+        print(f"| devices | wall s | {rate} | server peak MiB | wire B/device | "
+              "payload B/device | failed | release (s.e.) | simulator s | simulator value "
+              "| same | load avg |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for n in sizes:
-            row = run_once(n, certs, args.processes, args.in_flight, scratch)
+            row = run_once(name, n, certs, args.processes, args.in_flight, scratch,
+                           args.seed, args.timeout)
+            std = "-" if row["std"] is None else f"{row['std']:.4f}"
             print(f"| {n} | {row['wall']:.1f} | {row['rate']:.0f} | {row['rss']:.0f} | "
                   f"{row['wire']:.0f} | {row['payload']:.0f} | {row['failed']} | "
-                  f"{row['value']:.4f} ({row['std']:.4f}) | {row['sim_seconds']:.2f} | "
-                  f"{row['sim_value']:.4f} |", flush=True)
+                  f"{row['value']:.4f} ({std}) | {row['sim_seconds']:.2f} | "
+                  f"{row['sim_value']:.4f} | {row['same']} | {os.getloadavg()[0]:.2f} |",
+                  flush=True)
             if row["first_failure"]:
                 print(f"  first failure: {row['first_failure']}", flush=True)
         print(f"load average after: {os.getloadavg()[0]:.2f}")

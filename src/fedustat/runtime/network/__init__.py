@@ -15,11 +15,17 @@ from fedustat.runtime.network.collect import (
     report,
     report_async,
 )
-from fedustat.runtime.network.party import PartyResult, ServiceResult, run_party, run_service
+from fedustat.runtime.network.party import (
+    PartyResult,
+    ServiceResult,
+    run_party,
+    run_party_async,
+    run_service,
+)
 from fedustat.runtime.network.server import ServerRun, serve
 from fedustat.runtime.network.service import NetworkRunError, release_summary
 
 __all__ = ["CollectionRun", "Credentials", "DeviceReport", "NetworkRunError", "PartyResult",
            "ServerRun", "ServiceResult", "Window", "collect", "create_deployment",
            "load_credentials", "release_summary", "report", "report_async", "run_party",
-           "run_service", "serve"]
+           "run_party_async", "run_service", "serve"]

@@ -11,6 +11,11 @@ their destination silos with keys derived from the certificates it received at `
 holds the rows others sealed for it, which it opens and checks before its next step sees
 them (:mod:`fedustat.runtime.network.relay`).
 
+The party's logic is written once (a generator that says which call to make next and is
+sent the reply) and driven by two links: :func:`run_party` over a blocking channel, and
+:func:`run_party_async` over gRPC's asyncio API, so that one process's event loop can act
+for thousands of device identities, each with its own TLS channel and certificate.
+
 :func:`run_service` runs one of the protocol's record-less service roles (a shuffler, a
 dealer) the same way: it joins by its certificate (named after its role), holds no
 records, and each round runs the protocol's service step on what was addressed to it,
@@ -19,9 +24,13 @@ sending its rows to the server, relaying them sealed to parties, or passing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import json
+import threading
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +77,7 @@ from fedustat.runtime.simulate import (
 )
 from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
 
-__all__ = ["PartyResult", "ServiceResult", "run_party", "run_service"]
+__all__ = ["PartyResult", "ServiceResult", "run_party", "run_party_async", "run_service"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,94 @@ def _grpc() -> Any:
 #: concludes that it refuses this party's certificate (once can be a server restarting;
 #: gRPC retries the connection with a backoff of about a second at first).
 _CLOSED_HANDSHAKES_SECONDS = 3.0
+#: Each device identity driven from one process has its own TLS connection, never shared
+#: with another identity's channel (gRPC shares subchannels between channels otherwise).
+_DEVICE_CHANNEL_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
+
+
+class _Reachability:
+    """Why a member's channel does not reach the server, from its failed probes: a TLS
+    handshake that fails is named at once (a certificate from another CA, a host name it
+    does not carry), never reported as a server that did not answer."""
+
+    def __init__(self, identity: str, server: str, deadline: float) -> None:
+        self.identity = identity
+        self.server = server
+        self.deadline = deadline
+        self.give_up = time.monotonic() + deadline
+        self.closed_since: float | None = None
+        self.last = "no connection attempt finished"
+
+    def reached(self, grpc: Any, error: Any) -> bool:
+        """Whether a probe that failed with ``error`` reached the server anyway (any
+        answer but UNAVAILABLE or a deadline); raises when the handshake failed."""
+        code = error.code()
+        if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return True
+        if code == grpc.StatusCode.UNAVAILABLE:
+            self.last = str(error.details() or "")
+            why = tls_failure(self.last)
+            if why is not None:
+                raise NetworkRunError(f"{self.identity}: the TLS handshake with the server "
+                                      f"at {self.server} failed: {why}") from None
+            lowered = self.last.lower()
+            if "socket closed" not in lowered and "connection reset" not in lowered:
+                self.closed_since = None
+            elif self.closed_since is None:
+                self.closed_since = time.monotonic()
+            elif time.monotonic() - self.closed_since >= _CLOSED_HANDSHAKES_SECONDS:
+                raise NetworkRunError(
+                    f"{self.identity}: the TLS handshake with the server at {self.server} "
+                    "failed: the server closed the connection, refusing this party's "
+                    "certificate (one signed by another deployment's CA?)") from None
+        return False
+
+    def check(self) -> None:
+        """Give up once the member's deadline has passed."""
+        if time.monotonic() > self.give_up:
+            raise NetworkRunError(f"{self.identity}: could not reach the server at "
+                                  f"{self.server} within {self.deadline:g} s "
+                                  f"({self.last.rpartition(': ')[2] or self.last})")
+
+
+def _failure(grpc: Any, error: Any, deadline: float, told: str | None) -> str:
+    """Why a call failed: the server's verdict if it gave one (in the call's status, or
+    ``told``: the presence call's reply when the server was already gone)."""
+    if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"the server did not answer within {deadline:g} s"
+    if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) \
+            and told is not None:
+        return told or ("the connection to the server dropped "
+                        f"({error.details() or error.code().name})")
+    return str(error.details())
+
+
+def _dropped(grpc: Any, error: Any) -> bool:
+    return error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+
+
+_METHODS = (("join", JOIN), ("round", ROUND), ("relay", RELAY), ("pass", PASS),
+            ("abort", ABORT), ("peers", PEERS), ("presence", PRESENCE), ("ping", PING))
+
+
+@dataclass(frozen=True)
+class _Call:
+    """The party asks its link for one call; the reply (bytes) is sent back to it."""
+
+    name: str
+    payload: bytes
+    where: str
+
+
+@dataclass(frozen=True)
+class _Abort:
+    """The party tells the server why it stops (best effort); nothing comes back."""
+
+    reason: str
+
+
+#: What the party's logic asks of its link, and what it gets back.
+_Steps = Generator[_Call | _Abort, bytes | None, Any]
 
 
 class _Link:
@@ -106,20 +203,15 @@ class _Link:
             server, self.grpc.ssl_channel_credentials(credentials.ca, credentials.key,
                                                       credentials.certificate),
             options=CHANNEL_OPTIONS)
-        self.calls = {name: self.channel.unary_unary(path) for name, path in (
-            ("join", JOIN), ("round", ROUND), ("relay", RELAY), ("pass", PASS),
-            ("abort", ABORT), ("peers", PEERS), ("presence", PRESENCE), ("ping", PING))}
+        self.calls = {name: self.channel.unary_unary(path) for name, path in _METHODS}
         self.presence: Any = None
 
     def connect(self) -> None:
-        """Wait for the TLS channel (the server may start later); a handshake that fails
-        is named at once (a certificate from another CA, a host name it does not carry),
-        never reported as a server that did not answer. Then open the presence call."""
+        """Wait for the TLS channel (the server may start later), then open the presence
+        call; a failed handshake is named (:class:`_Reachability`)."""
         grpc = self.grpc
         ready = grpc.channel_ready_future(self.channel)
-        give_up = time.monotonic() + self.deadline
-        closed_since: float | None = None
-        last = "no connection attempt finished"
+        watch = _Reachability(self.identity, self.server, self.deadline)
         try:
             while True:
                 try:
@@ -133,36 +225,20 @@ class _Link:
                     self.calls["ping"](b"", timeout=2.0, wait_for_ready=False)
                     break
                 except grpc.RpcError as exc:
-                    code = exc.code()
-                    if code not in (grpc.StatusCode.UNAVAILABLE,
-                                    grpc.StatusCode.DEADLINE_EXCEEDED):
-                        break  # it reached the server
-                    if code == grpc.StatusCode.UNAVAILABLE:
-                        last = str(exc.details() or "")
-                        why = tls_failure(last)
-                        if why is not None:
-                            raise NetworkRunError(f"{self.identity}: the TLS handshake with "
-                                                  f"the server at {self.server} failed: "
-                                                  f"{why}") from None
-                        lowered = last.lower()
-                        if "socket closed" not in lowered and "connection reset" not in lowered:
-                            closed_since = None
-                        elif closed_since is None:
-                            closed_since = time.monotonic()
-                        elif time.monotonic() - closed_since >= _CLOSED_HANDSHAKES_SECONDS:
-                            raise NetworkRunError(
-                                f"{self.identity}: the TLS handshake with the server at "
-                                f"{self.server} failed: the server closed the connection, "
-                                "refusing this party's certificate (one signed by another "
-                                "deployment's CA?)") from None
-                if time.monotonic() > give_up:
-                    raise NetworkRunError(f"{self.identity}: could not reach the server at "
-                                          f"{self.server} within {self.deadline:g} s "
-                                          f"({last.rpartition(': ')[2] or last})")
+                    if watch.reached(grpc, exc):
+                        break
+                watch.check()
                 time.sleep(0.25)
         finally:
             ready.cancel()
         self.presence = self.calls["presence"].future(b"")
+
+    def perform(self, request: _Call | _Abort) -> bytes | None:
+        """Carry out what the party's logic asked for."""
+        if isinstance(request, _Abort):
+            self.abort(request.reason)
+            return None
+        return self.call(request.name, request.payload, request.where)
 
     def call(self, name: str, payload: bytes, where: str) -> bytes:
         """One call; a failure raises :class:`NetworkRunError` with the true reason."""
@@ -173,39 +249,20 @@ class _Link:
             raise NetworkRunError(f"{where}: {self.reason(exc)}") from None
 
     def reason(self, error: Any) -> str:
-        """Why a call failed: the server's verdict if it gave one (in the call's status,
-        or in the presence call's reply when the server was already gone)."""
+        """Why a call failed (:func:`_failure`), asking the presence call if need be."""
         grpc = self.grpc
-        if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return f"the server did not answer within {self.deadline:g} s"
-        if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) \
-                and self.presence is not None:
+        told = None
+        if _dropped(grpc, error) and self.presence is not None:
             try:
                 told = self.presence.result(timeout=2.0).decode("utf-8", errors="replace")
             except (grpc.RpcError, grpc.FutureTimeoutError, grpc.FutureCancelledError):
                 told = ""
-            return told or ("the connection to the server dropped "
-                            f"({error.details() or error.code().name})")
-        return str(error.details())
+        return _failure(grpc, error, self.deadline, told)
 
     def abort(self, reason: str) -> None:
         """Tell the server why this member stops (best effort: it may be gone)."""
         with contextlib.suppress(self.grpc.RpcError):
             self.calls["abort"](reason.encode()[:MAX_ABORT_REASON], timeout=self.deadline)
-
-    def own_step(self, step: Any, where: str) -> Any:
-        """Run this member's own step on its records. A failure stays here in full; the
-        server and the others learn only which public check failed (or the error's kind),
-        never the records' values (:func:`~fedustat.runtime.network.service.public_reason`)."""
-        try:
-            return step()
-        except Exception as exc:  # whatever it says may quote the records
-            self.abort(public_reason(exc))
-            if isinstance(exc, RecordCheckError):
-                raise NetworkRunError(f"{where}: its records failed validation "
-                                      f"({exc.check}): {exc}") from None
-            raise NetworkRunError(f"{where}: its own step failed: "
-                                  f"{type(exc).__name__}: {exc}") from exc
 
     def close(self) -> None:
         if self.presence is not None:
@@ -213,20 +270,115 @@ class _Link:
         self.channel.close()
 
 
+class _AsyncLink:
+    """:class:`_Link` on gRPC's asyncio API: many members share one event loop, each with
+    its own TLS channel (its own certificate) and no thread of its own."""
+
+    def __init__(self, credentials: Credentials, server: str, timeout: float) -> None:
+        self.grpc = _grpc()
+        self.identity = credentials.identity
+        self.server = server
+        self.deadline = party_deadline(timeout)
+        self.channel = self.grpc.aio.secure_channel(
+            server, self.grpc.ssl_channel_credentials(credentials.ca, credentials.key,
+                                                      credentials.certificate),
+            options=_DEVICE_CHANNEL_OPTIONS)
+        self.calls = {name: self.channel.unary_unary(path) for name, path in _METHODS}
+        self.presence: Any = None
+
+    async def connect(self) -> None:
+        """Probe until the channel reaches the server (it may start later); a probe that
+        fails says why (:class:`_Reachability`). Then open the presence call."""
+        grpc = self.grpc
+        watch = _Reachability(self.identity, self.server, self.deadline)
+        while True:
+            try:
+                await self.calls["ping"](b"", timeout=2.0, wait_for_ready=False)
+                break
+            except grpc.RpcError as exc:
+                if watch.reached(grpc, exc):
+                    break
+            watch.check()
+            await asyncio.sleep(0.25)
+        self.presence = self.calls["presence"](b"")
+
+    async def perform(self, request: _Call | _Abort) -> bytes | None:
+        """Carry out what the party's logic asked for."""
+        if isinstance(request, _Abort):
+            await self.abort(request.reason)
+            return None
+        return await self.call(request.name, request.payload, request.where)
+
+    async def call(self, name: str, payload: bytes, where: str) -> bytes:
+        """One call; a failure raises :class:`NetworkRunError` with the true reason."""
+        try:
+            return await self.calls[name](payload, timeout=self.deadline,
+                                          wait_for_ready=name == "join")
+        except self.grpc.RpcError as exc:
+            raise NetworkRunError(f"{where}: {await self.reason(exc)}") from None
+
+    async def reason(self, error: Any) -> str:
+        """Why a call failed (:func:`_failure`), asking the presence call if need be."""
+        grpc = self.grpc
+        told = None
+        if _dropped(grpc, error) and self.presence is not None:
+            try:
+                answer = await asyncio.wait_for(asyncio.shield(self.presence), 2.0)
+                told = answer.decode("utf-8", errors="replace")
+            except (grpc.RpcError, TimeoutError):
+                told = ""
+        return _failure(grpc, error, self.deadline, told)
+
+    async def abort(self, reason: str) -> None:
+        """Tell the server why this member stops (best effort: it may be gone)."""
+        with contextlib.suppress(self.grpc.RpcError):
+            await self.calls["abort"](reason.encode()[:MAX_ABORT_REASON],
+                                      timeout=self.deadline)
+
+    async def close(self) -> None:
+        if self.presence is not None:
+            self.presence.cancel()
+        await self.channel.close()
+
+
+#: Directories already checked in this process, by digest of (CA, directory, names): the
+#: same bytes checked against the same CA give the same keys, so device identities driven
+#: from one process (:func:`run_party_async`) check a run's directory once, not once each
+#: (n identities times n certificates). A few runs' worth, the oldest dropped first, each
+#: for a few minutes only (a certificate's validity period is checked again after that).
+_CHECKED_DIRECTORIES: dict[bytes, tuple[float, list[Any]]] = {}
+_CHECKED_DIRECTORIES_KEPT = 8
+_CHECKED_DIRECTORY_SECONDS = 300.0
+_CHECKED_DIRECTORIES_LOCK = threading.Lock()  # run_party may run in threads
+
+
 def _peer_keys(credentials: Credentials, assignment: dict[str, Any], mark: str,
-               certificates: list[str]) -> PeerKeys:
-    """Pairwise keys with every silo (and service), from certificates checked against the
-    CA; a service's certificate must carry its role's name."""
+               directory: bytes) -> PeerKeys:
+    """Pairwise keys with every silo (and service), from the server's directory of
+    certificates checked against the CA; a service's certificate must carry its role's
+    name."""
     names = [*(party_identity(i) for i in range(int(assignment["n_silos"]))),
              *assignment.get("services", [])]
-    if len(certificates) != len(names):
-        raise NetworkRunError(f"{credentials.identity}: the server lists "
-                              f"{len(certificates)} certificates for {len(names)} members")
-    try:
-        public = verify_party_certificates(credentials.ca, certificates, names=names)
-    except ValueError as exc:
-        raise NetworkRunError(f"{credentials.identity}: the server's list of parties is "
-                              f"refused: {exc}") from None
+    digest = hashlib.sha256(b"\0".join([credentials.ca, directory,
+                                        "|".join(names).encode()])).digest()
+    with _CHECKED_DIRECTORIES_LOCK:
+        checked_at, public = _CHECKED_DIRECTORIES.get(digest, (0.0, None))
+    if public is None or time.monotonic() - checked_at > _CHECKED_DIRECTORY_SECONDS:
+        certificates = json.loads(directory)["certificates"]
+        if len(certificates) != len(names):
+            raise NetworkRunError(f"{credentials.identity}: the server lists "
+                                  f"{len(certificates)} certificates for {len(names)} "
+                                  "members")
+        try:
+            public = verify_party_certificates(credentials.ca, certificates, names=names)
+        except ValueError as exc:
+            raise NetworkRunError(f"{credentials.identity}: the server's list of parties "
+                                  f"is refused: {exc}") from None
+        with _CHECKED_DIRECTORIES_LOCK:
+            _CHECKED_DIRECTORIES.pop(digest, None)
+            while len(_CHECKED_DIRECTORIES) >= _CHECKED_DIRECTORIES_KEPT:
+                _CHECKED_DIRECTORIES.pop(next(iter(_CHECKED_DIRECTORIES)))
+            _CHECKED_DIRECTORIES[digest] = (time.monotonic(), public)
     return PeerKeys(int(assignment["silo"]), credentials.key, public, mark,
                     assignment["run"], names=names)
 
@@ -238,6 +390,116 @@ def _hello(protocol: Protocol, **fields: Any) -> tuple[str, bytes]:
     mark = configuration_hash(protocol.name, configuration)
     return mark, json.dumps({**fields, "fingerprint": mark,
                              "configuration": configuration}).encode()
+
+
+def _own_step(step: Any, where: str) -> Generator[_Abort, Any, Any]:
+    """Run this member's own step on its records. A failure stays here in full; the
+    server and the others learn only which public check failed (or the error's kind),
+    never the records' values (:func:`~fedustat.runtime.network.service.public_reason`)."""
+    try:
+        return step()
+    except Exception as exc:  # whatever it says may quote the records
+        yield _Abort(public_reason(exc))
+        if isinstance(exc, RecordCheckError):
+            raise NetworkRunError(f"{where}: its records failed validation "
+                                  f"({exc.check}): {exc}") from None
+        raise NetworkRunError(f"{where}: its own step failed: "
+                              f"{type(exc).__name__}: {exc}") from exc
+
+
+def _party_rows(protocol: Protocol, records: Any, rng: RandomLike
+                ) -> tuple[Protocol, np.ndarray]:
+    protocol, _ = resolve_randomness(protocol, rng)
+    rows = as_float_array(records, "records", ndim=(1, 2))
+    return protocol, rows[:, None] if rows.ndim == 1 else rows
+
+
+def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
+           rng: RandomLike) -> _Steps:
+    """A party's whole run, written once for every link: it yields the calls to make
+    (:class:`_Call`, :class:`_Abort`) and is sent their replies; it returns the
+    :class:`PartyResult`. Its own steps run here, on the caller's thread or event loop
+    (a one-record device's steps are light)."""
+    mark, hello = _hello(protocol, rows=int(rows.shape[0]))
+    identity = credentials.identity
+    assignment = json.loads((yield _Call("join", hello, f"{identity} could not join")))
+    first, stop = assignment["ids"]
+    ids = np.arange(first, stop, dtype=np.int64)
+    owner = ids if ids.size == rows.shape[0] else np.full(rows.shape[0], first,
+                                                           dtype=np.int64)
+    configured = protocol.configure(int(assignment["n_rows"]))
+    if rng is None:
+        party_rng = np.random.default_rng(np.random.SeedSequence())
+    else:
+        streams = as_seed_sequence(rng).spawn(int(assignment["n_silos"]) + 1)
+        party_rng = np.random.default_rng(streams[1 + int(assignment["silo"])])
+    state = yield from _own_step(lambda: configured.init_parties(rows, owner),
+                                 f"{identity}, round 0")
+    inbox = None
+    keys: PeerKeys | None = None
+    bounds = np.asarray(assignment["bounds"], dtype=np.int64)
+    for current in range(MAX_ROUNDS):
+        where = f"{identity}, round {current}"
+        state, message = yield from _own_step(
+            lambda s=state, i=inbox: configured.party_step(s, i, party_rng), where)
+        if message.is_peer and keys is None:
+            directory = yield _Call("peers", b"", where)
+            assert directory is not None
+            keys = _peer_keys(credentials, assignment, mark, directory)
+        if message.is_peer:
+            assert keys is not None
+            reply = yield _Call("relay", seal_rows(message, keys, bounds, protocol=mark,
+                                                   run=assignment["run"], round_=current,
+                                                   identity=identity), where)
+        else:
+            reply = yield _Call("round", encode(Envelope(mark, assignment["run"], current,
+                                                         "party", identity, message)), where)
+        assert reply is not None
+        if message.is_peer and reply[:1] == REPLY_RELAYED:
+            assert keys is not None
+            try:
+                inbox = open_reply(reply[1:], keys, bounds, int(assignment["silo"]),
+                                   message, protocol=mark, run=assignment["run"],
+                                   round_=current)
+            except WireError as exc:
+                # Tell the server why, so the run stops at once with the cause.
+                yield _Abort(str(exc))
+                raise NetworkRunError(f"{where}: {exc}") from None
+            continue
+        if reply[:1] == REPLY_RELEASE:
+            return PartyResult(json.loads(reply[1:]), (first, stop), current + 1)
+        if reply[:1] != REPLY_MESSAGE:
+            raise NetworkRunError(f"round {current}: the server's reply is not a "
+                                  "message or a release")
+        try:
+            inbox = decode(reply[1:], Expectation(
+                mark, assignment["run"], current, "server", "server", Role.PARTY,
+                allow_nonfinite=frozenset())).message
+        except WireError as exc:
+            raise NetworkRunError(str(exc)) from None
+    raise NetworkRunError(f"no release after {MAX_ROUNDS} rounds")
+
+
+def _drive(steps: _Steps, link: _Link) -> Any:
+    """Run a member's logic over a blocking link; its return value."""
+    reply: bytes | None = None
+    while True:
+        try:
+            request = steps.send(reply)
+        except StopIteration as done:
+            return done.value
+        reply = link.perform(request)
+
+
+async def _drive_async(steps: _Steps, link: _AsyncLink) -> Any:
+    """Run a member's logic over an asyncio link; its return value."""
+    reply: bytes | None = None
+    while True:
+        try:
+            request = steps.send(reply)
+        except StopIteration as done:
+            return done.value
+        reply = await link.perform(request)
 
 
 def run_party(protocol: Protocol, records: Any, credentials: Credentials, server: str, *,
@@ -266,71 +528,32 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
         up to :func:`~fedustat.runtime.network.service.party_deadline` of it (a margin
         longer than the server waits, so the server's verdict comes first).
     """
-    protocol, _ = resolve_randomness(protocol, rng)
-    rows = as_float_array(records, "records", ndim=(1, 2))
-    rows = rows[:, None] if rows.ndim == 1 else rows
-    mark, hello = _hello(protocol, rows=int(rows.shape[0]))
+    protocol, rows = _party_rows(protocol, records, rng)
     link = _Link(credentials, server, timeout)
-    identity = credentials.identity
     try:
         link.connect()
-        assignment = json.loads(link.call("join", hello, f"{identity} could not join"))
-        first, stop = assignment["ids"]
-        ids = np.arange(first, stop, dtype=np.int64)
-        owner = ids if ids.size == rows.shape[0] else np.full(rows.shape[0], first,
-                                                               dtype=np.int64)
-        configured = protocol.configure(int(assignment["n_rows"]))
-        if rng is None:
-            party_rng = np.random.default_rng(np.random.SeedSequence())
-        else:
-            streams = as_seed_sequence(rng).spawn(int(assignment["n_silos"]) + 1)
-            party_rng = np.random.default_rng(streams[1 + int(assignment["silo"])])
-        state = link.own_step(lambda: configured.init_parties(rows, owner),
-                              f"{identity}, round 0")
-        inbox = None
-        keys: PeerKeys | None = None
-        bounds = np.asarray(assignment["bounds"], dtype=np.int64)
-        for current in range(MAX_ROUNDS):
-            where = f"{identity}, round {current}"
-            state, message = link.own_step(
-                lambda s=state, i=inbox: configured.party_step(s, i, party_rng), where)
-            if message.is_peer and keys is None:
-                directory = json.loads(link.call("peers", b"", where))
-                keys = _peer_keys(credentials, assignment, mark, directory["certificates"])
-            if message.is_peer:
-                assert keys is not None
-                reply = link.call("relay", seal_rows(message, keys, bounds, protocol=mark,
-                                                     run=assignment["run"], round_=current,
-                                                     identity=identity), where)
-            else:
-                reply = link.call("round", encode(Envelope(mark, assignment["run"], current,
-                                                           "party", identity, message)),
-                                  where)
-            if message.is_peer and reply[:1] == REPLY_RELAYED:
-                assert keys is not None
-                try:
-                    inbox = open_reply(reply[1:], keys, bounds, int(assignment["silo"]),
-                                       message, protocol=mark, run=assignment["run"],
-                                       round_=current)
-                except WireError as exc:
-                    # Tell the server why, so the run stops at once with the cause.
-                    link.abort(str(exc))
-                    raise NetworkRunError(f"{where}: {exc}") from None
-                continue
-            if reply[:1] == REPLY_RELEASE:
-                return PartyResult(json.loads(reply[1:]), (first, stop), current + 1)
-            if reply[:1] != REPLY_MESSAGE:
-                raise NetworkRunError(f"round {current}: the server's reply is not a "
-                                      "message or a release")
-            try:
-                inbox = decode(reply[1:], Expectation(
-                    mark, assignment["run"], current, "server", "server", Role.PARTY,
-                    allow_nonfinite=frozenset())).message
-            except WireError as exc:
-                raise NetworkRunError(str(exc)) from None
-        raise NetworkRunError(f"no release after {MAX_ROUNDS} rounds")
+        return _drive(_party(protocol, rows, credentials, rng), link)
     finally:
         link.close()
+
+
+async def run_party_async(protocol: Protocol, records: Any, credentials: Credentials,
+                          server: str, *, rng: RandomLike = None, timeout: float = 60.0
+                          ) -> PartyResult:
+    """:func:`run_party` on the caller's event loop: one process drives many device
+    identities (each its own TLS channel and certificate), with no thread per party.
+
+    The same party, call for call, with the same errors; its own steps run on the event
+    loop, which suits devices of one or a few records. docs/network.md ("Many devices
+    from one process") shows N devices gathered on one loop.
+    """
+    protocol, rows = _party_rows(protocol, records, rng)
+    link = _AsyncLink(credentials, server, timeout)
+    try:
+        await link.connect()
+        return await _drive_async(_party(protocol, rows, credentials, rng), link)
+    finally:
+        await link.close()
 
 
 @dataclass(frozen=True)
@@ -396,8 +619,8 @@ def _service_loop(link: _Link, protocol: Protocol, role: str, credentials: Crede
     def peer_keys(current: int) -> PeerKeys:
         nonlocal keys
         if keys is None:
-            directory = json.loads(link.call("peers", b"", f"{role}, round {current}"))
-            keys = _peer_keys(credentials, assignment, mark, directory["certificates"])
+            directory = link.call("peers", b"", f"{role}, round {current}")
+            keys = _peer_keys(credentials, assignment, mark, directory)
         return keys
 
     for current in range(MAX_ROUNDS):

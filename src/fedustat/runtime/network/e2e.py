@@ -42,7 +42,7 @@ from cryptography.x509.oid import NameOID
 from fedustat.runtime.network.certs import party_identity
 from fedustat.runtime.wire import WireError
 
-__all__ = ["PartyDirectory", "PeerKeys", "verify_party_certificates"]
+__all__ = ["CertificateRefusedError", "PartyDirectory", "PeerKeys", "verify_party_certificates"]
 
 _INFO = b"fedustat relay v1"
 
@@ -65,6 +65,10 @@ def verify_party_certificates(ca_pem: bytes, certificates: Sequence[str | bytes]
     """
     directory = PartyDirectory(ca_pem, certificates, now=now, names=names)
     return [directory[i] for i in range(len(directory))]
+
+
+class CertificateRefusedError(ValueError):
+    """A certificate in the server's directory fails the deployment's checks."""
 
 
 class PartyDirectory(Sequence):
@@ -114,16 +118,18 @@ class PartyDirectory(Sequence):
             cert = x509.load_pem_x509_certificate(raw)
             cert.verify_directly_issued_by(self._ca)
         except (ValueError, TypeError, InvalidSignature) as exc:
-            raise ValueError(f"the certificate given for {expected} is not issued by this "
-                             f"deployment's CA ({exc or type(exc).__name__})") from None
+            raise CertificateRefusedError(
+                f"the certificate given for {expected} is not issued by this deployment's "
+                f"CA ({exc or type(exc).__name__})") from None
         if _common_name(cert) != expected:
-            raise ValueError(f"the certificate given for {expected} names "
-                             f"{_common_name(cert)!r}")
+            raise CertificateRefusedError(f"the certificate given for {expected} names "
+                                          f"{_common_name(cert)!r}")
         if not cert.not_valid_before_utc <= self._moment <= cert.not_valid_after_utc:
-            raise ValueError(f"the certificate of {expected} is not valid now")
+            raise CertificateRefusedError(f"the certificate of {expected} is not valid now")
         key = cert.public_key()
         if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
-            raise ValueError(f"the certificate of {expected} does not hold a P-256 key")
+            raise CertificateRefusedError(f"the certificate of {expected} does not hold a "
+                                          "P-256 key")
         return key
 
 

@@ -44,7 +44,7 @@ from fedustat._validation import (
 )
 from fedustat.protocols.base import Message, Protocol, Role
 from fedustat.runtime.network.certs import Credentials, party_identity
-from fedustat.runtime.network.e2e import PeerKeys, verify_party_certificates
+from fedustat.runtime.network.e2e import CertificateRefusedError, PartyDirectory, PeerKeys
 from fedustat.runtime.network.relay import open_reply, seal_rows
 from fedustat.runtime.network.service import (
     ABORT,
@@ -341,46 +341,53 @@ class _AsyncLink:
         await self.channel.close()
 
 
-#: Directories already checked in this process, by digest of (CA, directory, names): the
+#: Directories already read in this process, by digest of (CA, directory, names): the
 #: same bytes checked against the same CA give the same keys, so device identities driven
-#: from one process (:func:`run_party_async`) check a run's directory once, not once each
-#: (n identities times n certificates). A few runs' worth, the oldest dropped first, each
-#: for a few minutes only (a certificate's validity period is checked again after that).
-_CHECKED_DIRECTORIES: dict[bytes, tuple[float, list[Any]]] = {}
+#: from one process (:func:`run_party_async`) share one :class:`PartyDirectory` (each
+#: certificate checked once, when a device first needs its key), not n identities times
+#: n certificates. A few runs' worth, the oldest dropped first, each for a few minutes
+#: only (a certificate's validity period is checked again after that).
+_CHECKED_DIRECTORIES: dict[bytes, tuple[float, PartyDirectory, np.ndarray]] = {}
 _CHECKED_DIRECTORIES_KEPT = 8
 _CHECKED_DIRECTORY_SECONDS = 300.0
 _CHECKED_DIRECTORIES_LOCK = threading.Lock()  # run_party may run in threads
 
 
 def _peer_keys(credentials: Credentials, assignment: dict[str, Any], mark: str,
-               directory: bytes) -> PeerKeys:
+               directory: bytes) -> tuple[PeerKeys, np.ndarray]:
     """Pairwise keys with every silo (and service), from the server's directory of
-    certificates checked against the CA; a service's certificate must carry its role's
-    name."""
+    certificates (each checked against the CA when its key is first used; a service's
+    certificate must carry its role's name), and every slot's first party id."""
     names = [*(party_identity(i) for i in range(int(assignment["n_silos"]))),
              *assignment.get("services", [])]
     digest = hashlib.sha256(b"\0".join([credentials.ca, directory,
                                         "|".join(names).encode()])).digest()
     with _CHECKED_DIRECTORIES_LOCK:
-        checked_at, public = _CHECKED_DIRECTORIES.get(digest, (0.0, None))
+        checked_at, public, bounds = _CHECKED_DIRECTORIES.get(digest, (0.0, None, None))
     if public is None or time.monotonic() - checked_at > _CHECKED_DIRECTORY_SECONDS:
-        certificates = json.loads(directory)["certificates"]
-        if len(certificates) != len(names):
-            raise NetworkRunError(f"{credentials.identity}: the server lists "
-                                  f"{len(certificates)} certificates for {len(names)} "
-                                  "members")
         try:
-            public = verify_party_certificates(credentials.ca, certificates, names=names)
-        except ValueError as exc:
+            listed = json.loads(directory)
+            certificates, bounds = listed["certificates"], listed["bounds"]
+            bounds = np.asarray(bounds, dtype=np.int64)
+        except (ValueError, KeyError, TypeError) as exc:
             raise NetworkRunError(f"{credentials.identity}: the server's list of parties "
-                                  f"is refused: {exc}") from None
+                                  f"is malformed ({exc})") from None
+        if len(certificates) != len(names) or bounds.shape != (len(names) + 1,):
+            raise NetworkRunError(f"{credentials.identity}: the server lists "
+                                  f"{len(certificates)} certificates and {bounds.size} "
+                                  f"bounds for {len(names)} members")
+        public = PartyDirectory(credentials.ca, certificates, names=names)
         with _CHECKED_DIRECTORIES_LOCK:
             _CHECKED_DIRECTORIES.pop(digest, None)
             while len(_CHECKED_DIRECTORIES) >= _CHECKED_DIRECTORIES_KEPT:
                 _CHECKED_DIRECTORIES.pop(next(iter(_CHECKED_DIRECTORIES)))
-            _CHECKED_DIRECTORIES[digest] = (time.monotonic(), public)
+            _CHECKED_DIRECTORIES[digest] = (time.monotonic(), public, bounds)
     return PeerKeys(int(assignment["silo"]), credentials.key, public, mark,
-                    assignment["run"], names=names)
+                    assignment["run"], names=names), bounds
+
+
+def _refused_directory(identity: str, error: CertificateRefusedError) -> NetworkRunError:
+    return NetworkRunError(f"{identity}: the server's list of parties is refused: {error}")
 
 
 def _hello(protocol: Protocol, **fields: Any) -> tuple[str, bytes]:
@@ -437,7 +444,7 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
                                  f"{identity}, round 0")
     inbox = None
     keys: PeerKeys | None = None
-    bounds = np.asarray(assignment["bounds"], dtype=np.int64)
+    bounds = np.zeros(0, dtype=np.int64)
     for current in range(MAX_ROUNDS):
         where = f"{identity}, round {current}"
         state, message = yield from _own_step(
@@ -445,12 +452,15 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
         if message.is_peer and keys is None:
             directory = yield _Call("peers", b"", where)
             assert directory is not None
-            keys = _peer_keys(credentials, assignment, mark, directory)
+            keys, bounds = _peer_keys(credentials, assignment, mark, directory)
         if message.is_peer:
             assert keys is not None
-            reply = yield _Call("relay", seal_rows(message, keys, bounds, protocol=mark,
-                                                   run=assignment["run"], round_=current,
-                                                   identity=identity), where)
+            try:
+                sealed = seal_rows(message, keys, bounds, protocol=mark,
+                                   run=assignment["run"], round_=current, identity=identity)
+            except CertificateRefusedError as exc:
+                raise _refused_directory(identity, exc) from None
+            reply = yield _Call("relay", sealed, where)
         else:
             reply = yield _Call("round", encode(Envelope(mark, assignment["run"], current,
                                                          "party", identity, message)), where)
@@ -461,6 +471,8 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
                 inbox = open_reply(reply[1:], keys, bounds, int(assignment["silo"]),
                                    message, protocol=mark, run=assignment["run"],
                                    round_=current)
+            except CertificateRefusedError as exc:
+                raise _refused_directory(identity, exc) from None
             except WireError as exc:
                 # Tell the server why, so the run stops at once with the cause.
                 yield _Abort(str(exc))
@@ -611,16 +623,16 @@ def _service_loop(link: _Link, protocol: Protocol, role: str, credentials: Crede
     gen = np.random.default_rng(service_seed(as_seed_sequence(rng), index) if rng is not None
                                 else np.random.SeedSequence())
     state = configured.init_service(role, int(assignment["n_parties"]))
-    bounds = np.asarray(assignment["bounds"], dtype=np.int64)
     run = assignment["run"]
     keys: PeerKeys | None = None
+    bounds = np.zeros(0, dtype=np.int64)
     inbox: Message | None = None
 
     def peer_keys(current: int) -> PeerKeys:
-        nonlocal keys
+        nonlocal keys, bounds
         if keys is None:
             directory = link.call("peers", b"", f"{role}, round {current}")
-            keys = _peer_keys(credentials, assignment, mark, directory)
+            keys, bounds = _peer_keys(credentials, assignment, mark, directory)
         return keys
 
     for current in range(MAX_ROUNDS):
@@ -631,9 +643,13 @@ def _service_loop(link: _Link, protocol: Protocol, role: str, credentials: Crede
         if message is None:
             reply = link.call("pass", b"", where)
         elif message.is_peer:
-            reply = link.call("relay", seal_rows(message, peer_keys(current), bounds,
-                                                 protocol=mark, run=run, round_=current,
-                                                 identity=role), where)
+            keys_now = peer_keys(current)
+            try:
+                sealed = seal_rows(message, keys_now, bounds, protocol=mark, run=run,
+                                   round_=current, identity=role)
+            except CertificateRefusedError as exc:
+                raise _refused_directory(role, exc) from None
+            reply = link.call("relay", sealed, where)
         else:
             reply = link.call("round", encode(Envelope(mark, run, current, "party", role,
                                                        message)), where)
@@ -641,10 +657,13 @@ def _service_loop(link: _Link, protocol: Protocol, role: str, credentials: Crede
         if tag == REPLY_RELEASE:
             return ServiceResult(json.loads(reply[1:]), role, own, current + 1)
         if tag == REPLY_RELAYED:
+            keys_now = peer_keys(current)
             try:
-                delivered = open_reply(reply[1:], peer_keys(current), bounds, slot,
+                delivered = open_reply(reply[1:], keys_now, bounds, slot,
                                        message if message is not None and message.is_peer
                                        else None, protocol=mark, run=run, round_=current)
+            except CertificateRefusedError as exc:
+                raise _refused_directory(role, exc) from None
             except WireError as exc:
                 link.abort(str(exc))
                 raise NetworkRunError(f"{where}: {exc}") from None

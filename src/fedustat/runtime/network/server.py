@@ -462,10 +462,8 @@ class _Coordinator:
                            "n_parties": self.n_parties, "silo": index,
                            "n_silos": self.n_silos,
                            "ids": [int(party.ids[0]), int(party.ids[-1]) + 1],
-                           # For relay rounds: every slot's ids (silos, then services)
-                           # and, from Peers, certificates (each checked against the CA
-                           # before deriving keys).
-                           "bounds": [int(b) for b in self.bounds],
+                           # O(1) per member: every slot's ids and certificates, which
+                           # only relay rounds need, come from Peers.
                            "services": list(self.roles)}).encode()
 
     def _mismatch(self, identity: str, party_fingerprint: str,
@@ -619,17 +617,20 @@ class _Coordinator:
         return self._reply(index)
 
     async def peers(self, request: bytes, context: Any) -> bytes:
-        """Every silo's certificate (empty for one that did not join), for relay rounds;
-        each party checks them against the CA before deriving keys."""
+        """For relay rounds: every slot's first party id (silos, then services, then the
+        end) and every silo's certificate (empty for one that did not join), which each
+        party checks against the CA before deriving a key with it. Built once."""
         identity, index = self._identity(context)
         if not self.assigned or self._member(index) is None:
             raise _refuse("FAILED_PRECONDITION",
                           f"{identity} asked for the parties' certificates before joining")
         if self.directory is None:
             # Silos, then services (their slots follow, as their ids do).
-            self.directory = json.dumps({"certificates": [
-                member.certificate if (member := self._member(i)) is not None else ""
-                for i in range(self.n_silos + len(self.roles))]}).encode()
+            self.directory = json.dumps({
+                "bounds": [int(b) for b in self.bounds],
+                "certificates": [
+                    member.certificate if (member := self._member(i)) is not None else ""
+                    for i in range(self.n_silos + len(self.roles))]}).encode()
         return self.directory
 
     async def abort(self, request: bytes, context: Any) -> bytes:

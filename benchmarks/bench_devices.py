@@ -59,8 +59,8 @@ def records(first: int, count: int) -> np.ndarray:
     return out
 
 
-async def _drive(address: str, certs: Path, first: int, count: int, in_flight: int
-                 ) -> dict[str, object]:
+async def _drive(address: str, certs: Path, first: int, count: int, in_flight: int,
+                 seed: int | None = None) -> dict[str, object]:
     rows = records(first, count)
     gate = asyncio.Semaphore(in_flight)
     failures: list[str] = []
@@ -70,7 +70,7 @@ async def _drive(address: str, certs: Path, first: int, count: int, in_flight: i
             try:
                 await report_async(make_protocol(), rows[j:j + 1],
                                    load_credentials(certs, f"party-{first + j}"), address,
-                                   timeout=600.0)
+                                   rng=seed, timeout=600.0)
             except Exception as exc:  # counted and shown, the run goes on
                 failures.append(f"{type(exc).__name__}: {exc}")
 
@@ -83,18 +83,24 @@ async def _drive(address: str, certs: Path, first: int, count: int, in_flight: i
 
 def client_main(args: argparse.Namespace) -> int:
     result = asyncio.run(_drive(args.address, Path(args.certs), args.first, args.count,
-                                args.in_flight))
+                                args.in_flight, args.seed))
     print(json.dumps(result), flush=True)
     return 0
 
 
-def run_once(n: int, certs: Path, processes: int, in_flight: int, scratch: Path
-             ) -> dict[str, object]:
+def run_once(n: int, certs: Path, processes: int, in_flight: int, scratch: Path,
+             seed: int | None = None, store: Path | None = None) -> dict[str, object]:
+    """One window of ``n`` devices. ``seed``: the devices and the server draw from the
+    simulator's streams (a study; the release then equals the simulator's for that seed).
+    ``store``: the server writes the reports to this run directory and releases from it
+    on a local Dask cluster (``fedustat collect --store``)."""
     output = scratch / f"release-{n}.json"
+    extra = [*(["--seed", str(seed)] if seed is not None else []),
+             *(["--store", str(store)] if store is not None else [])]
     server = subprocess.Popen(
         [sys.executable, "-m", "fedustat.cli", "collect", *CLI_OPTIONS, "--certs", str(certs),
          "--window", "3600", "--quorum", str(n), "--linger", "0", "--listen",
-         "127.0.0.1:0", "--output", str(output)],
+         "127.0.0.1:0", "--output", str(output), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     clients: list[subprocess.Popen] = []
     try:
@@ -109,7 +115,8 @@ def run_once(n: int, certs: Path, processes: int, in_flight: int, scratch: Path
                 [sys.executable, __file__, "--client", "--address",
                  f"127.0.0.1:{match.group(1)}", "--certs", str(certs), "--first",
                  str(int(share[0])), "--count", str(share.size), "--in-flight",
-                 str(in_flight)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                 str(in_flight), *(["--seed", str(seed)] if seed is not None else [])],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 start_new_session=True))
         driven = []
         for client in clients:
@@ -137,7 +144,8 @@ def run_once(n: int, certs: Path, processes: int, in_flight: int, scratch: Path
     release = json.loads(output.read_text())
     data = records(0, n)
     tic = time.perf_counter()
-    expected = simulate(make_protocol(), data)
+    expected = (simulate(make_protocol(), data) if seed is None else
+                simulate(make_protocol(), data, rng=seed, batch_size=[1] * n))
     sim_seconds = time.perf_counter() - tic
     return {"devices": n, "wall": wall, "server": float(release["seconds"]),
             "rate": n / float(release["seconds"]), "rss": release["server_peak_rss_mib"],
@@ -147,7 +155,8 @@ def run_once(n: int, certs: Path, processes: int, in_flight: int, scratch: Path
             "first_failure": next((d["first_failure"] for d in driven
                                    if d["first_failure"]), None),
             "value": release["value"], "std": release["std_error"],
-            "sim_seconds": sim_seconds, "sim_value": expected.value}
+            "sim_seconds": sim_seconds, "sim_value": expected.value,
+            "sim_std": expected.std_error}
 
 
 def main() -> int:
@@ -161,6 +170,7 @@ def main() -> int:
     parser.add_argument("--certs", help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
         return client_main(args)

@@ -215,3 +215,28 @@ def test_a_bad_store_path_fails_with_one_line(tmp_path, certs, capsys, where):
                 f"error: store {str(store)!r}: cannot make the run directory (Not a "
                 "directory); give a writable directory")
     assert message == expected
+
+
+def test_a_reopened_run_directory_keeps_its_identities_and_reports(tmp_path, certs, engine):
+    # A restarted server reopens its run: the devices that reported stay refused and their
+    # stored reports stay in the release, which equals the simulator's over all of them.
+    from fedustat.runtime.network import NetworkRunError, report
+
+    def make() -> Any:
+        return registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
+                             bounds=(0.0, 1.0))
+
+    rows = _records(6)
+    first = Server(make(), certs, 3, store=tmp_path / "run", engine=engine)
+    first.report(make, rows[:3], certs)
+    assert first.result().n_reports == 3
+    second = Server(make(), certs, 6, store=tmp_path / "run", engine=engine)
+    with pytest.raises(NetworkRunError, match="party-1 has already reported in this run"):
+        report(make(), rows[1:2], load_credentials(certs, "party-1"),
+               f"localhost:{second.port}", rng=SEED)
+    second.report(make, rows[3:], certs, first=3)
+    run = second.result()
+    assert run.n_reports == 6 and run.refused == {"duplicate": 1}
+    expected = simulate(make(), rows, rng=SEED, batch_size=[1] * 6)
+    np.testing.assert_equal(run.estimate.value, expected.value)
+    assert stored_rows(stored_partitions(tmp_path / "run")) == [3, 3]

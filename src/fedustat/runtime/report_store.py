@@ -205,7 +205,7 @@ def read_reports(path: str | Path, run: str | None = None) -> Message:
     for name in bits:
         column = table.column(name).combine_chunks()
         if shapes[name]:
-            flat = column.values.to_numpy(zero_copy_only=False)
+            flat = column.flatten().to_numpy(zero_copy_only=False)
             fields[name] = flat.reshape(len(column), *shapes[name])
         else:
             fields[name] = column.to_numpy(zero_copy_only=False)

@@ -265,3 +265,12 @@ def test_the_server_returns_freed_heap_while_reports_arrive(monkeypatch):
 
     asyncio.run(window())
     assert calls == [0, 0]  # malloc_trim(0) once per change of the count (1, then 2)
+
+
+def test_engine_without_store_on_the_command_line_fails_with_one_line(certs):
+    with pytest.raises(SystemExit) as stopped:
+        main(["collect", "--statistic", "auc", "--protocol", "ldp-quantized", "--param",
+              "k=8", "--bounds", "0,1", "--epsilon", "1", "--certs", str(certs),
+              "--window", "5", "--engine", "tcp://127.0.0.1:1"])
+    assert str(stopped.value.code) == ("error: --engine releases a stored collection: give "
+                                       "--store DIR too (a run directory)")

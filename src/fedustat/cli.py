@@ -1624,6 +1624,9 @@ def cmd_party(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
+    if args.store is None and args.engine != "local":
+        raise SystemExit("error: --engine releases a stored collection: give --store DIR "
+                         "too (a run directory)")
     _, _, protocol = _network_protocol(args)
     credentials = network.load_credentials(args.certs, "server")
     try:

@@ -134,7 +134,9 @@ def client_main(args: argparse.Namespace) -> int:
 
 
 def server_command(name: str, n: int, certs: Path, output: Path, seed: int | None,
-                   timeout: float) -> list[str]:
+                   timeout: float, store: Path | None = None) -> list[str]:
+    """The server's command line; ``store``: a collection writes its reports to this run
+    directory and releases from it on a local Dask cluster (``fedustat collect --store``)."""
     seeded = [] if seed is None else ["--seed", str(seed)]
     if name in LOCKSTEP:
         extra = ["--param", f"n_clients={n}"] if name == "fedauc-rr" else []
@@ -143,10 +145,11 @@ def server_command(name: str, n: int, certs: Path, output: Path, seed: int | Non
                 str(timeout), "--listen", "127.0.0.1:0", "--output", str(output)]
     return [sys.executable, "-m", "fedustat.cli", "collect", *CLI_OPTIONS[name], *seeded,
             "--certs", str(certs), "--window", "3600", "--quorum", str(n), "--linger", "0",
-            "--listen", "127.0.0.1:0", "--output", str(output)]
+            "--listen", "127.0.0.1:0", "--output", str(output),
+            *(["--store", str(store)] if store is not None else [])]
 
 
-def simulated(name: str, n: int, seed: int | None) -> tuple[float, float]:
+def simulated(name: str, n: int, seed: int | None) -> tuple[float, float, float | None]:
     """The simulator's value on the same N records and its time: one batch, or with a
     seed the networked split (one record per device) so that the numbers must agree."""
     data = records(0, n)
@@ -158,15 +161,18 @@ def simulated(name: str, n: int, seed: int | None) -> tuple[float, float]:
         options.update(rng=seed, batch_size=[1] * n)
     tic = time.perf_counter()
     expected = simulate(protocol, data, **options)
-    return time.perf_counter() - tic, float(expected.value)
+    return time.perf_counter() - tic, float(expected.value), expected.std_error
 
 
 def run_once(name: str, n: int, certs: Path, processes: int, in_flight: int, scratch: Path,
-             seed: int | None, timeout: float) -> dict[str, object]:
+             seed: int | None, timeout: float, store: Path | None = None
+             ) -> dict[str, object]:
+    """One run of ``n`` devices. ``seed``: the devices and the server draw from the
+    simulator's streams (a study; the release then equals the simulator's for that seed)."""
     output = scratch / f"release-{name}-{n}.json"
     logs = scratch / f"server-{name}-{n}.log"
     with open(logs, "w") as server_log:
-        server = subprocess.Popen(server_command(name, n, certs, output, seed, timeout),
+        server = subprocess.Popen(server_command(name, n, certs, output, seed, timeout, store),
                                   stdout=subprocess.PIPE, stderr=server_log, text=True,
                                   start_new_session=True)
     clients: list[subprocess.Popen] = []
@@ -215,7 +221,7 @@ def run_once(name: str, n: int, certs: Path, processes: int, in_flight: int, scr
                 os.killpg(proc.pid, 9)
                 proc.wait(timeout=10)
     release = json.loads(output.read_text())
-    sim_seconds, sim_value = simulated(name, n, seed)
+    sim_seconds, sim_value, sim_std = simulated(name, n, seed)
     if name in LOCKSTEP:
         wire, payload = release["wire_bytes"] / n, release["total_bits"] / 8 / n
     else:
@@ -225,7 +231,7 @@ def run_once(name: str, n: int, certs: Path, processes: int, in_flight: int, scr
             "rss": release["server_peak_rss_mib"], "wire": wire, "payload": payload,
             "failed": failed, "first_failure": first_failure, "value": release["value"],
             "std": release["std_error"], "sim_seconds": sim_seconds, "sim_value": sim_value,
-            "same": "-" if seed is None else
+            "sim_std": sim_std, "same": "-" if seed is None else
             ("yes" if release["value"] == sim_value else "NO")}
 
 

@@ -1624,6 +1624,9 @@ def cmd_party(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
+    if args.store is None and args.engine != "local":
+        raise SystemExit("error: --engine releases a stored collection: give --store DIR "
+                         "too (a run directory)")
     _, _, protocol = _network_protocol(args)
     credentials = network.load_credentials(args.certs, "server")
     try:
@@ -1637,7 +1640,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     try:
         run = network.collect(protocol, credentials, window, address=args.listen,
-                              rng=args.seed, on_ready=ready)
+                              rng=args.seed, on_ready=ready, store=args.store,
+                              engine=args.engine if args.store else None)
     except (network.NetworkRunError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
     est = run.estimate
@@ -1772,6 +1776,14 @@ def _add_network_commands(sub: Any) -> None:
                      help="seconds to keep telling late devices that the window closed")
     col.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT to listen on")
     col.add_argument("--output", default=None, help="also write the release (JSON) here")
+    col.add_argument("--store", default=None, metavar="DIR",
+                     help="run directory (made if missing): the accepted reports are "
+                          "written to Parquet partitions there as they arrive and the "
+                          "release is computed from them on a Dask engine, so this "
+                          "process never holds them (docs/collection.md)")
+    col.add_argument("--engine", default="local",
+                     help="with --store: 'local' (a local cluster of 2 workers started "
+                          "at the close) or a scheduler address tcp://host:port")
     col.set_defaults(func=cmd_collect)
 
     rpt = sub.add_parser("report", help="send this device's one report to a collection "

@@ -1,0 +1,276 @@
+"""A collection window with a store: reports in Parquet partitions, released on the engine.
+
+The server runs in a thread, the devices on one event loop (each its own certificate and
+TLS connection); the engine is an in-process Dask cluster (one worker thread, no
+dashboard), so the tests start no extra processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+pytest.importorskip("pyarrow")
+pytest.importorskip("distributed")
+
+from fedustat.cli import main
+from fedustat.protocols import registry
+from fedustat.runtime.engine import DaskEngine
+from fedustat.runtime.network import (
+    Window,
+    collect,
+    create_deployment,
+    load_credentials,
+    report_async,
+)
+from fedustat.runtime.report_store import (
+    REPORTS,
+    StoreError,
+    read_manifest,
+    stored_partitions,
+    stored_rows,
+)
+from fedustat.runtime.simulate import simulate
+from fedustat.stats import auc_kernel
+
+SEED = 11
+DEVICES = 23
+ROWS_PER_PARTITION = 5
+WINDOW = 120.0  # a hang guard: the windows close at their quorum
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Path:
+    return create_deployment(tmp_path_factory.mktemp("store-devices"), 40)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    import distributed
+
+    client = distributed.Client(processes=False, n_workers=1, threads_per_worker=1,
+                                dashboard_address=None)
+    try:
+        yield DaskEngine(client)
+    finally:
+        client.close()
+
+
+def _records(n: int, integer: bool = False) -> np.ndarray:
+    rng = np.random.default_rng(4)
+    scores = rng.integers(0, 16, n).astype(float) if integer else rng.random(n)
+    return np.column_stack([scores, np.arange(n) % 2])
+
+
+class Server:
+    """``collect`` in a thread; ``address`` once it listens, ``result()`` when done."""
+
+    def __init__(self, protocol: Any, certs: Path, quorum: int, **options: Any) -> None:
+        self.ready = threading.Event()
+        self.port: int | None = None
+        self.outcome: Any = None
+
+        def serve() -> None:
+            try:
+                self.outcome = collect(protocol, load_credentials(certs, "server"),
+                                       Window(WINDOW, quorum=quorum, linger=0.0), rng=SEED,
+                                       on_ready=self._listening, **options)
+            except Exception as exc:  # the test inspects it
+                self.outcome = exc
+            finally:
+                self.ready.set()
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(60), "the collection server did not start"
+        assert self.port is not None, self.outcome
+
+    def _listening(self, port: int) -> None:
+        self.port = port
+        self.ready.set()
+
+    def report(self, make: Any, rows: np.ndarray, certs: Path, first: int = 0) -> None:
+        async def every() -> list[Any]:
+            return await asyncio.gather(*(
+                report_async(make(), rows[i:i + 1],
+                             load_credentials(certs, f"party-{first + i}"),
+                             f"localhost:{self.port}", rng=SEED, timeout=60.0)
+                for i in range(rows.shape[0])), return_exceptions=True)
+        failed = [s for s in asyncio.run(every()) if isinstance(s, Exception)]
+        assert not failed, failed[:3]
+
+    def result(self) -> Any:
+        self.thread.join(timeout=WINDOW + 60)
+        assert not self.thread.is_alive(), "the collection server did not stop"
+        assert not isinstance(self.outcome, Exception), self.outcome
+        return self.outcome
+
+
+CASES = [
+    ("ldp-quantized", {"k": 8, "bounds": (0.0, 1.0)}, False),  # a reduction
+    ("ldp-tree", {"d": 16}, True),  # a reduction; a report is a row of bits
+    ("central-laplace", {}, False),  # gathered: the curator's step needs every record
+]
+
+
+@pytest.mark.parametrize(("name", "params", "integer"), CASES, ids=[c[0] for c in CASES])
+def test_a_stored_collection_released_on_the_engine_equals_the_in_memory_one(
+        tmp_path, certs, engine, name, params, integer):
+    rows = _records(DEVICES, integer)
+
+    def make() -> Any:
+        return registry.make(name, auc_kernel(), epsilon=1.0, **params)
+
+    stored = Server(make(), certs, DEVICES, store=tmp_path / "run", engine=engine,
+                    rows_per_partition=ROWS_PER_PARTITION)
+    stored.report(make, rows, certs)
+    from_store = stored.result()
+    in_memory = Server(make(), certs, DEVICES)
+    in_memory.report(make, rows, certs)
+    held = in_memory.result()
+    expected = simulate(make(), rows, rng=SEED, batch_size=[1] * DEVICES)
+    for run in (from_store, held):
+        np.testing.assert_equal(run.estimate.value, expected.value)
+        np.testing.assert_equal(run.estimate.std_error, expected.std_error)
+    assert from_store.estimate.diagnostics == held.estimate.diagnostics | {
+        "collection": from_store.estimate.diagnostics["collection"]}
+    assert from_store.estimate.diagnostics["collection"]["n_parties"] == DEVICES
+    # Written in batches: full partitions of 5 rows, the rest at the close.
+    paths = stored_partitions(tmp_path / "run")
+    assert len(paths) == -(-DEVICES // ROWS_PER_PARTITION) == 5
+    assert stored_rows(paths) == [5, 5, 5, 5, 3]
+    assert not list((tmp_path / "run" / REPORTS).glob("*.tmp"))
+
+
+def test_partitions_are_written_while_the_window_is_open(tmp_path, certs, engine):
+    def make() -> Any:
+        return registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
+                             bounds=(0.0, 1.0))
+
+    rows = _records(12)
+    server = Server(make(), certs, 12, store=tmp_path / "run", engine=engine,
+                    rows_per_partition=ROWS_PER_PARTITION)
+    server.report(make, rows[:11], certs)
+    # 11 of 12 reports are in: two full partitions are written by the writer thread
+    # before the close (polled; the hang guard is generous).
+    deadline = time.monotonic() + 60
+    while len(stored_partitions(tmp_path / "run")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stored_rows(stored_partitions(tmp_path / "run")) == [5, 5]
+    assert server.thread.is_alive()  # still open: the quorum is 12
+    server.report(make, rows[11:], certs, first=11)
+    run = server.result()
+    assert stored_rows(stored_partitions(tmp_path / "run")) == [5, 5, 2]
+    assert run.n_reports == 12
+    assert read_manifest(tmp_path / "run").protocol == "ldp-quantized"
+
+
+def test_a_store_holding_another_run_is_refused_by_name(tmp_path, certs, engine):
+    def make(epsilon: float) -> Any:
+        return registry.make("ldp-quantized", auc_kernel(), epsilon=epsilon, k=8,
+                             bounds=(0.0, 1.0))
+
+    server = Server(make(1.0), certs, 2, store=tmp_path / "run", engine=engine)
+    server.report(lambda: make(1.0), _records(2), certs)
+    held = read_manifest(tmp_path / "run").run
+    assert server.result().n_reports == 2
+    with pytest.raises(StoreError, match=rf"holds another run \({held}, protocol "
+                                         r"ldp-quantized\); this window is window-\w+ "
+                                         r"\(ldp-quantized\): give a new directory"):
+        collect(make(2.0), load_credentials(certs, "server"), Window(5.0),
+                store=tmp_path / "run", engine=engine)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(StoreError, match="is not empty and holds no collection run"):
+        collect(make(1.0), load_credentials(certs, "server"), Window(5.0),
+                store=tmp_path / "other", engine=engine)
+
+
+def test_engine_without_a_store_is_refused(certs, engine):
+    protocol = registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
+                             bounds=(0.0, 1.0))
+    with pytest.raises(ValueError, match="engine= releases a stored collection: give store="):
+        collect(protocol, load_credentials(certs, "server"), Window(5.0), engine=engine)
+
+
+@pytest.mark.parametrize("where", ["file", "under-a-file"])
+def test_a_bad_store_path_fails_with_one_line(tmp_path, certs, capsys, where):
+    blocker = tmp_path / "taken"
+    blocker.write_text("x")
+    store = blocker if where == "file" else blocker / "run"
+    with pytest.raises(SystemExit) as stopped:
+        main(["collect", "--statistic", "auc", "--protocol", "ldp-quantized", "--param",
+              "k=8", "--bounds", "0,1", "--epsilon", "1", "--certs", str(certs),
+              "--window", "5", "--listen", "127.0.0.1:0", "--store", str(store)])
+    message = str(stopped.value.code)
+    expected = (f"error: store {str(store)!r} is a file; give a directory (it is made if "
+                "missing)" if where == "file" else
+                f"error: store {str(store)!r}: cannot make the run directory (Not a "
+                "directory); give a writable directory")
+    assert message == expected
+
+
+def test_a_reopened_run_directory_keeps_its_identities_and_reports(tmp_path, certs, engine):
+    # A restarted server reopens its run: the devices that reported stay refused and their
+    # stored reports stay in the release, which equals the simulator's over all of them.
+    from fedustat.runtime.network import NetworkRunError, report
+
+    def make() -> Any:
+        return registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
+                             bounds=(0.0, 1.0))
+
+    rows = _records(6)
+    first = Server(make(), certs, 3, store=tmp_path / "run", engine=engine)
+    first.report(make, rows[:3], certs)
+    assert first.result().n_reports == 3
+    second = Server(make(), certs, 6, store=tmp_path / "run", engine=engine)
+    with pytest.raises(NetworkRunError, match="party-1 has already reported in this run"):
+        report(make(), rows[1:2], load_credentials(certs, "party-1"),
+               f"localhost:{second.port}", rng=SEED)
+    second.report(make, rows[3:], certs, first=3)
+    run = second.result()
+    assert run.n_reports == 6 and run.refused == {"duplicate": 1}
+    expected = simulate(make(), rows, rng=SEED, batch_size=[1] * 6)
+    np.testing.assert_equal(run.estimate.value, expected.value)
+    assert stored_rows(stored_partitions(tmp_path / "run")) == [3, 3]
+
+
+def test_the_server_returns_freed_heap_while_reports_arrive(monkeypatch):
+    # The collection server's resident size grew with the devices served through memory
+    # gRPC's handshakes had freed and glibc kept; it trims while reports arrive (and only
+    # then: an idle window costs nothing).
+    import importlib
+    from types import SimpleNamespace
+
+    module = importlib.import_module("fedustat.runtime.network.collect")
+    assert module._malloc_trim() is not None  # glibc, as on the machines measured
+    calls: list[int] = []
+    monkeypatch.setattr(module, "_malloc_trim", lambda: calls.append)
+    monkeypatch.setattr(module, "TRIM_SECONDS", 0.01)
+    collector = SimpleNamespace(n_reports=0)
+
+    async def window() -> None:
+        task = asyncio.create_task(module._trim_while_open(collector))
+        for n in (1, 1, 1, 2):
+            collector.n_reports = n
+            await asyncio.sleep(0.05)
+        task.cancel()
+
+    asyncio.run(window())
+    assert calls == [0, 0]  # malloc_trim(0) once per change of the count (1, then 2)
+
+
+def test_engine_without_store_on_the_command_line_fails_with_one_line(certs):
+    with pytest.raises(SystemExit) as stopped:
+        main(["collect", "--statistic", "auc", "--protocol", "ldp-quantized", "--param",
+              "k=8", "--bounds", "0,1", "--epsilon", "1", "--certs", str(certs),
+              "--window", "5", "--engine", "tcp://127.0.0.1:1"])
+    assert str(stopped.value.code) == ("error: --engine releases a stored collection: give "
+                                       "--store DIR too (a run directory)")

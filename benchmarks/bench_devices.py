@@ -103,7 +103,7 @@ async def _drive(name: str, n: int, address: str, certs: Path, first: int, count
     rows = records(first, count)
     # A lockstep run needs every party connected at once; reports may queue.
     gate = asyncio.Semaphore(count if name in LOCKSTEP else in_flight)
-    failures: list[str] = []
+    failures: list[tuple[float, str]] = []
 
     async def device(j: int) -> None:
         async with gate:
@@ -116,12 +116,15 @@ async def _drive(name: str, n: int, address: str, certs: Path, first: int, count
                     await report_async(make_protocol(name, n), rows[j:j + 1], credentials,
                                        address, rng=seed, timeout=timeout)
             except Exception as exc:  # counted and shown, the run goes on
-                failures.append(f"{type(exc).__name__}: {exc}")
+                failures.append((time.time(), f"party-{first + j}: {type(exc).__name__}: "
+                                              f"{exc}"))
 
     started = time.monotonic()
     await asyncio.gather(*(device(j) for j in range(count)))
     return {"sent": count - len(failures), "failed": len(failures),
-            "first_failure": failures[0] if failures else None,
+            # The earliest failure (wall clock, comparable across load processes) is the
+            # cause; the later ones are usually the server's verdict on it.
+            "first_failure": list(min(failures)) if failures else None,
             "seconds": time.monotonic() - started}
 
 
@@ -201,7 +204,8 @@ def run_once(name: str, n: int, certs: Path, processes: int, in_flight: int, scr
                 raise RuntimeError(f"a load process failed: {err[-2000:]}")
             driven.append(json.loads(out.strip().splitlines()[-1]))
         failed = sum(int(d["failed"]) for d in driven)
-        first_failure = next((d["first_failure"] for d in driven if d["first_failure"]), None)
+        first_failure = min((tuple(d["first_failure"]) for d in driven
+                             if d["first_failure"]), default=(0.0, None))[1]
         try:
             # Every device has finished or given up: the release comes now (a lockstep
             # server has already stopped if a party failed; a window closes at its quorum

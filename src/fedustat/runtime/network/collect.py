@@ -60,7 +60,7 @@ from fedustat.protocols.base import Estimate, Message, Protocol, Role
 from fedustat.runtime import report_store
 from fedustat.runtime.network.certs import Credentials, party_index
 from fedustat.runtime.network.service import (
-    CHANNEL_OPTIONS,
+    DEVICE_CHANNEL_OPTIONS,
     SERVER_OPTIONS,
     NetworkRunError,
     configuration_differences,
@@ -83,15 +83,6 @@ OTHER_CONFIGURATION = "the report was made for another run or configuration"
 #: Most rows one device's report may carry (a device is one record; a small silo may
 #: report a few in one frame).
 MAX_DEVICE_ROWS = 1024
-#: gRPC core refuses RPCs beyond its pending-request limits (default 1000 / 3000) when a
-#: burst arrives faster than the loop picks them up (../shared probe: 3008 of 5000 went
-#: through); a window expects bursts of devices.
-PENDING_REQUESTS = 20_000
-COLLECT_SERVER_OPTIONS = [*SERVER_OPTIONS,
-                          ("grpc.server.max_pending_requests", PENDING_REQUESTS),
-                          ("grpc.server.max_pending_requests_hard_limit", PENDING_REQUESTS)]
-#: Each device's channel is its own TLS connection (its own identity), never shared.
-DEVICE_CHANNEL_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
 
 
 #: Seconds between returns of freed heap memory to the system while reports arrive.
@@ -394,7 +385,7 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
         "Open": grpc.unary_unary_rpc_method_handler(collector.open),
         "Report": grpc.unary_unary_rpc_method_handler(collector.report),
     })
-    server = grpc.aio.server(options=COLLECT_SERVER_OPTIONS)
+    server = grpc.aio.server(options=SERVER_OPTIONS)
     server.add_generic_rpc_handlers((handler,))
     port = server.add_secure_port(address, grpc.ssl_server_credentials(
         [(credentials.key, credentials.certificate)], root_certificates=credentials.ca,

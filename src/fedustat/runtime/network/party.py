@@ -30,6 +30,7 @@ import hashlib
 import json
 import threading
 import time
+import weakref
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,7 @@ from fedustat.runtime.network.relay import open_reply, seal_rows
 from fedustat.runtime.network.service import (
     ABORT,
     CHANNEL_OPTIONS,
+    DEVICE_CHANNEL_OPTIONS,
     JOIN,
     MAX_ABORT_REASON,
     PASS,
@@ -97,9 +99,21 @@ def _grpc() -> Any:
 #: concludes that it refuses this party's certificate (once can be a server restarting;
 #: gRPC retries the connection with a backoff of about a second at first).
 _CLOSED_HANDSHAKES_SECONDS = 3.0
-#: Each device identity driven from one process has its own TLS connection, never shared
-#: with another identity's channel (gRPC shares subchannels between channels otherwise).
-_DEVICE_CHANNEL_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
+#: TLS handshakes the devices of one event loop have under way at once. Ten thousand
+#: devices connecting in the same instant overflow the server's accept queue (the kernel's
+#: somaxconn, 4096 on Linux by default) and the refused ones back off; admitted in turns,
+#: they connect as fast as the server completes handshakes.
+CONCURRENT_HANDSHAKES = 64
+_HANDSHAKE_GATES: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = \
+    weakref.WeakKeyDictionary()
+
+
+def _handshake_gate() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    gate = _HANDSHAKE_GATES.get(loop)
+    if gate is None:
+        gate = _HANDSHAKE_GATES[loop] = asyncio.Semaphore(CONCURRENT_HANDSHAKES)
+    return gate
 
 
 class _Reachability:
@@ -282,7 +296,7 @@ class _AsyncLink:
         self.channel = self.grpc.aio.secure_channel(
             server, self.grpc.ssl_channel_credentials(credentials.ca, credentials.key,
                                                       credentials.certificate),
-            options=_DEVICE_CHANNEL_OPTIONS)
+            options=DEVICE_CHANNEL_OPTIONS)
         self.calls = {name: self.channel.unary_unary(path) for name, path in _METHODS}
         self.presence: Any = None
 
@@ -292,12 +306,13 @@ class _AsyncLink:
         grpc = self.grpc
         watch = _Reachability(self.identity, self.server, self.deadline)
         while True:
-            try:
-                await self.calls["ping"](b"", timeout=2.0, wait_for_ready=False)
-                break
-            except grpc.RpcError as exc:
-                if watch.reached(grpc, exc):
+            async with _handshake_gate():
+                try:
+                    await self.calls["ping"](b"", timeout=2.0, wait_for_ready=False)
                     break
+                except grpc.RpcError as exc:
+                    if watch.reached(grpc, exc):
+                        break
             watch.check()
             await asyncio.sleep(0.25)
         self.presence = self.calls["presence"](b"")

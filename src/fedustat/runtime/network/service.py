@@ -87,11 +87,27 @@ CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 #: The server also pings idle connections (HTTP/2 keepalive, gRPC's doc/keepalive.md): a
 #: member whose machine vanished without closing its socket is dropped within 30 s, which
 #: ends its presence call as a killed process's closed socket does at once.
+#: gRPC core refuses or cancels calls that wait for the server's loop to pick them up
+#: beyond its pending-request limits (default 1000 soft, with random early drops, and 3000
+#: hard) and beyond 30 s unrequested: a burst of thousands of devices (every member's
+#: round frame arrives when the round before ends) would lose calls with CANCELLED or
+#: RESOURCE_EXHAUSTED. One process holds at most its open-files limit of connections,
+#: each with two calls.
+PENDING_REQUESTS = 1 << 17
 SERVER_OPTIONS = [*CHANNEL_OPTIONS,
                   ("grpc.keepalive_time_ms", 20_000),
                   ("grpc.keepalive_timeout_ms", 10_000),
                   ("grpc.keepalive_permit_without_calls", 1),
-                  ("grpc.http2.max_pings_without_data", 0)]
+                  ("grpc.http2.max_pings_without_data", 0),
+                  ("grpc.server.max_pending_requests", PENDING_REQUESTS),
+                  ("grpc.server.max_pending_requests_hard_limit", PENDING_REQUESTS),
+                  ("grpc.server_max_unrequested_time_in_server", 3600)]
+#: A device's channel: its own TLS connection (its own identity), never shared with
+#: another identity's channel (gRPC shares subchannels between channels otherwise); a
+#: refused connection is retried within 5 s, not gRPC's default backoff of up to 2 minutes.
+DEVICE_CHANNEL_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1),
+                          ("grpc.initial_reconnect_backoff_ms", 250),
+                          ("grpc.max_reconnect_backoff_ms", 5000)]
 
 
 def load_grpc(purpose: str) -> Any:

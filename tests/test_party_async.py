@@ -53,7 +53,8 @@ def labelled(n: int, seed: int = 3) -> np.ndarray:
 def run_devices(certs: Any, make: Callable[[], Protocol], rows: list[np.ndarray], *,
                 rng: Any = SEED, timeout: float = 20.0,
                 device_make: Callable[[int], Protocol] | None = None,
-                identities: list[int] | None = None) -> tuple[Any, list[Any]]:
+                identities: list[int] | None = None,
+                hold: float | None = None) -> tuple[Any, list[Any]]:
     """The server in a thread, every device a task of one event loop of this thread;
     (server result or exception, device results or exceptions)."""
     ready, port, outcome = threading.Event(), {}, {}
@@ -73,7 +74,7 @@ def run_devices(certs: Any, make: Callable[[], Protocol], rows: list[np.ndarray]
         return await asyncio.gather(*(
             run_party_async(make() if device_make is None else device_make(i), rows[i],
                             load_credentials(certs, f"party-{names[i]}"),
-                            f"127.0.0.1:{port['p']}", rng=rng, timeout=timeout)
+                            f"127.0.0.1:{port['p']}", rng=rng, timeout=timeout, hold=hold)
             for i in range(len(rows))), return_exceptions=True)
 
     thread = threading.Thread(target=server)
@@ -109,6 +110,52 @@ def test_one_record_fedauc_devices_release_the_simulators_number(certs):
     assert server.estimate.cost == expected.cost
     assert [d.release["value"] for d in devices] == [expected.value] * DEVICES
     assert [d.party_ids for d in devices] == [(i, i + 1) for i in range(DEVICES)]
+
+
+@pytest.mark.parametrize("name", ["fedauc-rr", "umpc"])
+def test_detached_devices_come_back_for_their_answers(certs, monkeypatch, name):
+    # A detached device holds no connection while the others catch up: with a hold of
+    # 0 s every join and round is answered "not yet", and each device fetches its answer
+    # on a new connection; no presence call is made. The release is the simulator's.
+    from fedustat.runtime.network import server as server_module
+
+    calls = {"fetch": 0, "presence": 0}
+    fetch, presence = server_module._Coordinator.fetch, server_module._Coordinator.presence
+
+    async def counted_fetch(self, request, context):
+        calls["fetch"] += 1
+        return await fetch(self, request, context)
+
+    async def counted_presence(self, request, context):
+        calls["presence"] += 1
+        return await presence(self, request, context)
+
+    monkeypatch.setattr(server_module._Coordinator, "fetch", counted_fetch)
+    monkeypatch.setattr(server_module._Coordinator, "presence", counted_presence)
+    n = 8
+    data = labelled(n) if name == "fedauc-rr" else labelled(n)[:, :1]
+
+    def make() -> Protocol:
+        if name == "fedauc-rr":
+            return registry.make(name, auc_kernel(), epsilon=4.0, n_clients=n)
+        return registry.make(name, GINI, epsilon=8.0)
+
+    server, devices = run_devices(certs, make, one_record_each(data), hold=0.0)
+    assert not isinstance(server, Exception), server
+    assert not any(isinstance(d, Exception) for d in devices), devices
+    options = {"parties": np.arange(n)} if name == "fedauc-rr" else {}
+    expected = simulate(make(), data, rng=SEED, batch_size=[1] * n, **options)
+    np.testing.assert_equal(server.estimate.value, expected.value)
+    assert [d.release["value"] for d in devices] == [expected.value] * n
+    assert calls["presence"] == 0
+    assert calls["fetch"] >= n  # at least each device's assignment was fetched
+
+
+def test_a_hold_outside_the_servers_range_is_refused(certs):
+    with pytest.raises(ValueError, match="hold must be between 0 and 60 seconds"):
+        asyncio.run(run_party_async(registry.make("fedauc-rr", auc_kernel(), epsilon=1.0),
+                                    labelled(2), load_credentials(certs, "party-0"),
+                                    "127.0.0.1:1", hold=-1.0))
 
 
 @pytest.mark.parametrize(("name", "kernel", "params", "columns"), [

@@ -49,7 +49,7 @@ from fedustat.runtime.network.relay import (
     parse_request,
     reply_for,
 )
-from fedustat.runtime.network.server import _part_for
+from fedustat.runtime.network.server import parts_for
 from fedustat.runtime.network.service import NetworkRunError, release_summary
 from fedustat.runtime.simulate import MAX_ROUNDS, MessageLog, merge_party_messages
 from fedustat.runtime.wire import Envelope, Expectation, WireError, decode, encode
@@ -224,8 +224,8 @@ def drive(deliver: Deliver, nodes: list[int], config: RunConfig, run: str,
                      records.RELEASE_REPLY, "release")
             return result
         log.record(out)
-        to_nodes = {node: encode(Envelope(mark, run, current, "server", "server",
-                                          _part_for(out, ids[i])))
+        parts = parts_for(out, ids)
+        to_nodes = {node: encode(Envelope(mark, run, current, "server", "server", parts[i]))
                     for i, node in enumerate(order)}
     raise NetworkRunError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} "
                           "rounds")

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import secrets
 import threading
 import time
 import weakref
@@ -51,6 +52,8 @@ from fedustat.runtime.network.service import (
     ABORT,
     CHANNEL_OPTIONS,
     DEVICE_CHANNEL_OPTIONS,
+    FETCH,
+    HOLD_METADATA,
     JOIN,
     MAX_ABORT_REASON,
     PASS,
@@ -59,6 +62,7 @@ from fedustat.runtime.network.service import (
     PRESENCE,
     RELAY,
     REPLY_MESSAGE,
+    REPLY_PENDING,
     REPLY_RELAYED,
     REPLY_RELEASE,
     ROUND,
@@ -104,6 +108,9 @@ _CLOSED_HANDSHAKES_SECONDS = 3.0
 #: somaxconn, 4096 on Linux by default) and the refused ones back off; admitted in turns,
 #: they connect as fast as the server completes handshakes.
 CONCURRENT_HANDSHAKES = 64
+#: How long a detached member stays offline before it asks again (jittered by +-50%, so
+#: the members of a round do not all come back in the same instant).
+DETACHED_PAUSE_SECONDS = 0.5
 _HANDSHAKE_GATES: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = \
     weakref.WeakKeyDictionary()
 
@@ -178,7 +185,8 @@ def _dropped(grpc: Any, error: Any) -> bool:
 
 
 _METHODS = (("join", JOIN), ("round", ROUND), ("relay", RELAY), ("pass", PASS),
-            ("abort", ABORT), ("peers", PEERS), ("presence", PRESENCE), ("ping", PING))
+            ("abort", ABORT), ("peers", PEERS), ("presence", PRESENCE), ("ping", PING),
+            ("fetch", FETCH))
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,9 @@ class _Call:
     name: str
     payload: bytes
     where: str
+    #: The round a Round or Relay frame belongs to (a detached member fetches its reply
+    #: by it); -1 for the join.
+    round_: int = -1
 
 
 @dataclass(frozen=True)
@@ -286,19 +297,31 @@ class _Link:
 
 class _AsyncLink:
     """:class:`_Link` on gRPC's asyncio API: many members share one event loop, each with
-    its own TLS channel (its own certificate) and no thread of its own."""
+    its own TLS channel (its own certificate) and no thread of its own.
 
-    def __init__(self, credentials: Credentials, server: str, timeout: float) -> None:
+    ``hold``: a detached member (see :func:`run_party_async`): no presence call, and an
+    answer not ready within ``hold`` seconds is fetched later on a new connection.
+    """
+
+    def __init__(self, credentials: Credentials, server: str, timeout: float,
+                 hold: float | None = None) -> None:
         self.grpc = _grpc()
         self.identity = credentials.identity
         self.server = server
         self.deadline = party_deadline(timeout)
+        self.credentials = credentials
+        self.hold = hold
+        self.metadata = None if hold is None else ((HOLD_METADATA, f"{hold:g}"),)
+        self.presence: Any = None
+        self._open()
+
+    def _open(self) -> None:
+        credentials = self.credentials
         self.channel = self.grpc.aio.secure_channel(
-            server, self.grpc.ssl_channel_credentials(credentials.ca, credentials.key,
-                                                      credentials.certificate),
+            self.server, self.grpc.ssl_channel_credentials(credentials.ca, credentials.key,
+                                                           credentials.certificate),
             options=DEVICE_CHANNEL_OPTIONS)
         self.calls = {name: self.channel.unary_unary(path) for name, path in _METHODS}
-        self.presence: Any = None
 
     async def connect(self) -> None:
         """Probe until the channel reaches the server (it may start later); a probe that
@@ -315,20 +338,31 @@ class _AsyncLink:
                         break
             watch.check()
             await asyncio.sleep(0.25)
-        self.presence = self.calls["presence"](b"")
+        if self.hold is None:
+            self.presence = self.calls["presence"](b"")
 
     async def perform(self, request: _Call | _Abort) -> bytes | None:
         """Carry out what the party's logic asked for."""
         if isinstance(request, _Abort):
             await self.abort(request.reason)
             return None
-        return await self.call(request.name, request.payload, request.where)
+        reply = await self.call(request.name, request.payload, request.where)
+        while self.hold is not None and reply == REPLY_PENDING:
+            # Not ready within the hold: go offline, come back later and ask again.
+            await self.channel.close()
+            await asyncio.sleep(DETACHED_PAUSE_SECONDS * (0.5 + secrets.randbelow(1000) / 1000))
+            self._open()
+            await self.connect()
+            asked = {"join": True} if request.name == "join" else {"round": request.round_}
+            reply = await self.call("fetch", json.dumps(asked).encode(), request.where)
+        return reply
 
     async def call(self, name: str, payload: bytes, where: str) -> bytes:
         """One call; a failure raises :class:`NetworkRunError` with the true reason."""
         try:
             return await self.calls[name](payload, timeout=self.deadline,
-                                          wait_for_ready=name == "join")
+                                          wait_for_ready=name == "join",
+                                          metadata=self.metadata)
         except self.grpc.RpcError as exc:
             raise NetworkRunError(f"{where}: {await self.reason(exc)}") from None
 
@@ -475,10 +509,11 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
                                    run=assignment["run"], round_=current, identity=identity)
             except CertificateRefusedError as exc:
                 raise _refused_directory(identity, exc) from None
-            reply = yield _Call("relay", sealed, where)
+            reply = yield _Call("relay", sealed, where, current)
         else:
             reply = yield _Call("round", encode(Envelope(mark, assignment["run"], current,
-                                                         "party", identity, message)), where)
+                                                         "party", identity, message)), where,
+                                current)
         assert reply is not None
         if message.is_peer and reply[:1] == REPLY_RELAYED:
             assert keys is not None
@@ -565,17 +600,29 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
 
 
 async def run_party_async(protocol: Protocol, records: Any, credentials: Credentials,
-                          server: str, *, rng: RandomLike = None, timeout: float = 60.0
-                          ) -> PartyResult:
+                          server: str, *, rng: RandomLike = None, timeout: float = 60.0,
+                          hold: float | None = None) -> PartyResult:
     """:func:`run_party` on the caller's event loop: one process drives many device
     identities (each its own TLS channel and certificate), with no thread per party.
 
     The same party, call for call, with the same errors; its own steps run on the event
     loop, which suits devices of one or a few records. docs/network.md ("Many devices
     from one process") shows N devices gathered on one loop.
+
+    ``hold``: ``None`` (default) keeps the connection open for the whole run, with a
+    presence call, so the server learns at once when the device drops. A number of
+    seconds makes the device *detached*: the server holds each of its calls at most that
+    long; an answer not ready by then (the others have not all sent their round yet) is
+    "not yet", and the device closes its connection, waits about
+    :data:`DETACHED_PAUSE_SECONDS` and asks again on a new connection. The server then
+    holds no connection for a device that is waiting, at the cost of a TLS handshake per
+    return; a device that never comes back is noticed at the stage timeout only.
     """
+    if hold is not None and not (0.0 <= float(hold) <= 60.0):
+        raise ValueError(f"hold must be between 0 and 60 seconds (the server caps it at "
+                         f"60), got {hold!r}")
     protocol, rows = _party_rows(protocol, records, rng)
-    link = _AsyncLink(credentials, server, timeout)
+    link = _AsyncLink(credentials, server, timeout, None if hold is None else float(hold))
     try:
         await link.connect()
         return await _drive_async(_party(protocol, rows, credentials, rng), link)

@@ -223,6 +223,8 @@ class _Coordinator:
         # Silos that fell silent in a round that went on without them: silo -> round.
         self.dropped: dict[int, int] = {}
         self.dropout_reason = ""
+        # Members that received the release (the server stays until every one has).
+        self.released_to: set[int] = set()
 
     # ---------------------------------------------------------------- helpers
     def _identity(self, context: Any) -> tuple[str, int]:
@@ -581,6 +583,8 @@ class _Coordinator:
     def _reply(self, index: int) -> bytes:
         reply = self.replies[index]
         self.wire_bytes += len(reply)
+        if self.estimate is not None:
+            self.released_to.add(index)
         return reply
 
     async def fetch(self, request: bytes, context: Any) -> bytes:
@@ -704,7 +708,7 @@ class _Coordinator:
             self.done.set()
         else:
             self.log.record(out)
-            parts = _parts_for(out, [self._member(i).ids for i in self.slots])
+            parts = parts_for(out, [self._member(i).ids for i in self.slots])
             self.replies = {i: REPLY_MESSAGE + encode(Envelope(
                 self.fingerprint, self.run, current, "server", "server", part))
                 for i, part in zip(self.slots, parts, strict=True)}
@@ -754,7 +758,7 @@ def _forward(payload: RelayedPayload) -> RelayedPayload:
     return payload
 
 
-def _parts_for(message: Message, members: list[np.ndarray]) -> list[Message]:
+def parts_for(message: Message, members: list[np.ndarray]) -> list[Message]:
     """A server message restricted to each member's party ids (broadcasts go whole).
 
     Each member's ids are one contiguous range, so its rows are found by a binary search
@@ -881,7 +885,13 @@ async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, add
             coordinator.watch()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(coordinator.done.wait(), timeout=0.2)
-        # Let the last replies reach the parties before the server goes away.
+        # Every member receives the release before the server goes away (a detached
+        # member comes back for it), for at most a stage; then the last replies get
+        # time to reach the parties.
+        until = time.monotonic() + timeout
+        while coordinator.estimate is not None and time.monotonic() < until \
+                and not coordinator.slot_set <= coordinator.released_to:
+            await asyncio.sleep(0.05)
         await asyncio.sleep(0.2)
     finally:
         await server.stop(grace=1.0)

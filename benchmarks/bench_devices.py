@@ -3,6 +3,7 @@
     python benchmarks/bench_devices.py [--protocol ldp-quantized|fedauc-rr|umpc]
                                        [--devices 1000,10000,100000] [--processes 2]
                                        [--in-flight 100] [--timeout 600] [--seed S] [--quick]
+                                       [--hold SECONDS]
 
 The server is its own process and every device opens its own TLS connection with its own
 certificate (``party-<i>``), driven from ``--processes`` load processes, each an event loop
@@ -28,7 +29,9 @@ device (the "same" column).
 
 A lockstep server holds one connection per device: the machine's limit of open files per
 process (``ulimit -Hn``) bounds N for fedauc-rr and umpc, and a larger N is refused here
-with that reason before anything starts.
+with that reason before anything starts. ``--hold S`` makes the lockstep devices
+detached (``run_party_async(hold=S)``): a device holds no connection while it waits for
+the others; it comes back on a new connection (a new TLS handshake) for each answer.
 
 Data: generated here, skewed and tied: labels Bernoulli(0.3), scores lognormal by class,
 clipped to [0, 1] and rounded to 0.01; device i's record depends on i alone.
@@ -99,7 +102,8 @@ def records(first: int, count: int) -> np.ndarray:
 
 
 async def _drive(name: str, n: int, address: str, certs: Path, first: int, count: int,
-                 in_flight: int, seed: int | None, timeout: float) -> dict[str, object]:
+                 in_flight: int, seed: int | None, timeout: float,
+                 hold: float | None = None) -> dict[str, object]:
     rows = records(first, count)
     # A lockstep run needs every party connected at once; reports may queue.
     gate = asyncio.Semaphore(count if name in LOCKSTEP else in_flight)
@@ -111,7 +115,7 @@ async def _drive(name: str, n: int, address: str, certs: Path, first: int, count
             try:
                 if name in LOCKSTEP:
                     await run_party_async(make_protocol(name, n), rows[j:j + 1], credentials,
-                                          address, rng=seed, timeout=timeout)
+                                          address, rng=seed, timeout=timeout, hold=hold)
                 else:
                     await report_async(make_protocol(name, n), rows[j:j + 1], credentials,
                                        address, rng=seed, timeout=timeout)
@@ -131,7 +135,7 @@ async def _drive(name: str, n: int, address: str, certs: Path, first: int, count
 def client_main(args: argparse.Namespace) -> int:
     result = asyncio.run(_drive(args.protocol, args.n, args.address, Path(args.certs),
                                 args.first, args.count, args.in_flight, args.seed,
-                                args.timeout))
+                                args.timeout, args.hold))
     print(json.dumps(result), flush=True)
     return 0
 
@@ -168,8 +172,8 @@ def simulated(name: str, n: int, seed: int | None) -> tuple[float, float, float 
 
 
 def run_once(name: str, n: int, certs: Path, processes: int, in_flight: int, scratch: Path,
-             seed: int | None, timeout: float, store: Path | None = None
-             ) -> dict[str, object]:
+             seed: int | None, timeout: float, store: Path | None = None,
+             hold: float | None = None) -> dict[str, object]:
     """One run of ``n`` devices. ``seed``: the devices and the server draw from the
     simulator's streams (a study; the release then equals the simulator's for that seed)."""
     output = scratch / f"release-{name}-{n}.json"
@@ -192,6 +196,8 @@ def run_once(name: str, n: int, certs: Path, processes: int, in_flight: int, scr
                        str(n), "--address", f"127.0.0.1:{match.group(1)}", "--certs",
                        str(certs), "--first", str(int(share[0])), "--count", str(share.size),
                        "--in-flight", str(in_flight), "--timeout", str(timeout)]
+            if hold is not None:
+                command += ["--hold", str(hold)]
             if seed is not None:
                 command += ["--seed", str(seed)]
             clients.append(subprocess.Popen(command, stdout=subprocess.PIPE,
@@ -278,6 +284,9 @@ def main() -> int:
                              "simulator's (default: deployment randomness)")
     parser.add_argument("--quick", action="store_true", help="200 and 1000 devices "
                         "(umpc: 50 and 100)")
+    parser.add_argument("--hold", type=float, default=None,
+                        help="lockstep devices detached: the server holds each call at "
+                             "most this many seconds; a device reconnects for its answer")
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
@@ -297,7 +306,7 @@ def main() -> int:
     if args.processes < 1 or min(sizes) < 2:
         parser.error("--processes must be >= 1 and every size >= 2 devices")
     refused = open_files_for(name, sizes, args.processes)
-    if refused:
+    if refused and args.hold is None:  # detached devices hold no connection while waiting
         parser.error(refused)
     with tempfile.TemporaryDirectory(prefix="fedustat-devices-") as tmp:
         scratch = Path(tmp)
@@ -305,7 +314,9 @@ def main() -> int:
         certs = create_deployment(scratch / "certs", max(sizes))
         print(f"certificates for {max(sizes)} devices: {time.perf_counter() - tic:.1f} s",
               flush=True)
-        in_flight = ("all devices connected at once (lockstep)" if name in LOCKSTEP
+        in_flight = (f"lockstep devices detached (hold {args.hold:g} s)"
+                     if name in LOCKSTEP and args.hold is not None
+                     else "all devices connected at once (lockstep)" if name in LOCKSTEP
                      else f"{args.in_flight} devices in flight each")
         print(f"{name}; load average before: {os.getloadavg()[0]:.2f}; {args.processes} "
               f"load processes, {in_flight}; "
@@ -318,7 +329,7 @@ def main() -> int:
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for n in sizes:
             row = run_once(name, n, certs, args.processes, args.in_flight, scratch,
-                           args.seed, args.timeout)
+                           args.seed, args.timeout, hold=args.hold)
             std = "-" if row["std"] is None else f"{row['std']:.4f}"
             print(f"| {n} | {row['wall']:.1f} | {row['rate']:.0f} | {row['rss']:.0f} | "
                   f"{row['wire']:.0f} | {row['payload']:.0f} | {row['failed']} | "

@@ -242,29 +242,32 @@ def test_a_reopened_run_directory_keeps_its_identities_and_reports(tmp_path, cer
     assert stored_rows(stored_partitions(tmp_path / "run")) == [3, 3]
 
 
-def test_the_server_returns_freed_heap_while_reports_arrive(monkeypatch):
-    # The collection server's resident size grew with the devices served through memory
-    # gRPC's handshakes had freed and glibc kept; it trims while reports arrive (and only
-    # then: an idle window costs nothing).
+def test_both_servers_cap_the_heap_arenas_before_they_start(monkeypatch, certs, tmp_path):
+    # A server's resident size grew with the devices served through buffers gRPC's
+    # threads freed into glibc's per-thread arenas; each server caps the arenas first.
     import importlib
-    from types import SimpleNamespace
 
-    module = importlib.import_module("fedustat.runtime.network.collect")
-    assert module._malloc_trim() is not None  # glibc, as on the machines measured
-    calls: list[int] = []
-    monkeypatch.setattr(module, "_malloc_trim", lambda: calls.append)
-    monkeypatch.setattr(module, "TRIM_SECONDS", 0.01)
-    collector = SimpleNamespace(n_reports=0)
+    from fedustat.runtime.network import serve
+    from fedustat.runtime.network.service import limit_heap_arenas
 
-    async def window() -> None:
-        task = asyncio.create_task(module._trim_while_open(collector))
-        for n in (1, 1, 1, 2):
-            collector.n_reports = n
-            await asyncio.sleep(0.05)
-        task.cancel()
+    assert limit_heap_arenas() is True  # glibc, as on the machines measured
 
-    asyncio.run(window())
-    assert calls == [0, 0]  # malloc_trim(0) once per change of the count (1, then 2)
+    class CappedError(Exception):
+        pass
+
+    def refuse() -> bool:
+        raise CappedError
+
+    for name in ("collect", "server"):
+        monkeypatch.setattr(importlib.import_module(f"fedustat.runtime.network.{name}"),
+                            "limit_heap_arenas", refuse)
+    protocol = registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=4,
+                             bounds=(0.0, 1.0))
+    with pytest.raises(CappedError):
+        collect(protocol, load_credentials(certs, "server"), Window(5.0), rng=SEED,
+                store=tmp_path / "run")
+    with pytest.raises(CappedError):
+        serve(protocol, 2, load_credentials(certs, "server"), rng=SEED)
 
 
 def test_engine_without_store_on_the_command_line_fails_with_one_line(certs):

@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import hashlib
 import json
 import sqlite3
@@ -65,6 +63,7 @@ from fedustat.runtime.network.service import (
     NetworkRunError,
     configuration_differences,
     configuration_hash,
+    limit_heap_arenas,
     load_grpc,
     public_configuration,
     resolve_randomness,
@@ -85,45 +84,8 @@ OTHER_CONFIGURATION = "the report was made for another run or configuration"
 MAX_DEVICE_ROWS = 1024
 
 
-#: Seconds between returns of freed heap memory to the system while reports arrive.
-TRIM_SECONDS = 2.0
-
-
 def _grpc() -> Any:
     return load_grpc("collection windows")
-
-
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or None elsewhere.
-
-    Each device's TLS handshake and connection allocate and free a few tens of kilobytes
-    in gRPC core's threads; glibc keeps freed chunks in its per-thread arenas rather than
-    returning them, so the resident size of a collection server grew with the number of
-    devices served although nothing stays alive (measured: 213 MiB after 10^4 devices,
-    157 MiB after one ``malloc_trim(0)``; Python's own objects: under 2 MiB by
-    tracemalloc). Trimming every few seconds while reports arrive keeps it flat.
-    """
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
-
-
-async def _trim_while_open(collector: _Collector) -> None:
-    trim = _malloc_trim()
-    if trim is None:
-        return
-    seen = -1
-    while True:
-        await asyncio.sleep(TRIM_SECONDS)
-        if collector.n_reports != seen:
-            seen = collector.n_reports
-            trim(0)
 
 
 @dataclass(frozen=True)
@@ -380,6 +342,7 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
                    address: str, rng: RandomLike, on_ready: Any, identities: Path,
                    writer: report_store.ReportWriter | None, engine: Any) -> CollectionRun:
     grpc = _grpc()
+    limit_heap_arenas()
     collector = _Collector(protocol, grade, window, rng, identities, writer)
     handler = grpc.method_handlers_generic_handler(SERVICE, {
         "Open": grpc.unary_unary_rpc_method_handler(collector.open),
@@ -393,7 +356,6 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     await server.start()
-    trimming = asyncio.create_task(_trim_while_open(collector))
     try:
         collector.opened = time.monotonic()
         if on_ready is not None:
@@ -409,7 +371,6 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
         seconds = time.monotonic() - collector.opened
         await asyncio.sleep(float(window.linger))
     finally:
-        trimming.cancel()
         await server.stop(grace=0.5)
         collector.store.close()
         if writer is not None:

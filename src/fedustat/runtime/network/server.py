@@ -77,6 +77,7 @@ from fedustat.runtime.network.service import (
     NetworkRunError,
     configuration_differences,
     fingerprint,
+    limit_heap_arenas,
     load_grpc,
     public_configuration,
     release_summary,
@@ -847,6 +848,7 @@ async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, add
                  rng: RandomLike, timeout: float, grade: str, least: int,
                  on_ready: Any) -> ServerRun:
     grpc = _grpc()
+    limit_heap_arenas()
     coordinator = _Coordinator(protocol, n_silos, rng, timeout, grade, least)
 
     async def ping(request: bytes, context: Any) -> bytes:

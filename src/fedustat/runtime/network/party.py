@@ -108,9 +108,18 @@ _CLOSED_HANDSHAKES_SECONDS = 3.0
 #: somaxconn, 4096 on Linux by default) and the refused ones back off; admitted in turns,
 #: they connect as fast as the server completes handshakes.
 CONCURRENT_HANDSHAKES = 64
-#: How long a detached member stays offline before it asks again (jittered by +-50%, so
-#: the members of a round do not all come back in the same instant).
+#: How long a detached member stays offline before it asks again when the server does not
+#: say (jittered by +-50%, as the server's "come back in" is).
 DETACHED_PAUSE_SECONDS = 0.5
+
+
+def _retry_after(reply: bytes) -> float:
+    """The seconds a "not yet" answer says to wait (the server paces detached members by
+    the members still missing), or :data:`DETACHED_PAUSE_SECONDS`."""
+    try:
+        return min(max(float(json.loads(reply[1:])["retry_after"]), 0.05), 60.0)
+    except (ValueError, KeyError, TypeError):
+        return DETACHED_PAUSE_SECONDS
 _HANDSHAKE_GATES: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = \
     weakref.WeakKeyDictionary()
 
@@ -347,10 +356,11 @@ class _AsyncLink:
             await self.abort(request.reason)
             return None
         reply = await self.call(request.name, request.payload, request.where)
-        while self.hold is not None and reply == REPLY_PENDING:
-            # Not ready within the hold: go offline, come back later and ask again.
+        while self.hold is not None and reply[:1] == REPLY_PENDING:
+            # Not ready within the hold: go offline, come back when the server says the
+            # stage should be over (jittered, so the devices do not return together).
             await self.channel.close()
-            await asyncio.sleep(DETACHED_PAUSE_SECONDS * (0.5 + secrets.randbelow(1000) / 1000))
+            await asyncio.sleep(_retry_after(reply) * (0.5 + secrets.randbelow(1000) / 1000))
             self._open()
             await self.connect()
             asked = {"join": True} if request.name == "join" else {"round": request.round_}
@@ -613,8 +623,9 @@ async def run_party_async(protocol: Protocol, records: Any, credentials: Credent
     presence call, so the server learns at once when the device drops. A number of
     seconds makes the device *detached*: the server holds each of its calls at most that
     long; an answer not ready by then (the others have not all sent their round yet) is
-    "not yet", and the device closes its connection, waits about
-    :data:`DETACHED_PAUSE_SECONDS` and asks again on a new connection. The server then
+    "not yet", with when to come back (the time the members still missing need at the
+    rate they have arrived), and the device closes its connection, waits that long
+    (jittered) and asks again on a new connection. The server then
     holds no connection for a device that is waiting, at the cost of a TLS handshake per
     return; a device that never comes back is noticed at the stage timeout only.
     """

@@ -454,7 +454,7 @@ class _Coordinator:
         if len(self.joined) == self.n_silos and len(self.services) == len(self.roles):
             self._assign()
         if not await self._wait(lambda: self.assigned, index, _hold(context)):
-            return REPLY_PENDING
+            return self._pending()
         return self._assignment(index)
 
     def _assignment(self, index: int) -> bytes:
@@ -578,8 +578,23 @@ class _Coordinator:
             else:
                 self._server_step(current)
         if not await self._wait(lambda: self.reply_round >= current, index, _hold(context)):
-            return REPLY_PENDING
+            return self._pending()
         return self._reply(index)
+
+    def _pending(self) -> bytes:
+        """"Not yet", with when to come back: the time the stage needs for the members
+        still missing at the rate they have arrived so far (at least 0.5 s, at most
+        60 s). Paced so, a waiting detached device returns about once per stage instead
+        of taking, every second, a TLS handshake a late member needs to join."""
+        if self.assigned:
+            arrived, missing = len(self.inbox), len(self.slots) - len(self.inbox)
+        else:
+            arrived = len(self.joined) + len(self.services)
+            missing = self.n_silos + len(self.roles) - arrived
+        elapsed = max(time.monotonic() - self.stage_started, 1e-3)
+        rate = max(arrived / elapsed, 1.0)
+        wait = min(max(missing / rate, PENDING_MIN_SECONDS), PENDING_MAX_SECONDS)
+        return REPLY_PENDING + json.dumps({"retry_after": round(wait, 3)}).encode()
 
     def _reply(self, index: int) -> bytes:
         reply = self.replies[index]
@@ -609,7 +624,7 @@ class _Coordinator:
         hold = _hold(context)
         if wanted < 0:
             if not await self._wait(lambda: self.assigned, index, hold):
-                return REPLY_PENDING
+                return self._pending()
             return self._assignment(index)
         # Its reply is kept until the member sends the next round, which needs it.
         sent = index in self.inbox and self.round == wanted
@@ -618,7 +633,7 @@ class _Coordinator:
                           f"{identity} fetched the reply of round {wanted}, which it has "
                           f"not sent (the run is in round {self.round})")
         if not await self._wait(lambda: self.reply_round >= wanted, index, hold):
-            return REPLY_PENDING
+            return self._pending()
         return self._reply(index)
 
     async def peers(self, request: bytes, context: Any) -> bytes:
@@ -729,6 +744,9 @@ class _Coordinator:
         self.signal.notify_all()
 
 
+#: Bounds of the "come back in" a detached member is told (seconds).
+PENDING_MIN_SECONDS = 0.5
+PENDING_MAX_SECONDS = 60.0
 #: Members named in a reason at most; a run of 10^4 devices names the first and counts
 #: the rest (the reason travels to every member and into logs).
 NAMED_AT_MOST = 20

@@ -52,7 +52,8 @@ def _records(n: int, integer: bool = False) -> np.ndarray:
 class CollectionServer:
     """A collection server in a thread; ``address`` once it listens, ``run`` when done."""
 
-    def __init__(self, protocol: Any, certs: Path, window: Window, rng: Any = SEED) -> None:
+    def __init__(self, protocol: Any, certs: Path, window: Window, rng: Any = SEED,
+                 **options: Any) -> None:
         self.ready = threading.Event()
         self.port: int | None = None
         self.outcome: Any = None
@@ -60,7 +61,7 @@ class CollectionServer:
         def serve() -> None:
             try:
                 self.outcome = collect(protocol, load_credentials(certs, "server"), window,
-                                       rng=rng, on_ready=self._listening)
+                                       rng=rng, on_ready=self._listening, **options)
             except Exception as exc:  # the test inspects it
                 self.outcome = exc
             finally:

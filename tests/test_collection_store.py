@@ -8,7 +8,6 @@ dashboard), so the tests start no extra processes.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from fedustat.runtime.report_store import (
 )
 from fedustat.runtime.simulate import simulate
 from fedustat.stats import auc_kernel
+from test_collection import CollectionServer
 
 SEED = 11
 DEVICES = 23
@@ -69,32 +69,13 @@ def _records(n: int, integer: bool = False) -> np.ndarray:
     return np.column_stack([scores, np.arange(n) % 2])
 
 
-class Server:
-    """``collect`` in a thread; ``address`` once it listens, ``result()`` when done."""
+class Server(CollectionServer):
+    """``collect`` in a thread, closing at ``quorum`` reports; ``report`` drives devices."""
 
     def __init__(self, protocol: Any, certs: Path, quorum: int, **options: Any) -> None:
-        self.ready = threading.Event()
-        self.port: int | None = None
-        self.outcome: Any = None
-
-        def serve() -> None:
-            try:
-                self.outcome = collect(protocol, load_credentials(certs, "server"),
-                                       Window(WINDOW, quorum=quorum, linger=0.0), rng=SEED,
-                                       on_ready=self._listening, **options)
-            except Exception as exc:  # the test inspects it
-                self.outcome = exc
-            finally:
-                self.ready.set()
-
-        self.thread = threading.Thread(target=serve, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(60), "the collection server did not start"
+        super().__init__(protocol, certs, Window(WINDOW, quorum=quorum, linger=0.0),
+                         rng=SEED, **options)
         assert self.port is not None, self.outcome
-
-    def _listening(self, port: int) -> None:
-        self.port = port
-        self.ready.set()
 
     def report(self, make: Any, rows: np.ndarray, certs: Path, first: int = 0) -> None:
         async def every() -> list[Any]:
@@ -107,10 +88,9 @@ class Server:
         assert not failed, failed[:3]
 
     def result(self) -> Any:
-        self.thread.join(timeout=WINDOW + 60)
-        assert not self.thread.is_alive(), "the collection server did not stop"
-        assert not isinstance(self.outcome, Exception), self.outcome
-        return self.outcome
+        outcome = super().result()
+        assert not isinstance(outcome, Exception), outcome
+        return outcome
 
 
 CASES = [

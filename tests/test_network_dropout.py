@@ -313,8 +313,9 @@ def test_a_secure_relay_round_stops_naming_the_silent_party(certs):
         certs, make, silos, min_silos=2, timeout=1.5,
         party_make=lambda i: relaying_late(make()) if i == 2 else make())
     assert isinstance(server, NetworkRunError)
-    assert str(server).endswith("no answer within 1.5 s from party-2; a relay round needs "
-                                "every member's rows; no release"), server
+    assert str(server).endswith("no answer within 1.5 s from party-2; pairs-2pc cannot go "
+                                "on without it: protocol 'pairs-2pc' has no round that may "
+                                "go on without a party; no release"), server
 
 
 def test_too_few_answers_stop_the_round_naming_the_silent(certs):

@@ -351,8 +351,9 @@ class _Coordinator:
         """Run this round's server step without the silent silos, or stop the run.
 
         It goes on only with ``min_silos`` below ``n_silos``, at least ``min_silos`` silos
-        answered, no relay round (its rows are shares every member needs) and the
-        protocol's :meth:`~fedustat.protocols.base.Protocol.dropout_rule` allowing it.
+        answered and the protocol's :meth:`~fedustat.protocols.base.Protocol.dropout_rule`
+        allowing it. A relay round that goes on routes the rows that arrived; rows
+        addressed to a silent silo are not delivered.
         Otherwise the run stops when ``stop`` (the stage timed out, or the silent silos'
         connections are gone).
         """
@@ -360,9 +361,7 @@ class _Coordinator:
         why = ""
         if self.min_silos < self.n_silos:
             answered = sum(1 for i in self.inbox if i < self.n_silos)
-            if any(kind == "relay" for kind, _ in self.inbox.values()):
-                why = "a relay round needs every member's rows"
-            elif answered < self.min_silos:
+            if answered < self.min_silos:
                 why = (f"{answered} of {len(self.active)} silos answered, fewer than "
                        f"min_silos = {self.min_silos}")
             else:
@@ -374,7 +373,10 @@ class _Coordinator:
                         self.dropped[i] = current
                     self._activate(i for i in self.active if i in self.inbox)
                     self.dropout_reason = rule.reason
-                    self._server_step(current)
+                    if any(kind == "relay" for kind, _ in self.inbox.values()):
+                        self._route(current)
+                    else:
+                        self._server_step(current)
                     return
                 why = f"{self.protocol.name} cannot go on without it: {rule.reason}"
         if stop:
@@ -679,7 +681,10 @@ class _Coordinator:
         inbound: dict[int, list[RelayedPayload]] = {i: [] for i in self.slots}
         for entry in entries:
             for payload in entry[3]:
-                inbound[payload.receiver].append(_forward(payload))
+                # Rows for a member that fell silent this round (a relay round that the
+                # protocol lets go on without it) are not delivered: it is out of the run.
+                if payload.receiver in inbound:
+                    inbound[payload.receiver].append(_forward(payload))
         self.replies = {i: REPLY_RELAYED + reply_for(inbound[i], protocol=self.fingerprint,
                                                       run=self.run, round_=current)
                         for i in self.slots}

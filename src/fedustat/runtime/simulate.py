@@ -25,7 +25,7 @@ batch draws from its own random stream spawned from the seed.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -335,18 +335,58 @@ class SimulationRun:
 
 
 def simulate(protocol: Protocol, data: Any, *, rng: RandomLike = None,
-             batch_size: int | Sequence[int] | None = None, parties: Any = None) -> Estimate:
+             batch_size: int | Sequence[int] | None = None, parties: Any = None,
+             dropouts: Mapping[int, Any] | None = None) -> Estimate:
     """Run ``protocol`` on ``data`` in this process and return the release.
 
     See :func:`simulate_run` for the parameters; this returns its ``estimate``.
     """
     return simulate_run(protocol, data, rng=rng, batch_size=batch_size,
-                        parties=parties).estimate
+                        parties=parties, dropouts=dropouts).estimate
+
+
+def _check_dropouts(dropouts: Mapping[int, Any] | None, n: int) -> dict[int, np.ndarray]:
+    """``{round: party ids}`` checked: rounds >= 0, ids in 0..n-1, each party once."""
+    if dropouts is None:
+        return {}
+    if not isinstance(dropouts, Mapping):
+        raise TypeError(f"dropouts must map a round index to the party ids that fall silent "
+                        f"in it, e.g. {{2: [5, 7]}}; got {type(dropouts).__name__}")
+    out: dict[int, np.ndarray] = {}
+    seen: set[int] = set()
+    for round_index, ids in dropouts.items():
+        r = check_positive_int(round_index, "dropouts round", minimum=0)
+        arr = np.atleast_1d(np.asarray(ids)).astype(np.int64)
+        if arr.size and (arr.min() < 0 or arr.max() >= n):
+            raise ValueError(f"dropouts[{r}] names party {int(arr[(arr < 0) | (arr >= n)][0])}"
+                             f", but the run has parties 0..{n - 1}")
+        again = seen.intersection(arr.tolist())
+        if again:
+            raise ValueError(f"dropouts names party {min(again)} in two rounds; a party "
+                             "falls silent once and stays out")
+        seen.update(arr.tolist())
+        out[r] = arr
+    return out
+
+
+def _without(message: Message | None, silent: np.ndarray, by: str) -> Message | None:
+    """``message`` without the rows of silent parties (``by``: ``"parties"``, the rows'
+    senders or addressees; ``"to"``, a relay row's receiver)."""
+    if message is None or silent.size == 0 or message.parties is None:
+        return message
+    ids = np.asarray(message.parties if by == "parties" else message.fields[by])
+    keep = ~np.isin(ids, silent)
+    if np.all(keep):
+        return message
+    fields = {name: np.asarray(v)[keep] for name, v in message.fields.items()}
+    return Message(message.sender, message.receiver, fields, message.bits_per_value,
+                   np.asarray(message.parties)[keep], message.peer)
 
 
 def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
                  batch_size: int | Sequence[int] | None = None, parties: Any = None,
-                 relay: Callable[[Message], Message] | None = None) -> SimulationRun:
+                 relay: Callable[[Message], Message] | None = None,
+                 dropouts: Mapping[int, Any] | None = None) -> SimulationRun:
     """Run ``protocol`` on ``data`` in this process; the release and the final states.
 
     Parameters
@@ -372,6 +412,15 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
         A function every message passes through on its way (e.g. wire encoding and
         decoding), so a transport's treatment of messages can be tested on every
         protocol; default: messages are handed over as they are.
+    dropouts:
+        ``{round: party ids}``: those parties fall silent in that round (0 = the parties'
+        first step; a relay round counts as a round) and stay out, as a networked
+        server's silos that stop answering: their messages of that round and later are
+        not sent, rows addressed to them are not delivered, and a batch whose parties all
+        fell silent takes no step. Each round that loses a party must be one the
+        protocol's :meth:`~fedustat.protocols.base.Protocol.dropout_rule` lets go on, else
+        the run stops with its reason. With one party per batch (``batch_size=1``) a
+        seeded run equals a networked run of one-party silos with the same dropouts.
 
     Returns
     -------
@@ -412,6 +461,8 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
     # Rows of the parties start..stop-1 (owners are sorted).
     row_start = np.searchsorted(owner, np.arange(n + 1))
 
+    silent_at = _check_dropouts(dropouts, n)
+    silent = np.zeros(0, dtype=np.int64)
     party_states = [protocol.init_parties(records[row_start[b.start]:row_start[b.stop]],
                                           owner[row_start[b.start]:row_start[b.stop]])
                     for b in batches]
@@ -422,11 +473,26 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
     service_rngs = [np.random.default_rng(service_seed(root, j)) for j in range(len(roles))]
     log = MessageLog(n, len(roles))
     to_parties: Message | None = None
-    for _ in range(MAX_ROUNDS):
-        outgoing = []
+    for round_index in range(MAX_ROUNDS):
+        now_silent = silent_at.get(round_index, np.zeros(0, np.int64))
+        if now_silent.size:
+            rule = protocol.dropout_rule(server_state, round_index)
+            if not rule.proceed:
+                raise ValueError(f"round {round_index}: parties {now_silent.tolist()} fell "
+                                 f"silent; {protocol.name} cannot go on without them: "
+                                 f"{rule.reason}")
+            silent = np.union1d(silent, now_silent)
+        outgoing, stepped = [], []
         for i, group in enumerate(batches):
+            if silent.size and np.all(np.isin(np.arange(group.start, group.stop), silent)):
+                continue
+            stepped.append(group)
             party_states[i], msg = protocol.party_step(
-                party_states[i], _message_for_batch(to_parties, group), batch_rngs[i])
+                party_states[i], _without(_message_for_batch(to_parties, group), silent,
+                                          "parties"), batch_rngs[i])
+            msg = _without(msg, silent, "parties")
+            if msg.is_peer and PEER_TO in msg.fields:
+                msg = _without(msg, silent, PEER_TO)
             outgoing.append(msg)
         from_services = []
         for j, role in enumerate(roles):
@@ -439,7 +505,9 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
         if relay is not None:
             outgoing = [relay(msg) for msg in outgoing]
             from_services = [relay(msg) for msg in from_services]
-        names = [f"the batch of parties {b.start}..{b.stop - 1}" for b in batches] \
+        if not outgoing and not from_services:
+            raise ValueError(f"round {round_index}: every party fell silent; no release")
+        names = [f"the batch of parties {b.start}..{b.stop - 1}" for b in stepped] \
             + [f"service {msg.parties[0]}" for msg in from_services]
         if check_round_kind([*outgoing, *from_services], names.__getitem__):
             # A relay round: the transport routes the rows; no server step runs.

@@ -131,7 +131,10 @@ CURVE_VARIANTS: dict[str, Any] = {
     "randomness": {"randomness": "os"}, "bounds": {"bounds": (0.0, 2.0)},
     "precision": {"precision": 0.25}, "method": {"method": "003-tree"},
 }
-CURVE_UNUSED = {"ecdf-fss": {"n_servers": "FSS has exactly two computing parties"}}
+CURVE_UNUSED = {"ecdf-fss": {"n_servers": "FSS has exactly two computing parties"},
+                # SecAgg+'s options build another class: tests/test_secagg_plus.py varies them.
+                "ecdf-secagg": {"aggregation": "", "degree": "", "threshold": "",
+                                "max_dropout": ""}}
 
 
 def build(name: str, kernel: Any = None, **changes: Any) -> Protocol:

@@ -266,15 +266,21 @@ def default_parameters(parties: int, dropout: float, degree: int | None = None,
                        ) -> tuple[int, int]:
     """``(k, t)`` for ``n`` parties tolerating a fraction ``dropout`` of dropouts.
 
-    Given neither: the smallest even degree (or ``n - 1``) for which a threshold above
-    ``k / 2`` keeps :func:`failure_probability` below ``failure`` (t > k/2: the condition
-    of Bonawitz et al. 2017 Sec. 4 and Bell et al. 2020 Sec. 3 under which the server
-    cannot obtain both secrets of a party from the honest ones), and the largest such t.
-    Given ``degree`` only: the largest t with that failure bound (at least 1).
+    Given neither: the smallest even degree (or ``n - 1``) that (a) keeps a party from
+    losing all its neighbours, ``n q^k <= failure`` with ``q = max(dropout, 1/3)`` (so
+    at least ``k = O(log n)``, Bell et al. 2020 Sec. 3: a survivor whose neighbours all
+    dropped would be unmasked alone; the floor of 1/3 also covers neighbours colluding
+    with the server), and (b) admits a threshold above ``k / 2`` that keeps
+    :func:`failure_probability` below ``failure`` (t > k/2: the condition of Bonawitz et
+    al. 2017 Sec. 4 and Bell et al. 2020 Sec. 3 under which the server cannot obtain both
+    secrets of a party from the honest ones); then the largest such t. Given ``degree``
+    only: the largest t with that failure bound (at least 1).
     """
     n = int(parties)
     if n < 3:
         raise ValueError(f"secure aggregation needs at least 3 parties, got {n}")
+    lost = max(float(dropout), 1.0 / 3.0)
+    smallest = math.ceil((math.log2(n) - math.log2(failure)) / -math.log2(lost))
 
     def best_threshold(k: int) -> int:
         t = k
@@ -285,7 +291,7 @@ def default_parameters(parties: int, dropout: float, degree: int | None = None,
     if degree is not None:
         k = int(degree)
         return k, (int(threshold) if threshold is not None else best_threshold(k))
-    candidates = [*range(2, n - 1, 2), n - 1]
+    candidates = [*range(max(2, smallest + smallest % 2), n - 1, 2), n - 1]
     for k in candidates:
         t = best_threshold(k)
         if 2 * t > k and failure_probability(k, t, dropout, n) <= failure:

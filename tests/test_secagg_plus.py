@@ -260,3 +260,20 @@ def test_simulator_dropouts_are_checked_and_follow_the_dropout_rule():
     with pytest.raises(ValueError, match="round 0: parties \\[7\\] fell silent; "
                                          "ecdf-pointwise-secagg cannot go on without them"):
         simulate(plain, values(), rng=1, dropouts={0: [7]})
+
+
+def test_the_release_holds_dp_outputs_and_public_configuration_only():
+    import release_cases as rc
+
+    protocol = make(degree=20, threshold=6)
+    drops = {1: [4, 9], 2: [11]}
+    data = values()
+    neighbour = data.copy()
+    neighbour[0] = 1.0 - data[0]  # one record replaced
+    first = simulate(protocol, data, rng=11, batch_size=1, dropouts=drops)
+    second = simulate(protocol, neighbour, rng=11, batch_size=1, dropouts=drops)
+    assert rc.leaked_fields(first, second, ()) != []  # the neighbour moves the release
+    assert rc.leaked_fields(first, second, protocol.released_fields) == []
+    other_seed = simulate(protocol, data, rng=12, batch_size=1, dropouts=drops)
+    assert rc.leaked_fields(first, other_seed, protocol.released_fields
+                            + protocol.public_coin_fields) == []

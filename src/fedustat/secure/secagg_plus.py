@@ -8,9 +8,10 @@ Z_{2^l}:
 
     y_u = x_u + PRG(b_u) + sum_{v in N(u), v < u} PRG(s_uv) - sum_{v in N(u), v > u} PRG(s_uv)
 
-with ``N(u)`` its ``k`` neighbours in a sparse public graph (Bell et al. Sec. 3: a Harary
-graph ``H(n, k)`` with the nodes relabelled by a random permutation, instead of Bonawitz
-et al.'s complete graph), ``s_uv`` the key both ends derive from an X25519 agreement of
+with ``N(u)`` its ``k`` neighbours in a sparse graph the server draws (Bell et al. Sec. 3
+replace Bonawitz et al.'s complete graph by a k-regular graph of logarithmic degree; the
+one used here is the Harary graph ``H(n, k)``, which is k-connected, with the nodes placed
+by a random permutation), ``s_uv`` the key both ends derive from an X25519 agreement of
 ``u``'s masking key with ``v``'s public key, and ``b_u`` a fresh self-mask seed. ``u``
 sends each neighbour a Shamir share (threshold ``t``, :mod:`fedustat.secure.shamir`) of its
 masking secret key and of ``b_u``. The server adds the masked inputs of the parties that
@@ -80,8 +81,8 @@ def prg_mask(seed: bytes, width: int, ring: Ring) -> np.ndarray:
 
 def harary_neighbours(members: np.ndarray, degree: int, permutation: np.ndarray) -> np.ndarray:
     """The neighbours of each member in the Harary graph ``H(n, k)`` relabelled by a
-    permutation (Bell et al. 2020 Sec. 3): position ``i`` is joined to positions
-    ``i +- 1, ..., i +- k/2`` mod n (``k`` even), or to every other position when
+    permutation (a k-regular graph for Bell et al. 2020 Sec. 3): position ``i`` is joined
+    to ``i +- 1, ..., i +- k/2`` mod n (``k`` even), or to every other position when
     ``k = n - 1``; member ``members[permutation[i]]`` sits at position ``i``. ``H(n, k)``
     is k-connected: removing fewer than ``k`` nodes leaves it connected. Returns shape
     ``(n, k)``: row ``r`` the ids of ``members[r]``'s neighbours."""

@@ -140,7 +140,11 @@ class SecAggPlusECDF(Protocol):
     name = "ecdf-secagg-plus"
     released_fields = (*Protocol.released_fields, "diagnostics.curve.values",
                        "diagnostics.curve.counts")
-    public_coin_fields = ("diagnostics.secagg_survivors",)
+    # The measured traffic depends on the neighbour graph the server draws (public coins:
+    # rows addressed to a party that dropped are not delivered, nor counted).
+    public_coin_fields = ("cost.bits_per_party", "cost.bits_received_per_party",
+                          "cost.peer_bits_per_party", "cost.total_bits",
+                          "cost.max_bits_per_party")
 
     def __init__(self, thresholds: Any = None, query: Any = None, *, epsilon: float,
                  min_honest: int = 1, degree: int | None = None,

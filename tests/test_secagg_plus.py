@@ -277,3 +277,27 @@ def test_the_release_holds_dp_outputs_and_public_configuration_only():
     other_seed = simulate(protocol, data, rng=12, batch_size=1, dropouts=drops)
     assert rc.leaked_fields(first, other_seed, protocol.released_fields
                             + protocol.public_coin_fields) == []
+
+
+def test_the_stated_noise_variance_is_that_of_the_survivors_parts():
+    # 8 parties, h = 2, 4 silent in the masked round: 4 survivors, each adding a Pólya
+    # part of shape 1/2, so a node's noise is 4/2 = 2 independent discrete Laplace draws
+    # (counting all 8 parties would double the variance, counting h would halve it).
+    # F_hat - F at a point sums the L + 1 = 6 dyadic nodes of the 17-point grid (003
+    # Eq. 2): 12 independent discrete Laplace terms of kurtosis 6.01 (t = e^(-1/6)), so
+    # kurtosis 3 + 3.01/12 < 3.3. Over R = 300 seeds the sample variance's relative
+    # standard error is sqrt((kurtosis - 1) / R) < sqrt(2.3 / 300); 5 of them < 0.44.
+    x = values(8, seed=3)
+    drops = {2: [1, 3, 5, 6]}
+    alive = survivors_of(8, drops)
+    options = {"query": [3], "min_honest": 2, "threshold": 2, "max_dropout": 0.3}
+    exact = (x[alive] <= make(**options).thresholds[3]).mean()
+    errors, stated = [], None
+    for seed in range(300):
+        curve = simulate(make(**options), x, rng=seed, batch_size=1,
+                         dropouts=drops).diagnostics["curve"]
+        errors.append(curve.values[0] - exact)
+        stated = float(curve.point_variances[0])
+    assert curve.n == 4 and curve.diagnostics["noise_contributors"] == 4
+    assert curve.tree.n_levels == 6
+    assert abs(np.var(errors) / stated - 1.0) < 5 * np.sqrt(2.3 / 300)

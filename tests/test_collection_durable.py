@@ -243,3 +243,16 @@ def test_a_device_gives_up_at_its_own_deadline_naming_it(certs):
                                               r"again, it is counted once$"):
         report(make(), _records(1), load_credentials(certs, "party-0"), address,
                rng=SEED, timeout=1.5)
+
+
+def test_a_second_server_on_a_run_directory_in_use_is_refused(tmp_path, certs):
+    window = Window(WINDOW, quorum=2, linger=0.0)
+    server = CollectionServer(make(), certs, window, rng=SEED, run_dir=tmp_path / "run")
+    with pytest.raises(StoreError, match=r"^run directory '.+' is in use by another server; "
+                                         r"one server per run directory$"):
+        collect(make(), load_credentials(certs, "server"), window, rng=SEED,
+                run_dir=tmp_path / "run")
+    for i in range(2):
+        report(make(), _records(2)[i:i + 1], load_credentials(certs, f"party-{i}"),
+               server.address, rng=SEED)
+    assert server.result().n_reports == 2

@@ -9,6 +9,7 @@ directory; it holds one run::
     run.sqlite          SQLite in WAL mode: every accepted report (its sequence number, the
                         device's identity, the SHA-256 digest and the bytes of its frame)
                         and, once the window has closed, its release
+    run.lock            locked (flock) by the one server working in the directory
     reports/part-000000.parquet, ...   with partitions: the accepted reports, one file per
                         batch, for the engine (each names the last report it holds)
 
@@ -30,6 +31,8 @@ name, flushed to disk and renamed, so a partition that exists is complete.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -45,14 +48,16 @@ import numpy as np
 from fedustat.protocols.base import Message, Protocol, Role
 
 __all__ = ["DEFAULT_ROWS_PER_PARTITION", "ReportLedger", "ReportWriter", "StoreError",
-           "StoredRun", "frame_digest", "open_store", "read_manifest", "read_reports",
-           "reduction_context", "stored_partitions", "stored_rows", "stored_through"]
+           "StoredRun", "frame_digest", "hold_directory", "open_store", "read_manifest",
+           "read_reports", "reduction_context", "stored_partitions", "stored_rows",
+           "stored_through"]
 
 #: Report rows per partition file: a few thousand reports, so a file is a few tens of
 #: kilobytes written about every ten seconds at the server's ~400 reports/s.
 DEFAULT_ROWS_PER_PARTITION = 4096
 MANIFEST = "run.json"
 DATABASE = "run.sqlite"
+LOCK = "run.lock"
 REPORTS = "reports"
 _FORMAT = 2
 _BITS_KEY = b"fedustat.bits_per_value"
@@ -136,7 +141,7 @@ def open_store(directory: str | Path, run: str, protocol: str, fingerprint: str,
     manifest = path / MANIFEST
     if manifest.exists():
         return read_manifest(path)
-    others = sorted(p.name for p in path.iterdir() if p.name != REPORTS)
+    others = sorted(p.name for p in path.iterdir() if p.name not in (REPORTS, LOCK))
     if others or ((path / REPORTS).exists() and any((path / REPORTS).iterdir())):
         raise StoreError(f"run directory {str(path)!r} is not empty and holds no collection "
                          f"run ({', '.join(others[:3]) or REPORTS + '/ has files'}); give a "
@@ -146,6 +151,28 @@ def open_store(directory: str | Path, run: str, protocol: str, fingerprint: str,
               "opened_at": float(opened_at)}
     _write_durably(manifest, json.dumps(record, indent=2, default=str).encode())
     return read_manifest(path)
+
+
+def hold_directory(directory: str | Path) -> contextlib.AbstractContextManager[None]:
+    """An exclusive lock on a run directory while one server works in it: a second
+    server on the same directory (two writers of one run) is refused by name. The lock
+    is the kernel's (``flock``), so it goes with the process, even on SIGKILL."""
+    path = Path(directory) / LOCK
+
+    @contextlib.contextmanager
+    def held() -> Any:
+        with open(path, "a") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise StoreError(f"run directory {str(Path(directory))!r} is in use by "
+                                 "another server; one server per run directory") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    return held()
 
 
 def read_manifest(directory: str | Path) -> StoredRun:

@@ -650,7 +650,8 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
     configuration = public_configuration(protocol)
     fingerprint = configuration_hash(protocol.name, configuration)
     run = window_run(fingerprint)
-    with tempfile.TemporaryDirectory(prefix="fedustat-collect-") as scratch:
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="fedustat-collect-"))
         if not durable:
             ledger = report_store.ReportLedger(Path(scratch) / report_store.DATABASE,
                                                durable=False)
@@ -662,6 +663,7 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
                                            configuration, terms, opened_at=time.time(),
                                            partitions=partitions)
             _check_resumed(held, directory, run, protocol.name, configuration, terms)
+            stack.enter_context(report_store.hold_directory(directory))
             opened_at = held.opened_at
             ledger = report_store.ReportLedger(directory / report_store.DATABASE)
             finished = ledger.stored_release()

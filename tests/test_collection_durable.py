@@ -256,3 +256,29 @@ def test_a_second_server_on_a_run_directory_in_use_is_refused(tmp_path, certs):
         report(make(), _records(2)[i:i + 1], load_credentials(certs, f"party-{i}"),
                server.address, rng=SEED)
     assert server.result().n_reports == 2
+
+
+def test_a_restarted_device_resends_its_kept_report(tmp_path, certs):
+    # Deployment randomness: a second randomization would make another frame (refused as
+    # a second report); the kept one is the same frame, acknowledged and counted once.
+    rows = _records(2)
+    kept = tmp_path / "party-0.report"
+    server = CollectionServer(make(), certs, Window(WINDOW, quorum=2, linger=0.0),
+                              rng=None)
+    first = report(make(), rows[:1], load_credentials(certs, "party-0"), server.address,
+                   keep=kept)
+    assert kept.stat().st_mode & 0o777 == 0o600
+    again = report(make(), rows[:1], load_credentials(certs, "party-0"), server.address,
+                   keep=kept)
+    assert again == first
+    # Another frame (its label differs: the frames must differ, whatever was drawn).
+    with pytest.raises(NetworkRunError, match="party-0 has already reported in this run"):
+        report(make(), rows[1:], load_credentials(certs, "party-0"), server.address)
+    other = registry.make("ldp-quantized", auc_kernel(), epsilon=2.0, k=8, bounds=(0.0, 1.0))
+    with pytest.raises(NetworkRunError, match=r"^party-0: the kept report '.+' is not this "
+                                              r"device's report for this configuration"):
+        report(other, rows[:1], load_credentials(certs, "party-0"), server.address,
+               keep=kept)
+    report(make(), rows[1:], load_credentials(certs, "party-1"), server.address)
+    run = server.result()
+    assert run.n_reports == 2 and run.resent == 1 and run.refused == {"duplicate": 1}

@@ -1676,7 +1676,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     credentials = network.load_credentials(args.certs, args.identity)
     try:
         sent = network.report(protocol, records, credentials, args.server, rng=args.seed,
-                              timeout=args.timeout)
+                              timeout=args.timeout, keep=args.keep)
     except (network.NetworkRunError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
     print(json.dumps({"identity": sent.identity, "run": sent.run,
@@ -1812,6 +1812,10 @@ def _add_network_commands(sub: Any) -> None:
     rpt = sub.add_parser("report", help="send this device's one report to a collection "
                                         "window", formatter_class=_HelpFormatter)
     _add_member_options(rpt, "device", "the collection server")
+    rpt.add_argument("--keep", default=None, metavar="FILE",
+                     help="keep the report in FILE before sending it: run again after a "
+                          "crash, the device resends that same report (counted once) "
+                          "instead of randomizing its record again")
     rpt.set_defaults(func=cmd_report)
 
     svc = sub.add_parser("service", help="run a record-less service role of a networked run "

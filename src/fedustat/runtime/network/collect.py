@@ -60,6 +60,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import random
 import tempfile
 import time
@@ -758,8 +759,40 @@ def _unreachable(identity: str, server: str, timeout: float, details: str
                            "report may be sent again, it is counted once")
 
 
+def _kept(protocol: Protocol, records: Any, identity: str, rng: RandomLike,
+          keep: str | Path | None) -> tuple[str, bytes]:
+    """The device's frame: the one kept at ``keep`` if it exists (a restarted device
+    resends the report it made, never a new randomization), else a new one, kept there
+    (flushed and renamed, readable by its owner only) before it is sent."""
+    if keep is None:
+        return _prepared(protocol, records, identity, rng)
+    path = Path(keep)
+    if path.exists():
+        mark = configuration_hash(protocol.name, public_configuration(protocol))
+        run = window_run(mark)
+        frame = path.read_bytes()
+        try:
+            decode(frame, Expectation(mark, run, 0, "party", identity, Role.SERVER,
+                                      party_ids=np.array([party_index(identity) or 0]),
+                                      max_elements=MAX_DEVICE_ROWS * 64))
+        except WireError as exc:
+            raise NetworkRunError(f"{identity}: the kept report {str(path)!r} is not this "
+                                  f"device's report for this configuration ({exc}); keep "
+                                  "each run's report in its own file") from None
+        return run, frame
+    run, frame = _prepared(protocol, records, identity, rng)
+    scratch = path.with_name(path.name + ".tmp")
+    with open(os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        out.write(frame)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(scratch, path)
+    return run, frame
+
+
 def report(protocol: Protocol, records: Any, credentials: Credentials, server: str, *,
-           rng: RandomLike = None, timeout: float = 60.0) -> DeviceReport:
+           rng: RandomLike = None, timeout: float = 60.0,
+           keep: str | Path | None = None) -> DeviceReport:
     """Send this device's one report to the collection window served at ``server``.
 
     ``records`` (usually one record) are checked by the protocol's own party step here;
@@ -770,12 +803,14 @@ def report(protocol: Protocol, records: Any, credentials: Credentials, server: s
     device's batch (a study). The report is made once; while the server is unreachable
     or restarting (or the connection drops before the acknowledgement), the same frame
     is sent again after a jittered backoff, until it is acknowledged or ``timeout``
-    seconds have passed (the server counts a resent frame once).
+    seconds have passed (the server counts a resent frame once). ``keep``: a file for
+    the frame, so that a device restarted after a crash resends the same report (it is
+    written before the first send, and read instead of ``records`` when it exists).
     """
     grpc = _grpc()
     protocol = _device_protocol(protocol, rng)
     identity = credentials.identity
-    run, frame = _prepared(protocol, records, identity, rng)
+    run, frame = _kept(protocol, records, identity, rng, keep)
     deadline = time.monotonic() + timeout
     for attempt in range(1_000_000):
         with grpc.secure_channel(server, _channel_credentials(grpc, credentials),
@@ -803,13 +838,13 @@ def report(protocol: Protocol, records: Any, credentials: Credentials, server: s
 
 
 async def report_async(protocol: Protocol, records: Any, credentials: Credentials,
-                       server: str, *, rng: RandomLike = None, timeout: float = 60.0
-                       ) -> DeviceReport:
+                       server: str, *, rng: RandomLike = None, timeout: float = 60.0,
+                       keep: str | Path | None = None) -> DeviceReport:
     """:func:`report` on the caller's event loop (many devices from one process)."""
     grpc = _grpc()
     protocol = _device_protocol(protocol, rng)
     identity = credentials.identity
-    run, frame = _prepared(protocol, records, identity, rng)
+    run, frame = _kept(protocol, records, identity, rng, keep)
     deadline = time.monotonic() + timeout
     for attempt in range(1_000_000):
         async with grpc.aio.secure_channel(server, _channel_credentials(grpc, credentials),

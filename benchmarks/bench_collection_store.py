@@ -29,10 +29,10 @@ in-memory collection does) and the simulator's (``simulate`` with batches of 100
 
 **Network row.** ``--devices`` real devices (async clients, real TLS, each its own
 certificate, ``bench_devices.py``'s load processes) report to a real
-``fedustat collect --store DIR --seed 7`` process, which releases from its store on a local
-cluster at the quorum; its release is compared with the in-memory collection's number for
-the seed (the simulator with one record per batch, which ``tests/test_collection.py``
-shows the in-memory window releases).
+``fedustat collect --run-dir DIR --partitions --seed 7`` process, which releases from
+its partitions on a local cluster at the quorum; its release is compared with the
+in-memory collection's number for the seed (the simulator with one record per batch,
+which ``tests/test_collection.py`` shows the in-memory window releases).
 """
 
 from __future__ import annotations
@@ -97,13 +97,20 @@ def _records_fast(i: int) -> np.ndarray:
     return np.column_stack([score, label])
 
 
+def _open(directory: Path, run: str, fingerprint: str, configuration: dict) -> None:
+    """A run directory with partitions, as ``fedustat collect --partitions`` makes it (the
+    reports are appended here, not committed to its database)."""
+    rs.open_store(directory, run, "ldp-quantized", fingerprint, configuration,
+                  {"partitions": True}, opened_at=time.time(), partitions=True)
+
+
 def fill(directory: Path, n: int) -> dict[str, float]:
     run, fingerprint, configuration = _terms()
-    rs.open_store(directory, run, "ldp-quantized", fingerprint, configuration)
+    _open(directory, run, fingerprint, configuration)
     writer = rs.ReportWriter(directory, run)
     tic = time.perf_counter()
     for i in range(n // CHUNK):
-        writer.append(chunk_reports(i))
+        writer.append(chunk_reports(i), i + 1)
     writer.close()
     seconds = time.perf_counter() - tic
     size = sum(p.stat().st_size for p in rs.stored_partitions(directory))
@@ -114,7 +121,7 @@ def fill(directory: Path, n: int) -> dict[str, float]:
 def append_cost(directory: Path, n: int = 100_000) -> float:
     """Microseconds of the event loop's share (``append``) per one-row report."""
     run, fingerprint, configuration = _terms()
-    rs.open_store(directory, run, "ldp-quantized", fingerprint, configuration)
+    _open(directory, run, fingerprint, configuration)
     writer = rs.ReportWriter(directory, run)
     whole = chunk_reports(0)
     ones = [type(whole)(whole.sender, whole.receiver,
@@ -123,7 +130,7 @@ def append_cost(directory: Path, n: int = 100_000) -> float:
             for j in range(CHUNK)]
     tic = time.perf_counter()
     for r in range(n):
-        writer.append(ones[r % CHUNK])
+        writer.append(ones[r % CHUNK], r + 1)
     loop = time.perf_counter() - tic
     writer.close()
     return 1e6 * loop / n
@@ -221,9 +228,11 @@ def main() -> int:
             load = os.getloadavg()[0]
             row = bench_devices.run_once("ldp-quantized", args.devices, certs, 2, 100,
                                          scratch, seed=SEED, timeout=600.0,
-                                         store=scratch / "network-run")
+                                         server_options=["--run-dir",
+                                                         str(scratch / "network-run"),
+                                                         "--partitions"])
             parts = rs.stored_partitions(scratch / "network-run")
-            print(f"\nnetwork: {args.devices} devices -> `fedustat collect --store` "
+            print(f"\nnetwork: {args.devices} devices -> `fedustat collect --partitions` "
                   f"(seed {SEED}, load {load:.2f}): wall {row['wall']:.1f} s (release on a "
                   f"local cluster included), server peak {row['rss']:.0f} MiB, "
                   f"{len(parts)} partitions, failed {row['failed']}; release "

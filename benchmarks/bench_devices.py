@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,9 +142,9 @@ def client_main(args: argparse.Namespace) -> int:
 
 
 def server_command(name: str, n: int, certs: Path, output: Path, seed: int | None,
-                   timeout: float, store: Path | None = None) -> list[str]:
-    """The server's command line; ``store``: a collection writes its reports to this run
-    directory and releases from it on a local Dask cluster (``fedustat collect --store``)."""
+                   timeout: float, server_options: Sequence[str] = ()) -> list[str]:
+    """The server's command line; ``server_options``: more ``fedustat collect`` options
+    (``--run-dir DIR``, ``--partitions``, ``--no-durable``)."""
     seeded = [] if seed is None else ["--seed", str(seed)]
     if name in LOCKSTEP:
         extra = ["--param", f"n_clients={n}"] if name == "fedauc-rr" else []
@@ -152,8 +153,7 @@ def server_command(name: str, n: int, certs: Path, output: Path, seed: int | Non
                 str(timeout), "--listen", "127.0.0.1:0", "--output", str(output)]
     return [sys.executable, "-m", "fedustat.cli", "collect", *CLI_OPTIONS[name], *seeded,
             "--certs", str(certs), "--window", "3600", "--quorum", str(n), "--linger", "0",
-            "--listen", "127.0.0.1:0", "--output", str(output),
-            *(["--store", str(store)] if store is not None else [])]
+            "--listen", "127.0.0.1:0", "--output", str(output), *server_options]
 
 
 def simulated(name: str, n: int, seed: int | None) -> tuple[float, float, float | None]:
@@ -172,14 +172,20 @@ def simulated(name: str, n: int, seed: int | None) -> tuple[float, float, float 
 
 
 def run_once(name: str, n: int, certs: Path, processes: int, in_flight: int, scratch: Path,
-             seed: int | None, timeout: float, store: Path | None = None,
+             seed: int | None, timeout: float, server_options: Sequence[str] = (),
              hold: float | None = None) -> dict[str, object]:
     """One run of ``n`` devices. ``seed``: the devices and the server draw from the
-    simulator's streams (a study; the release then equals the simulator's for that seed)."""
+    simulator's streams (a study; the release then equals the simulator's for that seed).
+    ``server_options``: more options of a collection server; without ``--run-dir`` or
+    ``--no-durable`` its run directory is a new one in ``scratch``."""
     output = scratch / f"release-{name}-{n}.json"
     logs = scratch / f"server-{name}-{n}.log"
+    if name not in LOCKSTEP and not {"--run-dir", "--no-durable"} & set(server_options):
+        server_options = [*server_options, "--run-dir",
+                          str(tempfile.mkdtemp(prefix=f"run-{n}-", dir=scratch))]
     with open(logs, "w") as server_log:
-        server = subprocess.Popen(server_command(name, n, certs, output, seed, timeout, store),
+        server = subprocess.Popen(server_command(name, n, certs, output, seed, timeout,
+                                                 server_options),
                                   stdout=subprocess.PIPE, stderr=server_log, text=True,
                                   start_new_session=True)
     clients: list[subprocess.Popen] = []

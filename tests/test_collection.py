@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,10 @@ class CollectionServer:
         self.ready = threading.Event()
         self.port: int | None = None
         self.outcome: Any = None
+        if options.get("durable", True) and "run_dir" not in options:
+            # Every window keeps a run directory: a fresh one per server here.
+            self.scratch = tempfile.TemporaryDirectory(prefix="fedustat-window-")
+            options["run_dir"] = Path(self.scratch.name) / "run"
 
         def serve() -> None:
             try:
@@ -318,6 +323,7 @@ def test_one_record_devices_as_processes_equal_the_simulator(tmp_path, certs):
     try:
         server = group.start("collect", *options, "--window", str(WINDOW), "--quorum",
                              str(n), "--linger", "0", "--listen", "127.0.0.1:0",
+                             "--run-dir", str(tmp_path / "run"),
                              "--output", str(tmp_path / "release.json"))
         line = server.stdout.readline()
         match = re.search(r"listening on port (\d+)", line)
@@ -343,3 +349,4 @@ def test_one_record_devices_as_processes_equal_the_simulator(tmp_path, certs):
     expected = simulate(ldp_quantized(), rows, rng=SEED, batch_size=[1] * n)
     assert release["raw_value"] == expected.raw_value
     assert release["n_reports"] == n and release["closed_by"] == "quorum"
+    assert release["run_directory"] == str(tmp_path / "run") and not release["read_back"]

@@ -108,7 +108,8 @@ def test_a_stored_collection_released_on_the_engine_equals_the_in_memory_one(
     def make() -> Any:
         return registry.make(name, auc_kernel(), epsilon=1.0, **params)
 
-    stored = Server(make(), certs, DEVICES, store=tmp_path / "run", engine=engine,
+    stored = Server(make(), certs, DEVICES, run_dir=tmp_path / "run", partitions=True,
+                    engine=engine,
                     rows_per_partition=ROWS_PER_PARTITION)
     stored.report(make, rows, certs)
     from_store = stored.result()
@@ -135,7 +136,8 @@ def test_partitions_are_written_while_the_window_is_open(tmp_path, certs, engine
                              bounds=(0.0, 1.0))
 
     rows = _records(12)
-    server = Server(make(), certs, 12, store=tmp_path / "run", engine=engine,
+    server = Server(make(), certs, 12, run_dir=tmp_path / "run", partitions=True,
+                    engine=engine,
                     rows_per_partition=ROWS_PER_PARTITION)
     server.report(make, rows[:11], certs)
     # 11 of 12 reports are in: two full partitions are written by the writer thread
@@ -157,69 +159,100 @@ def test_a_store_holding_another_run_is_refused_by_name(tmp_path, certs, engine)
         return registry.make("ldp-quantized", auc_kernel(), epsilon=epsilon, k=8,
                              bounds=(0.0, 1.0))
 
-    server = Server(make(1.0), certs, 2, store=tmp_path / "run", engine=engine)
+    server = Server(make(1.0), certs, 2, run_dir=tmp_path / "run", partitions=True,
+                    engine=engine)
     server.report(lambda: make(1.0), _records(2), certs)
     held = read_manifest(tmp_path / "run").run
     assert server.result().n_reports == 2
     with pytest.raises(StoreError, match=rf"holds another run \({held}, protocol "
-                                         r"ldp-quantized\); this window is window-\w+ "
-                                         r"\(ldp-quantized\): give a new directory"):
-        collect(make(2.0), load_credentials(certs, "server"), Window(5.0),
-                store=tmp_path / "run", engine=engine)
+                                         r"ldp-quantized; this window is window-\w+, "
+                                         r"ldp-quantized\) with other options \(epsilon = "
+                                         r"2.0 \(given\) vs 1.0 \(run directory\)\); "
+                                         r"resume it with its own options, or give a new "
+                                         r"directory, one per run$"):
+        collect(make(2.0), load_credentials(certs, "server"),
+                Window(WINDOW, quorum=2, linger=0.0), rng=SEED,
+                run_dir=tmp_path / "run", partitions=True,
+                    engine=engine)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(StoreError, match="is not empty and holds no collection run"):
         collect(make(1.0), load_credentials(certs, "server"), Window(5.0),
-                store=tmp_path / "other", engine=engine)
+                run_dir=tmp_path / "other", partitions=True,
+                engine=engine)
 
 
-def test_engine_without_a_store_is_refused(certs, engine):
+def test_engine_without_partitions_is_refused(certs, engine):
     protocol = registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
                              bounds=(0.0, 1.0))
-    with pytest.raises(ValueError, match="engine= releases a stored collection: give store="):
+    with pytest.raises(ValueError, match="engine= releases from partitions: give "
+                                         "partitions=True too"):
         collect(protocol, load_credentials(certs, "server"), Window(5.0), engine=engine)
+    with pytest.raises(ValueError, match="durable=False keeps nothing on disk: drop "
+                                         "run_dir= and partitions="):
+        collect(protocol, load_credentials(certs, "server"), Window(5.0), durable=False,
+                partitions=True)
 
 
 @pytest.mark.parametrize("where", ["file", "under-a-file"])
-def test_a_bad_store_path_fails_with_one_line(tmp_path, certs, capsys, where):
+def test_a_bad_run_directory_fails_with_one_line(tmp_path, certs, capsys, where):
     blocker = tmp_path / "taken"
     blocker.write_text("x")
     store = blocker if where == "file" else blocker / "run"
     with pytest.raises(SystemExit) as stopped:
         main(["collect", "--statistic", "auc", "--protocol", "ldp-quantized", "--param",
               "k=8", "--bounds", "0,1", "--epsilon", "1", "--certs", str(certs),
-              "--window", "5", "--listen", "127.0.0.1:0", "--store", str(store)])
+              "--window", "5", "--listen", "127.0.0.1:0", "--run-dir", str(store)])
     message = str(stopped.value.code)
-    expected = (f"error: store {str(store)!r} is a file; give a directory (it is made if "
-                "missing)" if where == "file" else
-                f"error: store {str(store)!r}: cannot make the run directory (Not a "
+    expected = (f"error: run directory {str(store)!r} is a file; give a directory (it is "
+                "made if missing)" if where == "file" else
+                f"error: run directory {str(store)!r}: cannot make it (Not a "
                 "directory); give a writable directory")
     assert message == expected
 
 
-def test_a_reopened_run_directory_keeps_its_identities_and_reports(tmp_path, certs, engine):
-    # A restarted server reopens its run: the devices that reported stay refused and their
-    # stored reports stay in the release, which equals the simulator's over all of them.
-    from fedustat.runtime.network import NetworkRunError, report
+def test_partitions_behind_the_database_are_completed_from_it(tmp_path, certs, engine):
+    # The state a crash leaves: six reports committed to the run's database, only the
+    # first three in complete partitions. The restarted window writes the other three
+    # again from the database (none lost, none twice) and releases the simulator's number.
+    from fedustat.protocols.base import Role
+    from fedustat.runtime import report_store as rs
+    from fedustat.runtime.network.collect import _prepared, _terms
+    from fedustat.runtime.network.service import configuration_hash, public_configuration
+    from fedustat.runtime.wire import Expectation, decode
 
     def make() -> Any:
         return registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
                              bounds=(0.0, 1.0))
 
     rows = _records(6)
-    first = Server(make(), certs, 3, store=tmp_path / "run", engine=engine)
-    first.report(make, rows[:3], certs)
-    assert first.result().n_reports == 3
-    second = Server(make(), certs, 6, store=tmp_path / "run", engine=engine)
-    with pytest.raises(NetworkRunError, match="party-1 has already reported in this run"):
-        report(make(), rows[1:2], load_credentials(certs, "party-1"),
-               f"localhost:{second.port}", rng=SEED)
-    second.report(make, rows[3:], certs, first=3)
-    run = second.result()
-    assert run.n_reports == 6 and run.refused == {"duplicate": 1}
+    protocol = make().for_run(SEED)
+    configuration = public_configuration(protocol)
+    fingerprint = configuration_hash(protocol.name, configuration)
+    window = Window(WINDOW, quorum=6, linger=0.0)
+    frames = [_prepared(protocol, rows[i:i + 1], f"party-{i}", SEED) for i in range(6)]
+    run = frames[0][0]
+    rs.open_store(tmp_path / "run", run, protocol.name, fingerprint, configuration,
+                  _terms(window, SEED, True), opened_at=time.time(), partitions=True)
+    ledger = rs.ReportLedger(tmp_path / "run" / rs.DATABASE)
+    numbers = ledger.commit([(f"party-{i}", rs.frame_digest(f), f)
+                             for i, (_, f) in enumerate(frames)])
+    ledger.close()
+    writer = rs.ReportWriter(tmp_path / "run", run, rows_per_partition=2)
+    for i, (number, (_, frame)) in enumerate(zip(numbers[:3], frames[:3], strict=True)):
+        writer.append(decode(frame, Expectation(fingerprint, run, 0, "party", f"party-{i}",
+                                                Role.SERVER, party_ids=np.array([i]))
+                             ).message, number)
+    writer.close()
+    assert stored_rows(stored_partitions(tmp_path / "run")) == [2, 1]
+    resumed = collect(make(), load_credentials(certs, "server"), window, rng=SEED,
+                      run_dir=tmp_path / "run", partitions=True, engine=engine,
+                      rows_per_partition=2)
+    assert resumed.n_reports == 6 and resumed.closed_by == "quorum"
+    assert stored_rows(stored_partitions(tmp_path / "run")) == [2, 1, 2, 1]
     expected = simulate(make(), rows, rng=SEED, batch_size=[1] * 6)
-    np.testing.assert_equal(run.estimate.value, expected.value)
-    assert stored_rows(stored_partitions(tmp_path / "run")) == [3, 3]
+    np.testing.assert_equal(resumed.estimate.value, expected.value)
+    np.testing.assert_equal(resumed.estimate.std_error, expected.std_error)
 
 
 def test_both_servers_cap_the_heap_arenas_before_they_start(monkeypatch, certs, tmp_path):
@@ -245,7 +278,7 @@ def test_both_servers_cap_the_heap_arenas_before_they_start(monkeypatch, certs, 
                              bounds=(0.0, 1.0))
     with pytest.raises(CappedError):
         collect(protocol, load_credentials(certs, "server"), Window(5.0), rng=SEED,
-                store=tmp_path / "run")
+                run_dir=tmp_path / "run")
     with pytest.raises(CappedError):
         serve(protocol, 2, load_credentials(certs, "server"), rng=SEED)
 
@@ -255,5 +288,5 @@ def test_engine_without_store_on_the_command_line_fails_with_one_line(certs):
         main(["collect", "--statistic", "auc", "--protocol", "ldp-quantized", "--param",
               "k=8", "--bounds", "0,1", "--epsilon", "1", "--certs", str(certs),
               "--window", "5", "--engine", "tcp://127.0.0.1:1"])
-    assert str(stopped.value.code) == ("error: --engine releases a stored collection: give "
-                                       "--store DIR too (a run directory)")
+    assert str(stopped.value.code) == ("error: --engine releases from partitions: give "
+                                       "--partitions too")

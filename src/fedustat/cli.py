@@ -1624,32 +1624,46 @@ def cmd_party(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    if args.store is None and args.engine != "local":
-        raise SystemExit("error: --engine releases a stored collection: give --store DIR "
-                         "too (a run directory)")
+    if args.no_durable and (args.run_dir is not None or args.partitions):
+        raise SystemExit("error: --no-durable keeps nothing on disk: drop --run-dir and "
+                         "--partitions, or drop --no-durable")
+    if args.engine is not None and not args.partitions:
+        raise SystemExit("error: --engine releases from partitions: give --partitions too")
     _, _, protocol = _network_protocol(args)
     credentials = network.load_credentials(args.certs, "server")
     try:
         window = network.Window(args.window, args.quorum, args.linger)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
+    from fedustat.runtime.network.collect import new_run_directory
+
+    run_dir = (None if args.no_durable else Path(args.run_dir) if args.run_dir is not None
+               else new_run_directory())
+    where = "no run directory (not durable)" if run_dir is None else f"run directory {run_dir}"
 
     def ready(port: int) -> None:
-        print(f"listening on port {port}; the window closes in {args.window:g} s"
-              + (f" or at {args.quorum} reports" if args.quorum else ""), flush=True)
+        print(f"listening on port {port}; {where}; the window closes in "
+              f"{args.window:g} s" + (f" or at {args.quorum} reports" if args.quorum else ""),
+              flush=True)
 
     try:
         run = network.collect(protocol, credentials, window, address=args.listen,
-                              rng=args.seed, on_ready=ready, store=args.store,
-                              engine=args.engine if args.store else None)
+                              rng=args.seed, on_ready=ready, run_dir=run_dir,
+                              durable=not args.no_durable, partitions=args.partitions,
+                              engine=args.engine)
     except (network.NetworkRunError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
+    if run.read_back:
+        print(f"the run in {run_dir} had finished: its stored release is read back",
+              flush=True)
     est = run.estimate
     summary = network.release_summary(est) | {
         "protocol": est.protocol, "quantity": est.quantity, "privacy": str(est.privacy),
         "n_reports": run.n_reports, "closed_by": run.closed_by, "seconds": run.seconds,
-        "late": list(run.late), "refused": run.refused, "wire_bytes": run.wire_bytes,
-        "payload_bytes": run.payload_bytes, "server_peak_rss_mib": _peak_rss_mib()}
+        "late": list(run.late), "refused": run.refused, "resent": run.resent,
+        "wire_bytes": run.wire_bytes, "payload_bytes": run.payload_bytes,
+        "run_directory": None if run.run_directory is None else str(run.run_directory),
+        "read_back": run.read_back, "server_peak_rss_mib": _peak_rss_mib()}
     return _publish(est, summary, args.output)
 
 
@@ -1662,7 +1676,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     credentials = network.load_credentials(args.certs, args.identity)
     try:
         sent = network.report(protocol, records, credentials, args.server, rng=args.seed,
-                              timeout=args.timeout)
+                              timeout=args.timeout, keep=args.keep)
     except (network.NetworkRunError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
     print(json.dumps({"identity": sent.identity, "run": sent.run,
@@ -1776,19 +1790,32 @@ def _add_network_commands(sub: Any) -> None:
                      help="seconds to keep telling late devices that the window closed")
     col.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT to listen on")
     col.add_argument("--output", default=None, help="also write the release (JSON) here")
-    col.add_argument("--store", default=None, metavar="DIR",
-                     help="run directory (made if missing): the accepted reports are "
-                          "written to Parquet partitions there as they arrive and the "
-                          "release is computed from them on a Dask engine, so this "
-                          "process never holds them (docs/collection.md)")
-    col.add_argument("--engine", default="local",
-                     help="with --store: 'local' (a local cluster of 2 workers started "
-                          "at the close) or a scheduler address tcp://host:port")
+    col.add_argument("--run-dir", default=None, metavar="DIR",
+                     help="run directory (made if missing; default: a new one under "
+                          "./fedustat-runs, printed): every accepted report is committed "
+                          "there before its device is acknowledged; the same directory "
+                          "resumes the window after a restart and reads back a finished "
+                          "run's release (docs/collection.md)")
+    col.add_argument("--partitions", action="store_true",
+                     help="also write the reports to Parquet partitions in the run "
+                          "directory and release from them on a Dask engine, so this "
+                          "process never holds them")
+    col.add_argument("--engine", default=None,
+                     help="with --partitions: 'local' (default: a local cluster of 2 "
+                          "workers started at the close) or a scheduler address "
+                          "tcp://host:port")
+    col.add_argument("--no-durable", action="store_true",
+                     help="keep the reports in memory only (a crash loses them): for "
+                          "comparison, not for deployments")
     col.set_defaults(func=cmd_collect)
 
     rpt = sub.add_parser("report", help="send this device's one report to a collection "
                                         "window", formatter_class=_HelpFormatter)
     _add_member_options(rpt, "device", "the collection server")
+    rpt.add_argument("--keep", default=None, metavar="FILE",
+                     help="keep the report in FILE before sending it: run again after a "
+                          "crash, the device resends that same report (counted once) "
+                          "instead of randomizing its record again")
     rpt.set_defaults(func=cmd_report)
 
     svc = sub.add_parser("service", help="run a record-less service role of a networked run "

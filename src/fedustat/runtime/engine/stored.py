@@ -1,8 +1,9 @@
 """The release of a stored collection, computed by the engine from its partitions.
 
-A collection window with a store (:mod:`fedustat.runtime.report_store`) leaves its
-accepted reports in Parquet partitions; the server step runs here, as the protocol
-declares it:
+A collection window with partitions (:mod:`fedustat.runtime.report_store`) leaves its
+accepted reports in Parquet partitions of its run directory (consistent with the run's
+database: a restarted server writes again the reports after the last complete
+partition); the server step runs here, as the protocol declares it:
 
 * **a reduction** (``distributed_round`` says ``"reduce"``: ldp-quantized's histogram,
   ldp-tree's counts): each task reads a few partitions on its worker, summarizes each
@@ -66,18 +67,24 @@ def _tasks(paths: Sequence[Path], rows: Sequence[int], rows_per_task: int) -> li
 
 
 def release_stored(protocol: Protocol, store: str | Path, engine: DaskEngine, *,
-                   server_rng: np.random.Generator,
+                   server_rng: np.random.Generator, through: int | None = None,
                    rows_per_task: int = ROWS_PER_TASK) -> tuple[Estimate, int]:
-    """The server step over the reports stored in ``store``; return it and n.
+    """The server step over the reports stored in ``store``'s partitions; return it and n.
 
     ``protocol`` is configured as the collection's (its randomness resolved);
-    ``server_rng`` is the server's stream (the in-memory collection's). The result is the
-    protocol's output of the step, without the collection's diagnostics.
+    ``server_rng`` is the server's stream (the in-memory collection's). ``through``: the
+    last report the run's database holds; the partitions must end there (no report
+    missing from them). The result is the protocol's output of the step, without the
+    collection's diagnostics.
     """
     manifest = rs.read_manifest(store)
     paths = rs.stored_partitions(store)
     if not paths:
-        raise EngineError(f"store {str(store)!r} holds no report; no release")
+        raise EngineError(f"run directory {str(store)!r} holds no partition; no release")
+    if through is not None and rs.stored_through(paths) != through:
+        raise EngineError(f"the partitions of {str(store)!r} hold the reports through "
+                          f"{rs.stored_through(paths)}, the run's database through "
+                          f"{through}; no release")
     rows = rs.stored_rows(paths)
     n = int(sum(rows))
     reduces, context = rs.reduction_context(protocol)

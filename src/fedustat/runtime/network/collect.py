@@ -57,6 +57,7 @@ from fedustat._validation import RandomLike, RecordCheckError, as_float_array, a
 from fedustat.protocols.base import Estimate, Message, Protocol, Role
 from fedustat.runtime import report_store
 from fedustat.runtime.network.certs import Credentials, party_index
+from fedustat.runtime.network.observe import Observer, observed_by
 from fedustat.runtime.network.service import (
     DEVICE_CHANNEL_OPTIONS,
     SERVER_OPTIONS,
@@ -192,6 +193,8 @@ class _Collector:
         self.opened = time.monotonic()
         self.closed_by: str | None = None
         self.closed = asyncio.Event()
+        # Metrics, health and event log (observe.py); collect gives it the window's.
+        self.observer = Observer()
         self.store = sqlite3.connect(identities, isolation_level=None)
         self.store.execute("PRAGMA journal_mode=WAL")
         self.store.execute("CREATE TABLE IF NOT EXISTS reported "
@@ -204,9 +207,22 @@ class _Collector:
         if self.closed_by is None:
             self.closed_by = why
             self.closed.set()
+            self.observer.event("window_close", closed_by=why, reports=self.n_reports,
+                                rows=self.n_rows, refused=sum(self.refused.values()))
+
+    def progress(self) -> dict[str, Any]:
+        """The window's public progress for its metrics and health check (observe.py):
+        read from the metrics listener's thread, so only numbers."""
+        return {"state": "closed" if self.closed_by else "collecting", "round": 0,
+                "arrived": self.n_reports, "expected": self.window.quorum or 0,
+                "joined": self.n_reports, "rows": self.n_rows,
+                "stage_seconds": time.monotonic() - self.opened,
+                "stage_timeout": float(self.window.seconds)}
 
     def _refuse(self, context: Any, code: Any, reason: str, key: str) -> Any:
         self.refused[key] = self.refused.get(key, 0) + 1
+        names = context.auth_context().get("x509_common_name") or [b""]
+        self.observer.refused(key, names[0].decode("utf-8", errors="replace"), reason)
         return context.abort(code, reason)
 
     async def open(self, request: bytes, context: Any) -> bytes:
@@ -266,6 +282,7 @@ class _Collector:
         self.n_reports += 1
         self.n_rows += rows
         self.wire_bytes += len(request)
+        self.observer.reported(identity, len(request))
         self.payload_bytes += _payload_bytes(message)
         if self.window.quorum is not None and self.n_reports >= self.window.quorum:
             self.close("quorum")
@@ -340,10 +357,16 @@ def _release_stored(collector: _Collector, engine: Any) -> Estimate:
 
 async def _collect(protocol: Protocol, grade: str, credentials: Credentials, window: Window,
                    address: str, rng: RandomLike, on_ready: Any, identities: Path,
-                   writer: report_store.ReportWriter | None, engine: Any) -> CollectionRun:
+                   writer: report_store.ReportWriter | None, engine: Any,
+                   observed: tuple[Observer, bool]) -> CollectionRun:
     grpc = _grpc()
     limit_heap_arenas()
     collector = _Collector(protocol, grade, window, rng, identities, writer)
+    observer, owned = observed
+    collector.observer = observer
+    # The store: the run directory, or the identities' database without one.
+    observer.bind("collect", collector.run, protocol.name, collector.progress,
+                  store=identities.parent)
     handler = grpc.method_handlers_generic_handler(SERVICE, {
         "Open": grpc.unary_unary_rpc_method_handler(collector.open),
         "Report": grpc.unary_unary_rpc_method_handler(collector.report),
@@ -358,6 +381,11 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
     await server.start()
     try:
         collector.opened = time.monotonic()
+        observer.start()
+        observer.event("start", protocol=protocol.name, address=f"{address.rpartition(':')[0]}"
+                       f":{port}", metrics_address=observer.address,
+                       window_seconds=float(window.seconds), quorum=window.quorum,
+                       reports=collector.n_reports)
         if on_ready is not None:
             on_ready(port)
         try:
@@ -369,9 +397,18 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
         else:  # off the loop, which keeps telling late devices that the window closed
             estimate = await asyncio.to_thread(_release_stored, collector, engine)
         seconds = time.monotonic() - collector.opened
+        observer.released(reports=collector.n_reports, rows=collector.n_rows,
+                          seconds=round(seconds, 3), refused=sum(collector.refused.values()))
         await asyncio.sleep(float(window.linger))
+    except Exception as exc:
+        # A refusal's reasons are public; another error is named by its kind only.
+        observer.failed(str(exc) if isinstance(exc, NetworkRunError) else type(exc).__name__)
+        raise
     finally:
         await server.stop(grace=0.5)
+        observer.serving = False
+        if owned:
+            observer.stop()
         collector.store.close()
         if writer is not None:
             writer.close()  # a failed run still leaves its accepted reports on disk
@@ -383,7 +420,8 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
 def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
             address: str = "127.0.0.1:0", rng: RandomLike = None, on_ready: Any = None,
             store: str | Path | None = None, engine: Any = None,
-            rows_per_partition: int = report_store.DEFAULT_ROWS_PER_PARTITION
+            rows_per_partition: int = report_store.DEFAULT_ROWS_PER_PARTITION,
+            metrics_address: str | None = None, observer: Observer | None = None
             ) -> CollectionRun:
     """Serve a collection window of ``protocol``; return its release when it closes.
 
@@ -415,6 +453,13 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
         ``"tcp://host:port"``, a ``DaskEngine`` or a ``distributed.Client``.
     rows_per_partition:
         With a store, report rows per partition file (the rest is written at the close).
+    metrics_address:
+        ``host:port`` to serve ``/metrics`` (Prometheus) and ``/health`` on while the
+        window is open (off by default; port 0 picks a free port, named in the ``start``
+        log event); see docs/deployment-guide.md, "Operating a run".
+    observer:
+        Instead of ``metrics_address``: an :class:`~fedustat.runtime.network.observe.
+        Observer` the caller owns (its endpoint outlives the run; ``observer.port``).
 
     Examples
     --------
@@ -432,6 +477,7 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
         raise ValueError("engine= releases a stored collection: give store= too (a run "
                          "directory)")
     protocol, grade = resolve_randomness(protocol, rng)
+    observed = observed_by(metrics_address, observer)
     writer = None
     if store is not None:
         configuration = public_configuration(protocol)
@@ -445,7 +491,7 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
         identities = (writer.directory.parent if writer is not None else Path(scratch)
                       ) / report_store.IDENTITIES
         return asyncio.run(_collect(protocol, grade, credentials, window, address, rng,
-                                    on_ready, identities, writer, engine))
+                                    on_ready, identities, writer, engine, observed))
 
 
 @dataclass(frozen=True)

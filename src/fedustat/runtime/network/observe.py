@@ -311,8 +311,9 @@ class Observer:
                 "rounds_ended": self.rounds_ended}
 
 
-#: States a run may be in (a StateSet metric: one of them is 1).
-STATES = ("starting", "joining", "running", "collecting", "closed", "released", "failed")
+#: States a run may be in, per server (a StateSet metric: one of them is 1).
+STATES = {"serve": ("starting", "joining", "running", "released", "failed"),
+          "collect": ("starting", "collecting", "closed", "released", "failed")}
 
 
 class _RunCollector:
@@ -336,7 +337,8 @@ class _RunCollector:
                                value={"run": o.run, "protocol": o.protocol,
                                       "server": o.server})
         yield StateSetMetricFamily("fedustat_run_state", "The run's state.",
-                                   value={s: s == view["state"] for s in STATES})
+                                   value={s: s == view["state"] for s in STATES.get(
+                                       o.server, (view["state"],))})
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
             family = GaugeMetricFamily(name, doc, labels=list(labels))

@@ -102,8 +102,9 @@ def observed_by(metrics_address: str | None, observer: Observer | None
 def store_bytes(path: str | Path) -> int:
     """Bytes of the regular files under ``path`` (a run directory or a database file)."""
     root = Path(path)
-    if root.is_file():
-        return root.stat().st_size
+    with contextlib.suppress(OSError):
+        if root.is_file():
+            return root.stat().st_size
     total = 0
     stack = [root]
     while stack:

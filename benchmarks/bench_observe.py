@@ -5,10 +5,11 @@
 
 A real ``fedustat collect`` process (ldp-quantized AUC, k = 16, a window closing at a quorum
 of N reports) takes N one-record devices, each with its own certificate and TLS
-connection, driven by ``bench_devices.py``'s load processes. Each repeat runs it twice,
-alternating: with nothing observed, and with ``--metrics-address 127.0.0.1:0
---log-format json --log-level debug`` (one JSON line per accepted report: the most a
-server logs) while a scraper reads ``/metrics`` every 0.5 s. The table gives the reports/s
+connection, driven by ``bench_devices.py``'s load processes. Each repeat runs it three
+times, in turn: with nothing observed; with ``--metrics-address 127.0.0.1:0 --log-format
+json`` (what an operator runs); and with ``--log-level debug`` too (one JSON line per
+accepted report: the most a server logs); a scraper reads ``/metrics`` every 0.5 s while
+the metrics are on. The table gives the reports/s
 over the server's own time, its peak memory, the scrapes made and their latency, and the
 log's lines and bytes, with the load average before each run. A second table times the
 per-report calls on the event loop (``Observer.reported``) with logging off and with the
@@ -39,7 +40,13 @@ from bench_devices import server_command
 from fedustat.runtime.network import create_deployment
 from fedustat.runtime.network.observe import LOGGER, Observer, configure_logging
 
-OBSERVED = ["--metrics-address", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"]
+#: The server's options per mode: nothing observed; what an operator runs (metrics, JSON
+#: logs at info: start, refusals, close, release); and the most (one line per report).
+MODES = {"off": [],
+         "metrics + JSON logs (info)": ["--metrics-address", "127.0.0.1:0", "--log-format",
+                                        "json"],
+         "metrics + JSON logs (debug)": ["--metrics-address", "127.0.0.1:0", "--log-format",
+                                         "json", "--log-level", "debug"]}
 SCRAPE_EVERY = 0.5
 
 
@@ -47,13 +54,11 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def one_run(n: int, certs: Path, scratch: Path, observed: bool, processes: int,
+def one_run(n: int, certs: Path, scratch: Path, mode: str, processes: int,
             in_flight: int) -> dict[str, object]:
-    output = scratch / f"release-{observed}.json"
-    log_path = scratch / f"server-{observed}.log"
-    command = server_command("ldp-quantized", n, certs, output, None, 600.0)
-    if observed:
-        command += OBSERVED
+    output = scratch / "release.json"
+    log_path = scratch / "server.log"
+    command = server_command("ldp-quantized", n, certs, output, None, 600.0) + MODES[mode]
     load_before = load()
     with open(log_path, "w") as log:
         server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
@@ -107,7 +112,7 @@ def one_run(n: int, certs: Path, scratch: Path, observed: bool, processes: int,
                 proc.wait(timeout=10)
     release = json.loads(output.read_text())
     lines = [x for x in log_path.read_text().splitlines() if x.startswith("{")]
-    return {"observed": observed, "rate": n / float(release["seconds"]),
+    return {"mode": mode, "rate": n / float(release["seconds"]),
             "rss": release["server_peak_rss_mib"], "failed": failed,
             "scrapes": len(latencies),
             "scrape_ms": (1e3 * statistics.median(latencies), 1e3 * max(latencies))
@@ -148,18 +153,18 @@ def main() -> int:
         certs = create_deployment(scratch / "certs", args.devices)
         rows = []
         for _ in range(args.repeats):
-            for observed in (False, True):
-                rows.append(one_run(args.devices, certs, scratch, observed, args.processes,
+            for mode in MODES:
+                rows.append(one_run(args.devices, certs, scratch, mode, args.processes,
                                     args.in_flight))
     table = io.StringIO()
     table.write(f"{args.devices} devices, ldp-quantized AUC (k = 16), collection window\n\n")
-    table.write("| observed | reports/s | server peak MiB | failed | scrapes | scrape ms "
+    table.write("| server | reports/s | server peak MiB | failed | scrapes | scrape ms "
                 "(median / max) | log lines | log KiB | load before |\n")
     table.write("|---|---|---|---|---|---|---|---|---|\n")
     for row in rows:
         scrape = ("-" if row["scrape_ms"] is None
                   else f"{row['scrape_ms'][0]:.1f} / {row['scrape_ms'][1]:.1f}")
-        table.write(f"| {'metrics + JSON logs' if row['observed'] else 'off'} | "
+        table.write(f"| {row['mode']} | "
                     f"{row['rate']:.0f} | {row['rss']:.0f} | {row['failed']} | "
                     f"{row['scrapes']} | {scrape} | {row['log_lines']} | "
                     f"{row['log_bytes'] / 1024:.0f} | {row['load']:.2f} |\n")

@@ -1557,16 +1557,20 @@ def cmd_certs(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     _, _, protocol = _network_protocol(args)
     credentials = network.load_credentials(args.certs, "server")
+    observer = _operations(args)
 
     def ready(port: int) -> None:
-        print(f"listening on port {port} for {args.parties} parties", flush=True)
+        print(f"listening on port {port} for {args.parties} parties"
+              + _metrics_note(observer), flush=True)
 
     try:
         run = network.serve(protocol, args.parties, credentials, address=args.listen,
                             rng=args.seed, timeout=args.timeout,
-                            min_silos=args.min_parties, on_ready=ready)
+                            min_silos=args.min_parties, on_ready=ready, observer=observer)
     except network.NetworkRunError as exc:
         raise SystemExit(f"error: {exc}") from None
+    finally:
+        observer.stop()
     est = run.estimate
     curve = _curve_summary(est) if registry.is_curve(args.protocol) else {}
     summary = network.release_summary(est) | curve | {
@@ -1641,18 +1645,22 @@ def cmd_collect(args: argparse.Namespace) -> int:
                else new_run_directory())
     where = "no run directory (not durable)" if run_dir is None else f"run directory {run_dir}"
 
+    observer = _operations(args)
+
     def ready(port: int) -> None:
         print(f"listening on port {port}; {where}; the window closes in "
-              f"{args.window:g} s" + (f" or at {args.quorum} reports" if args.quorum else ""),
-              flush=True)
+              f"{args.window:g} s" + (f" or at {args.quorum} reports" if args.quorum else "")
+              + _metrics_note(observer), flush=True)
 
     try:
         run = network.collect(protocol, credentials, window, address=args.listen,
                               rng=args.seed, on_ready=ready, run_dir=run_dir,
                               durable=not args.no_durable, partitions=args.partitions,
-                              engine=args.engine)
+                              engine=args.engine, observer=observer)
     except (network.NetworkRunError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
+    finally:
+        observer.stop()
     if run.read_back:
         print(f"the run in {run_dir} had finished: its stored release is read back",
               flush=True)
@@ -1682,6 +1690,41 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(json.dumps({"identity": sent.identity, "run": sent.run,
                       "wire_bytes": sent.wire_bytes}, indent=2))
     return 0
+
+
+def _add_operations_options(cmd: argparse.ArgumentParser) -> None:
+    """A server's metrics endpoint and event log (docs/deployment-guide.md, "Operating a
+    run")."""
+    cmd.add_argument("--metrics-address", default=None, metavar="HOST:PORT",
+                     help="serve Prometheus metrics (/metrics) and a health check (/health) "
+                          "here while the server runs; port 0 picks a free one (default: "
+                          "off; bind to 127.0.0.1 unless a scraper elsewhere needs it)")
+    cmd.add_argument("--log-format", choices=("json", "text", "none"), default="none",
+                     help="write the server's events (start, join, refusal, round end, "
+                          "window close, release, failure) to standard error: one JSON "
+                          "object per line, or text")
+    cmd.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                     default="info",
+                     help="the least level logged (debug adds one line per device report)")
+
+
+def _operations(args: argparse.Namespace) -> Any:
+    """The server's observer (metrics, health) and its event log, from the options."""
+    from fedustat.runtime.network.observe import Observer, configure_logging, parse_address
+
+    configure_logging(args.log_format, args.log_level)
+    try:
+        if args.metrics_address is not None:
+            parse_address(args.metrics_address, "--metrics-address")
+        observer = Observer(args.metrics_address)
+        observer.start()  # bound before the run, so a taken port fails here, in one line
+    except (ValueError, ImportError, OSError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    return observer
+
+
+def _metrics_note(observer: Any) -> str:
+    return f"; metrics on http://{observer.address}/metrics" if observer.address else ""
 
 
 #: Service roles a protocol may need (``Protocol.service_roles``); each has a certificate.
@@ -1770,6 +1813,7 @@ def _add_network_commands(sub: Any) -> None:
                           "out, if at least this many have (default: all must join)")
     srv.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT to listen on")
     srv.add_argument("--output", default=None, help="also write the release (JSON) here")
+    _add_operations_options(srv)
     srv.set_defaults(func=cmd_serve)
 
     party = sub.add_parser("party", help="take part in a networked run with your own data",
@@ -1807,6 +1851,7 @@ def _add_network_commands(sub: Any) -> None:
     col.add_argument("--no-durable", action="store_true",
                      help="keep the reports in memory only (a crash loses them): for "
                           "comparison, not for deployments")
+    _add_operations_options(col)
     col.set_defaults(func=cmd_collect)
 
     rpt = sub.add_parser("report", help="send this device's one report to a collection "

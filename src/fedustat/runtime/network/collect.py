@@ -74,6 +74,7 @@ from fedustat._validation import RandomLike, RecordCheckError, as_float_array, a
 from fedustat.protocols.base import Estimate, Message, Protocol, Role
 from fedustat.runtime import report_store
 from fedustat.runtime.network.certs import Credentials, party_index
+from fedustat.runtime.network.observe import Observer, observed_by
 from fedustat.runtime.network.service import (
     DEVICE_CHANNEL_OPTIONS,
     SERVER_OPTIONS,
@@ -252,14 +253,29 @@ class _Collector:
 
     def seconds_left(self) -> float:
         return max(0.0, self.opened_at + float(self.window.seconds) - time.time())
+        # Metrics, health and event log (observe.py); collect gives it the window's.
+        self.observer = Observer()
 
     def close(self, why: str) -> None:
         if self.closed_by is None:
             self.closed_by = why
             self.closed.set()
+            self.observer.event("window_close", closed_by=why, reports=self.n_reports,
+                                rows=self.n_rows, refused=sum(self.refused.values()))
+
+    def progress(self) -> dict[str, Any]:
+        """The window's public progress for its metrics and health check (observe.py):
+        read from the metrics listener's thread, so only numbers."""
+        return {"state": "closed" if self.closed_by else "collecting", "round": 0,
+                "arrived": self.n_reports, "expected": self.window.quorum or 0,
+                "joined": self.n_reports, "rows": self.n_rows,
+                "stage_seconds": time.time() - self.opened_at,
+                "stage_timeout": float(self.window.seconds)}
 
     def _refuse(self, context: Any, code: Any, reason: str, key: str) -> Any:
         self.refused[key] = self.refused.get(key, 0) + 1
+        names = context.auth_context().get("x509_common_name") or [b""]
+        self.observer.refused(key, names[0].decode("utf-8", errors="replace"), reason)
         return context.abort(code, reason)
 
     def _validated(self, request: bytes, identity: str, index: int
@@ -400,6 +416,7 @@ class _Collector:
         if not self.ledger.durable:  # no durability: counted at once, on the loop
             (number,) = self.ledger.commit([(identity, digest, request)])
             self._fold(number, index, message, summary, len(request))
+            self.observer.reported(identity, len(request))
             return b"A"
         self.waiting[identity] = admitted
         self.queue.append(admitted)
@@ -490,10 +507,16 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
                    address: str, rng: RandomLike, on_ready: Any,
                    ledger: report_store.ReportLedger, opened_at: float,
                    writer: report_store.ReportWriter | None, engine: Any,
-                   run_directory: Path | None) -> CollectionRun:
+                   run_directory: Path | None,
+                   observed: tuple[Observer, bool]) -> CollectionRun:
     grpc = _grpc()
     limit_heap_arenas()
     collector = _Collector(protocol, grade, window, rng, ledger, opened_at, writer)
+    observer, owned = observed
+    collector.observer = observer
+    # The store: the run directory, or the database of a window without one.
+    observer.bind("collect", collector.run, protocol.name, collector.progress,
+                  store=run_directory if run_directory is not None else ledger.path)
     collector.rebuild()  # a restarted server: what its run directory already holds
     handler = grpc.method_handlers_generic_handler(SERVICE, {
         "Open": grpc.unary_unary_rpc_method_handler(collector.open),
@@ -509,6 +532,11 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
     committing = asyncio.create_task(collector.commits())
     await server.start()
     try:
+        observer.start()
+        observer.event("start", protocol=protocol.name, address=f"{address.rpartition(':')[0]}"
+                       f":{port}", metrics_address=observer.address,
+                       window_seconds=float(window.seconds), quorum=window.quorum,
+                       reports=collector.n_reports)
         if on_ready is not None:
             on_ready(port)
         try:
@@ -528,12 +556,22 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
                                 collector.resent)
         if ledger.durable:  # drawn once: a restart reads it back
             await asyncio.to_thread(ledger.store_release, outcome)
+        observer.released(reports=collector.n_reports, rows=collector.n_rows,
+                          seconds=round(outcome.seconds, 3),
+                          refused=sum(collector.refused.values()))
         await asyncio.sleep(float(window.linger))
+    except Exception as exc:
+        # A refusal's reasons are public; another error is named by its kind only.
+        observer.failed(str(exc) if isinstance(exc, NetworkRunError) else type(exc).__name__)
+        raise
     finally:
         await server.stop(grace=0.5)
         committing.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await committing
+        observer.serving = False
+        if owned:
+            observer.stop()
         if writer is not None:
             writer.close()  # a failed run still leaves its accepted reports on disk
     return replace(outcome, late=tuple(collector.late), refused=dict(collector.refused),
@@ -589,7 +627,8 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
             address: str = "127.0.0.1:0", rng: RandomLike = None, on_ready: Any = None,
             run_dir: str | Path | None = None, durable: bool = True,
             partitions: bool = False, engine: Any = None,
-            rows_per_partition: int = report_store.DEFAULT_ROWS_PER_PARTITION
+            rows_per_partition: int = report_store.DEFAULT_ROWS_PER_PARTITION,
+            metrics_address: str | None = None, observer: Observer | None = None
             ) -> CollectionRun:
     """Serve a collection window of ``protocol``; return its release when it closes.
 
@@ -629,6 +668,13 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
     rows_per_partition:
         With partitions, report rows per partition file (the rest is written at the
         close).
+    metrics_address:
+        ``host:port`` to serve ``/metrics`` (Prometheus) and ``/health`` on while the
+        window is open (off by default; port 0 picks a free port, named in the ``start``
+        log event); see docs/deployment-guide.md, "Operating a run".
+    observer:
+        Instead of ``metrics_address``: an :class:`~fedustat.runtime.network.observe.
+        Observer` the caller owns (its endpoint outlives the run; ``observer.port``).
 
     Examples
     --------
@@ -651,6 +697,7 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
     configuration = public_configuration(protocol)
     fingerprint = configuration_hash(protocol.name, configuration)
     run = window_run(fingerprint)
+    observed = observed_by(metrics_address, observer)
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="fedustat-collect-"))
         if not durable:
@@ -677,7 +724,7 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
         try:
             return asyncio.run(_collect(protocol, grade, credentials, window, address, rng,
                                         on_ready, ledger, opened_at, writer, engine,
-                                        directory))
+                                        directory, observed))
         finally:
             ledger.close()
 

@@ -62,6 +62,7 @@ from fedustat._validation import (
 )
 from fedustat.protocols.base import Estimate, Message, Protocol, Role, service_id
 from fedustat.runtime.network.certs import Credentials, party_identity, party_index
+from fedustat.runtime.network.observe import Observer, observed_by
 from fedustat.runtime.network.relay import RelayedPayload, parse_request, reply_for
 from fedustat.runtime.network.service import (
     HOLD_METADATA,
@@ -135,14 +136,15 @@ class ServerRun:
 class _RefusedCallError(Exception):
     """A call the server turns down: the gRPC status and the reason the member is told."""
 
-    def __init__(self, code: Any, details: str) -> None:
+    def __init__(self, code: Any, details: str, reason: str | None = None) -> None:
         super().__init__(details)
         self.code = code
         self.details = details
+        self.reason = reason  # the metrics' label, where the status does not say it
 
 
-def _refuse(code_name: str, details: str) -> _RefusedCallError:
-    return _RefusedCallError(getattr(_grpc().StatusCode, code_name), details)
+def _refuse(code_name: str, details: str, reason: str | None = None) -> _RefusedCallError:
+    return _RefusedCallError(getattr(_grpc().StatusCode, code_name), details, reason)
 
 
 class _Signal:
@@ -165,6 +167,10 @@ def _handler(method: Callable[[bytes, Any], Awaitable[bytes]]) -> Any:
         try:
             return await method(request, context)
         except _RefusedCallError as refusal:
+            # Counted and logged by its public reason (observe.py).
+            names = context.auth_context().get("x509_common_name") or [b""]
+            method.__self__.observer.refused_call(refusal.code.name, names[0].decode(
+                "utf-8", errors="replace"), refusal.details, refusal.reason)
             await context.abort(refusal.code, refusal.details)
             raise  # abort raises; never reached
     return _grpc().unary_unary_rpc_method_handler(handle)
@@ -226,6 +232,8 @@ class _Coordinator:
         self.dropout_reason = ""
         # Members that received the release (the server stays until every one has).
         self.released_to: set[int] = set()
+        # Metrics, health and event log (observe.py); serve gives it the run's.
+        self.observer = Observer()
 
     # ---------------------------------------------------------------- helpers
     def _identity(self, context: Any) -> tuple[str, int]:
@@ -264,6 +272,7 @@ class _Coordinator:
     def _fail(self, reason: str) -> None:
         if self.failure is None:
             self.failure = reason
+            self.observer.failed(reason)
         self.signal.notify_all()
         self.done.set()
 
@@ -437,12 +446,12 @@ class _Coordinator:
                 configuration is not None and configuration != self.configuration):
             reason = self._mismatch(identity, party_fingerprint, configuration)
             self.refused[identity] = reason
-            raise _refuse("FAILED_PRECONDITION", reason)
+            raise _refuse("FAILED_PRECONDITION", reason, "configuration")
         if self._member(index) is not None:
             raise _refuse("ALREADY_EXISTS", f"{identity} has already joined this run")
         if self.assigned:
             raise _refuse("FAILED_PRECONDITION",
-                          f"{identity} joined too late: the run started without it")
+                          f"{identity} joined too late: the run started without it", "late")
         pem = context.auth_context().get("x509_pem_cert") or [b""]
         member = _Party(identity, rows, pem[0].decode())
         if index >= self.n_silos:
@@ -450,6 +459,7 @@ class _Coordinator:
         else:
             self.joined[index] = member
         self.gone.discard(index)
+        self.observer.joined(identity, len(self.joined) + len(self.services))
         if self.first_join:
             self.first_join = False
             self.stage_started = time.monotonic()
@@ -567,6 +577,7 @@ class _Coordinator:
             raise _refuse("ALREADY_EXISTS", f"{identity} already sent round {current}")
         self.inbox[index] = (kind, entry)
         self.wire_bytes += len(request)
+        self.observer.accept(len(request))
         if len(self.inbox) == len(self.slots):
             kinds = {i: k for i, (k, _) in self.inbox.items() if k != "pass"}
             if len(set(kinds.values())) > 1:
@@ -601,6 +612,7 @@ class _Coordinator:
     def _reply(self, index: int) -> bytes:
         reply = self.replies[index]
         self.wire_bytes += len(reply)
+        self.observer.sent(len(reply))
         if self.estimate is not None:
             self.released_to.add(index)
         return reply
@@ -739,10 +751,23 @@ class _Coordinator:
         """Parties of the silos still in the run: the n of a release."""
         return sum(self.joined[i].ids.size for i in self.active)
 
+    def progress(self) -> dict[str, Any]:
+        """The run's public progress for its metrics and health check (observe.py): read
+        from the metrics listener's thread, so only numbers and lengths."""
+        members = self.n_silos + len(self.roles)
+        return {"state": "running" if self.assigned else "joining", "round": self.round,
+                "arrived": len(self.inbox) if self.assigned else len(self.joined)
+                + len(self.services),
+                "expected": len(self.slots) if self.assigned else members,
+                "joined": len(self.joined) + len(self.services), "dropped": len(self.dropped),
+                "stage_seconds": time.monotonic() - self.stage_started,
+                "stage_timeout": self.timeout}
+
     def _next_round(self, current: int) -> None:
         self.round = current + 1
         self.reply_round = current
         self.stage_started = time.monotonic()
+        self.observer.round_ended(current, len(self.slots))
         if self.round > MAX_ROUNDS:
             self._fail(f"protocol {self.protocol.name!r} did not finish within {MAX_ROUNDS} "
                        "rounds")
@@ -813,7 +838,8 @@ def parts_for(message: Message, members: list[np.ndarray]) -> list[Message]:
 
 def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
           address: str = "127.0.0.1:0", rng: RandomLike = None, timeout: float = 60.0,
-          min_silos: int | None = None, on_ready: Any = None) -> ServerRun:
+          min_silos: int | None = None, on_ready: Any = None,
+          metrics_address: str | None = None, observer: Observer | None = None) -> ServerRun:
     """Run the aggregator of ``protocol`` for ``n_silos`` parties; return the release.
 
     Parameters
@@ -856,23 +882,34 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
         stops naming them and saying why (docs/network.md, "Faults").
     on_ready:
         Called with the bound port once the server listens.
+    metrics_address:
+        ``host:port`` to serve ``/metrics`` (Prometheus) and ``/health`` on while the
+        server runs (off by default; port 0 picks a free port, named in the ``start``
+        log event); see docs/deployment-guide.md, "Operating a run".
+    observer:
+        Instead of ``metrics_address``: an :class:`~fedustat.runtime.network.observe.
+        Observer` the caller owns (its endpoint outlives the run; ``observer.port``).
     """
     n_silos = check_positive_int(n_silos, "n_silos")
+    observed = observed_by(metrics_address, observer)
     _grpc()  # the optional dependency, named if missing
     protocol, grade = resolve_randomness(protocol, rng)
     least = n_silos if min_silos is None else check_positive_int(min_silos, "min_silos")
     if least > n_silos:
         raise ValueError(f"min_silos ({least}) cannot exceed n_silos ({n_silos})")
     return asyncio.run(_serve(protocol, n_silos, credentials, address, rng, float(timeout),
-                              grade, least, on_ready))
+                              grade, least, on_ready, observed))
 
 
 async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, address: str,
                  rng: RandomLike, timeout: float, grade: str, least: int,
-                 on_ready: Any) -> ServerRun:
+                 on_ready: Any, observed: tuple[Observer, bool]) -> ServerRun:
     grpc = _grpc()
     limit_heap_arenas()
     coordinator = _Coordinator(protocol, n_silos, rng, timeout, grade, least)
+    observer, owned = observed
+    coordinator.observer = observer
+    observer.bind("serve", coordinator.run, protocol.name, coordinator.progress)
 
     async def ping(request: bytes, context: Any) -> bytes:
         return b""
@@ -902,6 +939,10 @@ async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, add
     started = time.monotonic()
     await server.start()
     try:
+        observer.start()
+        observer.event("start", protocol=protocol.name, address=f"{address.rpartition(':')[0]}"
+                       f":{port}", metrics_address=observer.address,
+                       expected=n_silos + len(coordinator.roles), timeout=timeout)
         if on_ready is not None:
             on_ready(port)
         # Each stage (joining, every round) must end within `timeout`; a member whose
@@ -910,6 +951,9 @@ async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, add
             coordinator.watch()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(coordinator.done.wait(), timeout=0.2)
+        if coordinator.estimate is not None:
+            observer.released(rounds=coordinator.round, n_parties=coordinator.n_used(),
+                              dropped=len(coordinator.dropped), absent=len(coordinator.absent()))
         # Every member receives the release before the server goes away (a detached
         # member comes back for it), for at most a stage; then the last replies get
         # time to reach the parties.
@@ -920,6 +964,9 @@ async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, add
         await asyncio.sleep(0.2)
     finally:
         await server.stop(grace=1.0)
+        observer.serving = False
+        if owned:
+            observer.stop()
     if coordinator.estimate is None:
         raise NetworkRunError(coordinator.failure or "the run ended without a release")
     return ServerRun(coordinator.estimate, [party_identity(i) for i in coordinator.active],

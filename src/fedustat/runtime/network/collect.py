@@ -260,8 +260,9 @@ class _Collector:
         if self.closed_by is None:
             self.closed_by = why
             self.closed.set()
-            self.observer.event("window_close", closed_by=why, reports=self.n_reports,
-                                rows=self.n_rows, refused=sum(self.refused.values()))
+            # The reports the window took: committed, or admitted and being committed.
+            self.observer.event("window_close", closed_by=why, reports=self.n_admitted,
+                                refused=sum(self.refused.values()))
 
     def progress(self) -> dict[str, Any]:
         """The window's public progress for its metrics and health check (observe.py):
@@ -350,6 +351,7 @@ class _Collector:
             for admitted, number in zip(batch, numbers, strict=True):
                 self._fold(number, admitted.index, admitted.message, admitted.summary,
                            len(admitted.frame))
+                self.observer.reported(admitted.identity, len(admitted.frame))
                 del self.waiting[admitted.identity]
                 admitted.committed.set_result(None)
 

@@ -270,6 +270,93 @@ def test_a_party_that_left_before_the_start_is_absent_at_once(certs):
     assert run.seconds < 20.0  # the 30 s joining stage was not waited out
 
 
+FEDAUC_VARIANTS = ["fedauc-rr", "fedauc-laplace-local", "fedauc-adaptive"]
+
+
+@pytest.mark.parametrize("name", FEDAUC_VARIANTS)
+def test_fedauc_goes_on_without_a_client_silent_in_the_score_round(certs, name):
+    # Each silo is one client. party-1 holds its scores back: the server ranks the 40
+    # scores of party-0 and party-2 and the run is FedAUC over those two clients,
+    # renumbered 0 and 1. The same seed gives the simulator's release over their rows
+    # with party-1's batch empty (its random stream skipped, not reused).
+    silos = np.array_split(labelled(60, seed=2), 3)
+
+    def make() -> Protocol:
+        return registry.make(name, auc_kernel(), epsilon=1.0)
+
+    timeout = 1.5
+    server, parties = run_deployment(
+        certs, make, silos, min_silos=2, timeout=timeout,
+        party_make=lambda i: silent_in(make(), 0, 3 * timeout) if i == 1 else make())
+    assert not isinstance(server, Exception), server
+    assert (server.parties, server.dropped, server.n_parties) == (
+        ["party-0", "party-2"], ["party-1"], 2)
+    present = np.concatenate([silos[0], silos[2]])
+    client = np.repeat([0, 1], [silos[0].shape[0], silos[2].shape[0]])
+    expected = simulate(make(), present, rng=SEED, parties=client, batch_size=[1, 0, 1])
+    assert server.estimate.value == expected.value
+    assert server.estimate.std_error == expected.std_error
+    for key in ("n_samples", "n_clients", "global_sum", "noisy_pos", "noisy_neg"):
+        assert server.estimate.diagnostics[key] == expected.diagnostics[key], key
+    assert (server.estimate.diagnostics["n_samples"],
+            server.estimate.diagnostics["n_clients"]) == (40, 2)
+    rule = server.estimate.diagnostics["dropout"]["rule"]
+    assert rule.startswith("the server ranks the scores that arrived")
+    assert [parties[i].release["value"] for i in (0, 2)] == [expected.value] * 2
+    assert isinstance(parties[1], NetworkRunError) and "party-1" in str(parties[1])
+
+
+def test_fedauc_global_keeps_the_bound_of_the_start_without_a_client(certs):
+    # GlobalLaplace's clients calibrate localSum's noise to M - 1 (004 App. N) with the M
+    # fixed at the start (60): no message tells them the survivors' M' = 40, and M - 1
+    # bounds every rank among the survivors. The server's noise variances use the same
+    # bound, so the error bar is that of the noise actually added.
+    silos = np.array_split(labelled(60, seed=2), 3)
+
+    def make() -> Protocol:
+        return registry.make("fedauc-laplace-global", auc_kernel(), epsilon=1.0)
+
+    timeout = 1.5
+    server, _ = run_deployment(
+        certs, make, silos, min_silos=2, timeout=timeout,
+        party_make=lambda i: silent_in(make(), 0, 3 * timeout) if i == 1 else make())
+    assert not isinstance(server, Exception), server
+    diagnostics = server.estimate.diagnostics
+    assert (diagnostics["n_samples"], diagnostics["n_clients"]) == (40, 2)
+    # Two clients, alpha = 1/2: localSum's noise Lap((M - 1) / (eps / 2)), variance 2 b^2.
+    assert diagnostics["sum_noise_var"] == pytest.approx(2 * 2 * (59 / 0.5) ** 2)
+    assert "M - 1 for the public M fixed at the start" in diagnostics["dropout"]["rule"]
+
+
+def test_pairs_2pc_goes_on_without_a_party_silent_before_the_sharing(certs):
+    # Silo 1 (15 parties) joins but sends nothing in round 0 (joins and public labels):
+    # the aggregator draws the permutations and the dealers over the 30 parties that
+    # joined, renumbered in id order, and no row is ever addressed to silo 1. The same
+    # seed gives the simulator's release over their rows with silo 1's batch empty.
+    silos = np.array_split(labelled(45, seed=4), 3)
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2)
+
+    timeout = 3.0
+    server, parties = run_deployment(
+        certs, make, silos, min_silos=2, timeout=timeout,
+        party_make=lambda i: silent_in(make(), 0, 3 * timeout) if i == 1 else make())
+    assert not isinstance(server, Exception), server
+    assert (server.parties, server.dropped, server.n_parties) == (
+        ["party-0", "party-2"], ["party-1"], 30)
+    expected = simulate(make(), np.concatenate([silos[0], silos[2]]), rng=SEED,
+                        batch_size=[15, 0, 15])
+    assert server.estimate.value == expected.value
+    assert server.estimate.std_error == expected.std_error
+    assert server.estimate.diagnostics["n_pairs"] == expected.diagnostics["n_pairs"] == 30
+    assert np.array_equal(server.estimate.diagnostics["design"].tuples,
+                          expected.diagnostics["design"].tuples)
+    assert server.estimate.diagnostics["dropout"]["rule"].startswith("no share has been")
+    assert [parties[i].release["value"] for i in (0, 2)] == [expected.value] * 2
+    assert isinstance(parties[1], NetworkRunError) and "party-1" in str(parties[1])
+
+
 # ------------------------------------------------------------------ stop
 
 
@@ -313,9 +400,13 @@ def test_a_secure_relay_round_stops_naming_the_silent_party(certs):
         certs, make, silos, min_silos=2, timeout=1.5,
         party_make=lambda i: relaying_late(make()) if i == 2 else make())
     assert isinstance(server, NetworkRunError)
-    assert str(server).endswith("no answer within 1.5 s from party-2; pairs-2pc cannot go "
-                                "on without it: protocol 'pairs-2pc' has no round that may "
-                                "go on without a party; no release"), server
+    # party-2's first peer rows are its deals (round 1): the pairs it deals for and its
+    # own pairs need them, so the run stops, naming the round and why.
+    assert str(server) == (
+        "round 1: no answer within 1.5 s from party-2; pairs-2pc cannot go on without it: "
+        "round 1 deals each pair's correlated randomness: the silent party's packages (as "
+        "a dealer) and its own pairs are needed by both members of each pair it is in, "
+        "and the design drawn for the others names it; no release"), server
 
 
 def test_too_few_answers_stop_the_round_naming_the_silent(certs):
@@ -360,9 +451,13 @@ def _first_state(name: str, kernel: Any, **params: Any) -> tuple[Protocol, Any]:
     ("central-laplace", auc_kernel(), {}, True),
     ("exact", auc_kernel(), {}, True),
     ("ghazi-shuffle", GINI, {"k": 8}, False),
-    ("fedauc-rr", auc_kernel(), {}, False),
-    ("fedauc-laplace-local", auc_kernel(), {}, False),
-    ("pairs-2pc", auc_kernel(), {"P": 2}, False),
+    ("fedauc-rr", auc_kernel(), {}, True),
+    ("fedauc-laplace-local", auc_kernel(), {}, True),
+    ("fedauc-laplace-global", auc_kernel(), {}, True),
+    ("fedauc-gaussian", auc_kernel(), {"delta": 1e-6}, True),
+    ("fedauc-adaptive", auc_kernel(), {}, True),
+    ("pairs-2pc", auc_kernel(), {"P": 2}, True),
+    ("pairs-2pc", auc_kernel(), {"all_pairs": True}, False),
     ("umpc", GINI, {}, False),
 ])
 def test_each_protocol_declares_its_first_round(name, kernel, params, proceed):

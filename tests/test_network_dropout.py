@@ -34,7 +34,7 @@ from fedustat.runtime.network.party import run_party
 from fedustat.runtime.network.server import serve
 from fedustat.runtime.network.service import NetworkRunError, party_deadline
 from fedustat.runtime.simulate import simulate
-from fedustat.stats import auc_kernel, gini_kernel
+from fedustat.stats import auc_kernel, gini_kernel, kendall_tau_kernel
 from fedustat.stats.designs import uniform_sample
 from network_deployment import run_deployment
 
@@ -357,6 +357,76 @@ def test_pairs_2pc_goes_on_without_a_party_silent_before_the_sharing(certs):
     assert isinstance(parties[1], NetworkRunError) and "party-1" in str(parties[1])
 
 
+def graded(n: int, seed: int) -> np.ndarray:
+    """(x, y, label) on a coarse grid, exact in fixed point, with ties and both labels."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 8, n) / 8
+    y = np.clip(x + rng.integers(-2, 3, n) / 8, 0, 1)
+    labels = (np.arange(n) % 3 == 0).astype(float)
+    return np.column_stack([x, y, labels])
+
+
+UMPC_CASES = [
+    # Public labels addressed party by party (each row with the mask of who is present).
+    ("auc", {"threat_model": "dis"}),
+    # A broadcast of the coin; M_HF noise from a subgroup Z drawn over those present.
+    ("kendall", {"threat_model": "hf", "f_honest": 0.8}),
+]
+
+
+@pytest.mark.parametrize(("statistic", "params"), UMPC_CASES, ids=[c[0] for c in UMPC_CASES])
+def test_umpc_goes_on_without_a_party_silent_before_the_sharing(certs, statistic, params):
+    # Silo 1 (6 parties) checks in late: the aggregator draws the public coin over the
+    # 12 parties present, renumbered, and tells them who is present; design, dealers and
+    # Z follow from the coin over them. The same seed gives the simulator's release over
+    # their rows with silo 1's batch empty.
+    rows = graded(18, seed=6)
+    data = rows[:, [0, 2]] if statistic == "auc" else rows[:, :2]
+    kernel = auc_kernel() if statistic == "auc" else kendall_tau_kernel("a")
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make("umpc", kernel, epsilon=1.0, comparison="fss",
+                             bounds=(0.0, 4.0), precision=1 / 8, **params)
+
+    timeout = 4.0
+    server, parties = run_deployment(
+        certs, make, silos, min_silos=2, timeout=timeout,
+        party_make=lambda i: silent_in(make(), 0, 3 * timeout) if i == 1 else make())
+    assert not isinstance(server, Exception), server
+    assert (server.parties, server.dropped, server.n_parties) == (
+        ["party-0", "party-2"], ["party-1"], 12)
+    expected = simulate(make(), np.concatenate([silos[0], silos[2]]), rng=SEED,
+                        batch_size=[6, 0, 6])
+    assert server.estimate.value == expected.value
+    assert server.estimate.std_error == expected.std_error
+    assert server.estimate.diagnostics["public_coin"] == expected.diagnostics["public_coin"]
+    assert server.estimate.diagnostics["dropout"]["rule"].startswith("no share has been")
+    assert [parties[i].release["value"] for i in (0, 2)] == [expected.value] * 2
+
+
+def test_umpc_stops_when_a_party_falls_silent_in_the_circuit(certs):
+    # party-2 holds back its rows of the sharing round (round 2): its co-members need
+    # them, so the run stops naming the round and why.
+    data = graded(18, seed=6)[:, :2]
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make("umpc", kendall_tau_kernel("a"), epsilon=1.0,
+                             comparison="fss", bounds=(0.0, 4.0), precision=1 / 8,
+                             threat_model="hf", f_honest=0.8)
+
+    server, _ = run_deployment(
+        certs, make, silos, min_silos=2, timeout=1.5,
+        party_make=lambda i: silent_in(make(), 2, 4.5) if i == 2 else make())
+    assert isinstance(server, NetworkRunError)
+    assert str(server).startswith("round 2: no answer within 1.5 s from party-2; umpc cannot "
+                                  "go on without it: the secure phases are under way (002 "
+                                  "Protocol 3.1"), server
+    assert str(server).endswith("so without the silent party there is no unbiased release; "
+                                "no release")
+
+
 # ------------------------------------------------------------------ stop
 
 
@@ -458,7 +528,7 @@ def _first_state(name: str, kernel: Any, **params: Any) -> tuple[Protocol, Any]:
     ("fedauc-adaptive", auc_kernel(), {}, True),
     ("pairs-2pc", auc_kernel(), {"P": 2}, True),
     ("pairs-2pc", auc_kernel(), {"all_pairs": True}, False),
-    ("umpc", GINI, {}, False),
+    ("umpc", GINI, {}, True),
 ])
 def test_each_protocol_declares_its_first_round(name, kernel, params, proceed):
     protocol, state = _first_state(name, kernel, **params)

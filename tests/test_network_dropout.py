@@ -30,7 +30,7 @@ pytest.importorskip("grpc")
 from fedustat.protocols import registry
 from fedustat.protocols.base import Message, Protocol, Role
 from fedustat.runtime.network.certs import create_deployment, load_credentials
-from fedustat.runtime.network.party import run_party
+from fedustat.runtime.network.party import run_party, run_service
 from fedustat.runtime.network.server import serve
 from fedustat.runtime.network.service import NetworkRunError, party_deadline
 from fedustat.runtime.simulate import simulate
@@ -427,6 +427,87 @@ def test_umpc_stops_when_a_party_falls_silent_in_the_circuit(certs):
                                 "no release")
 
 
+@pytest.fixture(scope="module")
+def dealer_certs(tmp_path_factory):
+    return create_deployment(tmp_path_factory.mktemp("dealer-certs"), 3,
+                             extra_roles=("dealer",))
+
+
+def with_dealer_service(certs: Any, make: Any, silos: list[np.ndarray], silent: int,
+                        timeout: float) -> tuple[Any, list[Any]]:
+    """Server, silos and a dealer service in threads; silo ``silent`` holds its round-0
+    message back past the stage. Every thread is bounded."""
+    ready, port, outcome = threading.Event(), {}, {}
+
+    def server() -> None:
+        try:
+            outcome["server"] = serve(make(), len(silos), load_credentials(certs, "server"),
+                                      rng=SEED, timeout=timeout, min_silos=len(silos) - 1,
+                                      on_ready=lambda p: (port.update(p=p), ready.set()))
+        except Exception as exc:  # inspected by the test
+            outcome["server"] = exc
+            ready.set()
+
+    results: list[Any] = [None] * (len(silos) + 1)
+
+    def party(i: int) -> None:
+        protocol = silent_in(make(), 0, 3 * timeout) if i == silent else make()
+        try:
+            results[i] = run_party(protocol, silos[i], load_credentials(certs, f"party-{i}"),
+                                   f"127.0.0.1:{port['p']}", rng=SEED, timeout=timeout)
+        except Exception as exc:
+            results[i] = exc
+
+    def dealer() -> None:
+        try:
+            results[-1] = run_service(make(), "dealer", load_credentials(certs, "dealer"),
+                                      f"127.0.0.1:{port['p']}", rng=SEED, timeout=timeout)
+        except Exception as exc:
+            results[-1] = exc
+
+    main = threading.Thread(target=server)
+    main.start()
+    assert ready.wait(30)
+    threads = [threading.Thread(target=party, args=(i,)) for i in range(len(silos))]
+    threads.append(threading.Thread(target=dealer))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(6 * timeout)
+    main.join(4 * timeout)
+    assert not main.is_alive(), "the server must never hang"
+    return outcome["server"], results
+
+
+DEALER_SERVICE = [
+    ("pairs-2pc", {"P": 2}),
+    ("umpc", {"comparison": "fss", "bounds": (0.0, 1.0), "precision": 1 / 8,
+              "threat_model": "hf", "f_honest": 0.8}),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), DEALER_SERVICE, ids=[c[0] for c in DEALER_SERVICE])
+def test_a_dealer_service_serves_the_parties_present(dealer_certs, name, params):
+    # The dealer service's id follows the 3 silos' 18 parties of the start (18) while the
+    # run goes on over 12: the protocol translates between the two, and the release is
+    # the simulator's over the 12 with the silent silo's batch empty.
+    rows = graded(18, seed=7)
+    data = rows[:, [0, 2]]
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make(name, auc_kernel(), epsilon=1.0, dealer="service", **params)
+
+    server, results = with_dealer_service(dealer_certs, make, silos, silent=1, timeout=4.0)
+    assert not isinstance(server, Exception), server
+    assert (server.dropped, server.n_parties) == (["party-1"], 12)
+    expected = simulate(make(), np.concatenate([silos[0], silos[2]]), rng=SEED,
+                        batch_size=[6, 0, 6])
+    assert server.estimate.value == expected.value
+    assert server.estimate.std_error == expected.std_error
+    assert results[-1].service_id == 18
+
+
 # ------------------------------------------------------------------ stop
 
 
@@ -448,7 +529,24 @@ def test_fedauc_stops_when_a_client_drops_after_the_ranking(certs):
     assert "party-1" in str(parties[0]) and "party-1" in str(parties[2])
 
 
-def test_a_secure_relay_round_stops_naming_the_silent_party(certs):
+PAIRS_STOPS = [
+    # party-2's first peer rows are its deals (round 1): the pairs it deals for and its
+    # own pairs need them.
+    (1, "round 1: no answer within 1.5 s from party-2; pairs-2pc cannot go on without it: "
+        "round 1 deals each pair's correlated randomness: the silent party's packages (as "
+        "a dealer) and its own pairs are needed by both members of each pair it is in, "
+        "and the design drawn for the others names it; no release"),
+    # Its second are its first openings (round 2), inside the pairwise 2PC.
+    (2, "round 2: no answer within 1.5 s from party-2; pairs-2pc cannot go on without it: "
+        "the pairwise 2PC is under way: each of the silent party's pairs needs both "
+        "members' shares (every opening and the two output shares that sum to the noisy "
+        "value), and releasing without its pairs would not be the design's estimate; no "
+        "release"),
+]
+
+
+@pytest.mark.parametrize(("late", "reason"), PAIRS_STOPS, ids=["dealing", "openings"])
+def test_a_secure_relay_round_stops_naming_the_silent_party(certs, late, reason):
     silos = np.array_split(labelled(45), 3)
 
     def make() -> Protocol:
@@ -456,11 +554,14 @@ def test_a_secure_relay_round_stops_naming_the_silent_party(certs):
 
     def relaying_late(protocol: Protocol) -> Protocol:
         step = protocol.party_step
+        peer_messages = [0]
 
         def held(state: Any, inbox: Any, rng: Any) -> Any:
             out = step(state, inbox, rng)
             if out[1].is_peer:
-                time.sleep(4.5)
+                peer_messages[0] += 1
+                if peer_messages[0] == late:
+                    time.sleep(4.5)
             return out
 
         protocol.party_step = held  # type: ignore[method-assign]
@@ -470,13 +571,7 @@ def test_a_secure_relay_round_stops_naming_the_silent_party(certs):
         certs, make, silos, min_silos=2, timeout=1.5,
         party_make=lambda i: relaying_late(make()) if i == 2 else make())
     assert isinstance(server, NetworkRunError)
-    # party-2's first peer rows are its deals (round 1): the pairs it deals for and its
-    # own pairs need them, so the run stops, naming the round and why.
-    assert str(server) == (
-        "round 1: no answer within 1.5 s from party-2; pairs-2pc cannot go on without it: "
-        "round 1 deals each pair's correlated randomness: the silent party's packages (as "
-        "a dealer) and its own pairs are needed by both members of each pair it is in, "
-        "and the design drawn for the others names it; no release"), server
+    assert str(server) == reason, server
 
 
 def test_too_few_answers_stop_the_round_naming_the_silent(certs):

@@ -120,6 +120,11 @@ batches by the simulator, forwarded end-to-end encrypted by the networked server
    equality for randomized response);
 4. each member adds its own noise part to its output share and uploads it.
 
+A party silent in step 0 (a networked run with ``min_silos``, :meth:`PairsTwoParty.dropout_rule`)
+has contributed nothing: the aggregator draws the design and the dealers over the parties
+that joined, renumbered in id order, and writes their real ids in the assignment. From
+step 1 on a silent party stops the run (its pairs need both members).
+
 Pairs thus run across batches and silos, and the release does not depend on how parties
 are batched (noise-free it is the design's exact statistic; with noise each batch draws
 from its own stream). The dealing round replaces the separate offline dealer of earlier

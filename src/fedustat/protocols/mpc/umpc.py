@@ -58,6 +58,12 @@ encrypted by the networked server, ``docs/network.md``):
    (:class:`_MemberCircuit`) until it returns;
 6. upload ``z_i`` (one ring element); the aggregator reconstructs and releases.
 
+A party silent in step 0 (a networked run with ``min_silos``, :meth:`UMPC.dropout_rule`)
+has sent nothing secret and the coin is drawn after it: the aggregator draws it over the
+parties present, renumbered in id order, and tells them who is present (a mask beside
+the coin); every step then computes on those positions and translates to the run's ids
+at the message boundary (:class:`_Seating`). From step 1 on a silent party stops the run.
+
 A relay round carries one kind of row, so the noise round no longer overlaps the
 circuit: relay rounds = 2 + C_f^R + 1 (noise), against Lemma C.3's sharing round plus
 ``max(C_f^R, C_eta^R)``. The dealt material is counted as peer traffic (to the bit,

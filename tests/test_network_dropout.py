@@ -30,11 +30,11 @@ pytest.importorskip("grpc")
 from fedustat.protocols import registry
 from fedustat.protocols.base import Message, Protocol, Role
 from fedustat.runtime.network.certs import create_deployment, load_credentials
-from fedustat.runtime.network.party import run_party
+from fedustat.runtime.network.party import run_party, run_service
 from fedustat.runtime.network.server import serve
 from fedustat.runtime.network.service import NetworkRunError, party_deadline
 from fedustat.runtime.simulate import simulate
-from fedustat.stats import auc_kernel, gini_kernel
+from fedustat.stats import auc_kernel, gini_kernel, kendall_tau_kernel
 from fedustat.stats.designs import uniform_sample
 from network_deployment import run_deployment
 
@@ -270,6 +270,244 @@ def test_a_party_that_left_before_the_start_is_absent_at_once(certs):
     assert run.seconds < 20.0  # the 30 s joining stage was not waited out
 
 
+FEDAUC_VARIANTS = ["fedauc-rr", "fedauc-laplace-local", "fedauc-adaptive"]
+
+
+@pytest.mark.parametrize("name", FEDAUC_VARIANTS)
+def test_fedauc_goes_on_without_a_client_silent_in_the_score_round(certs, name):
+    # Each silo is one client. party-1 holds its scores back: the server ranks the 40
+    # scores of party-0 and party-2 and the run is FedAUC over those two clients,
+    # renumbered 0 and 1. The same seed gives the simulator's release over their rows
+    # with party-1's batch empty (its random stream skipped, not reused).
+    silos = np.array_split(labelled(60, seed=2), 3)
+
+    def make() -> Protocol:
+        return registry.make(name, auc_kernel(), epsilon=1.0)
+
+    timeout = 1.5
+    server, parties = run_deployment(
+        certs, make, silos, min_silos=2, timeout=timeout,
+        party_make=lambda i: silent_in(make(), 0, 3 * timeout) if i == 1 else make())
+    assert not isinstance(server, Exception), server
+    assert (server.parties, server.dropped, server.n_parties) == (
+        ["party-0", "party-2"], ["party-1"], 2)
+    present = np.concatenate([silos[0], silos[2]])
+    client = np.repeat([0, 1], [silos[0].shape[0], silos[2].shape[0]])
+    expected = simulate(make(), present, rng=SEED, parties=client, batch_size=[1, 0, 1])
+    assert server.estimate.value == expected.value
+    assert server.estimate.std_error == expected.std_error
+    for key in ("n_samples", "n_clients", "global_sum", "noisy_pos", "noisy_neg"):
+        assert server.estimate.diagnostics[key] == expected.diagnostics[key], key
+    assert (server.estimate.diagnostics["n_samples"],
+            server.estimate.diagnostics["n_clients"]) == (40, 2)
+    rule = server.estimate.diagnostics["dropout"]["rule"]
+    assert rule.startswith("the server ranks the scores that arrived")
+    assert [parties[i].release["value"] for i in (0, 2)] == [expected.value] * 2
+    assert isinstance(parties[1], NetworkRunError) and "party-1" in str(parties[1])
+
+
+def test_fedauc_global_keeps_the_bound_of_the_start_without_a_client(certs):
+    # GlobalLaplace's clients calibrate localSum's noise to M - 1 (004 App. N) with the M
+    # fixed at the start (60): no message tells them the survivors' M' = 40, and M - 1
+    # bounds every rank among the survivors. The server's noise variances use the same
+    # bound, so the error bar is that of the noise actually added.
+    silos = np.array_split(labelled(60, seed=2), 3)
+
+    def make() -> Protocol:
+        return registry.make("fedauc-laplace-global", auc_kernel(), epsilon=1.0)
+
+    timeout = 1.5
+    server, _ = run_deployment(
+        certs, make, silos, min_silos=2, timeout=timeout,
+        party_make=lambda i: silent_in(make(), 0, 3 * timeout) if i == 1 else make())
+    assert not isinstance(server, Exception), server
+    diagnostics = server.estimate.diagnostics
+    assert (diagnostics["n_samples"], diagnostics["n_clients"]) == (40, 2)
+    # Two clients, alpha = 1/2: localSum's noise Lap((M - 1) / (eps / 2)), variance 2 b^2.
+    assert diagnostics["sum_noise_var"] == pytest.approx(2 * 2 * (59 / 0.5) ** 2)
+    assert "M - 1 for the public M fixed at the start" in diagnostics["dropout"]["rule"]
+
+
+def test_pairs_2pc_goes_on_without_a_party_silent_before_the_sharing(certs):
+    # Silo 1 (15 parties) joins but sends nothing in round 0 (joins and public labels):
+    # the aggregator draws the permutations and the dealers over the 30 parties that
+    # joined, renumbered in id order, and no row is ever addressed to silo 1. The same
+    # seed gives the simulator's release over their rows with silo 1's batch empty.
+    silos = np.array_split(labelled(45, seed=4), 3)
+
+    def make() -> Protocol:
+        return registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2)
+
+    timeout = 3.0
+    server, parties = run_deployment(
+        certs, make, silos, min_silos=2, timeout=timeout,
+        party_make=lambda i: silent_in(make(), 0, 3 * timeout) if i == 1 else make())
+    assert not isinstance(server, Exception), server
+    assert (server.parties, server.dropped, server.n_parties) == (
+        ["party-0", "party-2"], ["party-1"], 30)
+    expected = simulate(make(), np.concatenate([silos[0], silos[2]]), rng=SEED,
+                        batch_size=[15, 0, 15])
+    assert server.estimate.value == expected.value
+    assert server.estimate.std_error == expected.std_error
+    assert server.estimate.diagnostics["n_pairs"] == expected.diagnostics["n_pairs"] == 30
+    assert np.array_equal(server.estimate.diagnostics["design"].tuples,
+                          expected.diagnostics["design"].tuples)
+    assert server.estimate.diagnostics["dropout"]["rule"].startswith("no share has been")
+    assert [parties[i].release["value"] for i in (0, 2)] == [expected.value] * 2
+    assert isinstance(parties[1], NetworkRunError) and "party-1" in str(parties[1])
+
+
+def graded(n: int, seed: int) -> np.ndarray:
+    """(x, y, label) on a coarse grid, exact in fixed point, with ties and both labels."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 8, n) / 8
+    y = np.clip(x + rng.integers(-2, 3, n) / 8, 0, 1)
+    labels = (np.arange(n) % 3 == 0).astype(float)
+    return np.column_stack([x, y, labels])
+
+
+UMPC_CASES = [
+    # Public labels addressed party by party (each row with the mask of who is present).
+    ("auc", {"threat_model": "dis"}),
+    # A broadcast of the coin; M_HF noise from a subgroup Z drawn over those present.
+    ("kendall", {"threat_model": "hf", "f_honest": 0.8}),
+]
+
+
+@pytest.mark.parametrize(("statistic", "params"), UMPC_CASES, ids=[c[0] for c in UMPC_CASES])
+def test_umpc_goes_on_without_a_party_silent_before_the_sharing(certs, statistic, params):
+    # Silo 1 (6 parties) checks in late: the aggregator draws the public coin over the
+    # 12 parties present, renumbered, and tells them who is present; design, dealers and
+    # Z follow from the coin over them. The same seed gives the simulator's release over
+    # their rows with silo 1's batch empty.
+    rows = graded(18, seed=6)
+    data = rows[:, [0, 2]] if statistic == "auc" else rows[:, :2]
+    kernel = auc_kernel() if statistic == "auc" else kendall_tau_kernel("a")
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make("umpc", kernel, epsilon=1.0, comparison="fss",
+                             bounds=(0.0, 4.0), precision=1 / 8, **params)
+
+    timeout = 4.0
+    server, parties = run_deployment(
+        certs, make, silos, min_silos=2, timeout=timeout,
+        party_make=lambda i: silent_in(make(), 0, 3 * timeout) if i == 1 else make())
+    assert not isinstance(server, Exception), server
+    assert (server.parties, server.dropped, server.n_parties) == (
+        ["party-0", "party-2"], ["party-1"], 12)
+    expected = simulate(make(), np.concatenate([silos[0], silos[2]]), rng=SEED,
+                        batch_size=[6, 0, 6])
+    assert server.estimate.value == expected.value
+    assert server.estimate.std_error == expected.std_error
+    assert server.estimate.diagnostics["public_coin"] == expected.diagnostics["public_coin"]
+    assert server.estimate.diagnostics["dropout"]["rule"].startswith("no share has been")
+    assert [parties[i].release["value"] for i in (0, 2)] == [expected.value] * 2
+
+
+def test_umpc_stops_when_a_party_falls_silent_in_the_circuit(certs):
+    # party-2 holds back its rows of the sharing round (round 2): its co-members need
+    # them, so the run stops naming the round and why.
+    data = graded(18, seed=6)[:, :2]
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make("umpc", kendall_tau_kernel("a"), epsilon=1.0,
+                             comparison="fss", bounds=(0.0, 4.0), precision=1 / 8,
+                             threat_model="hf", f_honest=0.8)
+
+    server, _ = run_deployment(
+        certs, make, silos, min_silos=2, timeout=1.5,
+        party_make=lambda i: silent_in(make(), 2, 4.5) if i == 2 else make())
+    assert isinstance(server, NetworkRunError)
+    assert str(server).startswith("round 2: no answer within 1.5 s from party-2; umpc cannot "
+                                  "go on without it: the secure phases are under way (002 "
+                                  "Protocol 3.1"), server
+    assert str(server).endswith("so without the silent party there is no unbiased release; "
+                                "no release")
+
+
+@pytest.fixture(scope="module")
+def dealer_certs(tmp_path_factory):
+    return create_deployment(tmp_path_factory.mktemp("dealer-certs"), 3,
+                             extra_roles=("dealer",))
+
+
+def with_dealer_service(certs: Any, make: Any, silos: list[np.ndarray], silent: int,
+                        timeout: float) -> tuple[Any, list[Any]]:
+    """Server, silos and a dealer service in threads; silo ``silent`` holds its round-0
+    message back past the stage. Every thread is bounded."""
+    ready, port, outcome = threading.Event(), {}, {}
+
+    def server() -> None:
+        try:
+            outcome["server"] = serve(make(), len(silos), load_credentials(certs, "server"),
+                                      rng=SEED, timeout=timeout, min_silos=len(silos) - 1,
+                                      on_ready=lambda p: (port.update(p=p), ready.set()))
+        except Exception as exc:  # inspected by the test
+            outcome["server"] = exc
+            ready.set()
+
+    results: list[Any] = [None] * (len(silos) + 1)
+
+    def party(i: int) -> None:
+        protocol = silent_in(make(), 0, 3 * timeout) if i == silent else make()
+        try:
+            results[i] = run_party(protocol, silos[i], load_credentials(certs, f"party-{i}"),
+                                   f"127.0.0.1:{port['p']}", rng=SEED, timeout=timeout)
+        except Exception as exc:
+            results[i] = exc
+
+    def dealer() -> None:
+        try:
+            results[-1] = run_service(make(), "dealer", load_credentials(certs, "dealer"),
+                                      f"127.0.0.1:{port['p']}", rng=SEED, timeout=timeout)
+        except Exception as exc:
+            results[-1] = exc
+
+    main = threading.Thread(target=server)
+    main.start()
+    assert ready.wait(30)
+    threads = [threading.Thread(target=party, args=(i,)) for i in range(len(silos))]
+    threads.append(threading.Thread(target=dealer))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(6 * timeout)
+    main.join(4 * timeout)
+    assert not main.is_alive(), "the server must never hang"
+    return outcome["server"], results
+
+
+DEALER_SERVICE = [
+    ("pairs-2pc", {"P": 2}),
+    ("umpc", {"comparison": "fss", "bounds": (0.0, 1.0), "precision": 1 / 8,
+              "threat_model": "hf", "f_honest": 0.8}),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), DEALER_SERVICE, ids=[c[0] for c in DEALER_SERVICE])
+def test_a_dealer_service_serves_the_parties_present(dealer_certs, name, params):
+    # The dealer service's id follows the 3 silos' 18 parties of the start (18) while the
+    # run goes on over 12: the protocol translates between the two, and the release is
+    # the simulator's over the 12 with the silent silo's batch empty.
+    rows = graded(18, seed=7)
+    data = rows[:, [0, 2]]
+    silos = np.array_split(data, 3)
+
+    def make() -> Protocol:
+        return registry.make(name, auc_kernel(), epsilon=1.0, dealer="service", **params)
+
+    server, results = with_dealer_service(dealer_certs, make, silos, silent=1, timeout=4.0)
+    assert not isinstance(server, Exception), server
+    assert (server.dropped, server.n_parties) == (["party-1"], 12)
+    expected = simulate(make(), np.concatenate([silos[0], silos[2]]), rng=SEED,
+                        batch_size=[6, 0, 6])
+    assert server.estimate.value == expected.value
+    assert server.estimate.std_error == expected.std_error
+    assert results[-1].service_id == 18
+
+
 # ------------------------------------------------------------------ stop
 
 
@@ -291,7 +529,24 @@ def test_fedauc_stops_when_a_client_drops_after_the_ranking(certs):
     assert "party-1" in str(parties[0]) and "party-1" in str(parties[2])
 
 
-def test_a_secure_relay_round_stops_naming_the_silent_party(certs):
+PAIRS_STOPS = [
+    # party-2's first peer rows are its deals (round 1): the pairs it deals for and its
+    # own pairs need them.
+    (1, "round 1: no answer within 1.5 s from party-2; pairs-2pc cannot go on without it: "
+        "round 1 deals each pair's correlated randomness: the silent party's packages (as "
+        "a dealer) and its own pairs are needed by both members of each pair it is in, "
+        "and the design drawn for the others names it; no release"),
+    # Its second are its first openings (round 2), inside the pairwise 2PC.
+    (2, "round 2: no answer within 1.5 s from party-2; pairs-2pc cannot go on without it: "
+        "the pairwise 2PC is under way: each of the silent party's pairs needs both "
+        "members' shares (every opening and the two output shares that sum to the noisy "
+        "value), and releasing without its pairs would not be the design's estimate; no "
+        "release"),
+]
+
+
+@pytest.mark.parametrize(("late", "reason"), PAIRS_STOPS, ids=["dealing", "openings"])
+def test_a_secure_relay_round_stops_naming_the_silent_party(certs, late, reason):
     silos = np.array_split(labelled(45), 3)
 
     def make() -> Protocol:
@@ -299,11 +554,14 @@ def test_a_secure_relay_round_stops_naming_the_silent_party(certs):
 
     def relaying_late(protocol: Protocol) -> Protocol:
         step = protocol.party_step
+        peer_messages = [0]
 
         def held(state: Any, inbox: Any, rng: Any) -> Any:
             out = step(state, inbox, rng)
             if out[1].is_peer:
-                time.sleep(4.5)
+                peer_messages[0] += 1
+                if peer_messages[0] == late:
+                    time.sleep(4.5)
             return out
 
         protocol.party_step = held  # type: ignore[method-assign]
@@ -313,9 +571,7 @@ def test_a_secure_relay_round_stops_naming_the_silent_party(certs):
         certs, make, silos, min_silos=2, timeout=1.5,
         party_make=lambda i: relaying_late(make()) if i == 2 else make())
     assert isinstance(server, NetworkRunError)
-    assert str(server).endswith("no answer within 1.5 s from party-2; pairs-2pc cannot go "
-                                "on without it: protocol 'pairs-2pc' has no round that may "
-                                "go on without a party; no release"), server
+    assert str(server) == reason, server
 
 
 def test_too_few_answers_stop_the_round_naming_the_silent(certs):
@@ -360,10 +616,14 @@ def _first_state(name: str, kernel: Any, **params: Any) -> tuple[Protocol, Any]:
     ("central-laplace", auc_kernel(), {}, True),
     ("exact", auc_kernel(), {}, True),
     ("ghazi-shuffle", GINI, {"k": 8}, False),
-    ("fedauc-rr", auc_kernel(), {}, False),
-    ("fedauc-laplace-local", auc_kernel(), {}, False),
-    ("pairs-2pc", auc_kernel(), {"P": 2}, False),
-    ("umpc", GINI, {}, False),
+    ("fedauc-rr", auc_kernel(), {}, True),
+    ("fedauc-laplace-local", auc_kernel(), {}, True),
+    ("fedauc-laplace-global", auc_kernel(), {}, True),
+    ("fedauc-gaussian", auc_kernel(), {"delta": 1e-6}, True),
+    ("fedauc-adaptive", auc_kernel(), {}, True),
+    ("pairs-2pc", auc_kernel(), {"P": 2}, True),
+    ("pairs-2pc", auc_kernel(), {"all_pairs": True}, False),
+    ("umpc", GINI, {}, True),
 ])
 def test_each_protocol_declares_its_first_round(name, kernel, params, proceed):
     protocol, state = _first_state(name, kernel, **params)

@@ -267,7 +267,13 @@ class ClientBatch:
 
 @dataclass(frozen=True)
 class ServerState:
-    """The server's state: after ranking, public per-client summaries of the ranks."""
+    """The server's state: after ranking, public per-client summaries of the ranks.
+
+    ``n_clients`` counts the clients of the run: those fixed at the start until the
+    ranking, then those whose scores were ranked. ``clients`` holds their ids when some
+    client fell silent in the score round (``None``: every id 0..n_clients-1); the
+    per-client arrays follow that order.
+    """
 
     n_clients: int
     phase: int = 0
@@ -282,6 +288,7 @@ class ServerState:
     beta: np.ndarray | None = None
     noise_scales: np.ndarray | None = None  # (2, K): each client's scales of (X_0, X_1)
     lam: np.ndarray | None = None
+    clients: np.ndarray | None = None
 
 
 def _segment_summaries(ranks: np.ndarray, starts: np.ndarray,
@@ -516,16 +523,25 @@ class FedAUC(Protocol):
 
     def dropout_rule(self, state: ServerState, round_index: int) -> DropoutRule:
         if state.phase == 0:
-            # Ranking the scores that arrived would be a run over the other clients, but
-            # the server state counts the K clients fixed at the start (ids 0..K-1, every
-            # one must send scores, and the noise scales follow each client's size).
-            return DropoutRule(False, "the ranking round expects scores from each of the "
-                                      f"{state.n_clients} clients fixed at the start")
+            # Nothing is fixed before the ranking but the clients' ids: ranking the scores
+            # that arrived is this protocol's run over the clients that answered (the
+            # server renumbers them, _rank), and each one's statistics are label-DP on
+            # their own, calibrated to the ranks it receives among them.
+            return DropoutRule(True, "the server ranks the scores that arrived: a run over "
+                                     "the clients that answered (renumbered), "
+                                     + self._survivors_noise())
         # The ranks were taken over every client's scores, the silent client's included:
         # the others' rank sums without its labels are not the Mann-Whitney U of any set
         # of samples (004 eq. 1), so the release would be biased.
         return DropoutRule(False, "the ranks include the silent client's scores, so the "
                                   "other clients' rank sums would give a biased AUC")
+
+    def _survivors_noise(self) -> str:
+        """How the clients' privacy is calibrated when the server ranks the scores of
+        the clients that answered: said by each variant (its formula in 004)."""
+        return ("each client's randomized labels are epsilon-LabelDP on their own (004 "
+                "Alg. 1) and the debiasing takes M, P and N from the ranked clients' "
+                "statistics (eq. 3-4)")
 
     # ------------------------------------------------------------- round 1: scores
     def _upload_scores(self, state: ClientBatch,
@@ -551,10 +567,14 @@ class FedAUC(Protocol):
         if owner.size and (owner.min() < 0 or owner.max() >= k):
             raise ValueError(f"score rows name clients outside 0..{k - 1}")
         sizes = np.bincount(owner, minlength=k)
+        clients = None
         if np.any(sizes == 0):
-            missing = np.flatnonzero(sizes == 0)[:5].tolist()
-            raise ValueError(f"client(s) {missing} sent no scores; every client must hold at "
-                             "least one sample")
+            # A client that sent no scores fell silent in this round (a transport goes on
+            # only where dropout_rule allows it; every client holds at least one sample):
+            # the run continues over the clients that answered, renumbered 0..K'-1 in id
+            # order. Every per-client quantity below is over them.
+            clients = np.flatnonzero(sizes)
+            sizes = sizes[clients]
         scores = np.asarray(inbox.fields["score"], dtype=np.float64)
         m = scores.size
         if m < 2:
@@ -577,7 +597,8 @@ class FedAUC(Protocol):
         max_r, mean_r, spread = _segment_summaries(ranks_by_client, starts, sizes)
         new_state = replace(state, phase=1, n_samples=m, rank_sum=float(ranks.sum()),
                             rank_sq_sum=float(np.dot(ranks, ranks)), sizes=sizes,
-                            max_rank=max_r, mean_rank=mean_r, spread=spread)
+                            max_rank=max_r, mean_rank=mean_r, spread=spread,
+                            n_clients=int(sizes.size), clients=clients)
         return self._after_ranking(new_state), reply
 
     def _after_ranking(self, state: ServerState) -> ServerState:
@@ -613,7 +634,8 @@ class FedAUC(Protocol):
             raise ValueError("the server expects one row of statistics per client")
         owner = np.asarray(inbox.parties, dtype=np.int64)
         k = state.n_clients
-        ids = np.arange(k)
+        # The clients whose scores were ranked (all of 0..K-1 unless some fell silent).
+        ids = np.arange(k) if state.clients is None else state.clients
         order = None if np.array_equal(owner, ids) else np.argsort(owner)
         if owner.size != k or (order is not None and not np.array_equal(owner[order], ids)):
             raise ValueError(f"the server expects exactly one row of statistics from each of "
@@ -937,6 +959,27 @@ class FedAUCLap(FedAUC):
             # server sending larger ranks would break the guarantee (App. N).
             return (*base, semi_honest("server (it returns the true ranks 0..M-1)"))
         return base
+
+    def _survivors_noise(self) -> str:
+        mechanism = "Laplace" if self.mechanism == "laplace" else "Gaussian"
+        if self.allocation != "fixed":
+            return (f"each client's {mechanism} noise calibrated to its own ranks among them "
+                    "(004 Sec. 5.3: ||u'||_inf, ||v'||_inf and the budget split beta), the "
+                    "server's noise variances to the same ranks and the estimator's M to "
+                    "the scores ranked")
+        if self.sensitivity == "local":
+            return (f"each client's {mechanism} noise on localSum calibrated to its largest "
+                    "rank among them (004 Sec. 5.2, LocalLaplace) and on localP to 1, the "
+                    "server's noise variances to the same ranks and the estimator's M to "
+                    "the scores ranked")
+        # The clients cannot learn the survivors' count M' (no message carries it): they
+        # keep M - 1, the bound of App. N for the M samples fixed at the start, which
+        # bounds every rank of the survivors' ranking (at most M' - 1 <= M - 1).
+        return (f"each client's {mechanism} noise on localSum calibrated to M - 1 for the "
+                "public M fixed at the start (004 App. N, GlobalLaplace), which bounds every "
+                "rank among them: the guarantee holds, with the noise of M samples; the "
+                "server's noise variances use the same M - 1 and the estimator's M the "
+                "scores ranked")
 
     def configure(self, n_rows: int) -> FedAUCLap:
         # A declared n_samples that the data contradict is refused whatever the

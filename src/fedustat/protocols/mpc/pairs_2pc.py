@@ -120,6 +120,11 @@ batches by the simulator, forwarded end-to-end encrypted by the networked server
    equality for randomized response);
 4. each member adds its own noise part to its output share and uploads it.
 
+A party silent in step 0 (a networked run with ``min_silos``, :meth:`PairsTwoParty.dropout_rule`)
+has contributed nothing: the aggregator draws the design and the dealers over the parties
+that joined, renumbered in id order, and writes their real ids in the assignment. From
+step 1 on a silent party stops the run (its pairs need both members).
+
 Pairs thus run across batches and silos, and the release does not depend on how parties
 are batched (noise-free it is the design's exact statistic; with noise each batch draws
 from its own stream). The dealing round replaces the separate offline dealer of earlier
@@ -167,6 +172,7 @@ from fedustat.protocols.base import (
     PEER_FROM,
     PEER_TO,
     Cost,
+    DropoutRule,
     Estimate,
     Message,
     Protocol,
@@ -1332,6 +1338,10 @@ class _ServerState:
     design: Design | None = None
     chosen: np.ndarray | None = None
     active: np.ndarray | None = None
+    # Ids of the parties that joined the assignment round, when some fell silent in it
+    # (None: all of 0..n-1). The design and the dealers are drawn over them, renumbered
+    # 0..n'-1 in id order; ``chosen`` holds their real ids, ``design`` the renumbered.
+    members: np.ndarray | None = None
 
 
 def _upload_order(parties: np.ndarray, pair_ids: np.ndarray) -> np.ndarray:
@@ -1688,6 +1698,32 @@ class PairsTwoParty(Protocol):
             return _all_pairs_dealers(chosen, n)
         return _third_party(chosen, n, rng)
 
+    # -- parties that fall silent -------------------------------------------------------
+    def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:
+        """Round 0 (joins, public labels) may go on without silent parties: nothing of
+        theirs is used yet and the aggregator draws the design and the dealers after it,
+        over the parties that joined. Once the design is drawn every round is part of the
+        pairwise 2PC (dealing, openings, output shares) and stops."""
+        if state.phase == 0:
+            if self.all_pairs:
+                return DropoutRule(False, "with all pairs every party derives the pairs "
+                                          "from n alone (ids 0..n-1), so the assignment "
+                                          "cannot leave a party out")
+            return DropoutRule(True, "no share has been sent yet: the aggregator draws the "
+                                     "P permutations (000 Sec. 5, step 1) and each pair's "
+                                     "dealer over the parties that joined (renumbered), and "
+                                     "the release is the protocol's over them")
+        if round_index == 1:
+            return DropoutRule(False, "round 1 deals each pair's correlated randomness: the "
+                                      "silent party's packages (as a dealer) and its own "
+                                      "pairs are needed by both members of each pair it is "
+                                      "in, and the design drawn for the others names it")
+        return DropoutRule(False, "the pairwise 2PC is under way: each of the silent "
+                                  "party's pairs needs both members' shares (every opening "
+                                  "and the two output shares that sum to the noisy value), "
+                                  "and releasing without its pairs would not be the "
+                                  "design's estimate")
+
     # -- the dealer service -------------------------------------------------------------
     def service_roles(self) -> tuple[str, ...]:
         return (DEALER_ROLE,) if self.dealer == "service" else ()
@@ -1862,17 +1898,29 @@ class PairsTwoParty(Protocol):
 
     def _assign(self, state: _ServerState, inbox: Message,
                 rng: np.random.Generator) -> tuple[_ServerState, Message]:
+        n_start = state.n_parties
+        who = np.asarray(inbox.parties, dtype=np.int64)
+        ordered = np.sort(who)
+        if ordered.size and not self.all_pairs and ordered.size < n_start and \
+                ordered[0] >= 0 and ordered[-1] < n_start and np.all(np.diff(ordered) > 0):
+            # Some parties fell silent before the sharing (a transport goes on only where
+            # dropout_rule allows it): nothing of theirs is used yet, so the run is this
+            # protocol's run over the others, renumbered 0..n'-1 in id order; the real ids
+            # are put back in the assignment (_real_ids).
+            state.members = ordered
+            state.n_parties = ordered.size
         n = state.n_parties
         if n < 3 and self.dealer == "party":
             raise ValueError(f"pairs-2pc: a third party deals each pair's correlated "
                              f"randomness, so the run needs at least 3 parties, got {n}")
-        who = np.asarray(inbox.parties, dtype=np.int64)
-        if not np.array_equal(np.sort(who), np.arange(n)):
+        own_ids = np.arange(n) if state.members is None else state.members
+        if not np.array_equal(ordered, own_ids):
             raise ValueError(f"pairs-2pc: expected one join message from each of the {n} "
                              "parties")
         labels = np.zeros(n)
         if self.spec.labelled:
-            labels[who] = np.asarray(inbox.fields["label"], dtype=np.float64)
+            labels[np.searchsorted(own_ids, who)] = np.asarray(inbox.fields["label"],
+                                                               dtype=np.float64)
             if labels.min() == labels.max():
                 raise ValueError("label has only one class; AUC needs both classes")
         n_pairs = math.comb(n, 2) if self.all_pairs else self.P * (n // 2)
@@ -1889,7 +1937,8 @@ class PairsTwoParty(Protocol):
             design = permutation_pairs(n, self.P, rng)
         chosen, active = _orient(self.spec, np.column_stack([np.zeros(n), labels]),
                                  design.tuples)
-        state.labels, state.design, state.chosen, state.active = labels, design, chosen, active
+        state.labels, state.design, state.active = labels, design, active
+        state.chosen = self._real_ids(state, chosen, n_start)
         state.phase = 1
         if self.all_pairs:
             # Every pair i < j, numbered in that order: n (and the public labels) suffice.
@@ -1903,17 +1952,27 @@ class PairsTwoParty(Protocol):
         # A dealer per pair, uniform among the other parties (public, drawn after the
         # design so the design keeps its stream). Each member learns its pair, partner,
         # slot and dealer; the dealer gets a row (slot 2) naming both members.
-        dealers = self._dealers(chosen, n, rng)
+        dealers = self._real_ids(state, self._dealers(chosen, n, rng), n_start)
+        chosen = state.chosen
         parties = np.concatenate([chosen[:, 0], chosen[:, 1], dealers])
         fields = {"pair": np.concatenate([pair_ids, pair_ids, pair_ids]),
                   "partner": np.concatenate([chosen[:, 1], chosen[:, 0], chosen[:, 0]]),
                   "member": np.repeat(np.array([0, 1, 2], dtype=np.int64), pair_ids.size),
                   "helper": np.concatenate([dealers, dealers, chosen[:, 1]])}
-        # Ids up to n: the dealer service's id follows the parties'.
-        ids = n + len(self.service_roles())
+        # Ids up to n (of the start): the dealer service's id follows the parties'.
+        ids = n_start + len(self.service_roles())
         bits = {"pair": _id_bits(n_pairs), "partner": _id_bits(ids), "member": 2,
                 "helper": _id_bits(ids)}
         return state, Message(Role.SERVER, Role.PARTY, fields, bits, parties)
+
+    @staticmethod
+    def _real_ids(state: _ServerState, ids: np.ndarray, n_start: int) -> np.ndarray:
+        """Renumbered ids (parties 0..n'-1, then the services) as the run's real ids: the
+        members' own, and the services' after the n parties of the start."""
+        if state.members is None:
+            return ids
+        n = state.members.size
+        return np.where(ids < n, state.members[np.minimum(ids, n - 1)], ids - n + n_start)
 
     def _aggregate(self, state: _ServerState, inbox: Message) -> Estimate:
         assert state.design is not None and state.active is not None

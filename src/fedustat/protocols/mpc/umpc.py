@@ -58,6 +58,12 @@ encrypted by the networked server, ``docs/network.md``):
    (:class:`_MemberCircuit`) until it returns;
 6. upload ``z_i`` (one ring element); the aggregator reconstructs and releases.
 
+A party silent in step 0 (a networked run with ``min_silos``, :meth:`UMPC.dropout_rule`)
+has sent nothing secret and the coin is drawn after it: the aggregator draws it over the
+parties present, renumbered in id order, and tells them who is present (a mask beside
+the coin); every step then computes on those positions and translates to the run's ids
+at the message boundary (:class:`_Seating`). From step 1 on a silent party stops the run.
+
 A relay round carries one kind of row, so the noise round no longer overlaps the
 circuit: relay rounds = 2 + C_f^R + 1 (noise), against Lemma C.3's sharing round plus
 ``max(C_f^R, C_eta^R)``. The dealt material is counted as peer traffic (to the bit,
@@ -111,6 +117,7 @@ from fedustat.protocols.base import (
     PEER_FROM,
     PEER_TO,
     Cost,
+    DropoutRule,
     Estimate,
     Message,
     Protocol,
@@ -763,6 +770,9 @@ class _PartyState:
     public: np.ndarray | None
     stage: int = 0
     run: _Run | None = None
+    # Set when some parties fell silent in round 0 (the aggregator's "present" mask):
+    # from then on ``parties`` are this batch's positions among the parties present.
+    seating: _Seating | None = None
 
 
 @dataclass
@@ -772,6 +782,60 @@ class _ServerState:
     coin: np.ndarray | None = None
     design: Design | None = None
     public: np.ndarray | None = None
+    seating: _Seating | None = None
+
+
+@dataclass(frozen=True)
+class _Seating:
+    """The parties present when some fell silent in round 0: the run goes on over them
+    renumbered 0..n'-1 in id order (positions), the services after them (n' + j), while
+    messages carry the run's real ids (the members' own; services after the ``joined``
+    parties of the start). Every step computes on positions; :meth:`real` and
+    :meth:`position` translate at the message boundary, preserving order, so the
+    numbers are those of a run over the present parties alone."""
+
+    members: np.ndarray
+    joined: int
+
+    @classmethod
+    def from_mask(cls, present: Any) -> _Seating:
+        mask = np.asarray(present).astype(bool)
+        return cls(np.flatnonzero(mask).astype(np.int64), int(mask.size))
+
+    def mask(self) -> np.ndarray:
+        out = np.zeros(self.joined, dtype=np.uint8)
+        out[self.members] = 1
+        return out
+
+    def real(self, ids: Any) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        n = self.members.size
+        return np.where(ids < n, self.members[np.minimum(ids, n - 1)], ids - n + self.joined)
+
+    def position(self, ids: Any) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        n = self.members.size
+        at = np.minimum(np.searchsorted(self.members, ids), n - 1)
+        party = ids < self.joined
+        if np.any(party & (self.members[at] != ids)):
+            raise ValueError("U-MPC: a message names a party that is not in the run")
+        return np.where(party, at, ids - self.joined + n)
+
+    def outgoing(self, message: Message) -> Message:
+        """``message`` (written on positions) with the real ids of its rows."""
+        fields = dict(message.fields)
+        if PEER_TO in fields:
+            fields[PEER_TO] = self.real(fields[PEER_TO])
+        parties = None if message.parties is None else self.real(message.parties)
+        return dataclasses.replace(message, fields=fields, parties=parties)
+
+    def incoming(self, message: Message) -> Message:
+        """``message`` (real ids) on positions."""
+        fields = dict(message.fields)
+        if PEER_FROM in fields:
+            fields[PEER_FROM] = self.position(fields[PEER_FROM])
+        parties = None if message.parties is None else self.position(message.parties)
+        return dataclasses.replace(message, fields=fields, parties=parties)
 
 
 class UMPC(Protocol):
@@ -1133,6 +1197,13 @@ class UMPC(Protocol):
         if inbox is None:
             raise ValueError("U-MPC: after joining, every step of a party answers a message "
                              "(the public coin or its peers' rows)")
+        if state.stage == 1 and "present" in inbox.fields:
+            # Some parties fell silent in round 0: the run is over those present.
+            present = np.asarray(inbox.fields["present"])
+            state.seating = _Seating.from_mask(present[0] if present.ndim == 2 else present)
+            state.parties = state.seating.position(state.parties)
+        if state.seating is not None:
+            inbox = state.seating.incoming(inbox)
         if state.stage == 1:
             state.run = self._start(state, inbox, rng)
             state.stage = 2
@@ -1143,7 +1214,7 @@ class UMPC(Protocol):
         msg = self._next(state, state.run)
         if msg.receiver is Role.SERVER:
             state.stage = 3
-        return state, msg
+        return state, msg if state.seating is None else state.seating.outgoing(msg)
 
     # -- the secure phases, one party's side (module docstring, "Transport") ------------
     def _coin_facts(self, n: int, coin: np.ndarray) -> _CoinFacts:
@@ -1325,6 +1396,30 @@ class UMPC(Protocol):
         z = np.bitwise_and(z, ring.mask)
         return Message(Role.PARTY, Role.SERVER, {"z": z}, {"z": plan.fp.bits}, parties)
 
+    # -- parties that fall silent -----------------------------------------------------
+    def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:
+        """Round 0 (check-ins, public labels) may go on without silent parties: the
+        aggregator draws the public coin after it, so the design, the dealers and Z are
+        drawn over the parties present. Every later round is part of the secure phases,
+        whose additive shares reconstruct only with every member's: it stops."""
+        if state.stage == 0:
+            return DropoutRule(True, "no share has been sent yet: the public coin is drawn "
+                                     "after this round, so the design E (002 Sec. 3), each "
+                                     "edge's dealer and the noise contributors Z are drawn "
+                                     "over the parties that answered (renumbered), the "
+                                     "noise is calibrated to that design (002 App. C.2.3) "
+                                     "and the release is U-MPC's over them")
+        if round_index == 1:
+            return DropoutRule(False, "round 1 deals each edge's material (002 App. A.3): "
+                                      "the design drawn from the coin names the silent "
+                                      "party, and the members of its edges and of the edges "
+                                      "it deals need its rows")
+        return DropoutRule(False, "the secure phases are under way (002 Protocol 3.1: record "
+                                  "shares, Protocol B.1 noise shares, circuit openings, then "
+                                  "every party's z, Lemma C.1): each additive sharing "
+                                  "reconstructs only with every member's share, so without "
+                                  "the silent party there is no unbiased release")
+
     # -- the dealer service -----------------------------------------------------------
     def service_roles(self) -> tuple[str, ...]:
         return (DEALER_ROLE,) if self.dealer == "service" else ()
@@ -1341,18 +1436,23 @@ class UMPC(Protocol):
         service_id(0, self.service_roles(), role)  # refuses another role, naming it
         if state["dealt"] or inbox is None or inbox.is_peer or "coin" not in inbox.fields:
             return state, None
+        seating = (None if "present" not in inbox.fields
+                   else _Seating.from_mask(inbox.fields["present"]))
+        own = state["id"] if seating is None else int(seating.position([state["id"]])[0])
         n = int(np.asarray(inbox.fields["n_parties"]).ravel()[0])
         public, active = None, None
         if "public" in inbox.fields:
             public = np.asarray(inbox.fields["public"], dtype=np.int64).ravel()
             active = int(np.asarray(inbox.fields["active"]).ravel()[0])
         plan = self._plan(n, public, np.asarray(inbox.fields["coin"]), active,
-                          np.array([state["id"]], dtype=np.int64))
+                          np.array([own], dtype=np.int64))
         if not plan.edges.shape[0]:
             return {**state, "dealt": True}, None
         source = "os" if self.noise is not None and self.noise.kind == "deployment" else rng
         dealt = np.arange(plan.edges.shape[0])
-        return {**state, "dealt": True}, self._deal_edges(plan, dealt, source)
+        message = self._deal_edges(plan, dealt, source)
+        return {**state, "dealt": True}, (message if seating is None
+                                          else seating.outgoing(message))
 
     def _deal(self, run: _Run) -> Message:
         """Each party deals, from its own coins, the material of the edges it deals for
@@ -1618,6 +1718,15 @@ class UMPC(Protocol):
         order = np.argsort(inbox.parties, kind="stable")
         if state.stage == 0:
             state.stage = 1
+            who = np.unique(np.asarray(inbox.parties, dtype=np.int64))
+            if 0 < who.size == np.asarray(inbox.parties).size < state.n_parties and \
+                    who[0] >= 0 and who[-1] < state.n_parties:
+                # Some parties fell silent in round 0 (a transport goes on only where
+                # dropout_rule allows it): none of their data is used yet, so the coin,
+                # the design, the dealers and Z are drawn over those present, renumbered
+                # (_Seating); the parties learn who is present from a mask.
+                state.seating = _Seating(who, state.n_parties)
+                state.n_parties = int(who.size)
             if inbox.parties is None or inbox.parties.size != state.n_parties:
                 raise ValueError("every party must check in before the public coin is drawn")
             if "public" in inbox.fields:
@@ -1629,6 +1738,9 @@ class UMPC(Protocol):
             fields: dict[str, np.ndarray] = {
                 "coin": state.coin, "n_parties": np.array([state.n_parties], dtype=np.int64)}
             bits = {"coin": 64, "n_parties": 64}
+            if state.seating is not None:
+                # One bit per party of the start: who is present (only after a dropout).
+                fields["present"], bits["present"] = state.seating.mask(), 1
             if state.public is None:
                 return state, Message(Role.SERVER, Role.PARTY, fields, bits)
             if self.dealer == "service":
@@ -1694,7 +1806,13 @@ class UMPC(Protocol):
         out["active"] = np.full(n, self.active_edges(state.design, state.public), np.int64)
         out["public"] = rows
         bits = {**bits, "active": 64, "public": self.circuit.public_bits()}
-        return Message(Role.SERVER, Role.PARTY, out, bits, np.arange(n))
+        if state.seating is None:
+            return Message(Role.SERVER, Role.PARTY, out, bits, np.arange(n))
+        # After a dropout in round 0 each row also carries the mask of who is present,
+        # and goes to the party's real id.
+        out["present"] = np.tile(state.seating.mask(), (n, 1))
+        return Message(Role.SERVER, Role.PARTY, out, bits,
+                       state.seating.real(np.arange(n)))
 
     def _release(self, state: _ServerState, z_sum: int) -> Estimate:
         """The release from ``z_sum``, the parties' output shares summed in Z_{2^l}."""

@@ -33,6 +33,7 @@ import os
 import pickle
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,7 @@ class RunJournal:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(_SCHEMA)
         self._frames: list[tuple[int, int, str, str, bytes]] = []
+        self._counted: list[Callable[[], None]] = []
         self._released: list[int] = []
         self._committed: asyncio.Future[None] | None = None
         self._scheduled = False
@@ -191,11 +193,14 @@ class RunJournal:
                                 [(s, i, r, c, int(x)) for s, i, r, c, x in members])
             self.db.execute("INSERT OR REPLACE INTO checkpoint VALUES (0, ?)", (state,))
 
-    async def frame(self, round_: int, slot: int, kind: str, digest: str,
-                    body: bytes) -> None:
-        """Commit an accepted frame; returns once it is on disk (with the others that
-        arrived within :data:`GROUP_COMMIT_SECONDS`)."""
+    async def frame(self, round_: int, slot: int, kind: str, digest: str, body: bytes,
+                    counted: Callable[[], None]) -> None:
+        """Commit an accepted frame with the others that arrived within
+        :data:`GROUP_COMMIT_SECONDS`, then call ``counted`` (the frame enters its round);
+        returns after both. The frame counts once committed even if the caller's call
+        was cancelled meanwhile (a committed frame is always in its round)."""
         self._frames.append((round_, slot, kind, digest, bytes(body)))
+        self._counted.append(counted)
         await asyncio.shield(self._schedule())
 
     def _schedule(self) -> asyncio.Future[None]:
@@ -209,6 +214,7 @@ class RunJournal:
 
     def _flush(self) -> None:
         frames, self._frames = self._frames, []
+        counted, self._counted = self._counted, []
         released, self._released = self._released, []
         done, self._committed = self._committed, None
         self._scheduled = False
@@ -223,6 +229,8 @@ class RunJournal:
                 done.set_exception(OSError(f"the run database {self.path} refused a "
                                            f"write: {exc}"))
             return
+        for count in counted:
+            count()
         if done is not None and not done.done():
             done.set_result(None)
 

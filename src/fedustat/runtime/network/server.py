@@ -620,17 +620,27 @@ class _Coordinator:
             raise _refuse("INVALID_ARGUMENT", str(exc)) from None
         if index in self.inbox or index in self.accepting:
             raise _refuse("ALREADY_EXISTS", f"{identity} already sent round {current}")
-        # Durable before it counts: committed with the frames that arrive with it.
+        # Durable before it counts: committed with the frames that arrive with it, then
+        # counted (even if this call is cancelled meanwhile).
         self.accepting.add(index)
-        try:
-            await self.journal.frame(current, index, kind, digest, request)
-        except OSError as exc:
-            self._fail(f"round {current}: {exc}; no release")
-        finally:
+
+        def counted() -> None:
             self.accepting.discard(index)
+            # Unless the round went on without this silo meanwhile (it dropped out).
+            if self.round == current and index in self.slot_set and self.failure is None:
+                self._accept(index, kind, entry, len(request), digest)
+
+        try:
+            await self.journal.frame(current, index, kind, digest, request, counted)
+        except OSError as exc:
+            self.accepting.discard(index)
+            self._fail(f"round {current}: {exc}; no release")
         if self.failure is not None:
             raise _refuse("ABORTED", self.failure)
-        self._accept(index, kind, entry, len(request), digest)
+        if index in self.dropped:
+            raise _refuse("FAILED_PRECONDITION",
+                          f"{identity} dropped out of this run in round "
+                          f"{self.dropped[index]} (no answer in time); its rows are not used")
         return await self._answer(current, index, context)
 
     def _parse(self, kind: str, request: bytes, identity: str, index: int,

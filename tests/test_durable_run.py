@@ -378,3 +378,25 @@ def test_a_run_directory_of_another_configuration_is_refused_by_option(deploymen
     assert f"run_dir {str(run_dir)!r} holds run run-" in message
     assert "epsilon = 2.0 (this server) vs 1.0 (the run directory)" in message
     assert "n_silos (--parties) = 4 (this server) vs 3 (the run directory)" in message
+
+
+def test_a_run_dir_that_is_a_file_or_holds_other_files_is_refused(deployment, tmp_path):
+    certs, _, _ = deployment
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ValueError, match=r"run_dir .* is a file, not a directory"):
+        serve(LDP[1](), SILOS, load_credentials(certs, "server"), rng=SEED, run_dir=afile)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match="holds files but no run database"):
+        serve(LDP[1](), SILOS, load_credentials(certs, "server"), rng=SEED, run_dir=other)
+
+
+def test_a_state_directory_of_another_party_is_refused(tmp_path):
+    mark = _hello(LDP[1]())[0]
+    PartyJournal(tmp_path, "party-0", mark).joined({"run": "run-1", "ids": [0, 1]})
+    with pytest.raises(ValueError, match=r"belongs to party-0 .* not party-1"):
+        PartyJournal(tmp_path, "party-1", mark).assignment()
+    with pytest.raises(ValueError, match="give each party and run its own state directory"):
+        PartyJournal(tmp_path, "party-0", "ldp-quantized:0000").assignment()

@@ -40,6 +40,14 @@ round's server step may run on the rows that arrived
 silos that answered, the silent ones are out of the run for good (a late frame of theirs
 is refused), and the release states the n it used and who dropped (docs/network.md,
 "Faults").
+
+The run is durable (:mod:`fedustat.runtime.network.run_journal`, docs/network.md
+"Durability"): its members, every accepted frame (committed before it counts), the state
+after each round (committed before any reply of it leaves) and the release are written
+to the run directory's database. A server restarted on that directory resumes the run:
+the parties resend their current frame, a frame seen before is answered as the first
+(matched by its digest), other bytes for an accepted round are refused, and no round
+whose replies may have left is run again.
 """
 
 from __future__ import annotations

@@ -360,6 +360,7 @@ def test_a_frame_resent_with_other_bytes_is_refused_and_the_same_bytes_count_onc
     assert run.n_parties == len(data)
     with sqlite3.connect(Path(run.run_dir) / "run.sqlite") as db:
         assert db.execute("SELECT COUNT(*) FROM frames").fetchone()[0] == SILOS
+    assert (Path(run.run_dir) / "run.sqlite").stat().st_mode & 0o777 == 0o600
 
 
 def test_a_run_directory_of_another_configuration_is_refused_by_option(deployment,
@@ -396,6 +397,8 @@ def test_a_run_dir_that_is_a_file_or_holds_other_files_is_refused(deployment, tm
 def test_a_state_directory_of_another_party_is_refused(tmp_path):
     mark = _hello(LDP[1]())[0]
     PartyJournal(tmp_path, "party-0", mark).joined({"run": "run-1", "ids": [0, 1]})
+    # Its own secrets: readable by its owner only.
+    assert (tmp_path / "assignment.json").stat().st_mode & 0o777 == 0o600
     with pytest.raises(ValueError, match=r"belongs to party-0 .* not party-1"):
         PartyJournal(tmp_path, "party-1", mark).assignment()
     with pytest.raises(ValueError, match="give each party and run its own state directory"):

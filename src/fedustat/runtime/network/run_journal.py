@@ -122,6 +122,9 @@ class RunJournal:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.path = directory / DATABASE
+        # Owner-only, as SQLite's WAL and shared-memory files then are: the server's
+        # state may hold what it must not show (its noise, the parties' shares).
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
@@ -151,7 +154,7 @@ class RunJournal:
                 raise ValueError(f"run_dir {str(directory)!r} holds files but no run "
                                  f"database ({DATABASE}): name an empty or new directory, "
                                  "or the run directory of an earlier `fedustat serve`")
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         journal = cls(directory)
         stored = journal._read()
         if stored is None:
@@ -289,20 +292,23 @@ class PartyJournal:
     resends the same bytes (a re-randomized report would leak) and goes on.
 
     Files are written to a temporary name, fsynced and renamed (then the directory is
-    fsynced): a file present is complete. Its state is pickled: the party's own disk.
+    fsynced): a file present is complete. Its state is pickled: the party's own disk,
+    readable by its owner only.
     """
 
     def __init__(self, directory: str | os.PathLike[str], identity: str,
                  fingerprint: str) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.identity = identity
         self.fingerprint = fingerprint
 
     def _write(self, name: str, data: bytes) -> None:
         target = self.directory / name
         temporary = target.with_name(f".{name}.tmp")
-        with open(temporary, "wb") as out:
+        # Owner-only: the party's state holds its own secrets (shares, keys, its rows).
+        with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+                       "wb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())

@@ -10,6 +10,7 @@ every wait has a generous bound that only guards against a hang.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -236,14 +237,19 @@ def test_a_server_killed_at_random_points_resumes_the_same_run(processes, deploy
     assert release_of(out)["read_back"] is True
 
 
+@pytest.mark.parametrize(("options", "make", "held_round"), [(*LDP, 1), (*PAIRS, 2)],
+                         ids=["ldp-quantized", "pairs-2pc"])
 def test_a_party_killed_mid_run_resumes_from_its_state_directory(processes, deployment,
-                                                                 tmp_path):
-    # party-1 (a process with its own state directory) sends its report round's frame
-    # and is SIGKILLed while the run waits for party-2, whose step is held; restarted
-    # with the same directory it rejoins as party-1, resends the same bytes and gets
-    # the release, which is the simulator's (its frame counted once).
+                                                                 tmp_path, options, make,
+                                                                 held_round):
+    # party-1 (a process with its own state directory) sends its frame of round
+    # `held_round` (the report round of ldp-quantized; for pairs-2pc a round after which
+    # its state holds a running circuit, which cannot be saved as it is and is rebuilt
+    # by replaying its steps) and is SIGKILLed while the run waits for party-2, whose
+    # step is held; restarted with the same directory it rejoins as party-1, resends
+    # the same bytes, goes on from its state and gets the release, which is the
+    # simulator's (its frame counted once).
     certs, files, data = deployment
-    options, make = LDP
     port = free_port()
     address = f"127.0.0.1:{port}"
     server = start_server(processes, certs, options, port, tmp_path / "run")
@@ -263,7 +269,7 @@ def test_a_party_killed_mid_run_resumes_from_its_state_directory(processes, depl
 
     def held(state, inbox, rng):
         steps.append(1)
-        if len(steps) == 2:  # the report round: wait until party-1 is back
+        if len(steps) == held_round + 1:  # wait until party-1 is back
             go_on.wait(HANG)
         return step(state, inbox, rng)
 
@@ -275,14 +281,20 @@ def test_a_party_killed_mid_run_resumes_from_its_state_directory(processes, depl
         timeout=STAGE)), daemon=True)
     holder.start()
     journal = PartyJournal(state, "party-1", _hello(make())[0])
-    wait_for(lambda: (journal.round() or {}).get("round") == 1, "party-1's round 1")
-    sent = journal.round()["frame"]
+    wait_for(lambda: (journal.round() or {}).get("round") == held_round,
+             "party-1's held round")
+    written = journal.round()
+    sent = written["frame"]
+    # pairs-2pc's state is rebuilt from the history (not saved); ldp-quantized's is saved.
+    assert (written["state"] is None) == (held_round == 2)
     processes.kill(first)
     again = party(1, state)
     time.sleep(0.5)
     go_on.set()
     out, err = server.communicate(timeout=HANG)
-    assert server.returncode == 0, err
+    if server.returncode != 0:
+        processes.kill(again)
+    assert server.returncode == 0, (err, again.communicate(timeout=HANG)[1])
     simulated = expected(make, data)
     released = release_of(out)
     assert released["value"] == simulated.value
@@ -291,7 +303,14 @@ def test_a_party_killed_mid_run_resumes_from_its_state_directory(processes, depl
     party_out, party_err = again.communicate(timeout=HANG)
     assert again.returncode == 0, party_err
     assert release_of(party_out)["value"] == simulated.value
-    assert journal.round()["frame"] == sent  # the same bytes, not a new report
+    # The frame counted for party-1's held round is the one sent before the kill (the same
+    # bytes, not a new report), and every (round, slot) was counted once.
+    with sqlite3.connect(tmp_path / "run" / "run.sqlite") as db:
+        counted = db.execute("SELECT digest FROM frames WHERE round = ? AND slot = 1",
+                             (held_round,)).fetchone()[0]
+        rounds = db.execute("SELECT MAX(round) + 1 FROM frames").fetchone()[0]
+        assert db.execute("SELECT COUNT(*) FROM frames").fetchone()[0] == rounds * SILOS
+    assert counted == hashlib.sha256(sent).hexdigest()
     holder.join(timeout=HANG)
     assert results["two"].release["value"] == simulated.value
     for proc in others:
@@ -410,3 +429,27 @@ def test_a_state_directory_of_another_party_is_refused(tmp_path):
         PartyJournal(tmp_path, "party-1", mark).assignment()
     with pytest.raises(ValueError, match="give each party and run its own state directory"):
         PartyJournal(tmp_path, "party-0", "ldp-quantized:0000").assignment()
+
+
+def test_a_party_whose_steps_cannot_be_replayed_refuses_to_resume():
+    # A state that could not be saved is rebuilt by replaying the party's steps; a step
+    # drawing randomness outside the party's generator sends something else the second
+    # time, and the party refuses to go on from a state that is not the one it had.
+    from fedustat.runtime.network.party import _replayed
+
+    protocol = registry.make("ldp-quantized", auc_kernel(), epsilon=1.0, k=8,
+                             bounds={"score": (0.0, 1.0)}).configure(12)
+    rows = np.random.default_rng(1).random((12, 2)).round()  # scores and labels in {0, 1}
+    owner = np.arange(12, dtype=np.int64)
+    party_rng = np.random.default_rng(3)
+    history = {"rng": party_rng.bit_generator.state, "inboxes": [None], "messages": []}
+    _, sent = protocol.party_step(protocol.init_parties(rows, owner), None, party_rng)
+    history["messages"].append(sent)
+    # Replayed from the same rng state: the same message, the same state.
+    assert _replayed(protocol, rows, owner, history, np.random.default_rng(0),
+                     "party-0") is not None
+    step = protocol.party_step
+    protocol.party_step = lambda s, i, r: step(s, i, np.random.default_rng())
+    with pytest.raises(NetworkRunError, match="running its steps again gave another "
+                                              "message in round 0"):
+        _replayed(protocol, rows, owner, history, np.random.default_rng(0), "party-0")

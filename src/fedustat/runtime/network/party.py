@@ -48,7 +48,7 @@ from fedustat.protocols.base import Message, Protocol, Role
 from fedustat.runtime.network.certs import Credentials, party_identity
 from fedustat.runtime.network.e2e import CertificateRefusedError, PartyDirectory, PeerKeys
 from fedustat.runtime.network.relay import open_reply, seal_rows
-from fedustat.runtime.network.run_journal import PartyJournal
+from fedustat.runtime.network.run_journal import PartyJournal, dumps
 from fedustat.runtime.network.service import (
     ABORT,
     CHANNEL_OPTIONS,
@@ -613,12 +613,19 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
     else:
         streams = as_seed_sequence(rng).spawn(int(assignment["n_silos"]) + 1)
         party_rng = np.random.default_rng(streams[1 + int(assignment["silo"])])
+    # What each step consumed and sent, from the rng's first state: a state that cannot
+    # be saved as it is is rebuilt from them (_replayed).
+    history: dict[str, Any] = {"rng": party_rng.bit_generator.state, "inboxes": [],
+                               "messages": []}
     if saved is None:
         state = yield from _own_step(lambda: configured.init_parties(rows, owner),
                                      f"{identity}, round 0")
     else:
         # Its own state after the step of the last round it wrote, and its rng's.
+        history = saved["history"]
         state = saved["state"]
+        if state is None:
+            state = _replayed(configured, rows, owner, history, party_rng, identity)
         party_rng.bit_generator.state = saved["rng"]
     inbox = None
     keys: PeerKeys | None = None
@@ -652,9 +659,12 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
         if journal is not None and not resumed:
             # On disk before it leaves: a restart resends these very bytes (a report
             # drawn again would leak) and goes on from this state.
+            history["inboxes"].append(inbox)
+            history["messages"].append(message)
             journal.before_sending({"round": current, "kind": kind, "frame": frame,
                                     "state": state, "message": message,
-                                    "rng": party_rng.bit_generator.state})
+                                    "rng": party_rng.bit_generator.state,
+                                    "history": history})
         reply = yield _Call(kind, frame, where, current)
         assert reply is not None
         if message.is_peer and reply[:1] == REPLY_RELAYED:
@@ -685,6 +695,36 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
         except WireError as exc:
             raise NetworkRunError(str(exc)) from None
     raise NetworkRunError(f"no release after {MAX_ROUNDS} rounds")
+
+
+def _replayed(configured: Protocol, rows: np.ndarray, owner: np.ndarray,
+              history: dict[str, Any], party_rng: np.random.Generator,
+              identity: str) -> Any:
+    """A party's state after its last written step, rebuilt by running its steps again
+    on what they consumed, from its rng's first state: for a state that could not be
+    saved as it is (pairs-2pc's circuit is a running Python generator). Each step must
+    send again exactly what it sent; one that drew randomness elsewhere than the party's
+    generator cannot be replayed, and the party says so rather than go on from another
+    state."""
+    party_rng.bit_generator.state = history["rng"]
+    try:
+        state = configured.init_parties(rows, owner)
+        for round_, (inbox, sent) in enumerate(zip(history["inboxes"],
+                                                   history["messages"], strict=True)):
+            state, message = configured.party_step(state, inbox, party_rng)
+            if dumps(message) != dumps(sent):
+                raise NetworkRunError(
+                    f"{identity}: cannot resume from its state directory: its state "
+                    "could not be saved as it is, and running its steps again gave "
+                    f"another message in round {round_} (a step draws randomness "
+                    "outside the party's generator)")
+    except NetworkRunError:
+        raise
+    except Exception as exc:  # its own step, on its own records: stays here
+        raise NetworkRunError(f"{identity}: cannot resume from its state directory: "
+                              f"running its steps again failed ({type(exc).__name__}: "
+                              f"{exc})") from exc
+    return state
 
 
 def _drive(steps: _Steps, link: _Link) -> Any:

@@ -350,7 +350,13 @@ class PartyJournal:
         return None if raw is None else loads(raw)
 
     def before_sending(self, record: dict[str, Any]) -> None:
-        self._write("round.pkl", dumps(record))
+        """Write a round's record; a state that cannot be pickled (a running Python
+        generator) is left out, to be rebuilt by replaying the record's history."""
+        try:
+            data = dumps(record)
+        except (TypeError, AttributeError, pickle.PicklingError):
+            data = dumps({**record, "state": None})
+        self._write("round.pkl", data)
 
     def release(self) -> dict[str, Any] | None:
         raw = self._read("release.json")

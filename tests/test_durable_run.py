@@ -371,6 +371,15 @@ def test_a_frame_resent_with_other_bytes_is_refused_and_the_same_bytes_count_onc
         assert refused.value.code() == grpc.StatusCode.ALREADY_EXISTS
         assert "party-0 sent other bytes for round 0, whose frame was accepted" in \
             refused.value.details()
+        # A frame of another run (a party of an earlier run retrying) is refused by its
+        # run id, and the run goes on.
+        stale = encode(Envelope(mark, "run-earlier", 0, "party", "party-0", message))
+        with pytest.raises(grpc.RpcError) as refused:
+            call(stale, timeout=HANG)
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert refused.value.details() == (
+            f"party-0 sent a frame of run 'run-earlier', but this server's run is "
+            f"{assignment['run']!r}")
         resent = call.future(frame, timeout=HANG)
         for thread in threads:
             thread.join(timeout=HANG)

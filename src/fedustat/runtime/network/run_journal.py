@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedustat.runtime.network.relay import _LENGTHS as RELAY_LENGTHS
 from fedustat.runtime.network.relay import RELAY_MAGIC
 from fedustat.runtime.wire import WireError, _split_frame
 
@@ -47,7 +48,6 @@ __all__ = ["GROUP_COMMIT_SECONDS", "PartyJournal", "RunJournal", "StoredRun",
 #: How long accepted frames wait to be committed together (seconds).
 GROUP_COMMIT_SECONDS = 0.005
 DATABASE = "run.sqlite"
-_RELAY_LENGTHS = 12  # relay.py's ">III" after its magic
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -88,10 +88,12 @@ def frame_position(frame: bytes, kind: str, sender: str) -> tuple[str, int]:
     validated in full by the usual decoding when it is new), or a WireError."""
     raw = bytes(frame)
     if kind == "relay":
-        head = len(RELAY_MAGIC) + _RELAY_LENGTHS
+        # A relay frame: its magic, its sections' lengths, then the wire frame of its
+        # routing facts (relay.py's layout).
+        head = len(RELAY_MAGIC) + RELAY_LENGTHS.size
         if len(raw) < head or raw[:len(RELAY_MAGIC)] != RELAY_MAGIC:
             raise WireError(sender, "relay", "not a relay frame")
-        meta_length = int.from_bytes(raw[len(RELAY_MAGIC):len(RELAY_MAGIC) + 4], "big")
+        meta_length = RELAY_LENGTHS.unpack_from(raw, len(RELAY_MAGIC))[0]
         raw = raw[head:head + meta_length]
     header, _ = _split_frame(raw, sender)
     try:

@@ -29,13 +29,13 @@ pytest.importorskip("grpc")
 
 from fedustat.protocols import registry
 from fedustat.runtime.network.certs import create_deployment, load_credentials
-from fedustat.runtime.network.party import _hello, run_party, run_party_async
+from fedustat.runtime.network.party import _hello, run_party, run_party_async, run_service
 from fedustat.runtime.network.run_journal import PartyJournal
 from fedustat.runtime.network.server import serve
 from fedustat.runtime.network.service import CHANNEL_OPTIONS, JOIN, ROUND, NetworkRunError
 from fedustat.runtime.simulate import simulate
 from fedustat.runtime.wire import Envelope, encode
-from fedustat.stats import auc_kernel
+from fedustat.stats import auc_kernel, gini_kernel
 
 FEDUSTAT = [sys.executable, "-m", "fedustat.cli"]
 SILOS = 3
@@ -51,12 +51,17 @@ LDP = (["--protocol", "ldp-quantized", "--column-bounds", "score=0,1"],
                              bounds={"score": (0.0, 1.0)}))
 PAIRS = (["--protocol", "pairs-2pc", "--param", "P=2"],
          lambda: registry.make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2))
+# Gini of the scores (the later --statistic wins over common()'s).
+SHUFFLE = (["--statistic", "gini", "--bounds", "0,1", "--protocol", "ghazi-shuffle",
+            "--param", "k=4", "--param", "shuffler=service"],
+           lambda: registry.make("ghazi-shuffle", gini_kernel((0, 1)), epsilon=1.0, k=4,
+                                 shuffler="service", bounds=(0.0, 1.0)))
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory) -> tuple[Path, list[Path], np.ndarray]:
     base = tmp_path_factory.mktemp("durable")
-    certs = create_deployment(base / "certs", SILOS)
+    certs = create_deployment(base / "certs", SILOS, extra_roles=("shuffler",))
     rng = np.random.default_rng(26)
     data = np.column_stack([rng.random(36), (rng.random(36) < 0.4).astype(float)])
     files = []
@@ -176,21 +181,34 @@ def expected(make, data: np.ndarray):
 
 
 def run_killed(processes: Processes, certs: Path, data: np.ndarray, options, make,
-               run_dir: Path, points: list[int]) -> dict:
+               run_dir: Path, points: list[int], service: str | None = None) -> dict:
     """One seeded run whose server is SIGKILLed as soon as its database has reached each
     of ``points`` (in order) and restarted on the same run directory; the last server's
-    release."""
+    release. ``service``: a service role of the protocol, run as a thread too."""
     port = free_port()
     server = start_server(processes, certs, options, port, run_dir)
     results: dict = {}
     threads = party_threads(certs, data, make, f"127.0.0.1:{port}", results)
+    if service is not None:
+        def serving() -> None:
+            try:
+                results[service] = run_service(make(), service,
+                                               load_credentials(certs, service),
+                                               f"127.0.0.1:{port}", rng=SEED, timeout=STAGE)
+            except Exception as exc:  # reported by the test
+                results[service] = exc
+
+        threads.append(threading.Thread(target=serving, daemon=True))
+        threads[-1].start()
     for point in points:
         wait_for(lambda p=point, s=server: progress(run_dir) >= p or s.poll() is not None,
                  f"progress {point}")
+        if server.poll() not in (None, 0):
+            raise AssertionError(f"the server stopped: {server.communicate()[1]} {results}")
         processes.kill(server)
         server = start_server(processes, certs, options, port, run_dir)
     out, err = server.communicate(timeout=HANG)
-    assert server.returncode == 0, err
+    assert server.returncode == 0, f"{err} {results}"
     for thread in threads:
         thread.join(timeout=HANG)
     for i, result in results.items():
@@ -235,6 +253,25 @@ def test_a_server_killed_at_random_points_resumes_the_same_run(processes, deploy
     assert "had finished: its release is read back" in out
     assert release_of(out)["value"] == simulated.value
     assert release_of(out)["read_back"] is True
+
+
+def test_a_server_killed_with_a_service_role_resumes_with_it(processes, deployment,
+                                                            tmp_path):
+    # ghazi-shuffle's shuffler is a record-less service: it resends its frames (and its
+    # passes, which name their round) to the restarted server like a party.
+    certs, _, data = deployment
+    data = data[:, :1]  # the scores
+    options, make = SHUFFLE
+    simulated = expected(make, data)
+    events = 16  # 3 rounds x 4 members (the shuffler too) + 3 checkpoints + the release
+    points = sorted(np.random.default_rng(26).choice(np.arange(1, events + 1), 2,
+                                                      replace=False).tolist())
+    released = run_killed(processes, certs, data, options, make, tmp_path / "run", points,
+                          service="shuffler")
+    assert released["value"] == simulated.value
+    assert released["total_bits"] == simulated.cost.total_bits
+    assert released["services"] == ["shuffler"]
+    assert progress(tmp_path / "run") == events
 
 
 @pytest.mark.parametrize(("options", "make", "held_round"), [(*LDP, 1), (*PAIRS, 2)],

@@ -196,7 +196,10 @@ def _dropped(grpc: Any, error: Any) -> bool:
 
 #: Calls a party makes again, with the same bytes, when the server went down (a server
 #: restarted on its run directory answers a resent frame as it answered the first).
-_RESENDABLE = frozenset({"join", "round", "relay", "peers", "fetch"})
+_RESENDABLE = frozenset({"join", "round", "relay", "pass", "peers", "fetch"})
+#: How a call ends when its connection is lost (gRPC reports a reset stream as any of
+#: these); the presence call then tells a server that went down from one that is up.
+_CONNECTION_LOST = frozenset({"UNAVAILABLE", "CANCELLED", "UNKNOWN", "INTERNAL"})
 #: Pauses between attempts to reach a server that went down: doubling from the first to
 #: the most, each jittered by +-50% so that the parties do not return together.
 _RESEND_FIRST_SECONDS = 0.25
@@ -338,19 +341,20 @@ class _Link:
             self.presence = self.calls["presence"].future(b"")
 
     def _server_down(self, error: Any) -> bool:
-        """Whether a failed call means the server went down (not that it ended the run:
-        then its presence call has answered with the reason)."""
+        """Whether a failed call means the server went down: its connection failed and
+        the presence call ended without the server's verdict (a server that ended the
+        run answers it with the reason; one that is up keeps it open)."""
         grpc = self.grpc
-        if error.code() != grpc.StatusCode.UNAVAILABLE:
+        if error.code().name not in _CONNECTION_LOST:
             return False
         if self.presence is None:
-            return True
+            return error.code() == grpc.StatusCode.UNAVAILABLE
         try:
             self.presence.result(timeout=2.0)
         except (grpc.RpcError, grpc.FutureCancelledError):
             return True
         except grpc.FutureTimeoutError:
-            return True  # still open: the server is there; the call is made again
+            return False
         return False
 
     def reason(self, error: Any) -> str:
@@ -464,16 +468,19 @@ class _AsyncLink:
                 self.presence = self.calls["presence"](b"")
 
     async def _server_down(self, error: Any) -> bool:
-        """As :meth:`_Link._server_down` (a detached member has no presence call)."""
+        """As :meth:`_Link._server_down` (a detached member has no presence call: a
+        connection refused or reset, UNAVAILABLE, is all it has)."""
         grpc = self.grpc
-        if error.code() != grpc.StatusCode.UNAVAILABLE:
+        if error.code().name not in _CONNECTION_LOST:
             return False
         if self.presence is None:
-            return True
+            return error.code() == grpc.StatusCode.UNAVAILABLE
         try:
             await asyncio.wait_for(asyncio.shield(self.presence), 2.0)
-        except (grpc.RpcError, TimeoutError, asyncio.CancelledError):
+        except (grpc.RpcError, asyncio.CancelledError):
             return True
+        except TimeoutError:
+            return False
         return False
 
     async def reason(self, error: Any) -> str:
@@ -868,7 +875,7 @@ def run_service(protocol: Protocol, role: str, credentials: Credentials, server:
     if credentials.identity != role:
         raise ValueError(f"the {role} service needs the certificate named {role!r}, got "
                          f"{credentials.identity!r}")
-    link = _Link(credentials, server, timeout)
+    link = _Link(credentials, server, timeout, resend=True)
     try:
         link.connect()
         return _service_loop(link, protocol, role, credentials, rng)
@@ -905,7 +912,9 @@ def _service_loop(link: _Link, protocol: Protocol, role: str, credentials: Crede
         if message is not None:
             check_service_message(message, role, own)
         if message is None:
-            reply = link.call("pass", b"", where)
+            # Its run and round: a pass resent to a restarted server counts once.
+            reply = link.call("pass", json.dumps({"run": run, "round": current}).encode(),
+                              where)
         elif message.is_peer:
             keys_now = peer_keys(current)
             try:

@@ -85,8 +85,15 @@ def frame_digest(frame: bytes) -> str:
 
 def frame_position(frame: bytes, kind: str, sender: str) -> tuple[str, int]:
     """The run id and round a Round or Relay frame names (its header only; the frame is
-    validated in full by the usual decoding when it is new), or a WireError."""
+    validated in full by the usual decoding when it is new), or a service's Pass
+    (``{"run": ..., "round": ...}``); a WireError if it names none."""
     raw = bytes(frame)
+    if kind == "pass":
+        try:
+            said = json.loads(raw[:256].decode())
+            return str(said["run"]), int(said["round"])
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise WireError(sender, "pass", f"names no run and round ({exc})") from None
     if kind == "relay":
         # A relay frame: its magic, its sections' lengths, then the wire frame of its
         # routing facts (relay.py's layout).

@@ -617,10 +617,9 @@ class _Coordinator:
         current = self.round
         assert party is not None
         digest = frame_digest(request)
-        if kind != "pass":
-            resent = self._resent(kind, request, digest, identity, index, current)
-            if resent is not None:
-                return await self._answer(resent, index, context)
+        resent = self._resent(kind, request, digest, identity, index, current)
+        if resent is not None:
+            return await self._answer(resent, index, context)
         try:
             entry = self._parse(kind, request, identity, index, current)
         except WireError as exc:
@@ -656,6 +655,11 @@ class _Coordinator:
         """A member's frame of round ``current``, validated (a WireError if it fails)."""
         expect = self._expectation(identity, self._member(index), current)
         if kind == "pass":
+            # A service's pass names its run and round (one that names none is taken
+            # for the current round).
+            if request and frame_position(request, kind, identity) != (self.run, current):
+                raise WireError(identity, "pass", f"does not name run {self.run!r} and "
+                                                  f"round {current}")
             return None
         if kind == "round":
             return decode(request, expect).message

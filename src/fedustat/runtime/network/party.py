@@ -212,7 +212,7 @@ _RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 250),
 
 class _Resend:
     """Paces the attempts to reach a server that went down, within the party's deadline
-    (counted from the first failure): its stage deadline, as for any answer."""
+    counted from the outage's first failure (its stage deadline, as for any answer)."""
 
     def __init__(self, identity: str, server: str, deadline: float) -> None:
         self.identity = identity
@@ -318,9 +318,10 @@ class _Link:
     def call(self, name: str, payload: bytes, where: str) -> bytes:
         """One call; a failure raises :class:`NetworkRunError` with the true reason.
 
-        When the server went down (the call and the presence call failed UNAVAILABLE),
-        the call is made again with the same bytes once the server is back, within the
-        party's deadline (:class:`_Resend`), after reopening the presence call."""
+        When the server went down (the call lost its connection and the presence call
+        ended without the server's verdict), the call is made again with the same bytes
+        once the server is back, after reopening the presence call: each outage may last
+        up to the party's deadline (:class:`_Resend`)."""
         resend: _Resend | None = None
         while True:
             try:
@@ -339,6 +340,7 @@ class _Link:
                 except self.grpc.RpcError as exc:
                     last = str(exc.details() or exc.code().name)
             self.presence = self.calls["presence"].future(b"")
+            resend = None  # back: another outage gets its own deadline
 
     def _server_down(self, error: Any) -> bool:
         """Whether a failed call means the server went down: its connection failed and
@@ -466,6 +468,7 @@ class _AsyncLink:
                     last = str(exc.details() or exc.code().name)
             if self.hold is None:
                 self.presence = self.calls["presence"](b"")
+            resend = None  # back: another outage gets its own deadline
 
     async def _server_down(self, error: Any) -> bool:
         """As :meth:`_Link._server_down` (a detached member has no presence call: a

@@ -151,7 +151,9 @@ def release_of(stdout: str) -> dict:
 
 
 def party_threads(certs: Path, data: np.ndarray, make, address: str, results: dict,
-                  skip: tuple[int, ...] = ()) -> list[threading.Thread]:
+                  skip: tuple[int, ...] = (), hold: float | None = None
+                  ) -> list[threading.Thread]:
+    """One thread per party; the last on an event loop (detached with ``hold``)."""
     threads = []
     for i, rows in enumerate(np.array_split(data, SILOS)):
         if i in skip:
@@ -163,7 +165,8 @@ def party_threads(certs: Path, data: np.ndarray, make, address: str, results: di
                 if i == SILOS - 1:
                     # The last party on an event loop: its link reconnects the same way.
                     results[i] = asyncio.run(run_party_async(
-                        make(), rows, credentials, address, rng=SEED, timeout=STAGE))
+                        make(), rows, credentials, address, rng=SEED, timeout=STAGE,
+                        hold=hold))
                 else:
                     results[i] = run_party(make(), rows, credentials, address, rng=SEED,
                                            timeout=STAGE)
@@ -181,14 +184,15 @@ def expected(make, data: np.ndarray):
 
 
 def run_killed(processes: Processes, certs: Path, data: np.ndarray, options, make,
-               run_dir: Path, points: list[int], service: str | None = None) -> dict:
+               run_dir: Path, points: list[int], service: str | None = None,
+               hold: float | None = None) -> dict:
     """One seeded run whose server is SIGKILLed as soon as its database has reached each
     of ``points`` (in order) and restarted on the same run directory; the last server's
     release. ``service``: a service role of the protocol, run as a thread too."""
     port = free_port()
     server = start_server(processes, certs, options, port, run_dir)
     results: dict = {}
-    threads = party_threads(certs, data, make, f"127.0.0.1:{port}", results)
+    threads = party_threads(certs, data, make, f"127.0.0.1:{port}", results, hold=hold)
     if service is not None:
         def serving() -> None:
             try:
@@ -222,11 +226,14 @@ def run_killed(processes: Processes, certs: Path, data: np.ndarray, options, mak
 # ``events``: the progress of an uninterrupted run (frames: rounds x silos; rounds
 # checkpointed; the release): ldp-quantized's check-in and report rounds 6 + 2 + 1,
 # pairs-2pc's four rounds (relay rounds among them) 12 + 4 + 1.
-@pytest.mark.parametrize(("options", "make", "events", "kills"),
-                         [(*LDP, 9, 6), (*PAIRS, 17, 4)], ids=["ldp-quantized", "pairs-2pc"])
+# ``hold``: party-2 runs on an event loop, attached (None) or detached (it comes back
+# for each answer on a new connection).
+@pytest.mark.parametrize(("options", "make", "events", "kills", "hold"),
+                         [(*LDP, 9, 6, None), (*PAIRS, 17, 4, 1.0)],
+                         ids=["ldp-quantized", "pairs-2pc"])
 def test_a_server_killed_at_random_points_resumes_the_same_run(processes, deployment,
                                                                tmp_path, options, make,
-                                                               events, kills):
+                                                               events, kills, hold):
     # Ten points in all (6 + 4), drawn with a seed from the run's progress (frames
     # accepted, rounds committed, the release); the runs together restart the server
     # at each one. Every run releases the simulator's numbers: no frame counted twice,
@@ -238,7 +245,8 @@ def test_a_server_killed_at_random_points_resumes_the_same_run(processes, deploy
     # Two or three kills per run: each run is restarted at its points in order.
     for index, group in enumerate([points[i:i + 3] for i in range(0, kills, 3)]):
         run_dir = tmp_path / f"run-{index}"
-        released = run_killed(processes, certs, data, options, make, run_dir, group)
+        released = run_killed(processes, certs, data, options, make, run_dir, group,
+                              hold=hold)
         assert released["value"] == simulated.value
         assert released["n_parties"] == len(data)
         assert released["total_bits"] == simulated.cost.total_bits

@@ -210,15 +210,15 @@ def test_a_finished_run_directory_reads_back_its_release(tmp_path, certs):
 
 
 def test_a_window_without_a_named_directory_makes_one(tmp_path, certs, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FEDUSTAT_RUN_ROOT", str(tmp_path / "runs"))
     server = CollectionServer(make(), certs, Window(WINDOW, quorum=2, linger=0.0),
                               run_dir=None)
     for i in range(2):
         report(make(), _records(2)[i:i + 1], load_credentials(certs, f"party-{i}"),
                server.address, rng=SEED)
     run = server.result()
-    assert run.run_directory.parent == Path("fedustat-runs")
-    assert (tmp_path / run.run_directory / DATABASE).is_file()
+    assert run.run_directory.parent == tmp_path / "runs"
+    assert (run.run_directory / DATABASE).is_file()
 
 
 def test_without_durability_nothing_is_kept(certs):

@@ -60,6 +60,7 @@ from fedustat.protocols.ecdf.private_quantiles import (
 from fedustat.protocols.ecdf.private_quantiles import QUANTILE_GRID_LIMIT
 from fedustat.protocols.ecdf.release import ECDF_GRID_LIMIT, GridLimit
 from fedustat.runtime import network
+from fedustat.runtime.network import run_journal
 from fedustat.stats.kernels import Kernel
 
 
@@ -1559,18 +1560,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
     credentials = network.load_credentials(args.certs, "server")
     observer = _operations(args)
 
+    # Named now, so that the operator knows where to restart a killed server from.
+    run_dir = args.run_dir or str(run_journal.default_run_root() / run_journal.new_run_id())
+
     def ready(port: int) -> None:
         print(f"listening on port {port} for {args.parties} parties"
               + _metrics_note(observer), flush=True)
+        print(f"run directory {run_dir} (restart with --run-dir {run_dir} to resume)",
+              flush=True)
 
     try:
         run = network.serve(protocol, args.parties, credentials, address=args.listen,
                             rng=args.seed, timeout=args.timeout,
-                            min_silos=args.min_parties, on_ready=ready, observer=observer)
-    except network.NetworkRunError as exc:
+                            min_silos=args.min_parties, on_ready=ready,
+                            run_dir=run_dir, observer=observer)
+    except (network.NetworkRunError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
     finally:
         observer.stop()
+    if run.read_back:
+        print(f"run {run.run_id} had finished: its release is read back from {run.run_dir}, "
+              "not computed again", flush=True)
+    else:
+        print(f"run {run.run_id}{' (resumed)' if run.resumed else ''}: run directory "
+              f"{run.run_dir}", flush=True)
     est = run.estimate
     curve = _curve_summary(est) if registry.is_curve(args.protocol) else {}
     summary = network.release_summary(est) | curve | {
@@ -1579,7 +1592,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "n_parties": run.n_parties, "services": run.services,
         "rounds": run.rounds, "seconds": run.seconds,
         "bits_per_party": est.cost.bits_per_party, "total_bits": est.cost.total_bits,
-        "wire_bytes": run.wire_bytes, "server_peak_rss_mib": _peak_rss_mib()}
+        "wire_bytes": run.wire_bytes, "server_peak_rss_mib": _peak_rss_mib(),
+        "run_id": run.run_id, "run_dir": run.run_dir, "resumed": run.resumed,
+        "read_back": run.read_back}
     return _publish(est, summary, args.output)
 
 
@@ -1619,8 +1634,9 @@ def cmd_party(args: argparse.Namespace) -> int:
     credentials = network.load_credentials(args.certs, args.identity)
     try:
         result = network.run_party(protocol, records, credentials, args.server,
-                                   rng=args.seed, timeout=args.timeout)
-    except network.NetworkRunError as exc:
+                                   rng=args.seed, timeout=args.timeout,
+                                   state_dir=args.state_dir)
+    except (network.NetworkRunError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
     print(json.dumps(result.release | {"identity": args.identity,
                                        "rounds": result.rounds}, indent=2))
@@ -1813,12 +1829,23 @@ def _add_network_commands(sub: Any) -> None:
                           "out, if at least this many have (default: all must join)")
     srv.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT to listen on")
     srv.add_argument("--output", default=None, help="also write the release (JSON) here")
+    srv.add_argument("--run-dir", default=None, metavar="DIR",
+                     help="the run directory (its database: members, accepted frames, "
+                          "the state after each round, the release). A directory holding "
+                          "a run of the same options resumes it (a restarted server); a "
+                          "finished run's release is read back. Default: a new directory "
+                          "under $FEDUSTAT_RUN_ROOT or ~/.local/share/fedustat/runs, "
+                          "printed at the end")
     _add_operations_options(srv)
     srv.set_defaults(func=cmd_serve)
 
     party = sub.add_parser("party", help="take part in a networked run with your own data",
                            formatter_class=_HelpFormatter)
     _add_member_options(party, "party", "the server")
+    party.add_argument("--state-dir", default=None, metavar="DIR",
+                       help="this party's own state directory: a process restarted with "
+                            "it rejoins under the same identity and resends the same "
+                            "frame (one directory per party and run)")
     party.set_defaults(func=cmd_party)
 
     col = sub.add_parser("collect", help="serve a collection window: devices send one report "
@@ -1836,7 +1863,8 @@ def _add_network_commands(sub: Any) -> None:
     col.add_argument("--output", default=None, help="also write the release (JSON) here")
     col.add_argument("--run-dir", default=None, metavar="DIR",
                      help="run directory (made if missing; default: a new one under "
-                          "./fedustat-runs, printed): every accepted report is committed "
+                          "$FEDUSTAT_RUN_ROOT or ~/.local/share/fedustat/runs, printed): "
+                          "every accepted report is committed "
                           "there before its device is acknowledged; the same directory "
                           "resumes the window after a restart and reads back a finished "
                           "run's release (docs/collection.md)")

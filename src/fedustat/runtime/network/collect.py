@@ -75,6 +75,7 @@ from fedustat.protocols.base import Estimate, Message, Protocol, Role
 from fedustat.runtime import report_store
 from fedustat.runtime.network.certs import Credentials, party_index
 from fedustat.runtime.network.observe import Observer, observed_by
+from fedustat.runtime.network.run_journal import default_run_root
 from fedustat.runtime.network.service import (
     DEVICE_CHANNEL_OPTIONS,
     SERVER_OPTIONS,
@@ -110,7 +111,6 @@ COMMIT_SECONDS = 0.01
 RETRY_FIRST = 0.2
 RETRY_MOST = 5.0
 #: Where a window without a named run directory makes one (under the working directory).
-RUNS = "fedustat-runs"
 
 
 def _grpc() -> Any:
@@ -581,9 +581,10 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
 
 
 def new_run_directory(base: str | Path | None = None) -> Path:
-    """A new, unused run directory's path under ``base`` (default ``./fedustat-runs``),
-    named by the UTC time it is made (not created here)."""
-    root = Path(RUNS if base is None else base)
+    """A new, unused run directory's path under ``base`` (default: where lockstep servers
+    keep theirs, :func:`~fedustat.runtime.network.run_journal.default_run_root`), named
+    by the UTC time it is made (not created here)."""
+    root = default_run_root() if base is None else Path(base)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     for suffix in range(1000):
         path = root / (stamp if suffix == 0 else f"{stamp}-{suffix}")
@@ -650,8 +651,9 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
         explicitly (a study).
     run_dir:
         The run directory (:mod:`fedustat.runtime.report_store`), made if missing; None
-        (default): a new one under ``./fedustat-runs`` (:func:`new_run_directory`), named
-        in the result. Every accepted report is committed to its database before the
+        (default): a new one (:func:`new_run_directory`, under ``$FEDUSTAT_RUN_ROOT`` or
+        ``~/.local/share/fedustat/runs`` as for ``serve``), named in the result. Every
+        accepted report is committed to its database before the
         device is acknowledged. A directory of this run (a restarted server) resumes it:
         its reports, deadline and quorum; one whose run finished returns the stored
         release (``read_back``) without listening. A directory of another run, or of

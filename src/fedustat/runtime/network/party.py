@@ -48,6 +48,7 @@ from fedustat.protocols.base import Message, Protocol, Role
 from fedustat.runtime.network.certs import Credentials, party_identity
 from fedustat.runtime.network.e2e import CertificateRefusedError, PartyDirectory, PeerKeys
 from fedustat.runtime.network.relay import open_reply, seal_rows
+from fedustat.runtime.network.run_journal import PartyJournal, dumps
 from fedustat.runtime.network.service import (
     ABORT,
     CHANNEL_OPTIONS,
@@ -193,6 +194,43 @@ def _dropped(grpc: Any, error: Any) -> bool:
     return error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 
 
+#: Calls a party makes again, with the same bytes, when the server went down (a server
+#: restarted on its run directory answers a resent frame as it answered the first).
+_RESENDABLE = frozenset({"join", "round", "relay", "pass", "peers", "fetch"})
+#: How a call ends when its connection is lost (gRPC reports a reset stream as any of
+#: these); the presence call then tells a server that went down from one that is up.
+_CONNECTION_LOST = frozenset({"UNAVAILABLE", "CANCELLED", "UNKNOWN", "INTERNAL"})
+#: Pauses between attempts to reach a server that went down: doubling from the first to
+#: the most, each jittered by +-50% so that the parties do not return together.
+_RESEND_FIRST_SECONDS = 0.25
+_RESEND_MOST_SECONDS = 2.0
+#: A party's channel retries a refused connection within this many milliseconds (gRPC's
+#: default backoff grows to 2 minutes, longer than a server takes to restart).
+_RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 250),
+                      ("grpc.max_reconnect_backoff_ms", 2000)]
+
+
+class _Resend:
+    """Paces the attempts to reach a server that went down, within the party's deadline
+    counted from the outage's first failure (its stage deadline, as for any answer)."""
+
+    def __init__(self, identity: str, server: str, deadline: float) -> None:
+        self.identity = identity
+        self.server = server
+        self.deadline = deadline
+        self.since = time.monotonic()
+        self.attempt = 0
+
+    def pause(self, where: str, last: str) -> float:
+        """Seconds to wait before the next attempt; raises once the deadline is past."""
+        if time.monotonic() - self.since > self.deadline:
+            raise NetworkRunError(f"{where}: the server at {self.server} went down and "
+                                  f"was not back within {self.deadline:g} s ({last})")
+        pause = min(_RESEND_FIRST_SECONDS * 2 ** self.attempt, _RESEND_MOST_SECONDS)
+        self.attempt += 1
+        return pause * (0.5 + secrets.randbelow(1000) / 1000)
+
+
 _METHODS = (("join", JOIN), ("round", ROUND), ("relay", RELAY), ("pass", PASS),
             ("abort", ABORT), ("peers", PEERS), ("presence", PRESENCE), ("ping", PING),
             ("fetch", FETCH))
@@ -228,15 +266,18 @@ class _Link:
     :func:`~fedustat.runtime.network.service.party_deadline` of it.
     """
 
-    def __init__(self, credentials: Credentials, server: str, timeout: float) -> None:
+    def __init__(self, credentials: Credentials, server: str, timeout: float,
+                 resend: bool = False) -> None:
         self.grpc = _grpc()
         self.identity = credentials.identity
         self.server = server
         self.deadline = party_deadline(timeout)
+        # A party goes on with a restarted server: it reconnects and resends.
+        self.resend = resend
         self.channel = self.grpc.secure_channel(
             server, self.grpc.ssl_channel_credentials(credentials.ca, credentials.key,
                                                       credentials.certificate),
-            options=CHANNEL_OPTIONS)
+            options=[*CHANNEL_OPTIONS, *(_RECONNECT_OPTIONS if resend else [])])
         self.calls = {name: self.channel.unary_unary(path) for name, path in _METHODS}
         self.presence: Any = None
 
@@ -275,12 +316,48 @@ class _Link:
         return self.call(request.name, request.payload, request.where)
 
     def call(self, name: str, payload: bytes, where: str) -> bytes:
-        """One call; a failure raises :class:`NetworkRunError` with the true reason."""
+        """One call; a failure raises :class:`NetworkRunError` with the true reason.
+
+        When the server went down (the call lost its connection and the presence call
+        ended without the server's verdict), the call is made again with the same bytes
+        once the server is back, after reopening the presence call: each outage may last
+        up to the party's deadline (:class:`_Resend`)."""
+        resend: _Resend | None = None
+        while True:
+            try:
+                return self.calls[name](payload, timeout=self.deadline,
+                                        wait_for_ready=name == "join")
+            except self.grpc.RpcError as exc:
+                if not (self.resend and name in _RESENDABLE and self._server_down(exc)):
+                    raise NetworkRunError(f"{where}: {self.reason(exc)}") from None
+                last = str(exc.details() or exc.code().name)
+            resend = resend or _Resend(self.identity, self.server, self.deadline)
+            while True:
+                time.sleep(resend.pause(where, last))
+                try:
+                    self.calls["ping"](b"", timeout=2.0, wait_for_ready=False)
+                    break
+                except self.grpc.RpcError as exc:
+                    last = str(exc.details() or exc.code().name)
+            self.presence = self.calls["presence"].future(b"")
+            resend = None  # back: another outage gets its own deadline
+
+    def _server_down(self, error: Any) -> bool:
+        """Whether a failed call means the server went down: its connection failed and
+        the presence call ended without the server's verdict (a server that ended the
+        run answers it with the reason; one that is up keeps it open)."""
+        grpc = self.grpc
+        if error.code().name not in _CONNECTION_LOST:
+            return False
+        if self.presence is None:
+            return error.code() == grpc.StatusCode.UNAVAILABLE
         try:
-            return self.calls[name](payload, timeout=self.deadline,
-                                    wait_for_ready=name == "join")
-        except self.grpc.RpcError as exc:
-            raise NetworkRunError(f"{where}: {self.reason(exc)}") from None
+            self.presence.result(timeout=2.0)
+        except (grpc.RpcError, grpc.FutureCancelledError):
+            return True
+        except grpc.FutureTimeoutError:
+            return False
+        return False
 
     def reason(self, error: Any) -> str:
         """Why a call failed (:func:`_failure`), asking the presence call if need be."""
@@ -368,13 +445,46 @@ class _AsyncLink:
         return reply
 
     async def call(self, name: str, payload: bytes, where: str) -> bytes:
-        """One call; a failure raises :class:`NetworkRunError` with the true reason."""
+        """One call; a failure raises :class:`NetworkRunError` with the true reason.
+        When the server went down, the call is made again with the same bytes once it
+        is back, within the deadline (as :meth:`_Link.call`)."""
+        resend: _Resend | None = None
+        while True:
+            try:
+                return await self.calls[name](payload, timeout=self.deadline,
+                                              wait_for_ready=name == "join",
+                                              metadata=self.metadata)
+            except self.grpc.RpcError as exc:
+                if not (name in _RESENDABLE and await self._server_down(exc)):
+                    raise NetworkRunError(f"{where}: {await self.reason(exc)}") from None
+                last = str(exc.details() or exc.code().name)
+            resend = resend or _Resend(self.identity, self.server, self.deadline)
+            while True:
+                await asyncio.sleep(resend.pause(where, last))
+                try:
+                    await self.calls["ping"](b"", timeout=2.0, wait_for_ready=False)
+                    break
+                except self.grpc.RpcError as exc:
+                    last = str(exc.details() or exc.code().name)
+            if self.hold is None:
+                self.presence = self.calls["presence"](b"")
+            resend = None  # back: another outage gets its own deadline
+
+    async def _server_down(self, error: Any) -> bool:
+        """As :meth:`_Link._server_down` (a detached member has no presence call: a
+        connection refused or reset, UNAVAILABLE, is all it has)."""
+        grpc = self.grpc
+        if error.code().name not in _CONNECTION_LOST:
+            return False
+        if self.presence is None:
+            return error.code() == grpc.StatusCode.UNAVAILABLE
         try:
-            return await self.calls[name](payload, timeout=self.deadline,
-                                          wait_for_ready=name == "join",
-                                          metadata=self.metadata)
-        except self.grpc.RpcError as exc:
-            raise NetworkRunError(f"{where}: {await self.reason(exc)}") from None
+            await asyncio.wait_for(asyncio.shield(self.presence), 2.0)
+        except (grpc.RpcError, asyncio.CancelledError):
+            return True
+        except TimeoutError:
+            return False
+        return False
 
     async def reason(self, error: Any) -> str:
         """Why a call failed (:func:`_failure`), asking the presence call if need be."""
@@ -481,14 +591,28 @@ def _party_rows(protocol: Protocol, records: Any, rng: RandomLike
 
 
 def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
-           rng: RandomLike) -> _Steps:
+           rng: RandomLike, state_dir: Any = None) -> _Steps:
     """A party's whole run, written once for every link: it yields the calls to make
     (:class:`_Call`, :class:`_Abort`) and is sent their replies; it returns the
     :class:`PartyResult`. Its own steps run here, on the caller's thread or event loop
-    (a one-record device's steps are light)."""
-    mark, hello = _hello(protocol, rows=int(rows.shape[0]))
+    (a one-record device's steps are light).
+
+    With ``state_dir`` it keeps its own journal (:class:`PartyJournal`): its assignment,
+    and before each frame is sent that frame and its state after the step; a restarted
+    process reads them back, resends the same frame and goes on from that state."""
     identity = credentials.identity
-    assignment = json.loads((yield _Call("join", hello, f"{identity} could not join")))
+    resumable = {"resumable": True} if state_dir is not None else {}
+    mark, hello = _hello(protocol, rows=int(rows.shape[0]), **resumable)
+    journal = None if state_dir is None else PartyJournal(state_dir, identity, mark)
+    assignment = None if journal is None else journal.assignment()
+    if journal is not None and assignment is not None \
+            and (finished := journal.release()) is not None:
+        return PartyResult(finished["release"], tuple(assignment["ids"]), finished["rounds"])
+    if assignment is None:
+        assignment = json.loads((yield _Call("join", hello, f"{identity} could not join")))
+        if journal is not None:
+            journal.joined(assignment)
+    saved = None if journal is None else journal.round()
     first, stop = assignment["ids"]
     ids = np.arange(first, stop, dtype=np.int64)
     owner = ids if ids.size == rows.shape[0] else np.full(rows.shape[0], first,
@@ -499,31 +623,59 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
     else:
         streams = as_seed_sequence(rng).spawn(int(assignment["n_silos"]) + 1)
         party_rng = np.random.default_rng(streams[1 + int(assignment["silo"])])
-    state = yield from _own_step(lambda: configured.init_parties(rows, owner),
-                                 f"{identity}, round 0")
+    # What each step consumed and sent, from the rng's first state: a state that cannot
+    # be saved as it is is rebuilt from them (_replayed).
+    history: dict[str, Any] = {"rng": party_rng.bit_generator.state, "inboxes": [],
+                               "messages": []}
+    if saved is None:
+        state = yield from _own_step(lambda: configured.init_parties(rows, owner),
+                                     f"{identity}, round 0")
+    else:
+        # Its own state after the step of the last round it wrote, and its rng's.
+        history = saved["history"]
+        state = saved["state"]
+        if state is None:
+            state = _replayed(configured, rows, owner, history, party_rng, identity)
+        party_rng.bit_generator.state = saved["rng"]
     inbox = None
     keys: PeerKeys | None = None
     bounds = np.zeros(0, dtype=np.int64)
-    for current in range(MAX_ROUNDS):
+    for current in range(0 if saved is None else saved["round"], MAX_ROUNDS):
         where = f"{identity}, round {current}"
-        state, message = yield from _own_step(
-            lambda s=state, i=inbox: configured.party_step(s, i, party_rng), where)
+        resumed = saved is not None and current == saved["round"]
+        if resumed:
+            assert saved is not None
+            message, kind, frame = saved["message"], saved["kind"], saved["frame"]
+        else:
+            state, message = yield from _own_step(
+                lambda s=state, i=inbox: configured.party_step(s, i, party_rng), where)
         if message.is_peer and keys is None:
             directory = yield _Call("peers", b"", where)
             assert directory is not None
             keys, bounds = _peer_keys(credentials, assignment, mark, directory)
-        if message.is_peer:
+        if resumed:
+            pass
+        elif message.is_peer:
             assert keys is not None
             try:
-                sealed = seal_rows(message, keys, bounds, protocol=mark,
-                                   run=assignment["run"], round_=current, identity=identity)
+                kind, frame = "relay", seal_rows(message, keys, bounds, protocol=mark,
+                                                 run=assignment["run"], round_=current,
+                                                 identity=identity)
             except CertificateRefusedError as exc:
                 raise _refused_directory(identity, exc) from None
-            reply = yield _Call("relay", sealed, where, current)
         else:
-            reply = yield _Call("round", encode(Envelope(mark, assignment["run"], current,
-                                                         "party", identity, message)), where,
-                                current)
+            kind, frame = "round", encode(Envelope(mark, assignment["run"], current,
+                                                   "party", identity, message))
+        if journal is not None and not resumed:
+            # On disk before it leaves: a restart resends these very bytes (a report
+            # drawn again would leak) and goes on from this state.
+            history["inboxes"].append(inbox)
+            history["messages"].append(message)
+            journal.before_sending({"round": current, "kind": kind, "frame": frame,
+                                    "state": state, "message": message,
+                                    "rng": party_rng.bit_generator.state,
+                                    "history": history})
+        reply = yield _Call(kind, frame, where, current)
         assert reply is not None
         if message.is_peer and reply[:1] == REPLY_RELAYED:
             assert keys is not None
@@ -539,7 +691,10 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
                 raise NetworkRunError(f"{where}: {exc}") from None
             continue
         if reply[:1] == REPLY_RELEASE:
-            return PartyResult(json.loads(reply[1:]), (first, stop), current + 1)
+            release = json.loads(reply[1:])
+            if journal is not None:
+                journal.finished(release, current + 1)
+            return PartyResult(release, (first, stop), current + 1)
         if reply[:1] != REPLY_MESSAGE:
             raise NetworkRunError(f"round {current}: the server's reply is not a "
                                   "message or a release")
@@ -550,6 +705,36 @@ def _party(protocol: Protocol, rows: np.ndarray, credentials: Credentials,
         except WireError as exc:
             raise NetworkRunError(str(exc)) from None
     raise NetworkRunError(f"no release after {MAX_ROUNDS} rounds")
+
+
+def _replayed(configured: Protocol, rows: np.ndarray, owner: np.ndarray,
+              history: dict[str, Any], party_rng: np.random.Generator,
+              identity: str) -> Any:
+    """A party's state after its last written step, rebuilt by running its steps again
+    on what they consumed, from its rng's first state: for a state that could not be
+    saved as it is (pairs-2pc's circuit is a running Python generator). Each step must
+    send again exactly what it sent; one that drew randomness elsewhere than the party's
+    generator cannot be replayed, and the party says so rather than go on from another
+    state."""
+    party_rng.bit_generator.state = history["rng"]
+    try:
+        state = configured.init_parties(rows, owner)
+        for round_, (inbox, sent) in enumerate(zip(history["inboxes"],
+                                                   history["messages"], strict=True)):
+            state, message = configured.party_step(state, inbox, party_rng)
+            if dumps(message) != dumps(sent):
+                raise NetworkRunError(
+                    f"{identity}: cannot resume from its state directory: its state "
+                    "could not be saved as it is, and running its steps again gave "
+                    f"another message in round {round_} (a step draws randomness "
+                    "outside the party's generator)")
+    except NetworkRunError:
+        raise
+    except Exception as exc:  # its own step, on its own records: stays here
+        raise NetworkRunError(f"{identity}: cannot resume from its state directory: "
+                              f"running its steps again failed ({type(exc).__name__}: "
+                              f"{exc})") from exc
+    return state
 
 
 def _drive(steps: _Steps, link: _Link) -> Any:
@@ -575,7 +760,8 @@ async def _drive_async(steps: _Steps, link: _AsyncLink) -> Any:
 
 
 def run_party(protocol: Protocol, records: Any, credentials: Credentials, server: str, *,
-              rng: RandomLike = None, timeout: float = 60.0) -> PartyResult:
+              rng: RandomLike = None, timeout: float = 60.0,
+              state_dir: Any = None) -> PartyResult:
     """Take part in a run of ``protocol`` served at ``server`` (``host:port``).
 
     Parameters
@@ -598,20 +784,31 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
     timeout:
         The run's stage timeout, the number the server is given: each answer is awaited
         up to :func:`~fedustat.runtime.network.service.party_deadline` of it (a margin
-        longer than the server waits, so the server's verdict comes first).
+        longer than the server waits, so the server's verdict comes first). When the
+        server goes down (killed, then restarted on its run directory), the party
+        reconnects and resends its current frame, pausing between attempts (jittered),
+        for up to that deadline.
+    state_dir:
+        This party's own state directory (made if missing; one per party and run). It
+        writes there its assignment and, before sending each round's frame, that frame
+        and its state after the step (fsynced, renamed into place). A process restarted
+        with the same directory rejoins under the same identity, resends the same bytes
+        and goes on from that state; the server waits for such a party, when its
+        connection drops, up to the stage timeout instead of stopping at once. A
+        finished run's release is read back from it. ``None`` (default): no journal.
     """
     protocol, rows = _party_rows(protocol, records, rng)
-    link = _Link(credentials, server, timeout)
+    link = _Link(credentials, server, timeout, resend=True)
     try:
         link.connect()
-        return _drive(_party(protocol, rows, credentials, rng), link)
+        return _drive(_party(protocol, rows, credentials, rng, state_dir), link)
     finally:
         link.close()
 
 
 async def run_party_async(protocol: Protocol, records: Any, credentials: Credentials,
                           server: str, *, rng: RandomLike = None, timeout: float = 60.0,
-                          hold: float | None = None) -> PartyResult:
+                          hold: float | None = None, state_dir: Any = None) -> PartyResult:
     """:func:`run_party` on the caller's event loop: one process drives many device
     identities (each its own TLS channel and certificate), with no thread per party.
 
@@ -628,6 +825,9 @@ async def run_party_async(protocol: Protocol, records: Any, credentials: Credent
     (jittered) and asks again on a new connection. The server then
     holds no connection for a device that is waiting, at the cost of a TLS handshake per
     return; a device that never comes back is noticed at the stage timeout only.
+
+    ``state_dir``: this device's own journal, as for :func:`run_party`; a device whose
+    call fails while the server is down reconnects and resends, as there.
     """
     if hold is not None and not (0.0 <= float(hold) <= 60.0):
         raise ValueError(f"hold must be between 0 and 60 seconds (the server caps it at "
@@ -636,7 +836,8 @@ async def run_party_async(protocol: Protocol, records: Any, credentials: Credent
     link = _AsyncLink(credentials, server, timeout, None if hold is None else float(hold))
     try:
         await link.connect()
-        return await _drive_async(_party(protocol, rows, credentials, rng), link)
+        return await _drive_async(_party(protocol, rows, credentials, rng, state_dir),
+                                  link)
     finally:
         await link.close()
 
@@ -677,7 +878,7 @@ def run_service(protocol: Protocol, role: str, credentials: Credentials, server:
     if credentials.identity != role:
         raise ValueError(f"the {role} service needs the certificate named {role!r}, got "
                          f"{credentials.identity!r}")
-    link = _Link(credentials, server, timeout)
+    link = _Link(credentials, server, timeout, resend=True)
     try:
         link.connect()
         return _service_loop(link, protocol, role, credentials, rng)
@@ -714,7 +915,9 @@ def _service_loop(link: _Link, protocol: Protocol, role: str, credentials: Crede
         if message is not None:
             check_service_message(message, role, own)
         if message is None:
-            reply = link.call("pass", b"", where)
+            # Its run and round: a pass resent to a restarted server counts once.
+            reply = link.call("pass", json.dumps({"run": run, "round": current}).encode(),
+                              where)
         elif message.is_peer:
             keys_now = peer_keys(current)
             try:

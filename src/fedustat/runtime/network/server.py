@@ -40,13 +40,25 @@ round's server step may run on the rows that arrived
 silos that answered, the silent ones are out of the run for good (a late frame of theirs
 is refused), and the release states the n it used and who dropped (docs/network.md,
 "Faults").
+
+The run is durable (:mod:`fedustat.runtime.network.run_journal`, docs/network.md
+"Durability"): its members, every accepted frame (committed before it counts), the state
+after each round (committed before any reply of it leaves) and the release are written
+to the run directory's database. A server restarted on that directory resumes the run:
+the parties resend their current frame, a frame seen before is answered as the first
+(matched by its digest), other bytes for an accepted round are refused, and no round
+whose replies may have left is run again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
+import os
+import pickle
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -64,6 +76,15 @@ from fedustat.protocols.base import Estimate, Message, Protocol, Role, service_i
 from fedustat.runtime.network.certs import Credentials, party_identity, party_index
 from fedustat.runtime.network.observe import Observer, observed_by
 from fedustat.runtime.network.relay import RelayedPayload, parse_request, reply_for
+from fedustat.runtime.network.run_journal import (
+    RunJournal,
+    StoredRun,
+    dumps,
+    frame_digest,
+    frame_position,
+    loads,
+    new_run_id,
+)
 from fedustat.runtime.network.service import (
     HOLD_METADATA,
     MAX_ABORT_REASON,
@@ -100,6 +121,9 @@ class _Party:
     rows: int
     certificate: str = ""
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: It keeps its own journal (``run_party(state_dir=)``): when its connection drops it
+    #: may come back within the stage timeout, so the run does not stop at once.
+    resumable: bool = False
 
 
 @dataclass
@@ -125,6 +149,14 @@ class ServerRun:
     wire_bytes: int = 0
     dropped: list[str] = field(default_factory=list)
     services: list[str] = field(default_factory=list)
+    #: The run directory holding the run's database, and the run's id.
+    run_dir: str = ""
+    run_id: str = ""
+    #: The run was resumed from its run directory (a restarted server).
+    resumed: bool = False
+    #: The run had finished: its release was read back from the run directory, not
+    #: computed again.
+    read_back: bool = False
 
     @property
     def framing_overhead(self) -> float:
@@ -180,7 +212,8 @@ class _Coordinator:
     """The server's state machine; the calls of every member wait on its signal."""
 
     def __init__(self, protocol: Protocol, n_silos: int, rng: RandomLike,
-                 timeout: float, grade: str, min_silos: int) -> None:
+                 timeout: float, grade: str, min_silos: int, journal: RunJournal,
+                 run_id: str) -> None:
         self.protocol = protocol
         self.grade = grade
         self.n_silos = n_silos
@@ -194,7 +227,15 @@ class _Coordinator:
         self.timeout = timeout
         self.configuration = public_configuration(protocol)
         self.fingerprint = fingerprint(protocol)
-        self.run = f"run-{int(time.time() * 1000):x}"
+        # Every accepted frame, the state after each round and the release are
+        # committed here before they count or leave (docs/network.md, "Durability").
+        self.journal = journal
+        self.run = run_id
+        # Digests of this round's accepted frames (a resent frame is matched by them),
+        # and the members whose frame is being committed.
+        self.digests: dict[int, str] = {}
+        self.accepting: set[int] = set()
+        self.resumed = False
         self.seeded = rng is not None
         self.root = as_seed_sequence(rng) if self.seeded else None
         self.signal = _Signal()
@@ -316,13 +357,14 @@ class _Coordinator:
             if services:
                 # Every round needs every service (its rows, or its pass): no round
                 # goes on without one.
-                if stalled or any(i in self.gone for i in services):
+                if stalled or any(self._lost(i) for i in services):
                     self._fail(self._silence(f"round {self.round}", [*services, *silent]))
                 return
             # Every silent silo's connection closed: no need to wait out the timeout.
-            closed = bool(silent) and all(i in self.gone for i in silent)
+            # (A resumable member that dropped may come back within the stage.)
+            closed = bool(silent) and all(self._lost(i) for i in silent)
             # Without min_silos every silo is needed: one that is gone ends the run now.
-            needed = self.min_silos >= self.n_silos and any(i in self.gone for i in silent)
+            needed = self.min_silos >= self.n_silos and any(self._lost(i) for i in silent)
             if stalled or closed or needed:
                 self._round_without(silent, stop=True)
             return
@@ -343,6 +385,14 @@ class _Coordinator:
                  else name for name in names]
         self._fail(f"joining: no answer within {self.timeout:g} s from "
                    f"{_listed(named)}; no release")
+
+    def _lost(self, slot: int) -> bool:
+        """Whether a member's dropped connection ends its part at once: one that keeps
+        its own journal (it said so at join) may come back within the stage timeout."""
+        if slot not in self.gone:
+            return False
+        member = self._member(slot)
+        return member is None or not member.resumable
 
     def _silence(self, stage: str, slots: list[int], why: str = "") -> str:
         """Why a stage stopped: whose connection dropped, who did not answer in time."""
@@ -400,6 +450,9 @@ class _Coordinator:
         failed still learns the reason."""
         _, index = self._identity(context)
         self.connections[index] = self.connections.get(index, 0) + 1
+        if (member := self._member(index)) is not None and member.resumable:
+            # Its restarted process is back (it resends its frame next).
+            self.gone.discard(index)
         try:
             # gRPC cancels this wait when the call ends from the member's side.
             await self.done.wait()
@@ -438,6 +491,7 @@ class _Coordinator:
             configuration = hello.get("configuration")
             if configuration is not None and not isinstance(configuration, dict):
                 raise TypeError("configuration must be a JSON object")
+            resumable = hello.get("resumable", False) is True
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError,
                 AttributeError) as exc:
             raise _refuse("INVALID_ARGUMENT",
@@ -447,13 +501,22 @@ class _Coordinator:
             reason = self._mismatch(identity, party_fingerprint, configuration)
             self.refused[identity] = reason
             raise _refuse("FAILED_PRECONDITION", reason, "configuration")
-        if self._member(index) is not None:
+        existing = self._member(index)
+        if existing is not None and existing.resumable and resumable \
+                and existing.rows == rows:
+            # The same member's restarted process, which had not kept its assignment:
+            # it rejoins under its identity and gets the same assignment.
+            self.gone.discard(index)
+            if not await self._wait(lambda: self.assigned, index, _hold(context)):
+                return self._pending()
+            return self._assignment(index)
+        if existing is not None:
             raise _refuse("ALREADY_EXISTS", f"{identity} has already joined this run")
         if self.assigned:
             raise _refuse("FAILED_PRECONDITION",
                           f"{identity} joined too late: the run started without it", "late")
         pem = context.auth_context().get("x509_pem_cert") or [b""]
-        member = _Party(identity, rows, pem[0].decode())
+        member = _Party(identity, rows, pem[0].decode(), resumable=resumable)
         if index >= self.n_silos:
             self.services[index] = member
         else:
@@ -524,6 +587,7 @@ class _Coordinator:
         else:
             self.server_rng = np.random.default_rng(np.random.SeedSequence())
         self.assigned = True
+        self._record_start()
         self.signal.notify_all()
 
     # ---------------------------------------------------------------- Round / Relay
@@ -562,22 +626,104 @@ class _Coordinator:
                           f"{identity} is a party: only a service may pass a round")
         current = self.round
         assert party is not None
-        expect = self._expectation(identity, party, current)
+        digest = frame_digest(request)
+        resent = self._resent(kind, request, digest, identity, index, current)
+        if resent is not None:
+            return await self._answer(resent, index, context)
         try:
-            if kind == "pass":
-                entry = None
-            elif kind == "round":
-                entry: Any = decode(request, expect).message
-            else:
-                entry = parse_request(request, expect, index, self.bounds)
+            entry = self._parse(kind, request, identity, index, current)
         except WireError as exc:
             self._fail(f"round {current}: {exc}; no release")
             raise _refuse("INVALID_ARGUMENT", str(exc)) from None
-        if index in self.inbox:
+        if index in self.inbox or index in self.accepting:
             raise _refuse("ALREADY_EXISTS", f"{identity} already sent round {current}")
+        # Durable before it counts: committed with the frames that arrive with it, then
+        # counted (even if this call is cancelled meanwhile).
+        self.accepting.add(index)
+
+        def counted() -> None:
+            self.accepting.discard(index)
+            # Unless the round went on without this silo meanwhile (it dropped out).
+            if self.round == current and index in self.slot_set and self.failure is None:
+                self._accept(index, kind, entry, len(request), digest)
+
+        try:
+            await self.journal.frame(current, index, kind, digest, request, counted)
+        except OSError as exc:
+            self.accepting.discard(index)
+            self._fail(f"round {current}: {exc}; no release")
+        if self.failure is not None:
+            raise _refuse("ABORTED", self.failure)
+        if index in self.dropped:
+            raise _refuse("FAILED_PRECONDITION",
+                          f"{identity} dropped out of this run in round "
+                          f"{self.dropped[index]} (no answer in time); its rows are not used")
+        return await self._answer(current, index, context)
+
+    def _parse(self, kind: str, request: bytes, identity: str, index: int,
+               current: int) -> Any:
+        """A member's frame of round ``current``, validated (a WireError if it fails)."""
+        expect = self._expectation(identity, self._member(index), current)
+        if kind == "pass":
+            # A service's pass names its run and round (one that names none is taken
+            # for the current round).
+            if request and frame_position(request, kind, identity) != (self.run, current):
+                raise WireError(identity, "pass", f"does not name run {self.run!r} and "
+                                                  f"round {current}")
+            return None
+        if kind == "round":
+            return decode(request, expect).message
+        return parse_request(request, expect, index, self.bounds)
+
+    def _resent(self, kind: str, request: bytes, digest: str, identity: str, index: int,
+                current: int) -> int | None:
+        """For a frame seen before (a member that retried after a lost connection, or
+        resent from its journal after a restart): the round whose answer it gets, the
+        original's. None for a new frame of this round. A frame of another run, or other
+        bytes for a round whose frame was accepted, is refused (no frame counts twice)."""
+        try:
+            run, round_ = frame_position(request, kind, f"party {identity!r}")
+        except WireError:
+            return None  # decoding names the fault
+        if run != self.run:
+            raise _refuse("FAILED_PRECONDITION",
+                          f"{identity} sent a frame of run {run!r}, but this server's "
+                          f"run is {self.run!r}")
+        if round_ > current:
+            return None
+        known = (self.digests.get(index) if round_ == current
+                 else self.journal.digest(round_, index))
+        if known is None:
+            if round_ == current:
+                return None
+            raise _refuse("FAILED_PRECONDITION",
+                          f"{identity} sent a frame for round {round_}, which is over "
+                          f"(the run is in round {current})")
+        if known != digest:
+            raise _refuse("ALREADY_EXISTS",
+                          f"{identity} sent other bytes for round {round_}, whose frame "
+                          f"was accepted (sha256 {known[:12]}); a round's frame counts "
+                          "once and cannot be replaced")
+        if round_ < current and round_ != self.reply_round:
+            raise _refuse("FAILED_PRECONDITION",
+                          f"{identity} resent its frame of round {round_}, which was "
+                          f"answered (the run is in round {current})")
+        return round_
+
+    async def _answer(self, round_: int, index: int, context: Any) -> bytes:
+        """The reply of ``round_`` to member ``index`` once it is ready."""
+        if not await self._wait(lambda: self.reply_round >= round_, index, _hold(context)):
+            return self._pending()
+        return self._reply(index)
+
+    def _accept(self, index: int, kind: str, entry: Any, size: int, digest: str) -> None:
+        """A committed frame counts: into this round's inbox; the last one runs the
+        round (the server step, or routing the relayed rows)."""
+        current = self.round
         self.inbox[index] = (kind, entry)
-        self.wire_bytes += len(request)
-        self.observer.accept(len(request))
+        self.digests[index] = digest
+        self.wire_bytes += size
+        self.observer.accept(size)
         if len(self.inbox) == len(self.slots):
             kinds = {i: k for i, (k, _) in self.inbox.items() if k != "pass"}
             if len(set(kinds.values())) > 1:
@@ -590,9 +736,6 @@ class _Coordinator:
                 self._route(current)
             else:
                 self._server_step(current)
-        if not await self._wait(lambda: self.reply_round >= current, index, _hold(context)):
-            return self._pending()
-        return self._reply(index)
 
     def _pending(self) -> bytes:
         """"Not yet", with when to come back: the time the stage needs for the members
@@ -613,8 +756,9 @@ class _Coordinator:
         reply = self.replies[index]
         self.wire_bytes += len(reply)
         self.observer.sent(len(reply))
-        if self.estimate is not None:
+        if self.estimate is not None and index not in self.released_to:
             self.released_to.add(index)
+            self.journal.released_to(index)
         return reply
 
     async def fetch(self, request: bytes, context: Any) -> bytes:
@@ -766,12 +910,94 @@ class _Coordinator:
     def _next_round(self, current: int) -> None:
         self.round = current + 1
         self.reply_round = current
+        self.digests = {}
         self.stage_started = time.monotonic()
         self.observer.round_ended(current, len(self.slots))
         if self.round > MAX_ROUNDS:
             self._fail(f"protocol {self.protocol.name!r} did not finish within {MAX_ROUNDS} "
                        "rounds")
+        # Committed before any waiting call is woken: no reply of this round leaves
+        # before the state, rng and replies it came from are on disk.
+        self._checkpoint(current)
         self.signal.notify_all()
+
+    # ---------------------------------------------------------------- durability
+    def _snapshot(self) -> bytes:
+        """The server's state between rounds: enough to go on as if never stopped."""
+        assert self.server_rng is not None
+        return dumps({
+            "round": self.round, "reply_round": self.reply_round, "replies": self.replies,
+            "server_state": self.server_state, "log": self.log,
+            "rng": self.server_rng.bit_generator.state, "active": self.active,
+            "dropped": self.dropped, "dropout_reason": self.dropout_reason,
+            "wire_bytes": self.wire_bytes, "estimate": self.estimate,
+            "n_rows": self.n_rows, "n_parties": self.n_parties, "bounds": self.bounds,
+            "ids": {slot: member.ids for slot, member in
+                    [*self.joined.items(), *self.services.items()]}})
+
+    def _record_start(self) -> None:
+        """The run has started: its members and the state before round 0."""
+        members = [(slot, member.identity, member.rows, member.certificate,
+                    member.resumable)
+                   for slot, member in sorted([*self.joined.items(), *self.services.items()])]
+        try:
+            self.journal.start(members, self._snapshot())
+        except (OSError, sqlite3.Error, pickle.PicklingError, TypeError,
+                AttributeError) as exc:
+            self._fail(f"joining: the run database refused the start of the run "
+                       f"({type(exc).__name__}: {exc}); no release")
+
+    def _checkpoint(self, current: int) -> None:
+        """Commit the state after round ``current`` (and the release it made)."""
+        if self.failure is not None:
+            return
+        release = None
+        if self.estimate is not None:
+            summary = json.loads(next(iter(self.replies.values()))[1:])
+            release = (dumps(self.estimate), summary)
+        try:
+            self.journal.checkpoint(self.round, self._snapshot(), release)
+        except (OSError, sqlite3.Error, pickle.PicklingError, TypeError,
+                AttributeError) as exc:
+            self.estimate = None
+            self._fail(f"round {current}: the run database refused the state after the "
+                       f"round ({type(exc).__name__}: {exc}); no release")
+
+    def restore(self, stored: StoredRun) -> None:
+        """Go on with a run from its run directory: the state after its last committed
+        round, then the frames accepted since (a round they complete runs again from the
+        same state and rng state: nothing of it had left). Before the start nothing is
+        restored but the run id: the members join again."""
+        if stored.checkpoint is None:
+            return
+        self.resumed = True
+        for slot, identity, rows, certificate, resumable in stored.members:
+            member = _Party(identity, rows, certificate, resumable=resumable)
+            (self.services if slot >= self.n_silos else self.joined)[slot] = member
+        state = loads(stored.checkpoint[1])
+        self.n_rows, self.n_parties = state["n_rows"], state["n_parties"]
+        self.protocol = self.protocol.configure(self.n_rows)
+        for slot, ids in state["ids"].items():
+            self._member(slot).ids = ids
+        self.bounds = state["bounds"]
+        self.round, self.reply_round = state["round"], state["reply_round"]
+        self.replies, self.server_state, self.log = (state["replies"],
+                                                     state["server_state"], state["log"])
+        self.server_rng = np.random.default_rng()
+        self.server_rng.bit_generator.state = state["rng"]
+        self.dropped, self.dropout_reason = state["dropped"], state["dropout_reason"]
+        self.wire_bytes, self.estimate = state["wire_bytes"], state["estimate"]
+        self._activate(state["active"])
+        self.assigned, self.first_join = True, False
+        self.released_to = set(stored.released)
+        self.stage_started = time.monotonic()
+        if self.estimate is not None:
+            self.done.set()
+            return
+        for round_, slot, kind, body in stored.frames:
+            if round_ == self.round and slot in self.slot_set:
+                entry = self._parse(kind, body, self._name(slot), slot, round_)
+                self._accept(slot, kind, entry, len(body), frame_digest(body))
 
 
 #: Bounds of the "come back in" a detached member is told (seconds).
@@ -839,7 +1065,8 @@ def parts_for(message: Message, members: list[np.ndarray]) -> list[Message]:
 def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
           address: str = "127.0.0.1:0", rng: RandomLike = None, timeout: float = 60.0,
           min_silos: int | None = None, on_ready: Any = None,
-          metrics_address: str | None = None, observer: Observer | None = None) -> ServerRun:
+          metrics_address: str | None = None, observer: Observer | None = None,
+          run_dir: str | os.PathLike[str] | None = None) -> ServerRun:
     """Run the aggregator of ``protocol`` for ``n_silos`` parties; return the release.
 
     Parameters
@@ -889,27 +1116,90 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     observer:
         Instead of ``metrics_address``: an :class:`~fedustat.runtime.network.observe.
         Observer` the caller owns (its endpoint outlives the run; ``observer.port``).
+    run_dir:
+        The run directory, where the run's database is written (docs/network.md,
+        "Durability"): joined members, every accepted frame before it counts, the state
+        after each round before its replies leave, and the release. ``None`` (default):
+        a new directory under ``fedustat.runtime.network.run_journal.default_run_root()``
+        named after the run (:attr:`ServerRun.run_dir`). A directory holding a run of
+        the same configuration (the same protocol configuration, ``n_silos``,
+        ``min_silos`` and seed) resumes it: a server killed at any point and restarted
+        on it goes on with the same run, and the parties reconnect. A finished run's
+        release is read back, not computed again (:attr:`ServerRun.read_back`). A run
+        of another configuration is refused, naming each option that differs.
     """
     n_silos = check_positive_int(n_silos, "n_silos")
-    observed = observed_by(metrics_address, observer)
     _grpc()  # the optional dependency, named if missing
     protocol, grade = resolve_randomness(protocol, rng)
     least = n_silos if min_silos is None else check_positive_int(min_silos, "min_silos")
     if least > n_silos:
         raise ValueError(f"min_silos ({least}) cannot exceed n_silos ({n_silos})")
-    return asyncio.run(_serve(protocol, n_silos, credentials, address, rng, float(timeout),
-                              grade, least, on_ready, observed))
+    observed = observed_by(metrics_address, observer)
+    meta = _run_meta(protocol, n_silos, least, rng)
+    journal, stored = RunJournal.open(run_dir, meta)
+    try:
+        if stored is not None:
+            _check_same_run(journal, stored, meta)
+        run_id = meta["run"] if stored is None else stored.meta["run"]
+        return asyncio.run(_serve(protocol, n_silos, credentials, address, rng,
+                                  float(timeout), grade, least, on_ready, journal, stored,
+                                  run_id, observed))
+    finally:
+        journal.close()
+
+
+def _run_meta(protocol: Protocol, n_silos: int, least: int, rng: RandomLike
+              ) -> dict[str, Any]:
+    """What fixes a run, as written to (and compared with) its run directory."""
+    if rng is None:
+        randomness = "deployment"
+    else:
+        root = as_seed_sequence(rng)
+        seed = json.dumps([str(root.entropy), list(root.spawn_key)])
+        randomness = f"seed sha256 {hashlib.sha256(seed.encode()).hexdigest()[:16]}"
+    return {"run": new_run_id(), "fingerprint": fingerprint(protocol),
+            "configuration": json.loads(json.dumps(public_configuration(protocol))),
+            "n_silos": n_silos, "min_silos": least, "randomness": randomness,
+            "services": list(protocol.service_roles())}
+
+
+def _check_same_run(journal: RunJournal, stored: StoredRun, meta: dict[str, Any]) -> None:
+    """A run directory resumes only the run of the same configuration."""
+    theirs = stored.meta
+    differences: list[str] = []
+    if theirs.get("fingerprint") != meta["fingerprint"]:
+        differences = configuration_differences(
+            meta["configuration"], theirs.get("configuration") or {},
+            me="this server", them="the run directory") or [
+            f"protocol configuration {meta['fingerprint']} (this server) vs "
+            f"{theirs.get('fingerprint')} (the run directory)"]
+    for key, option in (("n_silos", "n_silos (--parties)"),
+                        ("min_silos", "min_silos (--min-parties)"),
+                        ("randomness", "randomness (--seed)"), ("services", "services")):
+        if theirs.get(key) != meta[key]:
+            differences.append(f"{option} = {json.dumps(meta[key])} (this server) vs "
+                               f"{json.dumps(theirs.get(key))} (the run directory)")
+    if differences:
+        raise ValueError(f"run_dir {str(journal.directory)!r} holds run {theirs.get('run')} "
+                         f"of another configuration: {'; '.join(differences)}; give the "
+                         "same options to resume it, or another run directory for a new run")
 
 
 async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, address: str,
                  rng: RandomLike, timeout: float, grade: str, least: int,
-                 on_ready: Any, observed: tuple[Observer, bool]) -> ServerRun:
+                 on_ready: Any, journal: RunJournal, stored: StoredRun | None,
+                 run_id: str, observed: tuple[Observer, bool]) -> ServerRun:
     grpc = _grpc()
     limit_heap_arenas()
-    coordinator = _Coordinator(protocol, n_silos, rng, timeout, grade, least)
+    coordinator = _Coordinator(protocol, n_silos, rng, timeout, grade, least, journal,
+                               run_id)
+    read_back = stored is not None and stored.release is not None
+    if stored is not None:
+        coordinator.restore(stored)
     observer, owned = observed
     coordinator.observer = observer
-    observer.bind("serve", coordinator.run, protocol.name, coordinator.progress)
+    observer.bind("serve", coordinator.run, protocol.name, coordinator.progress,
+                  store=journal.directory)
 
     async def ping(request: bytes, context: Any) -> bytes:
         return b""
@@ -955,8 +1245,9 @@ async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, add
             observer.released(rounds=coordinator.round, n_parties=coordinator.n_used(),
                               dropped=len(coordinator.dropped), absent=len(coordinator.absent()))
         # Every member receives the release before the server goes away (a detached
-        # member comes back for it), for at most a stage; then the last replies get
-        # time to reach the parties.
+        # member comes back for it, a party of a restarted server resends its last
+        # frame for it), for at most a stage; then the last replies get time to reach
+        # the parties.
         until = time.monotonic() + timeout
         while coordinator.estimate is not None and time.monotonic() < until \
                 and not coordinator.slot_set <= coordinator.released_to:
@@ -974,4 +1265,6 @@ async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, add
                      coordinator.absent(),
                      coordinator.n_used(), coordinator.wire_bytes,
                      [party_identity(i) for i in sorted(coordinator.dropped)],
-                     list(coordinator.roles))
+                     list(coordinator.roles), run_dir=str(journal.directory),
+                     run_id=coordinator.run, resumed=coordinator.resumed,
+                     read_back=read_back)

@@ -258,6 +258,24 @@ def test_a_second_server_on_a_run_directory_in_use_is_refused(tmp_path, certs):
     assert server.result().n_reports == 2
 
 
+def test_a_second_server_on_a_port_in_use_fails_to_listen(tmp_path, certs):
+    # Servers bind without SO_REUSEPORT: a stale server and its restart never split the
+    # devices' connections between them.
+    window = Window(WINDOW, quorum=2, linger=0.0)
+    server = CollectionServer(make(), certs, window, rng=SEED, run_dir=tmp_path / "first")
+    with pytest.raises(OSError, match=rf"^cannot listen on 127\.0\.0\.1:{server.port}: "
+                                      r"give a HOST:PORT of this machine whose port no "
+                                      r"other process holds"):
+        collect(make(), load_credentials(certs, "server"), window, rng=SEED,
+                run_dir=tmp_path / "second", address=f"127.0.0.1:{server.port}")
+    for i in range(2):
+        report(make(), _records(2)[i:i + 1], load_credentials(certs, f"party-{i}"),
+               server.address, rng=SEED)
+    run = server.result()
+    assert not isinstance(run, Exception), run
+    assert run.n_reports == 2
+
+
 def test_a_restarted_device_resends_its_kept_report(tmp_path, certs):
     # Deployment randomness: a second randomization would make another frame (refused as
     # a second report); the kept one is the same frame, acknowledged and counted once.

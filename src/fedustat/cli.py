@@ -1574,7 +1574,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                             rng=args.seed, timeout=args.timeout,
                             min_silos=args.min_parties, on_ready=ready,
                             run_dir=run_dir, observer=observer)
-    except (network.NetworkRunError, ValueError) as exc:
+    except (network.NetworkRunError, ValueError, OSError) as exc:
         raise SystemExit(f"error: {exc}") from None
     finally:
         observer.stop()
@@ -1673,7 +1673,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
                               rng=args.seed, on_ready=ready, run_dir=run_dir,
                               durable=not args.no_durable, partitions=args.partitions,
                               engine=args.engine, observer=observer)
-    except (network.NetworkRunError, ValueError) as exc:
+    except (network.NetworkRunError, ValueError, OSError) as exc:
         raise SystemExit(f"error: {exc}") from None
     finally:
         observer.stop()

@@ -83,6 +83,7 @@ from fedustat.runtime.network.service import (
     configuration_differences,
     configuration_hash,
     limit_heap_arenas,
+    listen,
     load_grpc,
     public_configuration,
     resolve_randomness,
@@ -526,11 +527,9 @@ async def _collect(protocol: Protocol, grade: str, credentials: Credentials, win
     })
     server = grpc.aio.server(options=SERVER_OPTIONS)
     server.add_generic_rpc_handlers((handler,))
-    port = server.add_secure_port(address, grpc.ssl_server_credentials(
+    port = listen(server, address, grpc.ssl_server_credentials(
         [(credentials.key, credentials.certificate)], root_certificates=credentials.ca,
         require_client_auth=True))
-    if port == 0:
-        raise OSError(f"cannot listen on {address}")
     committing = asyncio.create_task(collector.commits())
     await server.start()
     try:

@@ -100,6 +100,7 @@ from fedustat.runtime.network.service import (
     configuration_differences,
     fingerprint,
     limit_heap_arenas,
+    listen,
     load_grpc,
     public_configuration,
     release_summary,
@@ -1223,9 +1224,7 @@ async def _serve(protocol: Protocol, n_silos: int, credentials: Credentials, add
     server_credentials = grpc.ssl_server_credentials(
         [(credentials.key, credentials.certificate)], root_certificates=credentials.ca,
         require_client_auth=True)
-    port = server.add_secure_port(address, server_credentials)
-    if port == 0:
-        raise OSError(f"cannot listen on {address}")
+    port = listen(server, address, server_credentials)
     started = time.monotonic()
     await server.start()
     try:

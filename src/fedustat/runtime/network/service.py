@@ -103,7 +103,11 @@ SERVER_OPTIONS = [*CHANNEL_OPTIONS,
                   ("grpc.http2.max_pings_without_data", 0),
                   ("grpc.server.max_pending_requests", PENDING_REQUESTS),
                   ("grpc.server.max_pending_requests_hard_limit", PENDING_REQUESTS),
-                  ("grpc.server_max_unrequested_time_in_server", 3600)]
+                  ("grpc.server_max_unrequested_time_in_server", 3600),
+                  # gRPC binds with SO_REUSEPORT by default: a second server on the same
+                  # port would then silently take half of the connections (a stale server
+                  # beside its restart). Off, the second one fails to listen instead.
+                  ("grpc.so_reuseport", 0)]
 #: A device's channel: its own TLS connection (its own identity), never shared with
 #: another identity's channel (gRPC shares subchannels between channels otherwise); a
 #: refused connection is retried within 5 s, not gRPC's default backoff of up to 2 minutes.
@@ -117,6 +121,20 @@ _M_ARENA_MAX = -8
 #: Arenas a server process keeps (measured on ldp-quantized's collection of 10^4 devices:
 #: peak 213 MiB with glibc's default of 8 per core, 172 MiB with 2, and no slower).
 HEAP_ARENAS = 2
+
+
+def listen(server: Any, address: str, credentials: Any) -> int:
+    """Bind ``server`` to ``address`` with TLS ``credentials``; the port, or an OSError
+    that says why (the address is not this machine's, or another process holds the
+    port: servers do not share ports, ``grpc.so_reuseport`` is off)."""
+    try:
+        port = server.add_secure_port(address, credentials)
+    except RuntimeError:  # grpc.aio's refusal to bind
+        port = 0
+    if port == 0:
+        raise OSError(f"cannot listen on {address}: give a HOST:PORT of this machine whose "
+                      "port no other process holds (port 0 picks a free one)")
+    return port
 
 
 def limit_heap_arenas(arenas: int = HEAP_ARENAS) -> bool:

@@ -8,7 +8,7 @@ Z_{2^l}:
 
     y_u = x_u + PRG(b_u) + sum_{v in N(u), v < u} PRG(s_uv) - sum_{v in N(u), v > u} PRG(s_uv)
 
-with ``N(u)`` its ``k`` neighbours in a sparse graph the server draws (Bell et al. Sec. 3
+with ``N(u)`` its ``k`` neighbours in a sparse graph the server draws (Bell et al. 2020
 replace Bonawitz et al.'s complete graph by a k-regular graph of logarithmic degree; the
 one used here is the Harary graph ``H(n, k)``, which is k-connected, with the nodes placed
 by a random permutation), ``s_uv`` the key both ends derive from an X25519 agreement of
@@ -81,7 +81,7 @@ def prg_mask(seed: bytes, width: int, ring: Ring) -> np.ndarray:
 
 def harary_neighbours(members: np.ndarray, degree: int, permutation: np.ndarray) -> np.ndarray:
     """The neighbours of each member in the Harary graph ``H(n, k)`` relabelled by a
-    permutation (a k-regular graph for Bell et al. 2020 Sec. 3): position ``i`` is joined
+    permutation (a k-regular graph for Bell et al. 2020): position ``i`` is joined
     to ``i +- 1, ..., i +- k/2`` mod n (``k`` even), or to every other position when
     ``k = n - 1``; member ``members[permutation[i]]`` sits at position ``i``. ``H(n, k)``
     is k-connected: removing fewer than ``k`` nodes leaves it connected. Returns shape
@@ -254,7 +254,7 @@ class SecAggPlus:
 def failure_probability(degree: int, threshold: int, dropout: float, parties: int) -> float:
     """An upper bound on the probability that some secret lacks ``t`` holders when each
     party drops independently with probability ``dropout``: a union over the ``n``
-    parties of ``P[Bin(k, 1 - dropout) < t]`` (the binomial tail Bell et al. 2020 Sec. 4
+    parties of ``P[Bin(k, 1 - dropout) < t]`` (the binomial tail of Bell et al. 2020
     bound for their random graphs; a Harary graph relabelled at random gives each party
     ``k`` distinct neighbours)."""
     from scipy.stats import binom  # scipy is a dependency; imported where used
@@ -269,11 +269,11 @@ def default_parameters(parties: int, dropout: float, degree: int | None = None,
 
     Given neither: the smallest even degree (or ``n - 1``) that (a) keeps a party from
     losing all its neighbours, ``n q^k <= failure`` with ``q = max(dropout, 1/3)`` (so
-    at least ``k = O(log n)``, Bell et al. 2020 Sec. 3: a survivor whose neighbours all
+    at least ``k = O(log n)``, Bell et al. 2020: a survivor whose neighbours all
     dropped would be unmasked alone; the floor of 1/3 also covers neighbours colluding
     with the server), and (b) admits a threshold above ``k / 2`` that keeps
     :func:`failure_probability` below ``failure`` (t > k/2: the condition of Bonawitz et
-    al. 2017 Sec. 4 and Bell et al. 2020 Sec. 3 under which the server cannot obtain both
+    al. 2017 and Bell et al. 2020 under which the server cannot obtain both
     secrets of a party from the honest ones); then the largest such t. Given ``degree``
     only: the largest t with that failure bound (at least 1).
     """

@@ -3,7 +3,7 @@
 ``ecdf-secagg`` with ``aggregation="secagg+"``: instead of additive shares for ``m``
 computing parties (:mod:`fedustat.protocols.ecdf.secagg`), each party masks its own
 contribution and the server (the aggregator) adds the masked vectors and removes the masks
-(:class:`fedustat.secure.secagg_plus.SecAggPlus`: Bell et al. 2020 Sec. 3 on Bonawitz et
+(:class:`fedustat.secure.secagg_plus.SecAggPlus`: Bell et al. 2020 on Bonawitz et
 al. 2017 Fig. 4). Parties that fall silent after joining are left out: the release is the
 curve of the parties whose masked inputs reached the server (the survivors, ``U3``), with
 ``n = |U3|``.
@@ -102,7 +102,7 @@ class _Server:
 class SecAggPlusECDF(Protocol):
     """The federated ECDF through SecAgg+ (Bell et al. 2020), tolerant to dropouts.
 
-    Rounds (Bonawitz et al. 2017 Fig. 4, semi-honest; Bell et al. 2020 Sec. 3's graph):
+    Rounds (Bonawitz et al. 2017 Fig. 4, semi-honest; Bell et al. 2020's graph):
 
     0. *AdvertiseKeys*: each party draws an X25519 masking key pair and uploads the public
        key (256 bits).

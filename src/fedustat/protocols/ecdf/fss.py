@@ -22,7 +22,7 @@ from fedustat._validation import (
     check_epsilon,
     check_positive_int,
 )
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import Cost, DropoutRule, Estimate, Message, Protocol, Role
 from fedustat.protocols.ecdf.federated import (
     DEFAULT_BATCH,
     FederatedECDF,
@@ -53,11 +53,18 @@ from fedustat.protocols.ecdf.shared_noise import (
     contributor_node_units,
     contributor_point_units,
     draw_noise,
+    dropout_rule_for,
     held_node_units,
     held_point_units,
     noise_law,
     resolve_noise_plan,
     run_randomness,
+    sums_only,
+    surviving_rows,
+    survivor_law,
+    survivors_at_querier,
+    with_summed,
+    withheld_reason,
 )
 from fedustat.protocols.ecdf.tree_noise import TreeNoise
 from fedustat.secure.dcf import FssKey, dcf_gen, dcf_sum_at
@@ -203,6 +210,9 @@ class _FssParties:
     step: int = 0
     # A computing party's key for every party (its own state, never sent on).
     keys: dict[int, FssKey] = field(default_factory=dict)
+    # A computing party: the parties whose keys reached it (all of 0..n-1 unless some
+    # fell silent in the key round).
+    present: np.ndarray | None = None
 
 
 @dataclass
@@ -345,16 +355,45 @@ class FssECDF(Protocol):
         check_no_rows_for(inbox, 2)
         if state.step == 1:
             for j in (int(p) for p in state.parties if p < 2):
-                state.keys[j] = self._key_from_rows(rows_for(inbox, j, np.arange(self._n),
-                                                             "DCF keys"), j)
+                rows, present = surviving_rows(inbox, j, self._n, "DCF keys")
+                if state.present is not None and not np.array_equal(state.present, present):
+                    raise ValueError("the two computing parties received keys from "
+                                     "different parties")
+                state.present = present
+                state.keys[j] = self._key_from_rows(rows, j)
             if distributed:
                 state.step = 2
                 return state, self._noise_round(state, rng)
         servers = sorted(state.keys)
-        sums = [self._count_share(state, j, inbox if distributed else None) for j in servers]
+        present = state.present
+        dropped = present is not None and present.size < self._n
+        withhold = dropped and withheld_reason(self._plan, present, 2) is not None
+        sums = [self._count_share(state, j, inbox if distributed and not withhold else None)
+                for j in servers]
         state.step = 3
         width = self.query.size if self.tree_plan is None else self.tree_plan.n_noisy_nodes
-        return state, upload_sums(sums, servers, width, self.fixed_point)
+        upload = upload_sums(sums, servers, width, self.fixed_point)
+        if not servers:
+            # No rows, so no bits; the empty mask keeps the round's messages of one
+            # layout when the computing parties send theirs.
+            return state, with_summed(upload, np.zeros(0, np.int64), self._n, False)
+        if dropped:
+            assert present is not None
+            upload = with_summed(upload, present, self._n, withhold)
+        return state, upload
+
+    def dropout_rule(self, state: _FssServerState, round_index: int) -> DropoutRule:
+        """A party silent in the key round (round 0) sent nothing: the two key holders
+        evaluate the keys that arrived (the count is ``n' - Y_0`` and ``-Y_1`` over those
+        n' keys), if both key holders and at least ``min_honest`` noise contributors took
+        part (002 Protocol B.1: each contributor draws a ``1/h`` share of the Pólya
+        shape). Later rounds stop: the keys of every party are already held."""
+        return dropout_rule_for(self.name, self.noise, round_index,
+                                "after the key round the key holders hold every party's "
+                                "keys (and a contributor's noise part is on its way): a "
+                                "party silent now would be counted in a run that no "
+                                "longer has it, and a silent key holder holds a share of "
+                                "every count")
 
     def _noise_round(self, state: _FssParties, rng: np.random.Generator) -> Message:
         """Relay round: each contributor's noise part at the points, shared between the
@@ -395,7 +434,9 @@ class FssECDF(Protocol):
         minus the DCF sum, 003 Sec. 4.2) plus its noise shares."""
         ring = self.ring
         above = dcf_sum_at(j, state.keys[j], self.points.astype(np.uint64))
-        base = np.uint64(self._n) if j == 0 else np.uint64(0)
+        # n (of the keys held: fewer after a dropout in the key round) minus the DCF sum.
+        held = self._n if state.present is None else int(state.present.size)
+        base = np.uint64(held) if j == 0 else np.uint64(0)
         units = ring.mul(ring.sub(ring.reduce(base), above),
                          np.uint64(1 << self.fixed_point.frac_bits))
         if self.tree_plan is not None:
@@ -406,7 +447,11 @@ class FssECDF(Protocol):
             units = ring.add(units, held_point_units(self._plan, self.noise, self.fixed_point,
                                                      self.tree, self.query, j))
         if inbox is not None:
-            rows = rows_for(inbox, j, np.arange(self._plan["contributors"]), "noise shares")
+            contributors = np.arange(self._plan["contributors"])
+            if state.present is not None:
+                # Only the contributors that took part in the key round send noise parts.
+                contributors = state.present[state.present < self._plan["contributors"]]
+            rows = rows_for(inbox, j, contributors, "noise shares")
             units = ring.add(units, ring.sum(np.asarray(rows["noise"], np.uint64), axis=0))
         return units
 
@@ -464,10 +509,14 @@ class FssECDF(Protocol):
                     rng: np.random.Generator) -> tuple[_FssServerState, Estimate]:
         """The querier opens ``count + noise`` from the two computing parties' shares."""
         width = self.query.size if self.tree_plan is None else self.tree_plan.n_noisy_nodes
-        counts = open_sums(inbox, 2, width, self.fixed_point)
-        n, b = state.n, self.points.size
-        law = noise_law(self._plan, self.tree, self.epsilon, 2, self.fixed_point, self.noise,
-                        self.randomness)
+        present = survivors_at_querier(inbox, self._plan, state.n, 2)
+        counts = open_sums(sums_only(inbox), 2, width, self.fixed_point)
+        # After a dropout in the key round: n and the noise contributors of those whose
+        # keys arrived (the mask the key holders uploaded).
+        n = state.n if present is None else int(present.size)
+        b = self.points.size
+        law = survivor_law(noise_law(self._plan, self.tree, self.epsilon, 2, self.fixed_point,
+                                     self.noise, self.randomness), self._plan, present)
         setup_bits = 0 if self.noise is None else self.noise.setup_bits
         received = int(np.sum(inbox.bits_per_row()))
         # The querier measures what reached it; the run's traffic is the transport's.
@@ -480,6 +529,8 @@ class FssECDF(Protocol):
                        "dcf_evaluations_per_server": n * b,
                        "secrecy": "computational (AES-128 PRG of the DCF keys) against either "
                                   "computing party alone; the two must not collude"}
+        if present is not None:
+            diagnostics["parties_summed"] = n
         curve = release_curve(self.name, self.thresholds, self.tree, self.query, counts, n,
                               self.epsilon, self.fixed_point, law, cost, setup, diagnostics,
                               relayed=True, tree_plan=self.tree_plan)

@@ -22,7 +22,7 @@ from fedustat._validation import (
     check_epsilon,
     check_positive_int,
 )
-from fedustat.protocols.base import Cost, Estimate, Message, Protocol, Role
+from fedustat.protocols.base import Cost, DropoutRule, Estimate, Message, Protocol, Role
 from fedustat.protocols.ecdf.federated import (
     DEFAULT_BATCH,
     FederatedECDF,
@@ -54,11 +54,18 @@ from fedustat.protocols.ecdf.shared_noise import (
     contributor_node_units,
     contributor_point_units,
     draw_noise,
+    dropout_rule_for,
     held_node_units,
     held_point_units,
     noise_law,
     resolve_noise_plan,
     run_randomness,
+    sums_only,
+    surviving_rows,
+    survivor_law,
+    survivors_at_querier,
+    with_summed,
+    withheld_reason,
 )
 from fedustat.protocols.ecdf.tree_noise import TreeNoise
 from fedustat.secure.ring import Ring, as_share_rng
@@ -82,6 +89,9 @@ class _PointwiseParties:
     step: int = 0
     # Hierarchical: a computing party's sum of the indicator shares (its own state).
     count_units: dict[int, np.ndarray] = field(default_factory=dict)
+    # A computing party: the parties whose shares reached it (all of 0..n-1 unless some
+    # fell silent in the sharing round).
+    present: np.ndarray | None = None
 
 
 @dataclass
@@ -264,12 +274,52 @@ class PointwiseECDF(Protocol):
             return self._node_step(state, inbox, rng, servers)
         sums = []
         for j in servers:
-            rows = rows_for(inbox, j, np.arange(self._n), "indicator shares")
+            rows = self._indicator_rows(state, inbox, j)
             total = self.ring.sum(np.asarray(rows["shares"], np.uint64), axis=0)
             sums.append(self.ring.add(total, held_point_units(
                 self._plan, self.noise, self.fixed_point, self.tree, self.query, j)))
         state.step = 2
-        return state, upload_sums(sums, servers, self.query.size, self.fixed_point)
+        return state, self._upload(state, sums, servers, self.query.size)
+
+    def _indicator_rows(self, state: _PointwiseParties, inbox: Message | None,
+                        j: int) -> dict[str, np.ndarray]:
+        """Computing party ``j``'s rows of the sharing round, from the parties that sent
+        theirs (parties silent in it are left out, :meth:`dropout_rule`)."""
+        rows, present = surviving_rows(inbox, j, self._n, "indicator shares")
+        if state.present is not None and not np.array_equal(state.present, present):
+            raise ValueError("the computing parties of this batch received shares from "
+                             "different parties")
+        state.present = present
+        return rows
+
+    def _upload(self, state: _PointwiseParties, sums: list[np.ndarray], servers: list[int],
+                width: int) -> Message:
+        """The computing parties' upload; after a dropout with the mask of whom they
+        summed, and their sums withheld when they may not be opened
+        (:func:`~fedustat.protocols.ecdf.shared_noise.withheld_reason`)."""
+        upload = upload_sums(sums, servers, width, self.fixed_point)
+        present = state.present
+        if not servers:
+            # No rows, so no bits; the empty mask keeps the round's messages of one
+            # layout when the computing parties send theirs.
+            return with_summed(upload, np.zeros(0, np.int64), self._n, False)
+        if present is None or present.size == self._n:
+            return upload
+        withhold = withheld_reason(self._plan, present, self.n_servers) is not None
+        return with_summed(upload, present, self._n, withhold)
+
+    def dropout_rule(self, state: _PointwiseServers, round_index: int) -> DropoutRule:
+        """A party silent in the sharing round (round 0) sent nothing: the computing
+        parties sum the rows that arrived, if every computing party and at least
+        ``min_honest`` noise contributors took part (each contributor's part is a ``1/h``
+        share of the Pólya shape, 002 Protocol B.1, so h honest ones still carry the
+        noise). Later rounds stop: every party's shares are already in the sums."""
+        return dropout_rule_for(self.name, self.noise, round_index,
+                                "after the sharing round every party's indicator shares "
+                                "are in the computing parties' sums (and a contributor's "
+                                "noise part is on its way): a party silent now would be "
+                                "counted in a run that no longer has it, and a silent "
+                                "computing party holds a share of every count")
 
     def _node_step(self, state: _PointwiseParties, inbox: Message | None,
                    rng: np.random.Generator, servers: list[int]
@@ -279,25 +329,31 @@ class PointwiseECDF(Protocol):
         distributed = self._plan["mode"] == "distributed"
         if state.step == 1:
             # Computing parties keep their sums of the indicator shares (their own state).
-            state.count_units = {j: self.ring.sum(np.asarray(rows_for(
-                inbox, j, np.arange(self._n), "indicator shares")["shares"], np.uint64), axis=0)
-                for j in servers}
+            state.count_units = {j: self.ring.sum(np.asarray(self._indicator_rows(
+                state, inbox, j)["shares"], np.uint64), axis=0) for j in servers}
             if distributed:
                 state.step = 2
                 return state, self._node_noise_round(state, rng)
         assert self.tree_plan is not None
+        present = state.present
+        contributors = np.arange(self._plan["contributors"]) if distributed else None
+        withhold = False
+        if distributed and present is not None and present.size < self._n:
+            # Only the contributors that took part in the sharing round send noise parts.
+            contributors = present[present < self._plan["contributors"]]
+            withhold = withheld_reason(self._plan, present, self.n_servers) is not None
         sums = []
         for j in servers:
             units = self.ring.add(node_shares(state.count_units[j], self.tree_plan,
                                               self.fixed_point),
                                   held_node_units(self._plan, self.noise, self.fixed_point, j))
-            if distributed:
-                rows = rows_for(inbox, j, np.arange(self._plan["contributors"]), "noise shares")
+            if contributors is not None and not withhold:
+                rows = rows_for(inbox, j, contributors, "noise shares")
                 units = self.ring.add(units, self.ring.sum(np.asarray(rows["noise"], np.uint64),
                                                            axis=0))
             sums.append(units)
         state.step = 3
-        return state, upload_sums(sums, servers, self.tree_plan.n_noisy_nodes, self.fixed_point)
+        return state, self._upload(state, sums, servers, self.tree_plan.n_noisy_nodes)
 
     def _node_noise_round(self, state: _PointwiseParties, rng: np.random.Generator) -> Message:
         """Relay round: each contributor's Pólya part of every node's noise (002 Protocol
@@ -388,10 +444,14 @@ class PointwiseECDF(Protocol):
         """The querier opens ``count + noise`` from the computing parties' shares."""
         width = (self.query.size if self.tree_plan is None
                  else self.tree_plan.n_noisy_nodes)
-        counts = open_sums(inbox, self.n_servers, width, self.fixed_point)
-        n, m, b = state.n, self.n_servers, self.points.size
-        law = noise_law(self._plan, self.tree, self.epsilon, m, self.fixed_point, self.noise,
-                        self.randomness)
+        present = survivors_at_querier(inbox, self._plan, state.n, self.n_servers)
+        counts = open_sums(sums_only(inbox), self.n_servers, width, self.fixed_point)
+        # After a dropout in the sharing round: n and the noise contributors of those
+        # whose rows arrived (the mask the computing parties uploaded).
+        n = state.n if present is None else int(present.size)
+        m, b = self.n_servers, self.points.size
+        law = survivor_law(noise_law(self._plan, self.tree, self.epsilon, m, self.fixed_point,
+                                     self.noise, self.randomness), self._plan, present)
         setup_bits = 0 if self.noise is None else self.noise.setup_bits
         received = int(np.sum(inbox.bits_per_row()))
         # The querier measures what reached it; the run's traffic is the transport's.
@@ -403,6 +463,8 @@ class PointwiseECDF(Protocol):
                        "frac_bits": self.fixed_point.frac_bits,
                        "secrecy": f"information-theoretic against any {m - 1} of the {m} "
                                   f"computing parties (additive shares)"}
+        if present is not None:
+            diagnostics["parties_summed"] = n
         curve = release_curve(self.name, self.thresholds, self.tree, self.query, counts, n,
                               self.epsilon, self.fixed_point, law, cost, setup, diagnostics,
                               relayed=True, tree_plan=self.tree_plan)

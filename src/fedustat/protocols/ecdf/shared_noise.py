@@ -20,7 +20,7 @@ largest level scale (the opened values are nodes, not sums of ``L + 1`` nodes).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -34,6 +34,7 @@ from fedustat._validation import (
 )
 from fedustat.privacy.mechanisms import polya
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
+from fedustat.protocols.base import PEER_FROM, DropoutRule, Message
 from fedustat.protocols.ecdf.hierarchical import HierarchicalPlan, NodeNoise, node_intervals
 from fedustat.protocols.ecdf.tree_noise import TreeNoise, check_tree_noise
 from fedustat.secure.fixedpoint import FixedPoint
@@ -762,3 +763,135 @@ def held_node_units(plan: dict[str, Any], noise: SharedTreeNoise | None,
     if plan["mode"] == "dealer" and server == 0:
         return fixed_point.encode(plan["tree_noise"].values, "tree_noise.values")
     return np.zeros(size, dtype=np.uint64)
+
+
+# ------------------------------------------------- parties silent in the sharing round
+
+
+#: The upload field that lists, after a dropout, the parties a computing party summed.
+SUMMED = "summed"
+
+
+def surviving_rows(inbox: Message | None, party: int, n: int, what: str
+                   ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The rows computing party ``party`` received and the ids they came from.
+
+    Parties silent in a relay round sent nothing (the transport delivers the rows that
+    arrived, :meth:`~fedustat.protocols.base.Protocol.dropout_rule`), so the origins are
+    any increasing subset of ``0..n-1``; a repeated, foreign or unordered row stops it.
+    """
+    if inbox is None or not inbox.is_peer:
+        raise ValueError(f"party {party} expected the relayed {what} and got no relay rows")
+    mine = np.asarray(inbox.parties) == party
+    got = np.asarray(inbox.fields[PEER_FROM])[mine].astype(np.int64)
+    if got.size == 0 or np.any(np.diff(got) <= 0) or got[0] < 0 or got[-1] >= n:
+        raise ValueError(f"party {party} received {what} from {got.size} rows that are not "
+                         f"one row per party of 0..{n - 1}")
+    rows = {name: np.asarray(v)[mine] for name, v in inbox.fields.items() if name != PEER_FROM}
+    return rows, got
+
+
+def withheld_reason(plan: dict[str, Any], present: np.ndarray, n_servers: int) -> str | None:
+    """Why the computing parties must not open their sums over the ``present`` parties,
+    or None. A silent computing party held a share of every count (the others' shares
+    alone are uniformly random: nothing to open); fewer than ``min_honest`` of the noise
+    contributors ``0..K-1`` leave less noise than the guarantee needs (002 Protocol B.1:
+    each contributor draws a ``1/h`` share of the Pólya shape)."""
+    silent_servers = np.setdiff1d(np.arange(n_servers), present)
+    if silent_servers.size:
+        names = ", ".join(str(int(j)) for j in silent_servers)
+        return (f"computing party {names} fell silent in the sharing round: it holds a "
+                f"share of every count, which the others cannot open without it")
+    if plan["mode"] == "distributed":
+        k, h = plan["contributors"], plan["min_honest"]
+        got = int(np.count_nonzero(present < k))
+        if got < h:
+            return (f"only {got} of the {k} noise contributors (parties 0..{k - 1}) took "
+                    f"part, fewer than min_honest = {h}: their noise is less than the "
+                    f"guarantee needs")
+    return None
+
+
+def with_summed(upload: Message, present: np.ndarray, n: int, withhold: bool) -> Message:
+    """A computing party's upload after a dropout: its sums (zeros when it withholds
+    them, :func:`withheld_reason`) and the mask of the parties it summed (1 bit each),
+    which the querier needs for n and checks equal across computing parties.
+
+    A batch without computing parties sends an empty mask (no rows, no bits) in every
+    run, so that a round's messages merge whichever of them carry one (the merge takes
+    the fields of its first message, which holds party 0).
+    """
+    rows = np.asarray(upload.parties).size
+    mask = np.zeros((rows, n), dtype=np.uint8)
+    mask[:, present] = 1
+    fields = dict(upload.fields)
+    if withhold:
+        fields = {name: np.zeros_like(v) for name, v in fields.items()}
+    return Message(upload.sender, upload.receiver, {**fields, SUMMED: mask},
+                   {**upload.bits_per_value, SUMMED: 1}, upload.parties)
+
+
+def survivors_at_querier(inbox: Message, plan: dict[str, Any], n: int, n_servers: int
+                         ) -> np.ndarray | None:
+    """The querier's view of who was summed: None when every party was, else the ids.
+
+    Refuses (with the reason) a silent computing party, computing parties that summed
+    different parties, and too few noise contributors (the computing parties then
+    withheld their sums, so nothing was opened).
+    """
+    senders = np.asarray(inbox.parties)
+    silent = np.setdiff1d(np.arange(n_servers), senders)
+    if silent.size:
+        names = ", ".join(str(int(j)) for j in silent)
+        raise ValueError(f"computing party {names} fell silent: it holds a share of every "
+                         f"count, which the others cannot open without it; no release")
+    if SUMMED not in inbox.fields:
+        return None
+    masks = np.asarray(inbox.fields[SUMMED])
+    if masks.shape != (senders.size, n) or np.any(masks != masks[:1]):
+        raise ValueError("the computing parties summed different sets of parties; no release")
+    present = np.flatnonzero(masks[0])
+    reason = withheld_reason(plan, present, n_servers)
+    if reason is not None:
+        raise ValueError(f"{reason}; the computing parties withheld their sums; no release")
+    return present
+
+
+def sums_only(inbox: Message) -> Message:
+    """The computing parties' upload without the mask of whom they summed."""
+    if SUMMED not in inbox.fields:
+        return inbox
+    return Message(inbox.sender, inbox.receiver,
+                   {k: v for k, v in inbox.fields.items() if k != SUMMED},
+                   {k: v for k, v in inbox.bits_per_value.items() if k != SUMMED},
+                   inbox.parties)
+
+
+def survivor_law(law: NoiseLaw | None, plan: dict[str, Any],
+                 present: np.ndarray | None) -> NoiseLaw | None:
+    """The noise law over the contributors that took part: ``K'`` of them, each a ``1/h``
+    share of the Pólya shape (002 Protocol B.1), so a total shape ``K' / h`` (the
+    guarantee then states "at least h of the K' noise contributors")."""
+    if law is None or present is None or plan["mode"] != "distributed":
+        return law
+    return replace(law, contributors=int(np.count_nonzero(present < plan["contributors"])))
+
+
+def dropout_rule_for(protocol: str, noise: SharedTreeNoise | None, round_index: int,
+                     later: str) -> DropoutRule:
+    """:meth:`~fedustat.protocols.base.Protocol.dropout_rule` of the relayed federated
+    ECDFs (ecdf-pointwise-secagg, ecdf-fss): a party silent in the sharing round (round
+    0) sent nothing, so the computing parties sum the rows that arrived; ``later`` says
+    why a later round cannot go on."""
+    if round_index > 0:
+        return DropoutRule(False, later)
+    if noise is not None:
+        return DropoutRule(False, "the noise shares given (noise=) answer queries over the "
+                                  "same parties only: two answers with the same noise over "
+                                  "different parties differ by exactly the missing "
+                                  "parties' indicators")
+    return DropoutRule(True, f"{protocol}: a party silent in the sharing round sent "
+                             "nothing; the computing parties sum the rows that arrived (n = "
+                             "those parties) if every computing party and at least "
+                             "min_honest noise contributors took part, else they withhold "
+                             "their sums and the run stops saying which")

@@ -141,6 +141,7 @@ from fedustat.privacy.noise import NoiseSource, SimulationNoise
 from fedustat.protocols.base import (
     PEER_TO,
     Cost,
+    DropoutRule,
     Estimate,
     Message,
     Protocol,
@@ -464,6 +465,8 @@ class _PartyState:
     params: ShuffleParameters | None
     # With a shuffler service: whether the messages went to it (the party then waits).
     sent: bool = False
+    # The shuffler's id when parties fell silent at the check-in (else n, after them).
+    shuffler_id: int | None = None
 
 
 @dataclass
@@ -742,6 +745,64 @@ class GhaziShuffle(Protocol):
         ra, rb = a ** (1.0 / 3.0), b ** (1.0 / 3.0)
         return rb / (ra + rb)
 
+    def _survivor_parameters(self, params: ShuffleParameters, *, enc_of: ShuffleEncoding,
+                             received: int) -> ShuffleParameters:
+        """``params`` of a run set up for ``params.n_parties`` parties, of whom
+        ``received`` sent their messages (at least ``h``, checked by the caller).
+
+        What the parties drew is unchanged (the Pólya shape ``1/h`` and rates ``t``, r,
+        sigma, hence delta); the total shape of the noise in the sums is ``received / h``
+        (Pólya shapes add, 002 App. B.1.1), so its variance is
+        ``2 (n'/h) t / (1 - t)^2`` per coordinate, and the n of the estimator is n'.
+        """
+        if received == params.n_parties:
+            return params
+        shape = received / params.n_honest
+        rate_v = (_dlap_rate(params.epsilon_vector, enc_of.sensitivity_vector)
+                  if enc_of.sensitivity_vector > 0 else 0.0)
+        rate_g = (_dlap_rate(params.epsilon_diagonal, enc_of.sensitivity_diagonal)
+                  if enc_of.sensitivity_diagonal > 0 else 0.0)
+        return replace(params, n_parties=received,
+                       noise_var_vector=_polya_diff_variance(rate_v, shape),
+                       noise_var_diagonal=_polya_diff_variance(rate_g, shape))
+
+    def dropout_rule(self, state: _ServerState, round_index: int) -> DropoutRule:
+        """Which rounds may go on without parties that fell silent (docs/network.md).
+
+        * The check-in (without ``n_parties``): n, the grid, r and the parties' noise
+          shares are set from the parties that checked in; a silent one sent nothing.
+        * The sharing round: each party adds ``Polya(1/h, t)`` differences (002 App.
+          B.1.1, Balle et al. 2020 Sect. 5). With ``min_honest`` h set, the survivors'
+          noise is still at least ``DLap(t)`` when h of them are honest (shapes add) and
+          the split-and-mix bound holds with h honest messages mixed, so the analyzer
+          releases over the n' parties whose messages arrived; below h the server step
+          refuses. With ``min_honest`` left to its default n, each party's ``1/n`` share
+          is needed.
+        * With a shuffler service, the round after the sharing: the silent party's
+          messages are already in the shuffled multiset, so a release would count a
+          party the run no longer has.
+        """
+        sharing = 0 if self._fixed is not None else 1
+        if round_index < sharing:
+            return DropoutRule(True, "check-in round: n, the grid, the number of messages "
+                                     "and each party's share of the noise are set from the "
+                                     "parties that checked in")
+        if round_index == sharing:
+            if self.min_honest is None:
+                return DropoutRule(False, "each party adds a 1/n share of the discrete-"
+                                          "Laplace noise (min_honest defaults to n): without "
+                                          "a party the sum carries less noise than the "
+                                          "guarantee needs; set min_honest below n to "
+                                          "tolerate dropouts")
+            return DropoutRule(True, f"each party adds a 1/h share of the discrete-Laplace "
+                                     f"noise (h = min_honest = {self.min_honest}): the sums of "
+                                     f"at least h parties, h of them honest, still carry the "
+                                     f"whole noise; the analyzer's n is the number of parties "
+                                     f"whose messages arrived (at least h, else no release)")
+        return DropoutRule(False, "the parties' messages are already in the shuffler's "
+                                  "multiset: a release would count a party the run no "
+                                  "longer has")
+
     def guarantee_for(self, params: ShuffleParameters) -> PrivacyGuarantee:
         """Shuffle-model DP of the analyzer's view (see the module docstring)."""
         if math.isinf(self.epsilon):
@@ -898,8 +959,13 @@ class GhaziShuffle(Protocol):
                 ones = np.ones(state.parties.size, dtype=np.uint8)
                 return state, Message(Role.PARTY, Role.SERVER, {"join": ones},
                                       {"join": JOIN_BITS}, state.parties)
-            n, r = (int(v) for v in as_int_array(inbox.fields["setup"], "setup"))
+            setup = [int(v) for v in as_int_array(inbox.fields["setup"], "setup")]
+            n, r = setup[:2]
             enc, params = self._setup(n)
+            if len(setup) > 2:
+                # Parties fell silent at the check-in: the shuffler keeps its id of the
+                # start (after every party that joined), which n no longer gives.
+                state = replace(state, shuffler_id=setup[2])
             if params.n_messages != r:
                 raise ValueError(f"the aggregator announced r = {r} messages, but the public "
                                  f"parameters give {params.n_messages}")
@@ -920,9 +986,9 @@ class GhaziShuffle(Protocol):
         shares = split_and_mix(values, params.n_messages, source, ring=ring)
         if self.shuffler == "service":
             # Relayed to the shuffler sealed end to end: the aggregator routes, never reads.
-            to = np.full(state.parties.size,
-                         service_id(params.n_parties, self.service_roles(), SHUFFLER_ROLE),
-                         dtype=np.int64)
+            shuffler_id = (state.shuffler_id if state.shuffler_id is not None else
+                           service_id(params.n_parties, self.service_roles(), SHUFFLER_ROLE))
+            to = np.full(state.parties.size, shuffler_id, dtype=np.int64)
             return replace(state, sent=True), Message(
                 Role.PARTY, Role.PARTY, {"shares": shares, PEER_TO: to},
                 {"shares": ring.bits, PEER_TO: 64}, state.parties)
@@ -935,10 +1001,20 @@ class GhaziShuffle(Protocol):
                     rng: np.random.Generator) -> tuple[_ServerState, Message | Estimate]:
         if "join" in inbox.fields:
             n = len(inbox.parties) if inbox.parties is not None else 0
+            if self.min_honest is not None and n < self.min_honest:
+                raise ValueError(f"only {n} parties checked in, fewer than min_honest = "
+                                 f"{self.min_honest}: the noise shares of fewer than h "
+                                 "parties cannot carry the noise the guarantee needs; no "
+                                 "release")
             enc, params = self._setup(n)
             rule = self.k_rule if self.plan.resolved else self._rule_text(n)
             state = replace(state, n_parties=n, encoding=enc, params=params, k_rule=rule)
-            fields = {"setup": np.array([n, params.n_messages], dtype=np.int64)}
+            setup = [n, params.n_messages]
+            if self.shuffler == "service" and n != state.run_parties:
+                # The shuffler's id is that of the start, after the parties that joined.
+                setup.append(service_id(state.run_parties, self.service_roles(),
+                                        SHUFFLER_ROLE))
+            fields = {"setup": np.array(setup, dtype=np.int64)}
             bits = {"setup": SETUP_BITS}
             if not self.plan.resolved and self.plan.continuous:
                 bins = enc.grid.continuous_bins
@@ -952,7 +1028,8 @@ class GhaziShuffle(Protocol):
         n = shares.shape[0]
         if state.params is None:
             state = replace(state, n_parties=n)
-        enc, params = self._setup(n)
+        setup = self._run_setup(state, n)
+        enc, params = setup
         if shares.ndim != 3 or shares.shape[1:] != (params.n_messages, enc.n_coordinates):
             raise ValueError(f"shares must have shape (n, {params.n_messages}, "
                              f"{enc.n_coordinates}), got {shares.shape}")
@@ -961,26 +1038,74 @@ class GhaziShuffle(Protocol):
         # sees only the shuffled multiset.
         messages = shuffle_messages(shares, rng)
         sums = analyze_messages(messages, self.ring)
-        return state, self.estimate_from_sums(sums, n, k_rule=state.k_rule)
+        return state, self.estimate_from_sums(sums, n, k_rule=state.k_rule, setup=setup)
+
+    def _run_setup(self, state: _ServerState, received: int
+                   ) -> tuple[ShuffleEncoding, ShuffleParameters]:
+        """The public set-up the parties used (fixed before their messages, from the n
+        of the start or of the check-in), checked against the ``received`` contributions.
+
+        Fewer contributions than that n: parties fell silent before sending theirs
+        (:meth:`dropout_rule`). Each party drew a ``1/h`` share of the noise, so the
+        survivors' noise is still at least ``DLap(t)`` when at least ``h = min_honest`` of
+        them are honest (002 App. B.1.1: Pólya shapes add); fewer than h survivors cannot
+        carry it, and the run stops before anything is analyzed.
+        """
+        if state.params is None or state.encoding is None:
+            return self._setup(received)
+        enc, params = state.encoding, state.params
+        if self._fixed is not None and state.run_parties:
+            self._setup(state.run_parties)  # a run of another n than n_parties is refused
+        if received > params.n_parties:
+            raise ValueError(f"{received} parties' messages arrived, but the run was set up "
+                             f"for {params.n_parties} parties")
+        if received < params.n_honest:
+            raise ValueError(
+                f"only {received} of the {params.n_parties} parties sent their messages, "
+                f"fewer than min_honest = {params.n_honest}: each party adds a "
+                f"1/{params.n_honest} share of the discrete-Laplace noise, so the "
+                "survivors' noise would be less than the guarantee needs; no release")
+        return enc, params
 
     def _analyze_shuffled(self, state: _ServerState, inbox: Message) -> Estimate:
         """The analyzer's step behind a shuffler service: only the shuffled multiset."""
         rows = np.asarray(inbox.fields["messages"])
         n = state.n_parties if state.n_parties is not None else state.run_parties
-        enc, params = self._setup(n)
-        expected = (1, n * params.n_messages, enc.n_coordinates)
-        if rows.shape != expected or rows.dtype.kind not in "iu":
+        enc, params = (state.encoding, state.params) if state.params is not None \
+            else self._setup(n)
+        assert enc is not None
+        r, m = params.n_messages, enc.n_coordinates
+        # The multiset holds r messages per coordinate from each party whose messages
+        # reached the shuffler: parties silent in the sharing round sent none.
+        if rows.ndim != 3 or rows.shape[0] != 1 or rows.shape[2] != m \
+                or rows.shape[1] % r or not 0 < rows.shape[1] <= n * r \
+                or rows.dtype.kind not in "iu":
             raise ValueError(f"the shuffler's message must be one integer row of shape "
-                             f"{expected[1:]}, got dtype {rows.dtype} and shape "
-                             f"{rows.shape[1:]} in {rows.shape[0]} rows")
+                             f"(n' * {r}, {m}) with n' <= {n}, got dtype {rows.dtype} and "
+                             f"shape {rows.shape[1:]} in {rows.shape[0]} rows")
+        received = rows.shape[1] // r
+        setup = self._run_setup(state, received)
         sums = analyze_messages(rows[0], self.ring)
-        return self.estimate_from_sums(sums, n, k_rule=state.k_rule)
+        return self.estimate_from_sums(sums, received, k_rule=state.k_rule, setup=setup)
 
     def estimate_from_sums(self, sums: Any, n_parties: int, *,
-                           k_rule: str | None = None) -> Estimate:
-        """The analyzer's release from the decoded per-coordinate sums (002 App. D.1.3)."""
+                           k_rule: str | None = None,
+                           setup: tuple[ShuffleEncoding, ShuffleParameters] | None = None
+                           ) -> Estimate:
+        """The analyzer's release from the decoded per-coordinate sums (002 App. D.1.3).
+
+        ``n_parties`` is the number of parties whose messages the sums hold; ``setup``
+        the public encoding and parameters they used (default: those for ``n_parties``).
+        With fewer contributions than the setup's n (parties silent before sending), the
+        grid, r and the noise rates stay the setup's, the estimator divides by
+        ``n'(n' - 1)`` and the noise's total Pólya shape is ``n' / h``.
+        """
         n = check_positive_int(n_parties, "n_parties", minimum=3)
-        enc, params = self._setup(n)
+        if setup is None:
+            enc, params = self._setup(n)
+        else:
+            enc, params = setup[0], self._survivor_parameters(setup[1], enc_of=setup[0],
+                                                               received=n)
         s = np.asarray(sums)
         if s.shape != (enc.n_coordinates,) or s.dtype.kind not in "iu":
             raise ValueError(f"sums must be {enc.n_coordinates} integers, got dtype "

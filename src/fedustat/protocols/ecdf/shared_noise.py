@@ -844,16 +844,16 @@ def survivors_at_querier(inbox: Message, plan: dict[str, Any], n: int, n_servers
     if silent.size:
         names = ", ".join(str(int(j)) for j in silent)
         raise ValueError(f"computing party {names} fell silent: it holds a share of every "
-                         f"count, which the others cannot open without it; no release")
+                         f"count, which the others cannot open without it")
     if SUMMED not in inbox.fields:
         return None
     masks = np.asarray(inbox.fields[SUMMED])
     if masks.shape != (senders.size, n) or np.any(masks != masks[:1]):
-        raise ValueError("the computing parties summed different sets of parties; no release")
+        raise ValueError("the computing parties summed different sets of parties")
     present = np.flatnonzero(masks[0])
     reason = withheld_reason(plan, present, n_servers)
     if reason is not None:
-        raise ValueError(f"{reason}; the computing parties withheld their sums; no release")
+        raise ValueError(f"{reason}; the computing parties withheld their sums")
     return present
 
 

@@ -1004,8 +1004,7 @@ class GhaziShuffle(Protocol):
             if self.min_honest is not None and n < self.min_honest:
                 raise ValueError(f"only {n} parties checked in, fewer than min_honest = "
                                  f"{self.min_honest}: the noise shares of fewer than h "
-                                 "parties cannot carry the noise the guarantee needs; no "
-                                 "release")
+                                 "parties cannot carry the noise the guarantee needs")
             enc, params = self._setup(n)
             rule = self.k_rule if self.plan.resolved else self._rule_text(n)
             state = replace(state, n_parties=n, encoding=enc, params=params, k_rule=rule)
@@ -1064,7 +1063,7 @@ class GhaziShuffle(Protocol):
                 f"only {received} of the {params.n_parties} parties sent their messages, "
                 f"fewer than min_honest = {params.n_honest}: each party adds a "
                 f"1/{params.n_honest} share of the discrete-Laplace noise, so the "
-                "survivors' noise would be less than the guarantee needs; no release")
+                "survivors' noise would be less than the guarantee needs")
         return enc, params
 
     def _analyze_shuffled(self, state: _ServerState, inbox: Message) -> Estimate:

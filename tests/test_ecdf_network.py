@@ -11,6 +11,7 @@ distributed noise sent by the contributors has the mean and variance of its law.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from typing import Any
@@ -134,23 +135,30 @@ def test_relayed_distributed_noise_is_unbiased_with_the_variance_of_its_law(cls)
 # ------------------------------------------------------------ refusals at the parties
 
 
-def test_a_computing_party_refuses_when_a_party_sent_it_nothing():
+def test_a_computing_party_names_whom_it_summed_and_refuses_repeated_rows():
     protocol = PointwiseECDF(GRID, [3, 4], epsilon=math.inf).configure(4)
     states = [protocol.init_parties(np.full((1, 1), 2.0), np.array([i])) for i in range(4)]
     rows = [protocol.party_step(s, None, np.random.default_rng(i))[1]
             for i, s in enumerate(states)]
-    # Party 2's rows never arrive (dropped on the way): computing party 0 names it.
-    kept = [m for i, m in enumerate(rows) if i != 2]
-    fields = {name: np.concatenate([np.asarray(m.fields[name]) for m in kept])
-              for name in ("shares", "to")}
-    origin = np.concatenate([m.parties for m in kept])
-    to_zero = fields["to"] == 0
-    inbox = Message(Role.PARTY, Role.PARTY,
-                    {"shares": fields["shares"][to_zero], PEER_FROM: origin[to_zero]},
-                    {"shares": 64, PEER_FROM: 32}, np.zeros(int(to_zero.sum()), np.int64))
-    with pytest.raises(ValueError, match=r"party 0 received indicator shares from 3 of 4 "
-                                         r"parties \(nothing from party 2\)"):
-        protocol.party_step(states[0], inbox, np.random.default_rng(9))
+
+    def inbox_of(senders: list[int]) -> Message:
+        kept = [rows[i] for i in senders]
+        fields = {name: np.concatenate([np.asarray(m.fields[name]) for m in kept])
+                  for name in ("shares", "to")}
+        origin = np.concatenate([m.parties for m in kept])
+        to_zero = fields["to"] == 0
+        return Message(Role.PARTY, Role.PARTY,
+                       {"shares": fields["shares"][to_zero], PEER_FROM: origin[to_zero]},
+                       {"shares": 64, PEER_FROM: 32}, np.zeros(int(to_zero.sum()), np.int64))
+
+    # Party 2 fell silent in the sharing round (sent nothing): computing party 0 sums the
+    # other three and says so (the mask of whom it summed goes with its upload).
+    _, upload = protocol.party_step(copy.deepcopy(states[0]), inbox_of([0, 1, 3]),
+                                    np.random.default_rng(9))
+    assert np.asarray(upload.fields["summed"]).tolist() == [[1, 1, 0, 1]]
+    with pytest.raises(ValueError, match=r"party 0 received indicator shares from 4 rows "
+                                         r"that are not one row per party of 0\.\.3"):
+        protocol.party_step(states[0], inbox_of([0, 1, 1, 3]), np.random.default_rng(9))
 
 
 def test_a_party_that_is_not_a_computing_party_refuses_relayed_rows():

@@ -197,6 +197,39 @@ def test_withheld_sums_reveal_nothing(cls):
         assert np.asarray(m.fields[SUMMED]).sum() == 26
 
 
+@pytest.mark.parametrize("cls", ECDFS, ids=["secagg", "fss"])
+def test_survivors_noise_is_unbiased_with_the_variance_of_k_prime_parts(cls):
+    # K = 3 contributors (parties 0..2), h = 1; contributor 2 falls silent in the sharing
+    # round, so each node's noise is K' = 2 parts Polya(1, t) - Polya(1, t), each a
+    # discrete Laplace t^|k| (c = 0, t = exp(-1/b)), and a point sums L + 1 nodes.
+    x = np.floor(values(12, seed=4) * 16) / 16
+    point = 7
+    keep = np.setdiff1d(np.arange(12), [2])
+    exact = float(np.sum(x[keep] <= GRID[point]))
+    protocol = ecdf(cls, query=[point], contributors=3)
+    runs = 400
+    curves = [simulate(protocol, x, rng=s, batch_size=4, dropouts={0: [2]})
+              .diagnostics["curve"] for s in range(runs)]
+    errors = np.array([c.counts[0] - exact for c in curves])
+    first = curves[0]
+    assert first.n == 11
+    t = math.exp(-1.0 / first.scale)
+    k = np.arange(-4000, 4001, dtype=np.float64)
+    pmf = t ** np.abs(k) * (1 - t) / (1 + t)
+    s2, m4 = float(np.sum(pmf * k**2)), float(np.sum(pmf * k**4))
+    parts, nodes = 2, first.tree.n_levels
+    assert first.node_variance == pytest.approx(parts * s2, rel=1e-9)
+    # Moments of sums of i.i.d. zero-mean terms: E S^4 = k m4 + 3 k (k - 1) sigma^4.
+    v_node, m4_node = parts * s2, parts * m4 + 3 * parts * (parts - 1) * s2**2
+    var = nodes * v_node
+    mu4 = nodes * m4_node + 3 * nodes * (nodes - 1) * v_node**2
+    # Mean within 5 standard errors; the sample variance within 5 of its standard errors.
+    assert abs(errors.mean()) < 5 * math.sqrt(var / runs)
+    assert abs(errors.var(ddof=1) - var) < 5 * math.sqrt((mu4 - var**2) / runs)
+    # Three parts (no dropout) would be 3/2 of it: the test tells them apart.
+    assert 3 * nodes * s2 - var > 5 * math.sqrt((mu4 - var**2) / runs)
+
+
 # ------------------------------------------------------------------ networked
 
 grpc = pytest.importorskip("grpc")

@@ -12,9 +12,10 @@ It uses no generated code: the two methods carry raw bytes,
 * ``Relay``: a party's sealed rows to other parties in a relay round
   (:mod:`fedustat.runtime.network.relay`); the reply, once every party's rows of that
   round are in, is the rows sealed for this party. No server step runs.
-* ``Pass``: a service role (a shuffler, a dealer) with nothing to send this round; the
-  reply is what was addressed to it (relayed rows, its part of the server's message, or
-  the release).
+* ``Pass``: a service role (a shuffler, a dealer) with nothing to send this round; its
+  request names the run and the round (``{"run", "round"}``, JSON), so a pass resent to a
+  restarted server counts once; the reply is what was addressed to it (relayed rows, its
+  part of the server's message, or the release).
 * ``Abort``: a party that refuses what it received (a relayed payload that fails
   authentication), or whose own records fail a public check, says why (for its records,
   only the name of the check); the server stops the run with that reason, naming the party.

@@ -840,6 +840,23 @@ def _kept(protocol: Protocol, records: Any, identity: str, rng: RandomLike,
     return run, frame
 
 
+def _failed_send(exc: Any, grpc: Any, attempt: int, deadline: float, identity: str,
+                 server: str, timeout: float) -> tuple[float | None, str]:
+    """What a device does after a failed send (the same for ``report`` and
+    ``report_async``): the pause before resending the same frame while the server is
+    unreachable, or None for a refusal the caller explains; raises once the device's
+    own deadline leaves no time to wait. Also the call's details."""
+    details = str(exc.details() or exc.code().name)
+    if exc.code() == grpc.StatusCode.UNAVAILABLE:
+        pause = _pause(attempt, deadline - time.monotonic())
+        if pause <= 0.0:
+            raise _unreachable(identity, server, timeout, details) from None
+        return pause, details
+    if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        raise _unreachable(identity, server, timeout, details) from None
+    return None, details
+
+
 def report(protocol: Protocol, records: Any, credentials: Credentials, server: str, *,
            rng: RandomLike = None, timeout: float = 60.0,
            keep: str | Path | None = None) -> DeviceReport:
@@ -870,15 +887,11 @@ def report(protocol: Protocol, records: Any, credentials: Credentials, server: s
                 channel.unary_unary(REPORT)(frame, timeout=max(left, 0.001))
                 break
             except grpc.RpcError as exc:
-                details = str(exc.details() or exc.code().name)
-                if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                    pause = _pause(attempt, deadline - time.monotonic())
-                    if pause <= 0.0:
-                        raise _unreachable(identity, server, timeout, details) from None
+                pause, details = _failed_send(exc, grpc, attempt, deadline, identity,
+                                              server, timeout)
+                if pause is not None:
                     time.sleep(pause)
                     continue
-                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise _unreachable(identity, server, timeout, details) from None
                 terms = None
                 if _other_run(exc.code(), details, grpc):
                     with contextlib.suppress(grpc.RpcError, ValueError):
@@ -904,15 +917,11 @@ async def report_async(protocol: Protocol, records: Any, credentials: Credential
                 await channel.unary_unary(REPORT)(frame, timeout=max(left, 0.001))
                 break
             except grpc.RpcError as exc:
-                details = str(exc.details() or exc.code().name)
-                if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                    pause = _pause(attempt, deadline - time.monotonic())
-                    if pause <= 0.0:
-                        raise _unreachable(identity, server, timeout, details) from None
+                pause, details = _failed_send(exc, grpc, attempt, deadline, identity,
+                                              server, timeout)
+                if pause is not None:
                     await asyncio.sleep(pause)
                     continue
-                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise _unreachable(identity, server, timeout, details) from None
                 terms = None
                 if _other_run(exc.code(), details, grpc):
                     with contextlib.suppress(grpc.RpcError, ValueError):

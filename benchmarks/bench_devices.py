@@ -143,14 +143,15 @@ def client_main(args: argparse.Namespace) -> int:
 
 def server_command(name: str, n: int, certs: Path, output: Path, seed: int | None,
                    timeout: float, server_options: Sequence[str] = ()) -> list[str]:
-    """The server's command line; ``server_options``: more ``fedustat collect`` options
-    (``--run-dir DIR``, ``--partitions``, ``--no-durable``)."""
+    """The server's command line; ``server_options``: more server options (``--run-dir
+    DIR``; ``fedustat collect``'s ``--partitions``, ``--no-durable``)."""
     seeded = [] if seed is None else ["--seed", str(seed)]
     if name in LOCKSTEP:
         extra = ["--param", f"n_clients={n}"] if name == "fedauc-rr" else []
         return [sys.executable, "-m", "fedustat.cli", "serve", *CLI_OPTIONS[name], *extra,
                 *seeded, "--certs", str(certs), "--parties", str(n), "--timeout",
-                str(timeout), "--listen", "127.0.0.1:0", "--output", str(output)]
+                str(timeout), "--listen", "127.0.0.1:0", "--output", str(output),
+                *server_options]
     return [sys.executable, "-m", "fedustat.cli", "collect", *CLI_OPTIONS[name], *seeded,
             "--certs", str(certs), "--window", "3600", "--quorum", str(n), "--linger", "0",
             "--listen", "127.0.0.1:0", "--output", str(output), *server_options]
@@ -176,11 +177,12 @@ def run_once(name: str, n: int, certs: Path, processes: int, in_flight: int, scr
              hold: float | None = None) -> dict[str, object]:
     """One run of ``n`` devices. ``seed``: the devices and the server draw from the
     simulator's streams (a study; the release then equals the simulator's for that seed).
-    ``server_options``: more options of a collection server; without ``--run-dir`` or
-    ``--no-durable`` its run directory is a new one in ``scratch``."""
+    ``server_options``: more options of the server; without ``--run-dir`` or
+    ``--no-durable`` its run directory is a new one in ``scratch`` (removed with it: a
+    run of 10^5 devices writes about 150 MB)."""
     output = scratch / f"release-{name}-{n}.json"
     logs = scratch / f"server-{name}-{n}.log"
-    if name not in LOCKSTEP and not {"--run-dir", "--no-durable"} & set(server_options):
+    if not {"--run-dir", "--no-durable"} & set(server_options):
         server_options = [*server_options, "--run-dir",
                           str(tempfile.mkdtemp(prefix=f"run-{n}-", dir=scratch))]
     with open(logs, "w") as server_log:

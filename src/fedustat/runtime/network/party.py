@@ -110,17 +110,19 @@ _CLOSED_HANDSHAKES_SECONDS = 3.0
 #: they connect as fast as the server completes handshakes.
 CONCURRENT_HANDSHAKES = 64
 #: How long a detached member stays offline before it asks again when the server does not
-#: say (jittered by +-50%, as the server's "come back in" is).
+#: say.
 DETACHED_PAUSE_SECONDS = 0.5
 
 
-def _retry_after(reply: bytes) -> float:
+def _retry_after(reply: bytes, longest: float) -> float:
     """The seconds a "not yet" answer says to wait (the server paces detached members by
-    the members still missing), or :data:`DETACHED_PAUSE_SECONDS`."""
+    the members still missing), at most ``longest``, or :data:`DETACHED_PAUSE_SECONDS`."""
     try:
-        return min(max(float(json.loads(reply[1:])["retry_after"]), 0.05), 60.0)
+        return min(max(float(json.loads(reply[1:])["retry_after"]), 0.05), longest)
     except (ValueError, KeyError, TypeError):
         return DETACHED_PAUSE_SECONDS
+
+
 _HANDSHAKE_GATES: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = \
     weakref.WeakKeyDictionary()
 
@@ -435,9 +437,12 @@ class _AsyncLink:
         reply = await self.call(request.name, request.payload, request.where)
         while self.hold is not None and reply[:1] == REPLY_PENDING:
             # Not ready within the hold: go offline, come back when the server says the
-            # stage should be over (jittered, so the devices do not return together).
+            # stage should be over, never before (an early return costs the server a
+            # handshake for nothing), and up to half as long again so that the devices
+            # do not all return at once.
             await self.channel.close()
-            await asyncio.sleep(_retry_after(reply) * (0.5 + secrets.randbelow(1000) / 1000))
+            await asyncio.sleep(_retry_after(reply, self.deadline)
+                                * (1.0 + secrets.randbelow(500) / 1000))
             self._open()
             await self.connect()
             asked = {"join": True} if request.name == "join" else {"round": request.round_}
@@ -821,8 +826,8 @@ async def run_party_async(protocol: Protocol, records: Any, credentials: Credent
     seconds makes the device *detached*: the server holds each of its calls at most that
     long; an answer not ready by then (the others have not all sent their round yet) is
     "not yet", with when to come back (the time the members still missing need at the
-    rate they have arrived), and the device closes its connection, waits that long
-    (jittered) and asks again on a new connection. The server then
+    rate they have arrived), and the device closes its connection, waits that long and
+    up to half as long again, and asks again on a new connection. The server then
     holds no connection for a device that is waiting, at the cost of a TLS handshake per
     return; a device that never comes back is noticed at the stage timeout only.
 

@@ -56,7 +56,7 @@ def engine():
     import distributed
 
     client = distributed.Client(processes=False, n_workers=1, threads_per_worker=1,
-                                dashboard_address=None)
+                                dashboard_address=":0")
     try:
         yield DaskEngine(client)
     finally:

@@ -373,7 +373,7 @@ ENGINE_CASES = {"ldp-quantized": {}, "ldp-tree": {}, "fedauc-rr": {"n_clients": 
 def cluster() -> Any:
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as lc, \
+                                  dashboard_address=":0") as lc, \
             distributed.Client(lc) as client:
         yield client
 

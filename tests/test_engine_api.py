@@ -33,7 +33,7 @@ def cluster():
     # Threads, not processes: starts in about a second; the tcp transport gives the
     # scheduler an address other clients (and the CLI) can connect to.
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  protocol="tcp", dashboard_address=None) as lc, \
+                                  protocol="tcp", dashboard_address=":0") as lc, \
             distributed.Client(lc) as client:
         yield client
 

@@ -126,7 +126,7 @@ def distributed_ecdf_counts(engine: DaskEngine, partitions: Sequence[Partition],
     >>> from distributed import Client
     >>> from fedustat.runtime.engine import DaskEngine, array_partitions
     >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
-    ...                 dashboard_address=None)
+    ...                 dashboard_address=":0")
     >>> engine = DaskEngine(client)
     >>> from fedustat.runtime.engine import distributed_ecdf_counts
     >>> rows = np.array([[0.1], [0.4], [0.5], [0.9], [0.3]])
@@ -176,7 +176,7 @@ def dp_ecdf_distributed(partitions: Sequence[Partition], thresholds: Any, *,
     >>> from distributed import Client
     >>> from fedustat.runtime.engine import DaskEngine, array_partitions
     >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
-    ...                 dashboard_address=None)
+    ...                 dashboard_address=":0")
     >>> engine = DaskEngine(client)
     >>> from fedustat.runtime.engine import dp_ecdf_distributed
     >>> rows = np.random.default_rng(0).uniform(size=(100, 1))
@@ -227,7 +227,7 @@ def dp_roc_curve_distributed(partitions: Sequence[Partition], *, epsilon: float,
     >>> from distributed import Client
     >>> from fedustat.runtime.engine import DaskEngine, array_partitions
     >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
-    ...                 dashboard_address=None)
+    ...                 dashboard_address=":0")
     >>> engine = DaskEngine(client)
     >>> from fedustat.runtime.engine import dp_roc_curve_distributed
     >>> rows = np.column_stack([[0.1, 0.4, 0.35, 0.8, 0.2, 0.9], [0, 0, 1, 1, 0, 1]])
@@ -322,7 +322,7 @@ def pointwise_ecdf_distributed(partitions: Sequence[Partition], thresholds: Any,
     >>> from distributed import Client
     >>> from fedustat.runtime.engine import DaskEngine, array_partitions
     >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
-    ...                 dashboard_address=None)
+    ...                 dashboard_address=":0")
     >>> engine = DaskEngine(client)
     >>> from fedustat.runtime.engine import pointwise_ecdf_distributed
     >>> rows = np.array([[0.1], [0.4], [0.5], [0.9], [0.3], [0.7]])

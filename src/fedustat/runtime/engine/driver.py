@@ -50,6 +50,11 @@ from fedustat.runtime.simulate import (
 #: float64 per bucket task).
 BUCKET_TARGET = 2**21
 
+#: The scheduler's HTTP server of a cluster the engine starts: any free port. (Dask's
+#: ``dashboard_address=None`` still binds the default 8787, and warns when another cluster
+#: holds it; a library must not claim a fixed port.)
+LOCAL_DASHBOARD_ADDRESS = ":0"
+
 
 class EngineError(RuntimeError):
     """A distributed run that could not finish (a worker lost for good, a protocol step
@@ -379,7 +384,7 @@ class DaskEngine:
         else:
             cluster = LocalCluster(n_workers=check_positive_int(n_workers, "n_workers"),
                                    threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+                                   dashboard_address=LOCAL_DASHBOARD_ADDRESS)
             self.client = Client(cluster)
             self._own = [self.client, cluster]
 
@@ -745,7 +750,7 @@ def resolve_engine(engine: Any, *, workers: int | None = None) -> tuple[DaskEngi
     >>> from distributed import Client
     >>> from fedustat.runtime.engine import resolve_engine
     >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
-    ...                 dashboard_address=None)
+    ...                 dashboard_address=":0")
     >>> engine, owned = resolve_engine(client)
     >>> type(engine).__name__, owned
     ('DaskEngine', False)
@@ -809,7 +814,7 @@ def run_distributed(protocol: Protocol, partitions: Sequence[Partition], *,
     ...                    np.tile([0, 0, 1, 1, 0, 1], 10))
     >>> protocol = registry.make("fedauc-rr", kernel, epsilon=1.0)
     >>> client = Client(processes=False, n_workers=1, threads_per_worker=1,
-    ...                 dashboard_address=None)
+    ...                 dashboard_address=":0")
     >>> est = run_distributed(protocol, array_partitions(rows, [30, 30]), rng=0,
     ...                       engine=DaskEngine(client))
     >>> round(est.value, 3)

@@ -17,6 +17,12 @@ import numpy as np
 from fedustat._validation import as_float_array, as_seed_sequence, check_positive_int
 
 
+def absolute_path(path: str | Path) -> str:
+    """``path`` made absolute against this process's working directory (``~`` expanded),
+    before it is shipped to workers that run in working directories of their own."""
+    return str(Path(path).expanduser().resolve())
+
+
 class Partition(ABC):
     """A batch of parties' records, loaded where the batch runs."""
 
@@ -32,10 +38,20 @@ class Partition(ABC):
 @dataclass(frozen=True)
 class ParquetPartition(Partition):
     """One Parquet file (or a directory of files read as one table); ``columns`` in the
-    order the protocol expects them (e.g. score, label)."""
+    order the protocol expects them (e.g. score, label).
+
+    ``path`` is made absolute when the partition is made, against this process's working
+    directory: the partition is read by a worker, and a worker of an external cluster
+    runs in a working directory of its own, where a relative path names another file or
+    none (pyarrow's "Failed to open local file"). On several machines the absolute path
+    must name the same file on each (a shared file system).
+    """
 
     path: str
     columns: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", absolute_path(self.path))
 
     def load(self) -> np.ndarray:
         import pyarrow.parquet as pq  # the parquet extra; imported where the rows are read

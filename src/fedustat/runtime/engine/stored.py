@@ -32,6 +32,7 @@ import numpy as np
 from fedustat.protocols.base import Estimate, Message, Protocol, Role
 from fedustat.runtime import report_store as rs
 from fedustat.runtime.engine.driver import DaskEngine, EngineError
+from fedustat.runtime.engine.partitions import absolute_path
 
 __all__ = ["ROWS_PER_TASK", "release_stored"]
 
@@ -61,7 +62,8 @@ def _tasks(paths: Sequence[Path], rows: Sequence[int], rows_per_task: int) -> li
         if groups[-1] and filled + n > rows_per_task:
             groups.append([])
             filled = 0
-        groups[-1].append(str(path))
+        # Absolute: the workers of an external cluster read from their own directories.
+        groups[-1].append(absolute_path(path))
         filled += n
     return groups
 

@@ -21,16 +21,20 @@ What counts as an example (the extraction rule):
   refusal: the command must exit with status 1 and print MESSAGE on stderr; ``...`` in
   MESSAGE stands for any text. Every other command must exit 0.
 
-The examples of one page run in order, sharing one Python namespace (``__name__`` is
-``"__main__"``, as for a script) and one temporary working directory (later examples may
-use what earlier ones defined or wrote, e.g. a budget file); each example is its own
-test, named ``page:line``, which first runs the page's earlier examples. The working
-directory holds the user files the docs refer to (``scores.csv`` and ``mine.csv`` with
-``score,label``, ``data.csv`` with ``income``, ``values.parquet`` with ``x`` in [0, 1]),
-made from a seeded generator. Commands that take minutes, need a network, several
-processes or a cluster are listed in ``SKIPPED`` with the reason; Python blocks that are
-not run (a sketch of signatures, a 10^8-party script, one that needs a Dask scheduler) in
+The examples of one page run in order, as a reader follows the page, sharing one Python
+namespace (``__name__`` is ``"__main__"``, as for a script) and one working directory:
+a fresh, empty temporary directory of that page alone. Nothing is put there beforehand,
+so a file an example reads (``scores.csv``, ``data.csv``, ...) must be written by an
+earlier example of the same page; a file another page or test wrote cannot hide a
+missing step. Each example is its own test, named ``page:line``, which first runs the
+page's earlier examples. Commands that take minutes, need a network, several processes
+or a cluster are listed in ``SKIPPED`` with the reason; Python blocks that are not run
+(a sketch of signatures, a 10^8-party script, one that needs a Dask scheduler) in
 ``SKIPPED_PYTHON``.
+
+Install lines: fedustat is not on the public package index, so a ``pip install`` line
+installs from the checkout (``.``, ``'.[extra]'``) or a built wheel, never the name
+``fedustat``; every extra the docs name exists in ``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -47,8 +51,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from fedustat import advisor
@@ -103,7 +105,7 @@ SKIPPED_PYTHON: list[tuple[str, str, str]] = [
      "a script for 10^8 parties on a local cluster: 170 s and more (docs/engine.md's table; "
      "tests/test_engine.py runs generated_partitions at small sizes)"),
     ("docs/engine.md", "# Stored data: one Parquet file per partition",
-     "needs a running Dask scheduler at tcp://scheduler:8786 and a scores/ directory"),
+     "needs a running Dask scheduler at tcp://scheduler:8786 (the page writes scores/)"),
 ]
 
 
@@ -222,20 +224,6 @@ def skip_reason(ex: Example) -> str | None:
         if page in ("*", ex.page) and args.startswith(prefix):
             return reason
     return None
-
-
-def _write_user_files(where: Path) -> None:
-    """The users' own files the docs refer to, from a seeded generator."""
-    rng = np.random.default_rng(2024)
-    y = rng.integers(0, 2, 400)
-    s = rng.normal(size=400) + y
-    rows = "\n".join(f"{a:.6f},{b}" for a, b in zip(s, y, strict=True))
-    for name in ("scores.csv", "mine.csv"):
-        (where / name).write_text("score,label\n" + rows + "\n", encoding="utf-8")
-    income = rng.gamma(2.0, 20000.0, 400).clip(0, 200000)
-    pd.DataFrame({"x": rng.uniform(size=400)}).to_parquet(where / "values.parquet")
-    (where / "data.csv").write_text("income\n" + "\n".join(f"{v:.2f}" for v in income) + "\n",
-                                    encoding="utf-8")
 
 
 @dataclass
@@ -366,7 +354,7 @@ def test_doc_example(ex: Example, page_runs: dict[str, PageRun],
     run = page_runs.get(ex.page)
     if run is None:
         where = tmp_path_factory.mktemp(re.sub(r"\W", "_", ex.page))
-        _write_user_files(where)
+        assert not any(where.iterdir()), f"{where} is not empty"
         run = page_runs[ex.page] = PageRun(where)
     examples = BY_PAGE[ex.page]
     outcome = run.run_until(examples, examples.index(ex))
@@ -432,3 +420,41 @@ def test_a_warning_fails_a_python_example() -> None:
     code = "import warnings\nwarnings.warn('declare bounds')\n"
     outcome = run_example(Example("s.md", 1, "python", code), {})
     assert not outcome.ok and "declare bounds" in outcome.message
+
+
+# ------------------------------------------------------------------ install lines
+_PIP_INSTALL = re.compile(r"pip install ([^`#\n]*)")
+_EXTRAS = re.compile(r"\[([\w,\- ]+)\]")
+
+
+def _install_lines() -> list[tuple[str, str]]:
+    found = []
+    for page in [*PAGES, *sorted((ROOT / "src").rglob("*.py"))]:
+        text = page.read_text(encoding="utf-8")
+        for match in _PIP_INSTALL.finditer(text):
+            found.append((page.relative_to(ROOT).as_posix(), match.group(1).strip()))
+    return found
+
+
+def _declared_extras() -> set[str]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return set(project["optional-dependencies"])
+
+
+def test_every_extra_the_docs_name_is_declared() -> None:
+    declared = _declared_extras()
+    named = {(page, extra.strip()) for page, line in _install_lines()
+             for group in _EXTRAS.findall(line) for extra in group.split(",")}
+    assert named, "no install line with an extra found"
+    assert not {(p, e) for p, e in named if e not in declared}, declared
+
+
+def test_docs_install_from_the_checkout_not_the_public_index() -> None:
+    # `pip install 'fedustat[network]'` or `pip install fedustat` would look for fedustat
+    # on the public index, where it is not published.
+    from_index = [(page, line) for page, line in _install_lines()
+                  if page.endswith(".md")
+                  and re.match(r"""['"]?fedustat(\[|['"]?(\s|$))""", line)]
+    assert not from_index, from_index

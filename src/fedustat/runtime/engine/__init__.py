@@ -1,7 +1,7 @@
 """Distributed runs on Dask: batches of parties as tasks, server steps as reductions.
 
-See docs/engine.md. ``pip install fedustat[engine]`` brings Dask; this package imports
-it only when an engine is created.
+See docs/engine.md. ``pip install '.[engine]'`` (in the checkout) brings Dask; this
+package imports it only when an engine is created.
 """
 
 from fedustat.runtime.engine.counts import (

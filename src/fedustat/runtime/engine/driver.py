@@ -363,8 +363,9 @@ class DaskEngine:
         try:
             from distributed import Client, LocalCluster  # the engine extra
         except ImportError as exc:
-            raise ImportError("the distributed engine needs Dask: pip install "
-                              "'fedustat[engine]'") from exc
+            raise ImportError("the distributed engine needs Dask: install fedustat's "
+                              "engine extra (pip install '.[engine]' in the fedustat "
+                              "checkout)") from exc
 
         self.keep_states = bool(keep_states)
         self.fan_in = check_positive_int(fan_in, "fan_in", minimum=2)

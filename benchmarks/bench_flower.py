@@ -3,7 +3,7 @@
     python benchmarks/bench_flower.py [--modes subprocess,process] [--polls 1.0,0.1] [--repeats N]
 
 For each (isolation mode, SuperExec task poll) a fresh loopback deployment: one SuperLink
-and three SuperNodes (plain gRPC on 127.0.0.1: the modes differ in how the ClientApp is
+and three SuperNodes (no TLS, on 127.0.0.1: the modes differ in how the ClientApp is
 started, not in the transport), 3 silos x 20 labelled rows, then ``flwr run`` of
 ``fedauc-rr`` (join, two party rounds, release) with seed 5. The table gives the ServerApp's
 whole run (the release file's ``seconds``), its mean and range per exchange

@@ -18,8 +18,8 @@ try:
     from flwr.app import ConfigRecord, Context, Message, RecordDict
     from flwr.clientapp import ClientApp
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError("running inside Flower needs flwr: pip install 'fedustat[flower]'"
-                      ) from exc
+    raise ImportError("running inside Flower needs flwr: install fedustat's flower extra "
+                      "(pip install '.[flower]' in the fedustat checkout)") from exc
 
 __all__ = ["app"]
 

@@ -24,8 +24,8 @@ try:
     from flwr.app import ConfigRecord, Context, Message, RecordDict
     from flwr.serverapp import Grid, ServerApp
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError("running inside Flower needs flwr: pip install 'fedustat[flower]'"
-                      ) from exc
+    raise ImportError("running inside Flower needs flwr: install fedustat's flower extra "
+                      "(pip install '.[flower]' in the fedustat checkout)") from exc
 
 __all__ = ["app", "run_server", "write_release"]
 

@@ -1,7 +1,8 @@
 """Reading columns of a CSV or Parquet file into NumPy arrays.
 
 CSV is read with the standard library (no pandas); Parquet through pyarrow, an optional
-dependency (``pip install fedustat[parquet]``) imported only when a Parquet file is read.
+dependency (the ``parquet`` extra: ``pip install '.[parquet]'`` in the checkout) imported
+only when a Parquet file is read.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def _import_pyarrow_parquet() -> Any:
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise ImportError("reading Parquet files needs pyarrow; install it with "
-                          "`pip install fedustat[parquet]`") from exc
+                          "`pip install '.[parquet]'` in the fedustat checkout") from exc
     return pq
 
 

@@ -107,8 +107,9 @@ def _pyarrow() -> Any:
         import pyarrow
         import pyarrow.parquet
     except ImportError as exc:
-        raise ImportError("a collection store writes Parquet: pip install "
-                          "'fedustat[parquet]'") from exc
+        raise ImportError("a collection store writes Parquet: install fedustat's parquet "
+                          "extra (pip install '.[parquet]' in the fedustat checkout)"
+                          ) from exc
     return pyarrow
 
 

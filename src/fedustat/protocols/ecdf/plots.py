@@ -1,7 +1,7 @@
 """Figures for private ECDF releases: the private ROC curve beside the true one (003 Fig. 1).
 
-matplotlib is an optional dependency (``pip install fedustat[plot]``); it is imported
-only when a figure is drawn.
+matplotlib is an optional dependency (the ``plot`` extra: ``pip install '.[plot]'`` in the
+checkout); it is imported only when a figure is drawn.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def _pyplot() -> Any:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ImportError("plotting needs matplotlib; install it with "
-                          "`pip install fedustat[plot]`") from exc
+                          "`pip install '.[plot]'` in the fedustat checkout") from exc
     return plt
 
 

@@ -657,7 +657,8 @@ def _import_cvxopt() -> Any:
         from cvxopt import solvers
     except ImportError as exc:
         raise ImportError("method='cvxopt' (003 Sec. 6.7's solver, for comparison) needs "
-                          "cvxopt; install it with `pip install fedustat[bench]`") from exc
+                          "cvxopt; install it with `pip install '.[bench]'` in the fedustat "
+                          "checkout") from exc
     return cvxopt, solvers
 
 

@@ -2,8 +2,8 @@
 
 See docs/network.md (lockstep runs), docs/collection.md (collection windows) and
 docs/enrollment.md (``fedustat.runtime.network.enroll``: device certificates at scale).
-gRPC is an optional dependency (``pip install 'fedustat[network]'``); it is imported when a
-server or party starts.
+gRPC is an optional dependency (the ``network`` extra: ``pip install '.[network]'`` in the
+checkout); it is imported when a server or party starts.
 """
 
 from fedustat.runtime.network.certs import Credentials, create_deployment, load_credentials

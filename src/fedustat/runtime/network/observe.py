@@ -69,8 +69,8 @@ MAX_REASON_CHARS = 300
 REASON_BY_STATUS = {"ALREADY_EXISTS": "duplicate", "PERMISSION_DENIED": "identity",
                     "INVALID_ARGUMENT": "invalid", "FAILED_PRECONDITION": "out_of_turn"}
 
-_PROMETHEUS_MISSING = ("metrics need the prometheus_client package: "
-                       "pip install 'fedustat[network]'")
+_PROMETHEUS_MISSING = ("metrics need the prometheus_client package: install fedustat's "
+                       "network extra (pip install '.[network]' in the fedustat checkout)")
 
 
 def parse_address(address: str, name: str = "metrics_address") -> tuple[str, int]:

@@ -165,7 +165,8 @@ def load_grpc(purpose: str) -> Any:
         import grpc
         import grpc.aio
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ImportError(f"{purpose} need gRPC: pip install 'fedustat[network]'") from exc
+        raise ImportError(f"{purpose} need gRPC: install fedustat's network extra (pip "
+                          "install '.[network]' in the fedustat checkout)") from exc
     return grpc
 
 

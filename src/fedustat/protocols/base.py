@@ -758,25 +758,78 @@ class Estimate:
 
     @property
     def real(self) -> float:
-        """The value, as ``float.real``."""
+        """The value as a float, as ``float.real``.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(2.5, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.real, est.imag
+        (2.5, 0.0)
+        """
         return float(self.value)
 
     @property
     def imag(self) -> float:
-        """0.0, as ``float.imag``."""
+        """0.0, as ``float.imag``.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(2.5, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.imag
+        0.0
+        """
         return 0.0
 
     def conjugate(self) -> float:
-        """The value, as ``float.conjugate()``."""
+        """The value as a float, as ``float.conjugate()``.
+
+        Returns
+        -------
+        float
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(2.5, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.conjugate()
+        2.5
+        """
         return float(self.value)
 
     def as_integer_ratio(self) -> tuple[int, int]:
         """The value's exact ratio, as ``float.as_integer_ratio()`` (what
-        :func:`statistics.mean` sums exactly)."""
+        :func:`statistics.mean` sums exactly).
+
+        Returns
+        -------
+        tuple of int
+            ``(numerator, denominator)``.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(2.5, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.as_integer_ratio()
+        (5, 2)
+        """
         return float(self.value).as_integer_ratio()
 
     def is_integer(self) -> bool:
-        """Whether the value is integral, as ``float.is_integer()``."""
+        """Whether the value is integral, as ``float.is_integer()``.
+
+        Returns
+        -------
+        bool
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(2.5, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.is_integer(), int(est), est // 1, est ** 2
+        (False, 2, 2.0, 6.25)
+        """
         return float(self.value).is_integer()
 
     # ---------------------------------------------------------------- serialisation

@@ -45,7 +45,7 @@ class ReleaseSeriesAccessor:
     ...                                    epsilon=50.0, rng=seed) for seed in range(3)]
     >>> s = pd.Series(releases)
     >>> s.dp.value.round(3).tolist()
-    [0.798, 0.728, 0.722]
+    [0.772, 0.755, 0.771]
     >>> s.dp.confidence_interval(0.9).columns.tolist()
     ['low', 'high']
     >>> pd.Series(releases, dtype=float).dtype

@@ -12,8 +12,10 @@ which implements the mechanisms (paper 003; McKenna and Sheldon 2020).
 Every curve result shares :class:`CurveRelease`: ``privacy``, a per-point ``std_error``,
 ``confidence_interval(level)``, ``to_dict()`` / ``to_json()`` of released and public fields
 only, and ``np.asarray(result)``. A single quantile is an :class:`QuantileEstimate`, an
-:class:`~fedustat.protocols.base.Estimate` whose error bar is in levels (ranks), where the
-mechanism's error lives.
+:class:`~fedustat.protocols.base.Estimate`; several a :class:`QuantilesResult`, which
+behaves like their array. A quantile's ``std_error`` and ``confidence_interval`` are in
+the data's units (a private curve's band inverted at the level); the mechanism's error in
+levels (ranks) is ``level_interval``.
 """
 
 from __future__ import annotations
@@ -1140,8 +1142,8 @@ class QuantilesResult(CurveRelease):
         -------
         ConfidenceInterval
             Arrays, one entry per level; the released values twice for an exact release;
-            ValueError for a private one released with ``interval_share=0`` (the
-            default).
+            ValueError for a private one without :attr:`interval_curve`
+            (:meth:`confidence_interval` then gives the public range).
 
         Examples
         --------
@@ -1403,9 +1405,11 @@ def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | No
     Returns
     -------
     QuantileEstimate or QuantilesResult
-        A scalar ``q`` gives a :class:`QuantileEstimate` (an Estimate with its error bar in
-        levels, ``level_interval``, and with ``interval_share`` in the data's units,
-        ``value_interval``); a sequence a :class:`QuantilesResult`.
+        A scalar ``q`` gives a :class:`QuantileEstimate` (an Estimate), a sequence a
+        :class:`QuantilesResult` (a sequence of the values). Their
+        ``confidence_interval`` is in the data's units when the release holds a private
+        curve (``method="curve"`` or ``interval_share``), else the grid's public range
+        with a warning; ``level_interval`` is the error bar in levels.
 
     Examples
     --------

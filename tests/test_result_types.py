@@ -343,3 +343,11 @@ def test_other_curve_results_share_the_interface() -> None:
         assert json.loads(json.dumps(out)) == out
         low, high = res.confidence_interval(0.9)
         assert np.shape(low) == np.shape(res.std_error) and np.all(low <= high)
+
+
+def test_a_release_nested_in_diagnostics_keeps_its_fields() -> None:
+    inner = _release(0.25)
+    outer = Estimate(0.5, "auc", "central-laplace", GUARANTEE, diagnostics={"part": inner})
+    part = outer.to_dict()["diagnostics"]["part"]
+    assert part["value"] == 0.25 and part["protocol"] == "central-laplace"
+    assert part["privacy"]["model"] == "central"

@@ -960,6 +960,9 @@ def _plain(obj: Any) -> Any:
         return obj
     if isinstance(obj, bool | str):
         return bool(obj) if isinstance(obj, bool) else str(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        # Before numbers.Real: a nested release (a Real) keeps its fields, not its value.
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, numbers.Integral):
         return int(obj)
     if isinstance(obj, numbers.Real):
@@ -968,8 +971,6 @@ def _plain(obj: Any) -> Any:
         return _plain(obj.tolist())
     if isinstance(obj, np.generic):
         return _plain(obj.item())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple | set | frozenset):

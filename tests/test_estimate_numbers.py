@@ -46,9 +46,11 @@ def test_comparisons_with_numbers_and_releases() -> None:
     assert 0.79 == est  # noqa: SIM300 (the reflected comparison)
     assert est == np.float64(0.79) and est > np.float32(0.5)
     assert other < est and est > other and other <= est and est >= other
-    # Between releases, == is the whole release; the ordering compares values.
+    # Between releases == is numeric too (as for floats); same_release is every field.
     assert est == _release(0.79) and est != other
-    assert est != replace(est, protocol="other")
+    assert est == replace(est, protocol="other")
+    assert not est.same_release(replace(est, protocol="other"))
+    assert est.same_release(_release(0.79)) and not est.same_release(0.79)
     assert est != "0.79"
     with pytest.raises(TypeError, match="not supported between"):
         _ = est < "1"
@@ -82,11 +84,15 @@ def test_numpy_sees_a_float() -> None:
         np.array(est, copy=False)
 
 
-def test_a_release_is_explicitly_unhashable() -> None:
-    with pytest.raises(TypeError, match="unhashable type: 'Estimate'"):
-        hash(_release())
-    with pytest.raises(TypeError, match="unhashable"):
-        hash(fedustat.kendalltau([1, 2, 3, 4], [1, 3, 2, 4], epsilon=math.inf))
+def test_a_release_hashes_as_its_value() -> None:
+    # Equal numbers hash alike: a release's hash is its value's, consistent with ==.
+    assert hash(_release(0.79)) == hash(0.79) == hash(_release(0.79, std_error=0.1))
+    assert hash(_release(2.0)) == hash(2)
+    tau = fedustat.kendalltau([1, 2, 3, 4], [1, 3, 2, 4], epsilon=math.inf)
+    assert hash(tau) == hash(tau.value)
+    assert len({_release(0.79), 0.79, _release(0.5)}) == 2
+    nan = _release(math.nan)
+    assert nan != nan and hash(nan) == hash(nan)  # a NaN value: stable, by identity
 
 
 # ---------------------------------------------------------------------- serialisation

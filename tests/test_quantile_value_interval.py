@@ -15,6 +15,7 @@ import pytest
 
 import fedustat
 from coverage_check import Coverage, assert_covers
+from fedustat.curves import PublicRangeIntervalWarning
 from fedustat.privacy.budget import BudgetAccountant
 
 RUNS = 200
@@ -69,24 +70,33 @@ def test_value_interval_at_the_grid_resolution_is_tight_when_noise_is_small() ->
     assert high - low <= 0.3 + 1e-9  # at most three grid steps of 0.1
 
 
-def test_default_release_says_there_is_no_value_interval_and_how_to_get_one() -> None:
+def test_default_release_gives_the_public_range_and_says_how_to_do_better() -> None:
     x = np.random.default_rng(14).uniform(0, 10, 500)
     med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), rng=0)
     assert med.interval_share == 0.0 and med.interval_curve is None
-    for call in (med.value_interval, med.confidence_interval, med.raw_interval):
-        with pytest.raises(ValueError, match="interval_share"):
-            call(0.95)
-    assert med.to_dict()["interval"] is None
+    with pytest.raises(ValueError, match="interval_share"):
+        med.value_interval(0.95)  # the strict accessor still says there is none
+    for call in (med.confidence_interval, med.raw_interval):
+        with pytest.warns(PublicRangeIntervalWarning, match="interval_share=s"):
+            assert call(0.95) == (0.0, 10.0)  # valid (it always covers), not informative
+    assert med.std_error is None
+    assert med.to_dict()["interval"] == [0.0, 10.0]  # no warning: interval_method says it
+    assert med.to_dict()["interval_method"].startswith("the grid's public range")
     assert not math.isnan(med.level_interval(0.95).low)  # the level error bar stays
     res = fedustat.quantile(x, [0.25, 0.75], epsilon=1.0, bounds=(0, 10), rng=0)
     with pytest.raises(ValueError, match="interval_share"):
         res.value_interval(0.95)
-    assert res.to_dict()["value_interval"] is None
-    low, high = res.confidence_interval(0.95)  # levels, as before (NaN: JointExp has none)
+    out = res.to_dict()
+    assert out["value_interval"] is None and out["interval"] == [[0.0, 0.0], [10.0, 10.0]]
+    with pytest.warns(PublicRangeIntervalWarning):
+        low, high = res.confidence_interval(0.95)
+    assert low.tolist() == [0.0, 0.0] and high.tolist() == [10.0, 10.0]
+    assert np.isnan(res.std_error).all()
+    low, high = res.level_interval(0.95)  # levels (NaN: JointExp has no bound)
     assert low.shape == high.shape == (2,)
     exp = fedustat.quantile(x, [0.25, 0.75], epsilon=1.0, bounds=(0, 10),
                             method="continuous", rng=0)
-    low, high = exp.confidence_interval(0.95)
+    low, high = exp.level_interval(0.95)
     assert np.all((low >= 0) & (low < [0.25, 0.75]) & (high > [0.25, 0.75]) & (high <= 1))
 
 

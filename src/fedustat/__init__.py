@@ -28,8 +28,13 @@ from fedustat.privacy.budget import BudgetAccountant, BudgetExceededError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.protocols.base import Cost, Estimate
 from fedustat.protocols.ecdf.smoothing import isotonic_projection, smooth
+from fedustat.results_pandas import install as _install_pandas_accessor
 
 __version__ = "0.1.0"
+
+# ``series.dp`` for a pandas column of releases, registered once pandas is imported
+# (pandas stays optional and is never imported here).
+_install_pandas_accessor()
 
 __all__ = [
     "BudgetAccountant",

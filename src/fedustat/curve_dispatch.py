@@ -13,6 +13,7 @@ curve), the protocol layer :mod:`fedustat.protocols.ecdf`. The functions' own ch
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from fedustat import catalogue, curves
 from fedustat._validation import check_bounds_pair
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.noise import NoiseSource
-from fedustat.protocols.ecdf import dp_quantile, smooth
+from fedustat.protocols.ecdf import smooth
 from fedustat.protocols.ecdf.private_quantiles import DEFAULT_GRID_POINTS, check_quantile_size
 from fedustat.stats.ecdf import check_thresholds
 
@@ -69,10 +70,12 @@ def release_curve(statistic: str, columns: Sequence[Any], *, epsilon: float,
     Returns
     -------
     Any
-        The release function's own result: :class:`~fedustat.curves.ECDFResult` (a
-        ``SmoothedECDF`` for dp-ecdf-smoothed), ``QuantilesResult`` / ``QuantileEstimate``
-        (a protocol-layer ``Quantiles`` when read from a smoothed or federated curve),
-        ``ROCCurveResult`` or ``HosmerLemeshowResult``.
+        The one-call functions' result types, whatever the release:
+        :class:`~fedustat.curves.ECDFResult` (for dp-ecdf-smoothed its values are the
+        smoothed curve, its error bars the raw tree's), ``QuantilesResult`` /
+        ``QuantileEstimate`` (also when read from a smoothed or federated curve:
+        :func:`fedustat.curves.curve_quantiles`), ``ROCCurveResult`` or
+        ``HosmerLemeshowResult``.
 
     Examples
     --------
@@ -174,9 +177,13 @@ def _release(stat: catalogue.Statistic, name: str, columns: Sequence[Any], *,
         if levels is not None:
             raise ValueError("levels are for quantile releases, not ecdf")
         if name == "dp-ecdf-smoothed":
-            # 003's smoothing (Eq. 3) corrects 003's tree noise: post-processing.
+            # 003's smoothing (Eq. 3) corrects 003's tree noise: post-processing. The
+            # result is fedustat.ecdf's, its values the smoothed curve; its error bars
+            # stay the raw tree's (release, raw_values), which hold for the exact ECDF.
             tree = curves.ecdf(x, thresholds=thresholds, method="003-tree", **common)
-            return smooth(tree.release, p=2)
+            smoothed = smooth(tree.release, p=2)
+            return replace(tree, curve=np.asarray(smoothed.values, dtype=np.float64),
+                           protocol=name)
         return curves.ecdf(x, thresholds=thresholds, protocol=_federated(name), **common)
     if name in ("dp-quantiles", "dp-ecdf"):
         # dp-ecdf: the curve inverted (dp_quantiles' method "curve", 003 Alg. 1).
@@ -188,11 +195,15 @@ def _release(stat: catalogue.Statistic, name: str, columns: Sequence[Any], *,
             return curves.median(x, thresholds=thresholds, method=method, **common)
         return curves.quantile(x, _quantile_levels(stat.name, levels, thresholds),
                                thresholds=thresholds, method=method, **common)
-    # Quantiles read from a smoothed or federated curve: 003 Alg. 1, post-processing.
+    # Quantiles read from a smoothed or federated curve: 003 Alg. 1, post-processing;
+    # fedustat.quantile's result types, their intervals from the raw curve's band.
     curve = curves.ecdf(x, thresholds=thresholds, protocol=_federated(name),
                         method="003-tree" if name == "dp-ecdf-smoothed" else None, **common)
-    source = smooth(curve.release, p=2) if name == "dp-ecdf-smoothed" else curve.release
-    return dp_quantile(source, _quantile_levels(stat.name, levels, thresholds))
+    if name == "dp-ecdf-smoothed":
+        curve = replace(curve, protocol=name)
+    smoothed = smooth(curve.release, p=2) if name == "dp-ecdf-smoothed" else None
+    return curves.curve_quantiles(curve, _quantile_levels(stat.name, levels, thresholds),
+                                  smoothed=smoothed)
 
 
 def _federated(name: str) -> str | None:

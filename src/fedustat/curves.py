@@ -12,8 +12,10 @@ which implements the mechanisms (paper 003; McKenna and Sheldon 2020).
 Every curve result shares :class:`CurveRelease`: ``privacy``, a per-point ``std_error``,
 ``confidence_interval(level)``, ``to_dict()`` / ``to_json()`` of released and public fields
 only, and ``np.asarray(result)``. A single quantile is an :class:`QuantileEstimate`, an
-:class:`~fedustat.protocols.base.Estimate` whose error bar is in levels (ranks), where the
-mechanism's error lives.
+:class:`~fedustat.protocols.base.Estimate`; several a :class:`QuantilesResult`, which
+behaves like their array. A quantile's ``std_error`` and ``confidence_interval`` are in
+the data's units (a private curve's band inverted at the level); the mechanism's error in
+levels (ranks) is ``level_interval``.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from __future__ import annotations
 import functools
 import json
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -61,7 +65,7 @@ from fedustat.protocols.ecdf.private_quantiles import (
     default_method,
     dp_quantiles,
 )
-from fedustat.protocols.ecdf.quantiles import quantile_interval
+from fedustat.protocols.ecdf.quantiles import dp_quantile, quantile_interval
 from fedustat.protocols.ecdf.release import (
     ECDF_ADJACENCY,
     ECDF_GRID_LIMIT,
@@ -72,7 +76,7 @@ from fedustat.protocols.ecdf.release import (
 )
 from fedustat.protocols.ecdf.roc import ROC_ADJACENCY, DPROCCurve, dp_roc_curve
 from fedustat.protocols.ecdf.secagg import pointwise_ecdf
-from fedustat.protocols.ecdf.smoothing import project_to_cdf
+from fedustat.protocols.ecdf.smoothing import SmoothedECDF, project_to_cdf
 from fedustat.stats.ecdf import absolute_grid, check_thresholds, step_at
 
 __all__ = [
@@ -84,6 +88,7 @@ __all__ = [
     "QuantilesResult",
     "ROCCurveResult",
     "cumsum",
+    "curve_quantiles",
     "ecdf",
     "hosmer_lemeshow",
     "median",
@@ -603,6 +608,20 @@ def level_error_bound(method: str, levels: int, n: int, grid: np.ndarray, epsilo
     return _level_error(method, levels, n, grid, epsilon, _alpha(confidence_level))
 
 
+def _band_level_error(curve: Any, alpha: float) -> float:
+    """``delta`` of :func:`level_error_bound`'s ``"curve"`` case read from ``curve``'s own
+    whole-curve band (a federated curve's law is not the central curve's)."""
+    low, high = curve.confidence_band(1.0 - alpha, simultaneous=True)
+    return float(np.max(np.asarray(high) - np.asarray(low)) / 2.0)
+
+
+def _rms_level_error(delta: Callable[[float], float]) -> float:
+    """:func:`level_std_error_bound`'s quadrature for a bound ``delta(alpha)``."""
+    alphas = np.logspace(-12, 0, 97)
+    deltas = np.array([min(delta(a), 1.0) for a in alphas[:-1]])
+    return math.sqrt(alphas[0] + float(np.sum(np.diff(alphas) * deltas**2)))
+
+
 def level_std_error_bound(method: str, levels: int, n: int, grid: np.ndarray,
                           epsilon: float) -> float:
     """A bound on the root mean square of the level error ``X`` of one level.
@@ -616,10 +635,7 @@ def level_std_error_bound(method: str, levels: int, n: int, grid: np.ndarray,
         return 0.0
     if method not in ("exponential", "curve", "continuous"):
         return math.nan  # no data-independent bound (see level_error_bound)
-    alphas = np.logspace(-12, 0, 97)
-    deltas = np.array([min(_level_error(method, levels, n, grid, epsilon, a), 1.0)
-                       for a in alphas[:-1]])
-    return math.sqrt(alphas[0] + float(np.sum(np.diff(alphas) * deltas**2)))
+    return _rms_level_error(lambda a: _level_error(method, levels, n, grid, epsilon, a))
 
 
 def check_interval_share(caller: str, interval_share: Any) -> float:
@@ -632,39 +648,104 @@ def check_interval_share(caller: str, interval_share: Any) -> float:
     return float(interval_share)
 
 
-#: What a release without a data-unit interval says when one is asked for.
-NO_VALUE_INTERVAL = ("this private quantile has no interval in the data's units: it errs in "
-                     "rank, and its error bar is in levels (level_interval / "
-                     "confidence_interval of several levels); an interval in the data's "
-                     "units needs its own budget: pass interval_share=s (0 < s < 1) to "
-                     "fedustat.quantile / fedustat.median (docs/protocols/quantiles.md)")
+#: A quantile's ``std_error`` in the data's units is half the width of its interval at
+#: this level, the probability of a normal law's ``mean +- 1 s.d.`` (erf(1/sqrt(2))).
+STD_ERROR_LEVEL = 0.6826894921370859
+
+#: What a release without private information around its quantile says when an interval in
+#: the data's units is asked for.
+NO_VALUE_INTERVAL = ("this private quantile was released without private information about "
+                     "the data around it (its error bar is in levels: level_interval), so "
+                     "the only interval in the data's units it can give is the public "
+                     "range of the grid, which always covers and says nothing; for an "
+                     "informative one pass interval_share=s (0 < s < 1) to "
+                     "fedustat.quantile / fedustat.median, or read the quantile from a "
+                     "private curve (method='curve' with thresholds) "
+                     "(docs/protocols/quantiles.md)")
 
 
-def _value_interval(curve: PrivateECDF, levels: Any, grid: np.ndarray,
+class PublicRangeIntervalWarning(UserWarning):
+    """A quantile's interval in the data's units is the grid's whole public range (the
+    release holds no private information around the quantile): valid, not informative."""
+
+
+def _value_interval(curve: Any, levels: Any, grid: np.ndarray,
                     confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
     """``[low, high]`` holding the exact quantile of every level at once with probability
-    at least ``confidence_level``: :func:`~fedustat.protocols.ecdf.quantiles.
-    quantile_interval` on the private ECDF's whole-curve band, its open ends closed at the
-    grid's ends (the records are clipped into the grid, so every quantile lies there)."""
-    low, high = quantile_interval(curve, levels, _check_level(confidence_level))
+    at least ``confidence_level``: ``curve``'s whole-curve band inverted at each level.
+
+    As :func:`~fedustat.protocols.ecdf.quantiles.quantile_interval` (for any raw private
+    curve with a band: a :class:`PrivateECDF` or a federated curve): inside a band
+    ``|F_hat - F| <= a`` holding at every grid point at once, ``F_hat(t) + a < q`` gives
+    ``x_q > t`` and ``F_hat(t) - a >= q`` gives ``x_q <= t``. So ``low`` is the largest
+    grid point with ``F_hat + a < q`` and ``high`` the smallest with ``F_hat - a >= q``;
+    the open ends close at the grid's ends (the records are clipped into the grid, so
+    every quantile lies there). Post-processing of the curve only."""
+    if isinstance(curve, PrivateECDF):
+        low, high = quantile_interval(curve, levels, _check_level(confidence_level))
+    else:
+        tau = np.asarray(curve.thresholds, dtype=np.float64)
+        q = np.atleast_1d(np.asarray(levels, dtype=np.float64))
+        band_low, band_high = curve.confidence_band(_check_level(confidence_level),
+                                                    simultaneous=True)
+        idx = np.arange(tau.size)
+        last_below = np.where(np.asarray(band_high)[None, :] < q[:, None], idx, -1).max(axis=1)
+        first_above = np.where(np.asarray(band_low)[None, :] >= q[:, None], idx,
+                               tau.size).min(axis=1)
+        low = np.where(last_below >= 0, tau[np.maximum(last_below, 0)], -np.inf)
+        high = np.where(first_above < tau.size, tau[np.minimum(first_above, tau.size - 1)],
+                        np.inf)
+        if np.ndim(levels) == 0:
+            low, high = low[0], high[0]
     return (np.clip(low, grid[0], grid[-1]).astype(np.float64),
             np.clip(high, grid[0], grid[-1]).astype(np.float64))
+
+
+def _reads_own_curve(method: str, interval_curve: Any, interval_share: float) -> bool:
+    """Whether the points were read from :attr:`interval_curve` itself (method "curve",
+    no budget of its own): the level error is then that curve's band."""
+    return method == "curve" and interval_curve is not None and interval_share == 0.0
+
+
+def _warn_public_range(stacklevel: int = 3) -> None:
+    warnings.warn(NO_VALUE_INTERVAL, PublicRangeIntervalWarning, stacklevel=stacklevel)
+
+
+def _interval_method(noise: str, interval_curve: Any, interval_share: float,
+                     method: str) -> str:
+    """How a quantile's interval in the data's units is made, in words."""
+    if noise == "none":
+        return "exact: the release is the quantile"
+    if interval_curve is None:
+        return ("the grid's public range (no private information around the quantile; "
+                "interval_share buys an informative one)")
+    source = (f"a private ECDF bought with interval_share={interval_share:g}"
+              if interval_share > 0 else "the private curve the quantile was read from")
+    return f"the whole-curve band of {source}, inverted at each level ({method})"
 
 
 @dataclass(frozen=True, eq=False)
 class QuantileEstimate(Estimate):
     """A private quantile: the :class:`~fedustat.protocols.base.Estimate` of one level.
 
-    The mechanism errs in rank, not in value: :meth:`level_interval` is the interval of
-    levels ``q'`` for which, with the stated probability, the release is an exact
-    q'-quantile of the data on the grid (:func:`level_error_bound`), and
-    :attr:`level_std_error` bounds the root mean square of that level error. A value-space
-    interval needs private information of its own about the order statistics around the
-    quantile: by default (``interval_share=0``) there is none, :meth:`confidence_interval`
-    raises and ``std_error`` is None. With ``interval_share=s`` the release also holds a
-    private ECDF on the grid (``interval_curve``, at ``s * epsilon``), and
-    :meth:`value_interval` (also :meth:`confidence_interval`) is an interval in the data's
-    units that covers the exact quantile with at least the stated probability.
+    A number like any release (``float(med)``, arithmetic, ``statistics.mean``), with its
+    error bars in the data's units: :meth:`confidence_interval` (and :meth:`value_interval`)
+    covers the exact quantile of the records (clipped into the grid) with at least the
+    stated probability, and ``std_error`` is half the width of that interval at
+    :data:`STD_ERROR_LEVEL` (68.27%, a normal law's ``+- 1 s.d.``; a conservative scale,
+    not a formula's standard deviation). Both are read from a private ECDF's whole-curve
+    band, inverted at the level: the curve the quantile was read from (``method="curve"``,
+    and the quantiles of federated or smoothed curves that ``fedustat.estimate`` releases)
+    or one bought with ``interval_share=s`` (``s * epsilon``). A release made without
+    either (the exponential and continuous mechanisms with ``interval_share=0``, the
+    default) holds no private information around its quantile: its interval is the grid's
+    whole public range, with a :class:`PublicRangeIntervalWarning` saying how to get an
+    informative one, and ``std_error`` is None.
+
+    The mechanism errs in rank: :meth:`level_interval` is the interval of levels ``q'``
+    for which, with the stated probability, the release is an exact q'-quantile of the
+    data on the grid (:func:`level_error_bound`), and :attr:`level_std_error` bounds the
+    root mean square of that level error.
 
     Parameters
     ----------
@@ -686,7 +767,9 @@ class QuantileEstimate(Estimate):
     interval_share:
         The share of epsilon spent on the data-unit interval (0: none).
     interval_curve:
-        The private ECDF the data-unit interval is read from (None without one).
+        The private ECDF the data-unit interval is read from: bought with
+        ``interval_share``, or the curve the quantile was read from (then
+        ``interval_share`` is 0); None without one.
 
     Examples
     --------
@@ -694,11 +777,17 @@ class QuantileEstimate(Estimate):
     >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
     >>> round(float(med), 2), med.level, med.method, med.n, med.std_error
     (5.31, 0.5, 'continuous', 1000, None)
+    >>> ranged = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101,
+    ...                          interval_share=0.3, rng=1)
+    >>> low, high = ranged.confidence_interval(0.95)
+    >>> round(low, 2), round(high, 2), round(ranged.std_error, 2)
+    (3.9, 6.6, 0.85)
     """
 
     #: Fields that depend on the data: the released grid point (everything else, the level
     #: error bar included, is a function of n, the grid and epsilon).
-    released_fields: ClassVar[tuple[str, ...]] = ("value", "interval_curve.values")
+    released_fields: ClassVar[tuple[str, ...]] = ("value", "std_error",
+                                                  "interval_curve.values")
 
     level: float = math.nan
     method: str = ""
@@ -707,6 +796,12 @@ class QuantileEstimate(Estimate):
     levels_released: int = 1
     interval_share: float = 0.0
     interval_curve: PrivateECDF | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.std_error is None and self.noise != "none" and self.interval_curve is not None:
+            low, high = self.value_interval(STD_ERROR_LEVEL)
+            object.__setattr__(self, "std_error", (high - low) / 2.0)
 
     def __str__(self) -> str:
         # The error bar is in levels (the value has none): print it where Estimate prints
@@ -747,6 +842,8 @@ class QuantileEstimate(Estimate):
         """
         if self.noise == "none":
             return 0.0
+        if _reads_own_curve(self.method, self.interval_curve, self.interval_share):
+            return _band_level_error(self.interval_curve, _alpha(confidence_level))
         return level_error_bound(self.method, self.levels_released, self.n, self.grid,
                                  self.point_epsilon, confidence_level)
 
@@ -777,6 +874,8 @@ class QuantileEstimate(Estimate):
         """
         if self.noise == "none":
             return 0.0
+        if _reads_own_curve(self.method, self.interval_curve, self.interval_share):
+            return _rms_level_error(partial(_band_level_error, self.interval_curve))
         return level_std_error_bound(self.method, self.levels_released, self.n, self.grid,
                                      self.point_epsilon)
 
@@ -810,9 +909,10 @@ class QuantileEstimate(Estimate):
         """``(low, high)`` in the data's units holding the exact quantile of the records
         (clipped into the grid) with probability at least ``confidence_level``.
 
-        Read from the private ECDF bought with ``interval_share`` (post-processing:
-        asking at several levels costs nothing more); conservative, and at the grid's
-        resolution (its ends are grid points). Without ``interval_share`` there is none.
+        Read from :attr:`interval_curve` (post-processing: asking at several levels
+        costs nothing more); conservative, and at the grid's resolution (its ends are grid
+        points). Without one this raises (:meth:`confidence_interval` then gives the
+        public range).
 
         Parameters
         ----------
@@ -823,7 +923,7 @@ class QuantileEstimate(Estimate):
         -------
         ConfidenceInterval
             ``(low, high)``; ``(value, value)`` for an exact release; ValueError for a
-            private one released with ``interval_share=0`` (the default).
+            private one without :attr:`interval_curve`.
 
         Examples
         --------
@@ -843,9 +943,10 @@ class QuantileEstimate(Estimate):
         return ConfidenceInterval(float(low), float(high))
 
     def raw_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        """:meth:`value_interval`: the interval in the data's units, when the release has
-        one (``interval_share > 0``); by default a private quantile has none (its error
-        bar is :meth:`level_interval`) and this raises ValueError saying how to get one.
+        """The interval in the data's units (:meth:`confidence_interval` is this one):
+        :meth:`value_interval` when the release has an :attr:`interval_curve`; otherwise
+        the grid's public range ``(grid[0], grid[-1])``, which always holds the quantile,
+        with a :class:`PublicRangeIntervalWarning` (never an error).
 
         Parameters
         ----------
@@ -855,8 +956,6 @@ class QuantileEstimate(Estimate):
         Returns
         -------
         ConfidenceInterval
-            ``(value, value)`` for an exact release; :meth:`value_interval` for one with
-            ``interval_share``; otherwise ValueError.
 
         Examples
         --------
@@ -866,12 +965,32 @@ class QuantileEstimate(Estimate):
         ConfidenceInterval(low=3.0, high=3.0)
         >>> private = fedustat.median([1, 2, 3, 4, 5], epsilon=1.0, bounds=(0, 10),
         ...                           grid_points=11, rng=0)
-        >>> private.raw_interval()
-        Traceback (most recent call last):
-        ...
-        ValueError: this private quantile has no interval in the data's units: ...
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     private.confidence_interval()
+        ConfidenceInterval(low=0.0, high=10.0)
+        >>> caught[0].category.__name__
+        'PublicRangeIntervalWarning'
         """
-        return self.value_interval(confidence_level)
+        _check_level(confidence_level)
+        if self.noise == "none" or self.interval_curve is not None:
+            return self.value_interval(confidence_level)
+        _warn_public_range(4)  # the caller of confidence_interval, which calls this
+        return ConfidenceInterval(float(self.grid[0]), float(self.grid[-1]))
+
+    @property
+    def interval_method(self) -> str:
+        """How :meth:`confidence_interval` is made, in words.
+
+        Examples
+        --------
+        >>> med = fedustat.median([1, 2, 3, 4, 5], epsilon=1.0, bounds=(0, 10), rng=0)
+        >>> med.interval_method[:24]
+        "the grid's public range "
+        """
+        return _interval_method(self.noise, self.interval_curve, self.interval_share,
+                                self.method)
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         """:meth:`Estimate.to_dict` with the level, method and level error bar.
@@ -884,8 +1003,9 @@ class QuantileEstimate(Estimate):
         Returns
         -------
         dict
-            :meth:`Estimate.to_dict`'s entries (``interval``: :meth:`value_interval`,
-            None without ``interval_share``) plus ``level``, ``method``, ``n``,
+            :meth:`Estimate.to_dict`'s entries (``interval``: :meth:`confidence_interval`,
+            in the data's units; the public range, without a warning, when the release
+            has no :attr:`interval_curve`) plus ``level``, ``method``, ``n``,
             ``level_interval``, ``level_std_error`` and ``interval_share``.
 
         Examples
@@ -894,11 +1014,14 @@ class QuantileEstimate(Estimate):
         >>> med = fedustat.median(x, epsilon=1.0, bounds=(0, 10), grid_points=101, rng=1)
         >>> out = med.to_dict()
         >>> out["level"], out["method"], out["interval"]
-        (0.5, 'continuous', None)
+        (0.5, 'continuous', [0.0, 10.0])
         >>> [round(v, 4) for v in out["level_interval"]]
         [0.4571, 0.5429]
         """
-        return {**super().to_dict(confidence_level), "level": float(self.level),
+        with warnings.catch_warnings():  # interval_method says what the interval is
+            warnings.simplefilter("ignore", PublicRangeIntervalWarning)
+            base = super().to_dict(confidence_level)
+        return {**base, "level": float(self.level),
                 "method": self.method, "n": int(self.n),
                 "level_interval": list(self.level_interval(confidence_level)),
                 "level_std_error": self.level_std_error,
@@ -907,14 +1030,20 @@ class QuantileEstimate(Estimate):
 
 @dataclass(frozen=True, eq=False)  # arrays: compare fields, not results
 class QuantilesResult(CurveRelease):
-    """Private quantiles at several levels; ``np.asarray(result)`` is the released values.
+    """Private quantiles at several levels; behaves like the array of released values.
 
-    The error bar is in levels, where the mechanism errs: :meth:`confidence_interval` gives
-    ``(q - delta, q + delta)`` holding for every level at once (:func:`level_error_bound`)
-    and ``std_error`` the bound of :func:`level_std_error_bound` for each level. An
-    interval in the data's units costs budget of its own: released with
-    ``interval_share=s``, :meth:`value_interval` covers every level's exact quantile at
-    once (without it, it raises and says so).
+    ``len(res)``, ``res[i]``, ``res[1:]``, ``list(res)`` and ``np.asarray(res)`` are those
+    of :attr:`quantiles` (``res[i]`` a NumPy float, as indexing an array gives). The error
+    bars are in the data's units: :meth:`confidence_interval` covers every level's exact
+    quantile at once (records clipped into the grid) with at least the stated
+    probability, and ``std_error`` is half the width of each level's interval at
+    :data:`STD_ERROR_LEVEL` (68.27%; a conservative scale). They are read from a private
+    ECDF's whole-curve band inverted at each level (:attr:`interval_curve`: the curve the
+    quantiles were read from, or one bought with ``interval_share``); without one the
+    interval is the grid's public range (:class:`PublicRangeIntervalWarning`) and
+    ``std_error`` NaN. The mechanism's own error bar, in levels, stays available:
+    :meth:`level_interval` (``(q - delta, q + delta)`` for every level at once,
+    :func:`level_error_bound`), :meth:`level_error` and :attr:`level_std_error`.
 
     Parameters
     ----------
@@ -936,7 +1065,13 @@ class QuantilesResult(CurveRelease):
     interval_share:
         The share of epsilon spent on the data-unit interval (0: none).
     interval_curve:
-        The private ECDF the data-unit intervals are read from (None without one).
+        The private ECDF the data-unit intervals are read from: bought with
+        ``interval_share``, or the curve the quantiles were read from (then
+        ``interval_share`` is 0); None without one.
+    protocol:
+        The release's name (``"dp-quantile-<method>"``, or the curve release the
+        quantiles were read from: ``"ecdf-secagg"``, ``"ecdf-fss"``,
+        ``"dp-ecdf-smoothed"``).
 
     Examples
     --------
@@ -945,10 +1080,13 @@ class QuantilesResult(CurveRelease):
     ...                         grid_points=101, rng=1)
     >>> res.quantiles.round(2).tolist(), res.method, res.n
     ([2.74, 5.4, 7.65], 'continuous-joint', 1000)
+    >>> len(res), round(float(res[1]), 2), [round(float(v), 2) for v in res[1:]]
+    (3, 5.4, [5.4, 7.65])
     """
 
     released_fields: ClassVar[tuple[str, ...]] = ("quantiles", "interval_curve.values")
-    public_fields: ClassVar[tuple[str, ...]] = ("levels", "method", "n", "interval_share")
+    public_fields: ClassVar[tuple[str, ...]] = ("levels", "method", "n", "interval_share",
+                                                "protocol")
 
     levels: np.ndarray
     quantiles: np.ndarray
@@ -958,7 +1096,23 @@ class QuantilesResult(CurveRelease):
     noise: str
     grid: np.ndarray = field(repr=False)
     interval_share: float = 0.0
-    interval_curve: PrivateECDF | None = field(default=None, repr=False)
+    interval_curve: PrivateECDF | FederatedECDF | None = field(default=None, repr=False)
+    protocol: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.protocol:
+            object.__setattr__(self, "protocol", f"dp-quantile-{self.method}")
+
+    # ------------------------------------------------ the array of released quantiles
+
+    def __len__(self) -> int:
+        return int(self.quantiles.size)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.quantiles[index]
+
+    def __iter__(self) -> Iterator[np.float64]:
+        return iter(self.quantiles)
 
     @property
     def point_epsilon(self) -> float:
@@ -988,8 +1142,8 @@ class QuantilesResult(CurveRelease):
         -------
         ConfidenceInterval
             Arrays, one entry per level; the released values twice for an exact release;
-            ValueError for a private one released with ``interval_share=0`` (the
-            default).
+            ValueError for a private one without :attr:`interval_curve`
+            (:meth:`confidence_interval` then gives the public range).
 
         Examples
         --------
@@ -1009,8 +1163,11 @@ class QuantilesResult(CurveRelease):
         return ConfidenceInterval(low, high)
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
-        """:meth:`CurveRelease.to_dict` (``interval``: the level intervals) with
-        ``value_interval``, the data-unit intervals (None without ``interval_share``).
+        """:meth:`CurveRelease.to_dict` (``std_error`` and ``interval`` in the data's
+        units; the public range, without a warning, when there is no
+        :attr:`interval_curve`) with ``interval_method``, the level error bar
+        (``level_interval``, ``level_std_error``) and ``value_interval`` (the data-unit
+        intervals, None without an :attr:`interval_curve`).
 
         Parameters
         ----------
@@ -1025,15 +1182,36 @@ class QuantilesResult(CurveRelease):
         --------
         >>> res = fedustat.quantile([1, 2, 3, 4, 5], [0.2, 0.6], epsilon=math.inf,
         ...                         bounds=(0, 10), grid_points=11)
-        >>> res.to_dict()["value_interval"]
-        [[1.0, 3.0], [1.0, 3.0]]
+        >>> out = res.to_dict()
+        >>> out["interval"], out["value_interval"], out["protocol"]
+        ([[1.0, 3.0], [1.0, 3.0]], [[1.0, 3.0], [1.0, 3.0]], 'dp-quantile-continuous-joint')
         """
-        out = super().to_dict(confidence_level)
+        with warnings.catch_warnings():  # interval_method says what the interval is
+            warnings.simplefilter("ignore", PublicRangeIntervalWarning)
+            out = super().to_dict(confidence_level)
         value_interval: list[Any] | None = None
         if self.noise == "none" or self.interval_curve is not None:
-            low, high = self.value_interval(confidence_level)
-            value_interval = [_plain(np.asarray(low)), _plain(np.asarray(high))]
-        return {**out, "value_interval": value_interval}
+            value_interval = out["interval"]
+        level_low, level_high = self.level_interval(confidence_level)
+        return {**out, "interval_method": self.interval_method,
+                "level_interval": [_plain(np.asarray(level_low)),
+                                   _plain(np.asarray(level_high))],
+                "level_std_error": _plain(np.asarray(self.level_std_error)),
+                "value_interval": value_interval}
+
+    @property
+    def interval_method(self) -> str:
+        """How :meth:`confidence_interval` is made, in words.
+
+        Examples
+        --------
+        >>> res = fedustat.quantile([1, 2, 3, 4, 5], [0.2, 0.6], epsilon=1.0,
+        ...                         bounds=(0, 10), interval_share=0.5, rng=0)
+        >>> res.interval_method.startswith('the whole-curve band of a private ECDF bought')
+        True
+        """
+        return _interval_method(self.noise, self.interval_curve, self.interval_share,
+                                self.method)
 
     @property
     def values(self) -> np.ndarray:
@@ -1071,11 +1249,34 @@ class QuantilesResult(CurveRelease):
         """
         if self.noise == "none":
             return 0.0
+        if _reads_own_curve(self.method, self.interval_curve, self.interval_share):
+            return _band_level_error(self.interval_curve, _alpha(confidence_level))
         return level_error_bound(self.method, self.levels.size, self.n, self.grid,
                                  self.point_epsilon, confidence_level)
 
     @property
     def std_error(self) -> np.ndarray:
+        """Per level, half the width of its interval in the data's units at
+        :data:`STD_ERROR_LEVEL` (68.27%; zeros for an exact release, NaN without an
+        :attr:`interval_curve`). The level error's bound is :attr:`level_std_error`.
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
+        ...                         grid_points=101, interval_share=0.3, rng=1)
+        >>> res.std_error.round(2).tolist()
+        [1.0, 0.7, 1.05]
+        """
+        if self.noise == "none":
+            return np.zeros(self.levels.size)
+        if self.interval_curve is None:
+            return np.full(self.levels.size, math.nan)
+        low, high = self.value_interval(STD_ERROR_LEVEL)
+        return (high - low) / 2.0
+
+    @property
+    def level_std_error(self) -> np.ndarray:
         """A bound on the root mean square level error of each level
         (:func:`level_std_error_bound`; zeros for an exact release).
 
@@ -1084,19 +1285,24 @@ class QuantilesResult(CurveRelease):
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
         ...                         grid_points=101, method="exponential", rng=1)
-        >>> res.std_error.round(4).tolist()
+        >>> res.level_std_error.round(4).tolist()
         [0.0416, 0.0416, 0.0416]
         """
         if self.noise == "none":
             return np.zeros(self.levels.size)
+        if _reads_own_curve(self.method, self.interval_curve, self.interval_share):
+            return np.full(self.levels.size,
+                           _rms_level_error(partial(_band_level_error, self.interval_curve)))
         return np.full(self.levels.size, level_std_error_bound(
             self.method, self.levels.size, self.n, self.grid, self.point_epsilon))
 
     def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        """Level intervals ``(q - delta, q + delta)`` holding for all levels at once.
+        """Intervals in the data's units holding every level's exact quantile at once.
 
-        In levels, not in the data's units: those are :meth:`value_interval`, which needs
-        the release to have been made with ``interval_share > 0``.
+        :meth:`value_interval` when the release has an :attr:`interval_curve`; otherwise
+        the grid's public range for every level (always covers, says nothing) with a
+        :class:`PublicRangeIntervalWarning`. The level intervals are
+        :meth:`level_interval`.
 
         Parameters
         ----------
@@ -1106,14 +1312,46 @@ class QuantilesResult(CurveRelease):
         Returns
         -------
         ConfidenceInterval
-            ``(low, high)``: arrays of levels, clipped to [0, 1].
+            ``(low, high)``: arrays, one entry per level.
+
+        Examples
+        --------
+        >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+        >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0,
+        ...                         thresholds=np.linspace(0, 10, 101), method="curve",
+        ...                         rng=1)
+        >>> low, high = res.confidence_interval(0.9)
+        >>> low.round(2).tolist(), high.round(2).tolist()
+        ([2.3, 4.9, 7.3], [3.3, 5.7, 8.0])
+        """
+        _check_level(confidence_level)
+        if self.noise == "none" or self.interval_curve is not None:
+            return self.value_interval(confidence_level)
+        _warn_public_range()
+        return ConfidenceInterval(np.full(self.levels.size, float(self.grid[0])),
+                                  np.full(self.levels.size, float(self.grid[-1])))
+
+    def level_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """Level intervals ``(q - delta, q + delta)`` holding for all levels at once: the
+        levels at which each released value is an exact quantile of the data on the grid.
+
+        Parameters
+        ----------
+        confidence_level:
+            The coverage, in (0, 1), of all levels together.
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``(low, high)``: arrays of levels, clipped to [0, 1] (NaN for a mechanism
+            without a data-independent bound).
 
         Examples
         --------
         >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
         >>> res = fedustat.quantile(x, [0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 10),
         ...                         grid_points=101, method="exponential", rng=1)
-        >>> low, high = res.confidence_interval(0.9)
+        >>> low, high = res.level_interval(0.9)
         >>> low.round(3).tolist(), high.round(3).tolist()
         ([0.202, 0.452, 0.702], [0.298, 0.548, 0.798])
         """
@@ -1167,9 +1405,11 @@ def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | No
     Returns
     -------
     QuantileEstimate or QuantilesResult
-        A scalar ``q`` gives a :class:`QuantileEstimate` (an Estimate with its error bar in
-        levels, ``level_interval``, and with ``interval_share`` in the data's units,
-        ``value_interval``); a sequence a :class:`QuantilesResult`.
+        A scalar ``q`` gives a :class:`QuantileEstimate` (an Estimate), a sequence a
+        :class:`QuantilesResult` (a sequence of the values). Their
+        ``confidence_interval`` is in the data's units when the release holds a private
+        curve (``method="curve"`` or ``interval_share``), else the grid's public range
+        with a warning; ``level_interval`` is the error bar in levels.
 
     Examples
     --------
@@ -1258,22 +1498,86 @@ def _quantile(caller: str, x: Any, q: Any, *, epsilon: float, bounds: Any, thres
         interval_curve = dp_ecdf(records, tau, epsilon=share * eps, noise=shared)
         privacy = replace(basic_composition(release.privacy, interval_curve.privacy),
                           assumptions=release.privacy.assumptions)
+    elif chosen == "curve" and not math.isinf(eps):
+        # dp_quantiles' "curve" method (003 Alg. 1 on dp_ecdf: the smallest grid point
+        # whose private CDF reaches q, the same draws for the same seed), run here to keep
+        # the curve: its whole-curve band gives the interval in the data's units at no
+        # further cost (post-processing).
+        interval_curve = dp_ecdf(records, tau, epsilon=eps, noise=resolve_noise(rng, source))
+        answers = np.asarray(dp_quantile(interval_curve, levels).upper, dtype=np.float64)
+        privacy, noise_kind = interval_curve.privacy, interval_curve.noise_kind
     else:
         share = 0.0 if math.isinf(eps) else share  # an exact release is its own interval
         release = dp_quantiles(records, levels, epsilon=eps, thresholds=tau, method=chosen,
                                rng=rng, noise=source)
         privacy = release.privacy
+    if chosen != "curve" or math.isinf(eps) or share > 0.0:
+        answers, noise_kind = np.asarray(release.values, dtype=np.float64), release.noise_kind
     _spend(budget, privacy, f"{caller.removeprefix('fedustat.')} ({chosen})")
+    return _quantile_result(levels, answers, chosen, int(records.size), privacy, noise_kind,
+                            tau, share, interval_curve, f"dp-quantile-{chosen}")
+
+
+def _quantile_result(levels: np.ndarray, answers: np.ndarray, method: str, n: int,
+                     privacy: PrivacyGuarantee, noise_kind: str, grid: np.ndarray,
+                     share: float, interval_curve: Any, protocol: str
+                     ) -> QuantileEstimate | QuantilesResult:
+    """A :class:`QuantileEstimate` for one level (a 0-d ``levels``), else a
+    :class:`QuantilesResult`."""
     if levels.ndim == 0:
         level = float(levels)
         return QuantileEstimate(
-            value=float(release.values), quantity=f"quantile({level:g})",
-            protocol=f"dp-quantile-{chosen}", privacy=privacy,
-            noise=release.noise_kind, level=level, method=chosen, n=int(records.size),
-            grid=tuple(tau.tolist()), diagnostics={"grid_points": int(tau.size)},
-            interval_share=share, interval_curve=interval_curve)
-    return QuantilesResult(levels, np.asarray(release.values), chosen, int(records.size),
-                           privacy, release.noise_kind, tau, share, interval_curve)
+            value=float(answers), quantity=f"quantile({level:g})", protocol=protocol,
+            privacy=privacy, noise=noise_kind, level=level, method=method, n=n,
+            grid=tuple(np.asarray(grid, dtype=np.float64).tolist()),
+            diagnostics={"grid_points": int(np.size(grid))}, interval_share=share,
+            interval_curve=interval_curve)
+    return QuantilesResult(levels, np.asarray(answers, dtype=np.float64), method, n, privacy,
+                           noise_kind, np.asarray(grid, dtype=np.float64), share,
+                           interval_curve, protocol)
+
+
+def curve_quantiles(curve: ECDFResult, q: Any, *, smoothed: SmoothedECDF | None = None
+                    ) -> QuantileEstimate | QuantilesResult:
+    """Quantiles read from a released ECDF: post-processing, no budget of its own.
+
+    003 Alg. 1 (:func:`~fedustat.protocols.ecdf.dp_quantile`): the smallest grid point
+    whose private CDF reaches q, as :func:`quantile` with ``method="curve"``. The result is
+    :func:`quantile`'s: a :class:`QuantileEstimate` for one level, a
+    :class:`QuantilesResult` for several, its interval in the data's units read from the
+    curve's whole-curve band. ``smoothed``, a smoothed version of ``curve``'s raw release
+    (:func:`~fedustat.protocols.ecdf.smooth`), is read instead of the raw curve; its
+    interval stays the raw curve's band (valid whatever is read), and its level error has
+    no data-independent bound (method ``"smoothed-curve"``, NaN).
+
+    Parameters
+    ----------
+    curve:
+        An :class:`ECDFResult` (central or federated: ``fedustat.ecdf``).
+    q:
+        A level or a sequence of levels in (0, 1].
+    smoothed:
+        Read this smoothed curve rather than the raw one (optional).
+
+    Returns
+    -------
+    QuantileEstimate or QuantilesResult
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).uniform(0, 10, 1000)
+    >>> res = fedustat.ecdf(x, epsilon=1.0, thresholds=np.linspace(0, 10, 101), rng=1)
+    >>> med = fedustat.curves.curve_quantiles(res, 0.5)
+    >>> round(float(med), 2), med.protocol, med.method
+    (5.3, 'dp-ecdf', 'curve')
+    """
+    levels = check_levels("fedustat.curves.curve_quantiles", q)
+    source = curve.release if smoothed is None else smoothed
+    answers = np.asarray(dp_quantile(source, levels).upper, dtype=np.float64)
+    method = "curve" if smoothed is None else "smoothed-curve"
+    return _quantile_result(levels, answers, method, int(curve.n), curve.privacy,
+                            curve.noise, curve.thresholds, 0.0, curve.release,
+                            curve.protocol)
 
 
 # ------------------------------------------------------------------ ROC curve

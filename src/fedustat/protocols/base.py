@@ -306,11 +306,22 @@ class Estimate:
     ``noise`` says where the randomness came from: ``"simulation"`` (seeded NumPy, for
     studies), ``"deployment"`` (OS CSPRNG and vetted samplers) or ``"none"`` (exact).
 
-    A release behaves like the float :attr:`value` (``float(est)``, ``f"{est:.3f}"``,
-    ``est > 0.5``, ``round(est, 3)``, ``est + 0`` and ``np.asarray(est)``; arithmetic gives
-    plain floats). ``est == x`` compares the value with a number, and the whole release
-    with another :class:`Estimate`; ``<``, ``<=``, ``>``, ``>=`` compare values. A release
-    is not hashable: it is a measurement, not a key (use ``est.value``).
+    A release behaves like the float :attr:`value` and is registered as a
+    :class:`numbers.Real`: ``float(est)``, ``int(est)`` (truncation, as ``int(float)``),
+    ``round(est, 3)``, ``math.floor``/``ceil``/``trunc``, ``f"{est:.3f}"``, arithmetic
+    (``+ - * / // % ** divmod``, unary ``-``, ``abs``), ``math.isclose``, ``sorted``,
+    ``statistics.mean``, ``np.asarray([e1, e2])`` (float64) and
+    ``pd.Series(releases, dtype=float)``. Every derived number is a plain ``float`` (or
+    ``int``), never an :class:`Estimate`: a number computed from a release carries no
+    privacy claim of its own (no guarantee, error law or cost), so it is not presented as
+    a release. (For the same reason ``Estimate(x)`` with one real number, the way numeric
+    code such as :func:`statistics.mean` converts a result back to its inputs' type, gives
+    ``float(x)``.) Comparisons are numeric, as for floats: ``est == x`` and
+    ``est1 == est2`` compare values, and ``hash(est) == hash(est.value)``; whether two
+    releases are the same release (every field) is :meth:`same_release`.
+    ``json.dumps`` cannot serialise a non-dict object by itself: :meth:`to_json` gives
+    the JSON text and :meth:`to_dict` the dict of JSON-native values
+    (``json.dumps(est.to_dict())`` works).
 
     :meth:`clipped` post-processes a release into the statistic's valid range
     (:attr:`clip_range`): :attr:`value` and :meth:`confidence_interval` are then in range,
@@ -370,9 +381,14 @@ class Estimate:
     unclipped: float | None = None
     statistic_map: StatisticMap | None = None
 
-    # A float-like object: equality with numbers is by value, so a field hash would
-    # disagree with it; a release is a measurement, never a dict key or set member.
-    __hash__ = None  # type: ignore[assignment]
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # Numeric code converts a result back to its inputs' type with ``T(value)``
+        # (statistics.mean, statistics.fsum's callers): a derived number is a float, not a
+        # release (see the class docstring).
+        if len(args) == 1 and not kwargs and isinstance(args[0], numbers.Real) \
+                and not isinstance(args[0], Estimate):
+            return float(args[0])
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         if self.noise not in NOISE_KINDS:
@@ -595,10 +611,38 @@ class Estimate:
         return np.asarray(float(self.value), dtype=dtype)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Estimate):
-            return type(self) is type(other) and _fields(self) == _fields(other)
+        # Numeric, as a float's: a release equals any number (or release) of its value.
         number = _as_number(other)
         return NotImplemented if number is None else float(self.value) == number
+
+    def __hash__(self) -> int:
+        # Equal numbers hash alike (Python's numeric hash), so hash the value; a NaN value
+        # equals nothing, so it hashes by identity (stable for this object).
+        value = float(self.value)
+        return object.__hash__(self) if math.isnan(value) else hash(value)
+
+    def same_release(self, other: object) -> bool:
+        """Whether ``other`` is the same release: the same type and every field equal
+        (``==`` compares values only, as for floats).
+
+        Parameters
+        ----------
+        other:
+            Any object.
+
+        Returns
+        -------
+        bool
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(0.8, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> other = fedustat.Estimate(0.8, "auc", "exact", fedustat.PrivacyGuarantee.none())
+        >>> est == other, est.same_release(other), est.same_release(est)
+        (True, False, True)
+        """
+        return type(self) is type(other) and _fields(self) == _fields(other)  # type: ignore[arg-type]
 
     def __ne__(self, other: object) -> bool:
         equal = self.__eq__(other)
@@ -660,6 +704,133 @@ class Estimate:
 
     def __abs__(self) -> float:
         return abs(float(self.value))
+
+    def __int__(self) -> int:
+        return int(float(self.value))  # truncation toward zero, as int(float)
+
+    def __trunc__(self) -> int:
+        return math.trunc(float(self.value))
+
+    def __floor__(self) -> int:
+        return math.floor(float(self.value))
+
+    def __ceil__(self) -> int:
+        return math.ceil(float(self.value))
+
+    def __complex__(self) -> complex:
+        return complex(float(self.value))
+
+    def __pow__(self, other: object, modulo: None = None) -> float | complex:
+        number = _as_number(other)
+        if number is None or modulo is not None:  # three-argument pow is for integers
+            return NotImplemented
+        return float(self.value) ** number
+
+    def __rpow__(self, other: object) -> float | complex:
+        number = _as_number(other)
+        return NotImplemented if number is None else number ** float(self.value)
+
+    def __floordiv__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) // number
+
+    def __rfloordiv__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else number // float(self.value)
+
+    def __mod__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else float(self.value) % number
+
+    def __rmod__(self, other: object) -> float:
+        number = _as_number(other)
+        return NotImplemented if number is None else number % float(self.value)
+
+    def __divmod__(self, other: object) -> tuple[float, float]:
+        number = _as_number(other)
+        return NotImplemented if number is None else divmod(float(self.value), number)
+
+    def __rdivmod__(self, other: object) -> tuple[float, float]:
+        number = _as_number(other)
+        return NotImplemented if number is None else divmod(number, float(self.value))
+
+    # The rest of the numbers.Real interface, as a float's.
+
+    @property
+    def real(self) -> float:
+        """The value as a float, as ``float.real``.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(2.5, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.real, est.imag
+        (2.5, 0.0)
+        """
+        return float(self.value)
+
+    @property
+    def imag(self) -> float:
+        """0.0, as ``float.imag``.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(2.5, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.imag
+        0.0
+        """
+        return 0.0
+
+    def conjugate(self) -> float:
+        """The value as a float, as ``float.conjugate()``.
+
+        Returns
+        -------
+        float
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(2.5, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.conjugate()
+        2.5
+        """
+        return float(self.value)
+
+    def as_integer_ratio(self) -> tuple[int, int]:
+        """The value's exact ratio, as ``float.as_integer_ratio()`` (what
+        :func:`statistics.mean` sums exactly).
+
+        Returns
+        -------
+        tuple of int
+            ``(numerator, denominator)``.
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(2.5, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.as_integer_ratio()
+        (5, 2)
+        """
+        return float(self.value).as_integer_ratio()
+
+    def is_integer(self) -> bool:
+        """Whether the value is integral, as ``float.is_integer()``.
+
+        Returns
+        -------
+        bool
+
+        Examples
+        --------
+        >>> est = fedustat.Estimate(2.5, "auc", "central-laplace",
+        ...                         fedustat.PrivacyGuarantee(1.0), std_error=0.05)
+        >>> est.is_integer(), int(est), est // 1, est ** 2
+        (False, 2, 2.0, 6.25)
+        """
+        return float(self.value).is_integer()
 
     # ---------------------------------------------------------------- serialisation
 
@@ -752,6 +923,11 @@ class Estimate:
                 f"{grade}; {self.cost.bits_per_party:g} bits/party]")
 
 
+# A release is a real number for numeric code (isinstance checks, statistics, NumPy);
+# registration adds no methods: the class defines what numbers.Real asks for above.
+numbers.Real.register(Estimate)
+
+
 def _check_range(bounds: Any) -> tuple[float, float]:
     try:
         low, high = (float(b) for b in bounds)
@@ -778,10 +954,15 @@ def _fields(estimate: Estimate) -> tuple[Any, ...]:
 
 def _plain(obj: Any) -> Any:
     """``obj`` as JSON-ready Python values (dataclasses and mappings become dicts)."""
-    if obj is None or isinstance(obj, bool | str):
-        return obj
-    if isinstance(obj, Enum):
+    if isinstance(obj, Enum):  # before str: a StrEnum is a str, yet no JSON-native one
         return _plain(obj.value)
+    if obj is None or type(obj) in (bool, str):
+        return obj
+    if isinstance(obj, bool | str):
+        return bool(obj) if isinstance(obj, bool) else str(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        # Before numbers.Real: a nested release (a Real) keeps its fields, not its value.
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, numbers.Integral):
         return int(obj)
     if isinstance(obj, numbers.Real):
@@ -790,8 +971,6 @@ def _plain(obj: Any) -> Any:
         return _plain(obj.tolist())
     if isinstance(obj, np.generic):
         return _plain(obj.item())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple | set | frozenset):

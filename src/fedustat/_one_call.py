@@ -116,6 +116,16 @@ def _distributed(proto: Any, kernel: Kernel, data: Any, partitions: Any, *, engi
     return replace(release, diagnostics={**release.diagnostics, "engine": info})
 
 
+def _check_params(caller: str, protocol: str, params: dict[str, Any]) -> None:
+    """Refuse a keyword that is neither the caller's argument nor the protocol's."""
+    accepted = registry.parameters(protocol)
+    unknown = [key for key in params if key not in accepted]
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}: it is "
+                        f"not an argument of {caller} nor a parameter of protocol "
+                        f"{protocol!r} (its parameters: {', '.join(accepted) or 'none'})")
+
+
 def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protocol: str,
              rng: RandomLike, noise: Any, batch_size: Any, caller: str,
              params: dict[str, Any], engine: Any = None, workers: int | None = None,
@@ -128,12 +138,7 @@ def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protoco
         raise TypeError(f"{caller}(): clip must be True or False, got {clip!r}")
     eps = check_budget(epsilon, allow_inf=True)
     dlt = check_delta(delta)
-    accepted = registry.parameters(protocol)
-    unknown = [key for key in params if key not in accepted]
-    if unknown:
-        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}: it is "
-                        f"not an argument of {caller} nor a parameter of protocol "
-                        f"{protocol!r} (its parameters: {', '.join(accepted) or 'none'})")
+    _check_params(caller, protocol, params)
     source = noise_source(noise, rng)
     if data is None and partitions is None:
         raise ValueError(f"{caller}() needs data (one row per party) or, with an engine, "

@@ -42,6 +42,7 @@ from fedustat._one_call import (
     _protocol_for,
     _release,
     _spend,
+    statistic_range,  # noqa: F401  (fedustat.api.statistic_range)
 )
 from fedustat._validation import (
     RandomLike,

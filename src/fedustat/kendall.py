@@ -21,7 +21,14 @@ import numpy as np
 from scipy import stats as sps
 
 from fedustat._inputs import accepts_random_state, column_inputs
-from fedustat._one_call import _check_budget, _in_range, _protocol_for, _release, _spend
+from fedustat._one_call import (
+    _check_budget,
+    _check_params,
+    _in_range,
+    _protocol_for,
+    _release,
+    _spend,
+)
 from fedustat._validation import RandomLike, as_rng, check_budget, check_delta, check_positive_int
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.errors import (
@@ -348,6 +355,7 @@ def _tau_b_release(kernel_a: kernels.Kernel, records: np.ndarray, *, caller: str
     variances; its error law is taken normal with that deviation (an approximation, good
     when the tie fractions are well inside [0, 1)).
     """
+    _check_params(caller, protocol, params)
     for column in ("x", "y"):
         try:
             registry.make(protocol, kernels.kendall_tie_kernel(column), epsilon=epsilon,

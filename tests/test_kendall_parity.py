@@ -149,7 +149,15 @@ def test_private_method_exact_is_refused_where_the_permutation_law_is_not_comput
     with pytest.raises(ValueError, match=r"method='exact'.*up to n = 300.*n = 301.*"
                                          r"'asymptotic'"):
         fedustat.kendalltau(x, y, epsilon=1.0, rng=0, method="exact")
-    assert 0.0 <= fedustat.kendalltau(x, y, epsilon=1.0, rng=0, method="asymptotic").pvalue
+    # Above n = 300 "auto" is the asymptotic law; below it, the exact one.
+    asymptotic = fedustat.kendalltau(x, y, epsilon=1.0, rng=0, method="asymptotic").pvalue
+    assert asymptotic == fedustat.kendalltau(x, y, epsilon=1.0, rng=0).pvalue
+    x, y = x[:40], np.random.default_rng(7).permutation(y[:40])
+    exact = fedustat.kendalltau(x, y, epsilon=1.0, rng=0, method="exact", variant="a")
+    auto = fedustat.kendalltau(x, y, epsilon=1.0, rng=0, variant="a")
+    normal = fedustat.kendalltau(x, y, epsilon=1.0, rng=0, method="asymptotic", variant="a")
+    assert exact.pvalue == auto.pvalue != normal.pvalue
+    assert normal.pvalue == pytest.approx(exact.pvalue, abs=0.05)
 
 
 def test_private_tau_c_needs_public_levels() -> None:

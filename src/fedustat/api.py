@@ -51,6 +51,7 @@ from fedustat._validation import (
     check_budget,
     check_consistent_length,
     check_delta,
+    check_epsilon,
 )
 from fedustat.cost import Cost
 from fedustat.curve_dispatch import release_curve
@@ -59,6 +60,7 @@ from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.errors import (
     error_sum,
 )
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import NoiseSource
 from fedustat.protocols.base import Estimate
 from fedustat.stats import kernels
@@ -315,7 +317,7 @@ def _codes(values: np.ndarray) -> np.ndarray:
 @accepts_random_state
 def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0.0,
                   pos_label: Any = None, multi_class: str = "raise",
-                  average: str = "macro", data: Any = None,
+                  average: str | None = "macro", labels: Any = None, data: Any = None,
                   protocol: str | None = None, rng: RandomLike = None,
                   noise: str | NoiseSource | None = None,
                   engine: Any = None, workers: int | None = None, clip: bool = True,
@@ -340,7 +342,14 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
     and Till), averaged with ``average="macro"`` or ``"weighted"`` (by prevalence), as in
     scikit-learn: each binary AUC is released with epsilon / m (m = K for ovr, K(K - 1)
     for ovo; basic composition) and the release is their average
-    (``diagnostics["releases"]``, ``["epsilon_each"]``).
+    (``diagnostics["releases"]``, ``["epsilon_each"]``). With ``multi_class="ovr"``,
+    ``average=None`` returns the list of the K per-class releases (scikit-learn's array;
+    ``np.asarray(result, dtype=float)`` is it) and ``average="micro"`` one AUC of the
+    flattened one-vs-rest indicator matrix (n K rows, released at epsilon / K: a
+    record's K rows are covered by group privacy). ``labels=`` gives the classes in the
+    order of ``y_score``'s columns; a listed class absent from ``y_true`` gets NaN
+    (``average=None``) or weight 0 (``"weighted"``); ``"macro"`` refuses it, as its
+    average would be NaN.
 
     Ties in ``y_score`` count one half, as in scikit-learn. The class sizes are treated
     as public, as in the papers (000 Sec. 4; 004 Sec. 3).
@@ -357,7 +366,10 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
         The positive class, when the labels are not 0/1, -1/1 or booleans.
     multi_class, average:
         For more than two classes: ``"ovr"`` or ``"ovo"``, averaged ``"macro"`` or
-        ``"weighted"``.
+        ``"weighted"``; for ``"ovr"`` also ``None`` (one release per class) or
+        ``"micro"``.
+    labels:
+        The classes, in the order of ``y_score``'s columns (default: y_true's sorted).
     data:
         A pandas/polars table whose columns ``y_true`` and ``y_score`` name.
     protocol:
@@ -395,9 +407,11 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
         raise ValueError(f"{caller}(): multi_class must be 'raise', 'ovr' or 'ovo', got "
                          f"{multi_class!r}")
     n_labels = len(np.unique(cols["y_true"])) if cols["y_true"].ndim == 1 else 0
-    if cols["y_score"].ndim == 2 and cols["y_score"].shape[1] > 2 and n_labels > 2:
+    classes = None if labels is None else _class_list(caller, labels, cols["y_true"])
+    n_classes = n_labels if classes is None else len(classes)
+    if cols["y_score"].ndim == 2 and cols["y_score"].shape[1] > 2 and n_classes > 2:
         if multi_class == "raise":
-            raise ValueError(f"{caller}(): y_true has {n_labels} classes and y_score "
+            raise ValueError(f"{caller}(): y_true has {n_classes} classes and y_score "
                              f"{cols['y_score'].shape[1]} columns: pass multi_class='ovr' "
                              "(one class against the rest) or 'ovo' (every pair of classes)")
         if pos_label is not None:
@@ -406,50 +420,102 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
         name = _protocol_for(epsilon, protocol)
         _check_budget(budget, kernels.auc_kernel(), epsilon, delta, name, single=False,
                       data=cols["y_true"], params=params)
-        return _spend(budget, _multiclass_auc(
+        result = _multiclass_auc(
             cols["y_true"], cols["y_score"], multi_class=multi_class, average=average,
-            caller=caller, epsilon=epsilon, delta=delta, protocol=name, rng=rng,
-            noise=noise, params=params, engine=engine, workers=workers, clip=clip), name,
-            single=False)
-    labels, column = binary_target(cols["y_true"], pos_label, caller)
+            classes=classes, caller=caller, epsilon=epsilon, delta=delta, protocol=name,
+            rng=rng, noise=noise, params=params, engine=engine, workers=workers, clip=clip)
+        if isinstance(result, list):  # average=None: one charge for the composed releases
+            if budget is not None:
+                released = next(r for r in result if r.privacy.model is not PrivacyModel.NONE
+                                or r.protocol == "exact")
+                privacy = replace(released.privacy, epsilon=check_epsilon(
+                    epsilon, allow_inf=True), delta=check_delta(delta))
+                budget.after_release(privacy, name=f"auc (ovr, None) ({name})")
+            return result
+        return _spend(budget, result, name, single=False)
+    targets, column = binary_target(cols["y_true"], pos_label, caller)
     score = binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     kernel = kernels.auc_kernel()
     name = _protocol_for(epsilon, protocol)
-    _check_budget(budget, kernel, epsilon, delta, name, data=labels, params=params)
-    return _spend(budget, _release(kernel, kernel.pack(score, labels), epsilon=epsilon,
+    _check_budget(budget, kernel, epsilon, delta, name, data=targets, params=params)
+    return _spend(budget, _release(kernel, kernel.pack(score, targets), epsilon=epsilon,
                                    delta=delta, protocol=name, rng=rng, noise=noise,
                                    batch_size=None, caller=caller, params=params,
                                    engine=engine, workers=workers, clip=clip), name)
 
 
+def _class_list(caller: str, labels: Any, y_true: np.ndarray) -> np.ndarray:
+    """``labels=``: the classes, in the order of ``y_score``'s columns (scikit-learn's
+    ``labels``); every label of ``y_true`` must be among them, and a listed class may be
+    absent from ``y_true``."""
+    classes = np.asarray(labels)
+    if classes.ndim != 1 or classes.size < 2:
+        raise ValueError(f"{caller}(): labels must list at least two classes, got {labels!r}")
+    if len(np.unique(classes)) != classes.size:
+        raise ValueError(f"{caller}(): labels must not repeat a class, got {labels!r}")
+    unknown = [v for v in np.unique(y_true).tolist() if v not in classes.tolist()]
+    if unknown:
+        raise ValueError(f"{caller}(): y_true holds {unknown[0]!r}, which is not in labels "
+                         f"{classes.tolist()}; list every class")
+    return classes
+
+
+def _nothing_released(quantity: str, protocol: str, why: str) -> Estimate:
+    """A NaN answer that releases nothing (an AUC undefined by public class counts)."""
+    return Estimate(value=math.nan, quantity=quantity, protocol=protocol,
+                    privacy=PrivacyGuarantee(math.inf, 0.0, PrivacyModel.NONE,
+                                             "nothing released"),
+                    std_error=math.nan, noise="none", diagnostics={"note": why})
+
+
 def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str,
-                    average: str, caller: str, epsilon: float, delta: float,
-                    protocol: str, rng: RandomLike, noise: Any, params: dict[str, Any],
-                    engine: Any, workers: int | None, clip: bool) -> Estimate:
+                    average: str | None, classes: np.ndarray | None, caller: str,
+                    epsilon: float, delta: float, protocol: str, rng: RandomLike,
+                    noise: Any, params: dict[str, Any], engine: Any, workers: int | None,
+                    clip: bool) -> Estimate | list[Estimate]:
     """Multiclass AUC as scikit-learn defines it, from private binary AUC releases.
 
     ``ovr``: the AUC of each class against the rest, with its own column of ``y_score``;
     ``ovo``: for every pair of classes (a, b), the mean of AUC(a | b) on column a and
     AUC(b | a) on column b over the records of a and b (Hand and Till 2001, Machine
     Learning 45, 171-186, eq. 7). ``average="macro"`` is their mean, ``"weighted"``
-    weights them by prevalence (class sizes are public here, as in 000 Sec. 4). Each AUC
-    is a U-statistic released with epsilon / m and delta / m, m the number of released
-    AUCs, so by basic composition (Dwork and Roth 2014, Thm. 3.16) the whole release is
-    (epsilon, delta)-DP; the average of the raw releases is post-processing.
+    weights them by prevalence (class sizes are public here, as in 000 Sec. 4), ``None``
+    (ovr) returns each class's release. Each AUC is a U-statistic released with
+    epsilon / m and delta / m, m the number of released AUCs, so by basic composition
+    (Dwork and Roth 2014, Thm. 3.16) the whole release is (epsilon, delta)-DP; the
+    average of the raw releases is post-processing. ``"micro"`` (ovr) is one AUC of the
+    flattened one-vs-rest problem, see :func:`_micro_auc`.
     """
-    if average not in ("macro", "weighted"):
+    if multi_class == "ovo" and average not in ("macro", "weighted"):
         raise ValueError(f"{caller}(): average must be 'macro' or 'weighted' with "
-                         f"multi_class={multi_class!r}, got {average!r}")
-    classes = np.unique(y_true)
+                         f"multi_class='ovo', got {average!r} (None and 'micro' are "
+                         "one-vs-rest averages, as in scikit-learn)")
+    if average not in ("macro", "weighted", "micro", None):
+        raise ValueError(f"{caller}(): average must be 'macro', 'weighted', 'micro' or None "
+                         f"with multi_class='ovr', got {average!r}")
+    classes = np.unique(y_true) if classes is None else classes
     k = len(classes)
     if y_score.shape[1] != k:
-        raise ValueError(f"{caller}(): y_score has {y_score.shape[1]} columns but y_true "
-                         f"{k} classes; one column per class (in sorted order) is needed")
+        raise ValueError(f"{caller}(): y_score has {y_score.shape[1]} columns but there are "
+                         f"{k} classes; one column per class (in sorted order, or in the "
+                         "order of labels=) is needed")
+    present = np.array([bool(np.any(y_true == c)) for c in classes])
+    absent = [c for c, here in zip(classes.tolist(), present, strict=True) if not here]
+    if absent and (multi_class == "ovo" or average == "macro"):
+        raise ValueError(f"{caller}(): class {absent[0]!r} of labels does not occur in y_true, "
+                         f"so its AUC is undefined and the {multi_class} {average} average "
+                         "would be NaN (scikit-learn returns nan): use average='weighted' "
+                         "(weight 0), None (NaN for that class) or 'micro'")
+    if average == "micro":
+        return _micro_auc(y_true, y_score, classes, caller=caller, epsilon=epsilon,
+                          delta=delta, protocol=protocol, rng=rng, noise=noise,
+                          params=params, engine=engine, workers=workers, clip=clip)
     tasks: list[tuple[np.ndarray, int, float]] = []  # (records' mask, positive, weight)
     if multi_class == "ovr":
         for i in range(k):
-            tasks.append((np.ones(len(y_true), dtype=bool), i,
-                          float(np.mean(y_true == classes[i]))))
+            if present[i]:
+                tasks.append((np.ones(len(y_true), dtype=bool), i,
+                              float(np.mean(y_true == classes[i]))))
     else:
         n_pairs = k * (k - 1) // 2
         for i in range(k):
@@ -465,16 +531,33 @@ def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str
     weights = [w / total for _, _, w in tasks]
     share = len(tasks)
     eps = check_budget(epsilon, allow_inf=True)
+    dlt = check_delta(delta)
     stream = None if rng is None else as_rng(rng)  # one stream, drawn in turn
     kernel = kernels.auc_kernel()
     parts = []
     for mask, positive, _ in tasks:
         labels = (y_true[mask] == classes[positive]).astype(np.int8)
         parts.append(_release(kernel, kernel.pack(y_score[mask, positive], labels),
-                              epsilon=eps / share, delta=check_delta(delta) / share,
+                              epsilon=eps / share, delta=dlt / share,
                               protocol=protocol, rng=stream, noise=noise, batch_size=None,
                               caller=caller, params=params, engine=engine,
                               workers=workers, clip=False))
+    if average is None:
+        # scikit-learn's array of per-class AUCs: here each class's own release (at
+        # epsilon / m: together (epsilon, delta)-DP), NaN for a listed class not in y_true.
+        released = iter(parts)
+        out = []
+        for c, here in zip(classes.tolist(), present, strict=True):
+            if not here:
+                out.append(_nothing_released(f"auc ({c!r} vs rest)", protocol,
+                                             f"class {c!r} does not occur in y_true"))
+                continue
+            part = next(released)
+            out.append(_in_range(replace(part, quantity=f"auc ({c!r} vs rest)",
+                                         diagnostics={**part.diagnostics,
+                                                      "epsilon_total": eps,
+                                                      "releases": share}), kernel, clip))
+        return out
     raw = float(sum(w * p.raw_value for w, p in zip(weights, parts, strict=True)))
     errors = [p.error for p in parts]
     error = (error_sum([e.scaled(w) for w, e in zip(weights, errors, strict=True)])
@@ -491,7 +574,7 @@ def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str
                                for p, size in zip(parts, sizes, strict=True))
                    for f in dataclasses.fields(Cost)})
     first = parts[0]
-    privacy = replace(first.privacy, epsilon=eps, delta=check_delta(delta))
+    privacy = replace(first.privacy, epsilon=eps, delta=dlt)
     release = replace(first, value=raw, quantity=f"auc ({multi_class}, {average})",
                       privacy=privacy, std_error=std_error, error=error, cost=cost,
                       diagnostics={"multi_class": multi_class, "average": average,
@@ -499,6 +582,40 @@ def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str
                                    "epsilon_each": eps / share,
                                    "components": [p.raw_value for p in parts]},
                       clip_range=None, unclipped=None)
+    return _in_range(release, kernel, clip)
+
+
+def _micro_auc(y_true: np.ndarray, y_score: np.ndarray, classes: np.ndarray, *, caller: str,
+               epsilon: float, delta: float, protocol: str, rng: RandomLike, noise: Any,
+               params: dict[str, Any], engine: Any, workers: int | None,
+               clip: bool) -> Estimate:
+    """scikit-learn's ``average="micro"``: one AUC of the flattened one-vs-rest problem.
+
+    The n x K indicator matrix of ``y_true`` against ``classes`` and ``y_score`` are
+    flattened into n K (score, label) rows (n positives, n (K - 1) negatives) and their
+    AUC released. The labels stay public, as for every AUC here. One person's record is
+    K of these rows, so the protocol runs at epsilon / K and delta / (K e^((K-1) epsilon
+    / K)): by group privacy (Dwork and Roth 2014, Sec. 2.3; Vadhan 2017, Lemma 2.2) a
+    change of one person's K rows is then (epsilon, delta)-DP. (For the central Laplace
+    release the group's effect on the AUC is (2n - 1) / n^2 against 1 / n for one row,
+    so the factor K is conservative there.)
+    """
+    k = len(classes)
+    indicator = (y_true[:, None] == classes[None, :]).astype(np.int8)
+    eps = check_budget(epsilon, allow_inf=True)
+    dlt = check_delta(delta)
+    delta_each = dlt / (k * math.exp((k - 1) * eps / k)) if dlt > 0 else 0.0
+    kernel = kernels.auc_kernel()
+    part = _release(kernel, kernel.pack(y_score.ravel(), indicator.ravel()),
+                    epsilon=eps / k, delta=delta_each, protocol=protocol, rng=rng,
+                    noise=noise, batch_size=None, caller=caller, params=params,
+                    engine=engine, workers=workers, clip=False)
+    # The relation stays the AUC's (budgets compare it); the rows are in the diagnostics.
+    privacy = replace(part.privacy, epsilon=eps, delta=dlt)
+    release = replace(part, quantity="auc (ovr, micro)", privacy=privacy,
+                      diagnostics={**part.diagnostics, "average": "micro", "rows": k,
+                                   "epsilon_each_row": eps / k,
+                                   "composition": "group privacy over a record's rows"})
     return _in_range(release, kernel, clip)
 
 

@@ -35,14 +35,20 @@ from fedustat._inputs import (
     column_inputs,
     noise_source,
 )
-from fedustat._one_call import (
+
+# Names kept where they always were (fedustat.api.*): the command line and tests read them.
+from fedustat._one_call import (  # noqa: F401
     DEFAULT_PROTOCOL,
+    NOISE_CHOICES,
+    PARTITION_ROWS,
     _check_budget,
+    _distributed,
     _in_range,
+    _partition_sizes,
     _protocol_for,
     _release,
     _spend,
-    statistic_range,  # noqa: F401  (fedustat.api.statistic_range)
+    statistic_range,
 )
 from fedustat._validation import (
     RandomLike,

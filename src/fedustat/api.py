@@ -327,7 +327,8 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
                   protocol: str | None = None, rng: RandomLike = None,
                   noise: str | NoiseSource | None = None,
                   engine: Any = None, workers: int | None = None, clip: bool = True,
-                  budget: BudgetAccountant | None = None, **params: Any) -> Estimate:
+                  budget: BudgetAccountant | None = None,
+                  **params: Any) -> Estimate | list[Estimate]:
     """Private area under the ROC curve; mirrors ``sklearn.metrics.roc_auc_score``.
 
     ``engine``/``workers`` run it on the distributed engine, ``clip=False`` keeps the

@@ -109,7 +109,8 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
         A registered protocol name; ``fedustat.protocols.registry.available()`` lists them
         (``fedustat protocols`` lists the curve releases too). Default: central-laplace.
     rng:
-        A seed or Generator asks for a reproducible study (simulation noise: the same seed
+        A seed or Generator (or ``random_state=``, scikit-learn's name for it, which takes a
+        legacy RandomState too) asks for a reproducible study (simulation noise: the same seed
         gives the same estimate; the release says it is a study, not a protection).
         None (default): deployment noise, as for a release about real people.
     noise:
@@ -383,7 +384,8 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
         A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
         ``"central-laplace"``).
     rng, noise:
-        Seed or Generator for the simulation, and where the randomness comes from
+        Seed or Generator for the simulation (``random_state=`` is the same argument,
+        scikit-learn's name), and where the randomness comes from
         (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
     engine, workers:
         Run on the distributed engine, as in :func:`estimate`.
@@ -395,8 +397,9 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
 
     Returns
     -------
-    Estimate
-        The released AUC with its guarantee, error law and measured cost.
+    Estimate or list of Estimate
+        The released AUC with its guarantee, error law and measured cost (with
+        ``multi_class="ovr", average=None``: the list of the per-class releases).
 
     Examples
     --------
@@ -653,7 +656,8 @@ def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
         A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
         ``"central-laplace"``).
     rng, noise:
-        Seed or Generator for the simulation, and where the randomness comes from
+        Seed or Generator for the simulation (``random_state=`` is the same argument,
+        scikit-learn's name), and where the randomness comes from
         (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
     engine, workers:
         Run on the distributed engine, as in :func:`estimate`.
@@ -708,7 +712,8 @@ def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
         A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
         ``"central-laplace"``).
     rng, noise:
-        Seed or Generator for the simulation, and where the randomness comes from
+        Seed or Generator for the simulation (``random_state=`` is the same argument,
+        scikit-learn's name), and where the randomness comes from
         (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
     engine, workers:
         Run on the distributed engine, as in :func:`estimate`.
@@ -763,7 +768,8 @@ def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: flo
         A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
         ``"central-laplace"``).
     rng, noise:
-        Seed or Generator for the simulation, and where the randomness comes from
+        Seed or Generator for the simulation (``random_state=`` is the same argument,
+        scikit-learn's name), and where the randomness comes from
         (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
     engine, workers:
         Run on the distributed engine, as in :func:`estimate`.

@@ -73,11 +73,16 @@ def test_exact_alternative_and_method_as_scipy(alternative: str, method: str) ->
 def test_nan_policy_as_scipy() -> None:
     x = np.array([1.0, 2.0, np.nan, 4.0, 5.0, 6.0, 7.0])
     y = np.array([2.0, 1.0, 3.0, 5.0, 4.0, np.nan, 8.0])
-    propagated = fedustat.kendalltau(x, y, epsilon=1.0, rng=0)
+    propagated = fedustat.kendalltau(x, y, epsilon=1.0, rng=0, nan_policy="propagate")
     assert math.isnan(propagated.statistic) and math.isnan(propagated.pvalue)
     assert math.isnan(stats.kendalltau(x, y).statistic)
-    with pytest.raises(ValueError, match=r"x or y contains NaN \(nan_policy='raise'\)"):
-        fedustat.kendalltau(x, y, epsilon=1.0, rng=0, nan_policy="raise")
+    assert propagated.diagnostics["nan_policy"] == "propagate"
+    # The default refuses, naming the column (SciPy's default propagates: see parity.md).
+    with pytest.raises(ValueError, match=r"x and y contain NaN \(nan_policy='raise', the "
+                                         r"default\)"):
+        fedustat.kendalltau(x, y, epsilon=1.0, rng=0)
+    with pytest.raises(ValueError, match=r"\): y contains NaN"):
+        fedustat.kendalltau(x[:2], y[4:6], epsilon=1.0, rng=0)
     omitted = fedustat.kendalltau(x, y, epsilon=INF, nan_policy="omit")
     assert omitted.statistic == pytest.approx(
         stats.kendalltau(x, y, nan_policy="omit").statistic, rel=1e-12)

@@ -443,6 +443,9 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
                 budget.after_release(privacy, name=f"auc (ovr, None) ({name})")
             return result
         return _spend(budget, result, name, single=False)
+    if average not in ("macro", "weighted", "micro", None):  # scikit-learn's values
+        raise ValueError(f"{caller}(): average must be 'macro', 'weighted', 'micro' or None, "
+                         f"got {average!r} (a binary AUC is one number whichever is given)")
     targets, column = binary_target(cols["y_true"], pos_label, caller)
     score = binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     kernel = kernels.auc_kernel()

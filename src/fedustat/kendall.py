@@ -242,6 +242,9 @@ def kendall_tau_pvalue(release: Estimate, n: int, alternative: str = "two-sided"
     0.2333
     """
     caller = "fedustat.kendall_tau_pvalue"
+    if not isinstance(release, Estimate):
+        raise TypeError(f"{caller}(): release must be a tau-a release (an Estimate, e.g. "
+                        f"fedustat.kendalltau(..., variant='a')), got {type(release).__name__}")
     n = check_positive_int(n, "n", minimum=2)
     _check_choice(caller, "alternative", alternative, ALTERNATIVES)
     _check_choice(caller, "method", method, KENDALL_METHODS)
@@ -418,7 +421,7 @@ def _tau_b_release(kernel_a: kernels.Kernel, records: np.ndarray, *, caller: str
 @accepts_random_state
 def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: str = "b",
                alternative: str = "two-sided", method: str = "auto",
-               nan_policy: str = "propagate", levels: Any = None,
+               nan_policy: str = "raise", levels: Any = None,
                data: Any = None, protocol: str | None = None, rng: RandomLike = None,
                noise: str | NoiseSource | None = None, engine: Any = None,
                workers: int | None = None, clip: bool = True,
@@ -460,9 +463,11 @@ def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: s
         normal law (continuity-corrected) convolved with it, ``"auto"`` exact up to
         n = 300. Exact tau-b/tau-c: SciPy's meaning.
     nan_policy:
-        ``"propagate"`` (default): a NaN in x or y gives a NaN result and releases
-        nothing. ``"raise"``: a ValueError. ``"omit"``: pairs with a NaN are dropped and
-        the release is of the kept pairs (their number is the public n).
+        ``"raise"`` (default; SciPy's default is ``"propagate"``: here a NaN is refused
+        loudly, as every other bad record is): a ValueError naming x or y.
+        ``"propagate"``: a NaN in x or y gives a NaN result and releases nothing.
+        ``"omit"``: pairs with a NaN are dropped and the release is of the kept pairs
+        (their number is the public n).
     levels:
         ``(x_levels, y_levels)``: the public category values, for a private tau-c.
     data:
@@ -507,13 +512,18 @@ def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: s
     xs, ys = cols["x"], cols["y"]
     if xs.dtype.kind in "fc" or ys.dtype.kind in "fc":
         missing = np.zeros(max(xs.size, ys.size), dtype=bool)
-        for values in (xs, ys):
+        holders = []
+        for label, values in (("x", xs), ("y", ys)):
             if values.dtype.kind in "fc" and values.ndim == 1 and values.size == missing.size:
-                missing |= np.isnan(values)
+                nan = np.isnan(values)
+                missing |= nan
+                holders += [label] if nan.any() else []
         if missing.any():
             if nan_policy == "raise":
-                raise ValueError(f"{caller}(): x or y contains NaN (nan_policy='raise'); "
-                                 "pass nan_policy='omit' to drop those pairs")
+                raise ValueError(f"{caller}(): {' and '.join(holders)} "
+                                 f"{'contains' if len(holders) == 1 else 'contain'} NaN "
+                                 "(nan_policy='raise', the default); pass nan_policy='omit' "
+                                 "to drop those pairs, or 'propagate' for a NaN result")
             if nan_policy == "propagate":
                 return _nan_result(caller, name, variant, epsilon, delta)
             xs, ys = xs[~missing], ys[~missing]

@@ -67,7 +67,8 @@ CALLS = {
 
 REFERENCES = {
     "roc_auc_score": metrics.roc_auc_score(D["labels"], D["scores"]),
-    "kendalltau": brute_tau_a(D["x"], D["y"]),
+    # SciPy's default variant (tau-b) is the default here too.
+    "kendalltau": stats.kendalltau(D["x"], D["y"]).statistic,
     "gini_mean_difference": brute_pairs(D["bounded"], lambda a, b: np.abs(a - b)),
     "duplicate_pair_ratio": brute_pairs(D["categories"], lambda a, b: a == b),
     "rand_score": metrics.rand_score(D["categories"], D["clusters"]),
@@ -123,14 +124,15 @@ def test_kendalltau_variant_b_exact_equals_scipy() -> None:
     assert tau_b.quantity == "kendall_tau_b"
 
 
-def test_kendalltau_variant_b_with_finite_epsilon_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"kendall_tau_b.*private data.*kendall_tau_kernel\('a'\)"):
-        fedustat.kendalltau(D["x"], D["y"], epsilon=1.0, variant="b")
+def test_kendalltau_variant_a_exact_is_the_u_statistic() -> None:
+    tau_a = fedustat.kendalltau(D["x"], D["y"], epsilon=math.inf, variant="a")
+    assert tau_a.value == pytest.approx(brute_tau_a(D["x"], D["y"]), rel=TOL, abs=TOL)
+    assert tau_a.quantity == "kendall_tau_a"
 
 
 def test_kendalltau_unknown_variant() -> None:
-    with pytest.raises(ValueError, match=r"variant must be 'a' or 'b', got 'c'"):
-        fedustat.kendalltau(D["x"], D["y"], epsilon=1.0, variant="c")
+    with pytest.raises(ValueError, match=r"variant must be one of 'a', 'b', 'c'; got 'd'"):
+        fedustat.kendalltau(D["x"], D["y"], epsilon=1.0, variant="d")
 
 
 def test_estimate_with_a_kernel_and_protocol_parameters() -> None:

@@ -347,6 +347,11 @@ def u_statistic_cases() -> list[Case]:
     out += cases_for(e, "pos_label", [Bad("absent", "x"), Bad("absent-number", 2)],
                      lambda v: auc(pos_label=v))
     out += cases_for(e, "multi_class", BAD_CHOICES, lambda v: auc(multi_class=v))
+    out += cases_for(e, "average", [Bad("unknown", "bogus"), Bad("number", 3), Bad("empty", "")],
+                     lambda v: auc(average=v))
+    out += cases_for(e, "labels", [Bad("one-class", [1]), Bad("repeated", [0, 0, 1]),
+                                   Bad("missing-a-class", [0, 2])],
+                     lambda v: auc(labels=v))
     out += cases_for(e, "protocol", [*BAD_CHOICES[:3], Bad("none", None, ok=True)],
                      lambda v: auc(protocol=v))
     out += cases_for(e, "rng", BAD_RNG, lambda v: auc(rng=v))
@@ -374,6 +379,31 @@ def u_statistic_cases() -> list[Case]:
                      lambda v: tau(y=v), ("y", "inconsistent"))
     out += cases_for(e, "epsilon", _budgets("inf"), lambda v: tau(epsilon=v))
     out += cases_for(e, "variant", BAD_CHOICES, lambda v: tau(variant=v))
+    for argument in ("alternative", "method", "nan_policy"):
+        out += cases_for(e, argument, BAD_CHOICES, lambda v, a=argument: tau(**{a: v}))
+    out += cases_for(e, "levels", [Bad("one-list", [0, 1, 2]), Bad("string", "ab"),
+                                   Bad("single-level", ([0], [0, 1])),
+                                   Bad("nan-level", ([0, math.nan], [0, 1])),
+                                   Bad("values-outside", ([0, 1], [0, 1]))],
+                     lambda v: tau(variant="c", levels=v), ("levels",))
+    out += cases_for(e, "random_state", [Bad("string", "a"), Bad("fraction", 1.5),
+                                         Bad("bool", True), Bad("list-of-strings", ["a"])],
+                     lambda v: fedustat.kendalltau(VALUES, OTHER, epsilon=1.0, random_state=v),
+                     ("random_state",))
+    out += cases_for(e, "random_state", [Bad("with-rng", 1)],
+                     lambda v: tau(random_state=v), ("random_state", "rng"))
+
+    e = "fedustat.kendall_tau_pvalue"
+    exact_tau = fedustat.kendalltau(VALUES, OTHER, epsilon=math.inf, variant="a")
+    out += cases_for(e, "release", [Bad("number", 0.5), Bad("none", None), Bad("string", "t")],
+                     lambda v: fedustat.kendall_tau_pvalue(v, N), ("release",))
+    out += cases_for(e, "n", [b for b in _numbers() if b.label != "huge"] +
+                     [Bad("one", 1), Bad("huge-int", 10**12, ok=True)],
+                     lambda v: fedustat.kendall_tau_pvalue(exact_tau, v), ("n",))
+    for argument in ("alternative", "method"):
+        out += cases_for(e, argument, BAD_CHOICES,
+                         lambda v, a=argument: fedustat.kendall_tau_pvalue(exact_tau, N,
+                                                                         **{a: v}))
 
     def gini(**kw: Any) -> Any:
         args = {"x": VALUES, "bounds": (0.0, 1.0), "epsilon": 1.0, **SEED, **kw}

@@ -297,13 +297,13 @@ def test_multiclass_refusals(three_classes):
                                          r"multi_class='ovr' \(one class against the rest\) "
                                          r"or 'ovo'"):
         fedustat.roc_auc_score(y, proba, epsilon=INF)
-    with pytest.raises(ValueError, match=r"average must be 'macro' or 'weighted' with "
-                                         r"multi_class='ovr', got 'micro'"):
-        fedustat.roc_auc_score(y, proba, multi_class="ovr", average="micro", epsilon=INF)
+    with pytest.raises(ValueError, match=r"average must be 'macro', 'weighted', 'micro' or "
+                                         r"None with multi_class='ovr', got 'samples'"):
+        fedustat.roc_auc_score(y, proba, multi_class="ovr", average="samples", epsilon=INF)
     with pytest.raises(ValueError, match=r"multi_class must be 'raise', 'ovr' or 'ovo', "
                                          r"got 'ova'"):
         fedustat.roc_auc_score(y, proba, multi_class="ova", epsilon=INF)
-    with pytest.raises(ValueError, match=r"y_score has 4 columns but y_true 3 classes"):
+    with pytest.raises(ValueError, match=r"y_score has 4 columns but there are 3 classes"):
         fedustat.roc_auc_score(y, np.ones((45, 4)) / 4, multi_class="ovo", epsilon=INF)
     with pytest.raises(ValueError, match=r"found values \[0.0, 1.0, 2.0\]: for other labels, "
                                          r"name the positive class with pos_label=; for a "

@@ -9,16 +9,72 @@ same way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
 from fedustat._validation import RandomLike
 from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
 
-__all__ = ["NO_PRIVATE_MEANING", "binary_score", "binary_target", "column_inputs",
-           "noise_source"]
+__all__ = ["NO_PRIVATE_MEANING", "accepts_random_state", "binary_score", "binary_target",
+           "column_inputs", "noise_source", "rng_from_random_state"]
+
+Function = TypeVar("Function", bound=Callable[..., Any])
+
+
+def rng_from_random_state(random_state: Any, caller: str) -> RandomLike:
+    """scikit-learn's ``random_state`` as this library's ``rng``.
+
+    None stays None (deployment noise: the OS CSPRNG, where scikit-learn would use NumPy's
+    global generator); an int seed, a ``numpy.random.Generator`` or a ``SeedSequence`` is
+    an ``rng`` already. A legacy ``numpy.random.RandomState`` is simulation randomness like
+    an int seed (a reproducible study, labelled so): a Generator is seeded from 128 bits
+    drawn from it, so the same RandomState state gives the same release and the
+    RandomState advances, as scikit-learn's estimators advance it.
+    """
+    if isinstance(random_state, np.random.RandomState):
+        words = random_state.randint(0, 2**32, size=4, dtype=np.uint64)
+        return np.random.default_rng(np.random.SeedSequence([int(w) for w in words]))
+    if random_state is None or isinstance(random_state, (np.random.Generator,
+                                                         np.random.SeedSequence)):
+        return random_state
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return int(random_state)
+    raise TypeError(f"{caller}(): random_state must be None, an int seed, a "
+                    "numpy.random.Generator or a numpy.random.RandomState, got "
+                    f"{type(random_state).__name__}")
+
+
+def accepts_random_state(function: Function) -> Function:
+    """``function`` (which takes ``rng=``) taking scikit-learn's ``random_state=`` too.
+
+    ``random_state`` is converted by :func:`rng_from_random_state` and passed on as
+    ``rng``; giving both is refused. The signature shows ``random_state`` after ``rng``.
+    """
+    signature = inspect.signature(function)
+    if "rng" not in signature.parameters:
+        raise TypeError(f"{function.__qualname__} takes no rng=, so no random_state=")
+    caller = f"fedustat.{function.__name__}"
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if "random_state" in kwargs:
+            random_state = kwargs.pop("random_state")
+            if "rng" in kwargs:
+                raise TypeError(f"{caller}(): pass rng= or random_state= (scikit-learn's "
+                                "name for the same argument), not both")
+            kwargs["rng"] = rng_from_random_state(random_state, caller)
+        return function(*args, **kwargs)
+
+    parameters = list(signature.parameters.values())
+    at = [p.name for p in parameters].index("rng") + 1
+    parameters.insert(at, inspect.Parameter("random_state", inspect.Parameter.KEYWORD_ONLY,
+                                            default=None, annotation="Any"))
+    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
 
 
 def noise_source(noise: Any, rng: RandomLike) -> NoiseSource | None:

@@ -19,24 +19,36 @@ variance >= 0) unless ``clip=False``; the unclipped release stays available as
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-import os
-import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from fedustat import catalogue
 from fedustat._inputs import (
     NO_PRIVATE_MEANING,
+    accepts_random_state,
     binary_score,
     binary_target,
     column_inputs,
     noise_source,
+)
+
+# Names kept where they always were (fedustat.api.*): the command line and tests read them.
+from fedustat._one_call import (  # noqa: F401
+    DEFAULT_PROTOCOL,
+    NOISE_CHOICES,
+    PARTITION_ROWS,
+    _check_budget,
+    _distributed,
+    _in_range,
+    _partition_sizes,
+    _protocol_for,
+    _release,
+    _spend,
+    statistic_range,
 )
 from fedustat._validation import (
     RandomLike,
@@ -46,156 +58,22 @@ from fedustat._validation import (
     check_consistent_length,
     check_delta,
     check_epsilon,
-    check_positive_int,
 )
 from fedustat.cost import Cost
 from fedustat.curve_dispatch import release_curve
+from fedustat.kendall import KendallTauResult, kendall_tau_pvalue, kendalltau
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.errors import (
-    BoundedBias,
-    ErrorDistribution,
-    NormalError,
     error_sum,
-    has_closed_tail,
-    upper_tail,
 )
+from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import NoiseSource
-from fedustat.protocols import registry
 from fedustat.protocols.base import Estimate
-from fedustat.runtime.simulate import simulate
 from fedustat.stats import kernels
 from fedustat.stats.kernels import Kernel
 
-DEFAULT_PROTOCOL = "central-laplace"
-#: Rows per partition when in-memory data are split for the engine (16 MiB of one
-#: float64 column): enough tasks to spread, few enough to keep the scheduler idle.
-PARTITION_ROWS = 2**21
-#: Values of the ``noise`` argument: seeded NumPy draws for studies, or the OS CSPRNG and
-#: fixed-work samplers of fedustat.privacy.samplers, for releases that protect people.
-NOISE_CHOICES = ("simulation", "deployment")
-def statistic_range(kernel: Kernel) -> tuple[float, float] | None:
-    """The valid range of ``kernel``'s reported statistic for any n, or None where none is
-    known: :meth:`~fedustat.stats.kernels.Kernel.statistic_range` without public data.
 
-    A U-statistic is a mean of kernel values, so it lies in the kernel's ``output_range``
-    (Hoeffding 1948, Sec. 3); a kernel with a map to the reported statistic declares its
-    range (AUC and VUS in [0, 1], Mann-Whitney in [0, n+ n-], Rényi-2 in [0, ln C(n,2)]:
-    here without n, so [0, inf)); a user kernel with its own map and no declared range
-    is not clipped. A private protocol clips its release into the range for its own n in
-    its server step, so every transport releases values in range.
-    """
-    return kernel.statistic_range()
-
-
-def _in_range(release: Estimate, kernel: Kernel, clip: bool) -> Estimate:
-    """``release`` as the caller asked: the protocol's clipped release (clipped here into
-    the statistic's range if the protocol left it unclipped: post-processing), or with
-    ``clip=False`` the raw release (``raw_value`` as the value, no range)."""
-    if not clip:
-        return release.unclipped_release()
-    bounds = statistic_range(kernel)
-    if release.clip_range is not None or bounds is None:
-        return release
-    return release.clipped(*bounds)
-
-
-def _partition_sizes(n: int, batch_size: Any) -> list[int]:
-    """Rows of each partition when in-memory data go to the engine: ``batch_size`` (an
-    int: equal slices; a sequence: these sizes), else ceil(n / PARTITION_ROWS) near-equal
-    slices, at least two (a fixed rule, so the split never depends on the cluster)."""
-    if batch_size is None:
-        parts = min(n, max(2, math.ceil(n / PARTITION_ROWS)))
-        q, r = divmod(n, parts)  # np.array_split's rule
-        return [q + 1] * r + [q] * (parts - r)
-    if isinstance(batch_size, Sequence) and not isinstance(batch_size, str):
-        return [int(b) for b in batch_size]
-    size = check_positive_int(batch_size, "batch_size")
-    return [min(size, n - start) for start in range(0, n, size)]
-
-
-def _distributed(proto: Any, kernel: Kernel, data: Any, partitions: Any, *, engine: Any,
-                 workers: int | None, rng: RandomLike, batch_size: Any) -> Estimate:
-    """Run ``proto`` on the engine: partitions as given, or ``data`` split in slices."""
-    from fedustat.runtime import engine as eng  # imports Dask only when asked for
-
-    # A protocol with relay rounds and no distributed server step (U-MPC) runs its party
-    # steps and relay rounds on the workers and the rest of its server work on the driver,
-    # where it declares which of it is a reduction (docs/engine.md, "gathered").
-    steps = "gathered" if hasattr(proto, "gathered_reduction") \
-        and not hasattr(proto, "distributed_round") else "distributed"
-    if steps == "distributed":
-        eng.check_supported(proto)  # before any cluster work: a refusal is immediate
-    if partitions is not None:
-        if data is not None:
-            raise ValueError("give the data either as data= (in memory) or as partitions= "
-                             "(stored), not both")
-        if isinstance(partitions, (str, os.PathLike)):
-            parts = eng.parquet_directory(partitions, kernel.columns)
-        else:
-            parts = list(partitions)
-            if not parts or not all(isinstance(p, eng.Partition) for p in parts):
-                raise TypeError("partitions must be a Parquet file or directory, or a "
-                                "non-empty list of fedustat.runtime.engine.Partition objects")
-    else:
-        records = kernel.check_data(data)
-        parts = eng.array_partitions(records, _partition_sizes(records.shape[0], batch_size))
-    runner, own = eng.resolve_engine(engine, workers=workers)
-    try:
-        release = runner.run(proto, parts, rng=rng, server_steps=steps)
-        where = ("local cluster" if isinstance(engine, str) and engine == "local"
-                 else str(runner.client.scheduler.address))
-        info = {"kind": "dask", "scheduler": where, "workers": runner.n_workers,
-                "partitions": len(parts), "server_steps": steps}
-    finally:
-        if own:
-            runner.close()
-    return replace(release, diagnostics={**release.diagnostics, "engine": info})
-
-
-def _release(kernel: Kernel, data: Any, *, epsilon: float, delta: float, protocol: str,
-             rng: RandomLike, noise: Any, batch_size: Any, caller: str,
-             params: dict[str, Any], engine: Any = None, workers: int | None = None,
-             partitions: Any = None, clip: bool = True) -> Estimate:
-    if not isinstance(kernel, Kernel):
-        raise TypeError(f"kernel must be a fedustat Kernel, got {type(kernel).__name__}")
-    if not isinstance(protocol, str):
-        raise TypeError(f"protocol must be a protocol name (a string), got {protocol!r}")
-    if not isinstance(clip, bool):
-        raise TypeError(f"{caller}(): clip must be True or False, got {clip!r}")
-    eps = check_budget(epsilon, allow_inf=True)
-    dlt = check_delta(delta)
-    accepted = registry.parameters(protocol)
-    unknown = [key for key in params if key not in accepted]
-    if unknown:
-        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}: it is "
-                        f"not an argument of {caller} nor a parameter of protocol "
-                        f"{protocol!r} (its parameters: {', '.join(accepted) or 'none'})")
-    source = noise_source(noise, rng)
-    if data is None and partitions is None:
-        raise ValueError(f"{caller}() needs data (one row per party) or, with an engine, "
-                         "partitions= (stored data)")
-    if engine is None and (partitions is not None or workers is not None):
-        raise ValueError(f"{caller}(): partitions= and workers= are for the distributed "
-                         "engine; give engine='local' or a scheduler address too")
-    if source is not None:
-        if not registry.takes(protocol, "noise"):
-            raise ValueError(f"protocol {protocol!r} takes no noise source, so it cannot run "
-                             f"with {source.kind} noise")
-        params = {**params, "noise": source}
-    proto = registry.make(protocol, kernel, epsilon=eps, delta=dlt, **params)
-    if engine is not None:
-        release = _distributed(proto, kernel, data, partitions, engine=engine,
-                               workers=workers, rng=rng, batch_size=batch_size)
-        return _in_range(release, kernel, clip)
-    records = kernel.check_data(data)
-    # With deployment noise the protocol draws every private value (noise, shares, masks,
-    # keys) from ``source``; the simulator's own streams, seeded from OS entropy here,
-    # only carry public coins (designs, client splits).
-    # The transport labels the release with the protocol's randomness grade.
-    release = simulate(proto, records, rng=rng, batch_size=batch_size)
-    return _in_range(release, kernel, clip)
-
-
+@accepts_random_state
 def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: float = 0.0,
              protocol: str | None = None, rng: RandomLike = None,
              noise: str | NoiseSource | None = None,
@@ -231,7 +109,8 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
         A registered protocol name; ``fedustat.protocols.registry.available()`` lists them
         (``fedustat protocols`` lists the curve releases too). Default: central-laplace.
     rng:
-        A seed or Generator asks for a reproducible study (simulation noise: the same seed
+        A seed or Generator (or ``random_state=``, scikit-learn's name for it, which takes a
+        legacy RandomState too) asks for a reproducible study (simulation noise: the same seed
         gives the same estimate; the release says it is a study, not a protection).
         None (default): deployment noise, as for a release about real people.
     noise:
@@ -441,69 +320,16 @@ def _codes(values: np.ndarray) -> np.ndarray:
         return np.array([index.setdefault(v, len(index)) for v in values.tolist()])
 
 
-def _protocol_for(epsilon: float, protocol: str | None) -> str:
-    if protocol is not None:
-        return protocol
-    return "exact" if math.isinf(check_epsilon(epsilon, allow_inf=True)) else DEFAULT_PROTOCOL
 
-
-def _check_budget(budget: BudgetAccountant | None, kernel: Kernel, epsilon: float,
-                  delta: float, protocol: str, single: bool = True, *, data: Any = None,
-                  partitions: Any = None, params: dict[str, Any] | None = None) -> None:
-    """A release checked against ``budget`` before any party runs (a budget file reserves
-    it: ``budget.before_release``), with the guarantee the protocol will deliver on these
-    rows: ``Protocol.planned_guarantee`` of the protocol built from the same public
-    configuration (its own delta, model and relation). An unknown protocol name or
-    parameter is refused later, by ``_release``. ``single=False`` for a composition of
-    several releases of (epsilon, delta) in total: not one Gaussian mechanism's, so no rho
-    is recovered from it (zCDP budgets then refuse delta > 0)."""
-    if budget is None or protocol not in {entry.name for entry in registry.available()}:
-        return
-    params = params or {}
-    if any(key not in registry.parameters(protocol) for key in params):
-        return
-    eps, dlt = check_epsilon(epsilon, allow_inf=True), check_delta(delta)
-    with warnings.catch_warnings():
-        # The run builds the protocol again and warns then; planning must not warn twice.
-        warnings.simplefilter("ignore")
-        planned = registry.make(protocol, kernel, epsilon=eps, delta=dlt, **params
-                                ).planned_guarantee(_row_count(kernel, data, partitions))
-    if not single:  # _multiclass_auc states the composition as (epsilon, delta)
-        planned = replace(planned, epsilon=eps, delta=dlt)
-    budget.before_release(planned, name=f"{kernel.name} ({protocol})",
-                          gaussian=single and protocol == "fedauc-gaussian")
-
-
-def _row_count(kernel: Kernel, data: Any, partitions: Any) -> int | None:
-    """The public number of rows of a release's data, before it runs (None if unknown)."""
-    if data is not None:
-        return len(data) if hasattr(data, "__len__") else None  # else refused by the run
-    if isinstance(partitions, (str, os.PathLike)):
-        from fedustat.runtime import engine as eng  # imports Dask only when asked for
-
-        partitions = eng.parquet_directory(partitions, kernel.columns)
-    if isinstance(partitions, list | tuple):
-        return sum(int(part.n_rows_stored()) for part in partitions)
-    return None
-
-
-def _spend(budget: BudgetAccountant | None, release: Estimate, protocol: str,
-           single: bool = True) -> Estimate:
-    """``release``'s guarantee charged to ``budget`` (after it ran); the release itself.
-    ``single`` as for :func:`_check_budget`."""
-    if budget is not None:
-        budget.after_release(release.privacy, name=f"{release.quantity} ({protocol})",
-                             gaussian=single and protocol == "fedauc-gaussian")
-    return release
-
-
+@accepts_random_state
 def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0.0,
                   pos_label: Any = None, multi_class: str = "raise",
-                  average: str = "macro", data: Any = None,
+                  average: str | None = "macro", labels: Any = None, data: Any = None,
                   protocol: str | None = None, rng: RandomLike = None,
                   noise: str | NoiseSource | None = None,
                   engine: Any = None, workers: int | None = None, clip: bool = True,
-                  budget: BudgetAccountant | None = None, **params: Any) -> Estimate:
+                  budget: BudgetAccountant | None = None,
+                  **params: Any) -> Estimate | list[Estimate]:
     """Private area under the ROC curve; mirrors ``sklearn.metrics.roc_auc_score``.
 
     ``engine``/``workers`` run it on the distributed engine, ``clip=False`` keeps the
@@ -524,7 +350,14 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
     and Till), averaged with ``average="macro"`` or ``"weighted"`` (by prevalence), as in
     scikit-learn: each binary AUC is released with epsilon / m (m = K for ovr, K(K - 1)
     for ovo; basic composition) and the release is their average
-    (``diagnostics["releases"]``, ``["epsilon_each"]``).
+    (``diagnostics["releases"]``, ``["epsilon_each"]``). With ``multi_class="ovr"``,
+    ``average=None`` returns the list of the K per-class releases (scikit-learn's array;
+    ``np.asarray(result, dtype=float)`` is it) and ``average="micro"`` one AUC of the
+    flattened one-vs-rest indicator matrix (n K rows, released at epsilon / K: a
+    record's K rows are covered by group privacy). ``labels=`` gives the classes in the
+    order of ``y_score``'s columns; a listed class absent from ``y_true`` gets NaN
+    (``average=None``) or weight 0 (``"weighted"``); ``"macro"`` refuses it, as its
+    average would be NaN.
 
     Ties in ``y_score`` count one half, as in scikit-learn. The class sizes are treated
     as public, as in the papers (000 Sec. 4; 004 Sec. 3).
@@ -541,14 +374,18 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
         The positive class, when the labels are not 0/1, -1/1 or booleans.
     multi_class, average:
         For more than two classes: ``"ovr"`` or ``"ovo"``, averaged ``"macro"`` or
-        ``"weighted"``.
+        ``"weighted"``; for ``"ovr"`` also ``None`` (one release per class) or
+        ``"micro"``.
+    labels:
+        The classes, in the order of ``y_score``'s columns (default: y_true's sorted).
     data:
         A pandas/polars table whose columns ``y_true`` and ``y_score`` name.
     protocol:
         A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
         ``"central-laplace"``).
     rng, noise:
-        Seed or Generator for the simulation, and where the randomness comes from
+        Seed or Generator for the simulation (``random_state=`` is the same argument,
+        scikit-learn's name), and where the randomness comes from
         (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
     engine, workers:
         Run on the distributed engine, as in :func:`estimate`.
@@ -560,8 +397,9 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
 
     Returns
     -------
-    Estimate
-        The released AUC with its guarantee, error law and measured cost.
+    Estimate or list of Estimate
+        The released AUC with its guarantee, error law and measured cost (with
+        ``multi_class="ovr", average=None``: the list of the per-class releases).
 
     Examples
     --------
@@ -579,9 +417,11 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
         raise ValueError(f"{caller}(): multi_class must be 'raise', 'ovr' or 'ovo', got "
                          f"{multi_class!r}")
     n_labels = len(np.unique(cols["y_true"])) if cols["y_true"].ndim == 1 else 0
-    if cols["y_score"].ndim == 2 and cols["y_score"].shape[1] > 2 and n_labels > 2:
+    classes = None if labels is None else _class_list(caller, labels, cols["y_true"])
+    n_classes = n_labels if classes is None else len(classes)
+    if cols["y_score"].ndim == 2 and cols["y_score"].shape[1] > 2 and n_classes > 2:
         if multi_class == "raise":
-            raise ValueError(f"{caller}(): y_true has {n_labels} classes and y_score "
+            raise ValueError(f"{caller}(): y_true has {n_classes} classes and y_score "
                              f"{cols['y_score'].shape[1]} columns: pass multi_class='ovr' "
                              "(one class against the rest) or 'ovo' (every pair of classes)")
         if pos_label is not None:
@@ -590,50 +430,105 @@ def roc_auc_score(y_true: Any, y_score: Any, *, epsilon: float, delta: float = 0
         name = _protocol_for(epsilon, protocol)
         _check_budget(budget, kernels.auc_kernel(), epsilon, delta, name, single=False,
                       data=cols["y_true"], params=params)
-        return _spend(budget, _multiclass_auc(
+        result = _multiclass_auc(
             cols["y_true"], cols["y_score"], multi_class=multi_class, average=average,
-            caller=caller, epsilon=epsilon, delta=delta, protocol=name, rng=rng,
-            noise=noise, params=params, engine=engine, workers=workers, clip=clip), name,
-            single=False)
-    labels, column = binary_target(cols["y_true"], pos_label, caller)
+            classes=classes, caller=caller, epsilon=epsilon, delta=delta, protocol=name,
+            rng=rng, noise=noise, params=params, engine=engine, workers=workers, clip=clip)
+        if isinstance(result, list):  # average=None: one charge for the composed releases
+            if budget is not None:
+                released = next(r for r in result if r.privacy.model is not PrivacyModel.NONE
+                                or r.protocol == "exact")
+                privacy = replace(released.privacy, epsilon=check_epsilon(
+                    epsilon, allow_inf=True), delta=check_delta(delta))
+                budget.after_release(privacy, name=f"auc (ovr, None) ({name})")
+            return result
+        return _spend(budget, result, name, single=False)
+    if average not in ("macro", "weighted", "micro", None):  # scikit-learn's values
+        raise ValueError(f"{caller}(): average must be 'macro', 'weighted', 'micro' or None, "
+                         f"got {average!r} (a binary AUC is one number whichever is given)")
+    targets, column = binary_target(cols["y_true"], pos_label, caller)
     score = binary_score(cols["y_score"], column, len(np.unique(cols["y_true"])), caller)
     kernel = kernels.auc_kernel()
     name = _protocol_for(epsilon, protocol)
-    _check_budget(budget, kernel, epsilon, delta, name, data=labels, params=params)
-    return _spend(budget, _release(kernel, kernel.pack(score, labels), epsilon=epsilon,
+    _check_budget(budget, kernel, epsilon, delta, name, data=targets, params=params)
+    return _spend(budget, _release(kernel, kernel.pack(score, targets), epsilon=epsilon,
                                    delta=delta, protocol=name, rng=rng, noise=noise,
                                    batch_size=None, caller=caller, params=params,
                                    engine=engine, workers=workers, clip=clip), name)
 
 
+def _class_list(caller: str, labels: Any, y_true: np.ndarray) -> np.ndarray:
+    """``labels=``: the classes, in the order of ``y_score``'s columns (scikit-learn's
+    ``labels``); every label of ``y_true`` must be among them, and a listed class may be
+    absent from ``y_true``."""
+    classes = np.asarray(labels)
+    if classes.ndim != 1 or classes.size < 2:
+        raise ValueError(f"{caller}(): labels must list at least two classes, got {labels!r}")
+    if len(np.unique(classes)) != classes.size:
+        raise ValueError(f"{caller}(): labels must not repeat a class, got {labels!r}")
+    unknown = [v for v in np.unique(y_true).tolist() if v not in classes.tolist()]
+    if unknown:
+        raise ValueError(f"{caller}(): y_true holds {unknown[0]!r}, which is not in labels "
+                         f"{classes.tolist()}; list every class")
+    return classes
+
+
+def _nothing_released(quantity: str, protocol: str, why: str) -> Estimate:
+    """A NaN answer that releases nothing (an AUC undefined by public class counts)."""
+    return Estimate(value=math.nan, quantity=quantity, protocol=protocol,
+                    privacy=PrivacyGuarantee(math.inf, 0.0, PrivacyModel.NONE,
+                                             "nothing released"),
+                    std_error=math.nan, noise="none", diagnostics={"note": why})
+
+
 def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str,
-                    average: str, caller: str, epsilon: float, delta: float,
-                    protocol: str, rng: RandomLike, noise: Any, params: dict[str, Any],
-                    engine: Any, workers: int | None, clip: bool) -> Estimate:
+                    average: str | None, classes: np.ndarray | None, caller: str,
+                    epsilon: float, delta: float, protocol: str, rng: RandomLike,
+                    noise: Any, params: dict[str, Any], engine: Any, workers: int | None,
+                    clip: bool) -> Estimate | list[Estimate]:
     """Multiclass AUC as scikit-learn defines it, from private binary AUC releases.
 
     ``ovr``: the AUC of each class against the rest, with its own column of ``y_score``;
     ``ovo``: for every pair of classes (a, b), the mean of AUC(a | b) on column a and
     AUC(b | a) on column b over the records of a and b (Hand and Till 2001, Machine
     Learning 45, 171-186, eq. 7). ``average="macro"`` is their mean, ``"weighted"``
-    weights them by prevalence (class sizes are public here, as in 000 Sec. 4). Each AUC
-    is a U-statistic released with epsilon / m and delta / m, m the number of released
-    AUCs, so by basic composition (Dwork and Roth 2014, Thm. 3.16) the whole release is
-    (epsilon, delta)-DP; the average of the raw releases is post-processing.
+    weights them by prevalence (class sizes are public here, as in 000 Sec. 4), ``None``
+    (ovr) returns each class's release. Each AUC is a U-statistic released with
+    epsilon / m and delta / m, m the number of released AUCs, so by basic composition
+    (Dwork and Roth 2014, Thm. 3.16) the whole release is (epsilon, delta)-DP; the
+    average of the raw releases is post-processing. ``"micro"`` (ovr) is one AUC of the
+    flattened one-vs-rest problem, see :func:`_micro_auc`.
     """
-    if average not in ("macro", "weighted"):
+    if multi_class == "ovo" and average not in ("macro", "weighted"):
         raise ValueError(f"{caller}(): average must be 'macro' or 'weighted' with "
-                         f"multi_class={multi_class!r}, got {average!r}")
-    classes = np.unique(y_true)
+                         f"multi_class='ovo', got {average!r} (None and 'micro' are "
+                         "one-vs-rest averages, as in scikit-learn)")
+    if average not in ("macro", "weighted", "micro", None):
+        raise ValueError(f"{caller}(): average must be 'macro', 'weighted', 'micro' or None "
+                         f"with multi_class='ovr', got {average!r}")
+    classes = np.unique(y_true) if classes is None else classes
     k = len(classes)
     if y_score.shape[1] != k:
-        raise ValueError(f"{caller}(): y_score has {y_score.shape[1]} columns but y_true "
-                         f"{k} classes; one column per class (in sorted order) is needed")
+        raise ValueError(f"{caller}(): y_score has {y_score.shape[1]} columns but there are "
+                         f"{k} classes; one column per class (in sorted order, or in the "
+                         "order of labels=) is needed")
+    present = np.array([bool(np.any(y_true == c)) for c in classes])
+    absent = [c for c, here in zip(classes.tolist(), present, strict=True) if not here]
+    if absent and (multi_class == "ovo" or average == "macro"):
+        raise ValueError(f"{caller}(): class {absent[0]!r} of labels does not occur in y_true, "
+                         f"so its AUC is undefined and the {multi_class} {average} average "
+                         "would be NaN (scikit-learn returns nan): use average='weighted' "
+                         "(weight 0), None (NaN for that class) or 'micro'")
+    if average == "micro":
+        return _micro_auc(y_true, y_score, classes, caller=caller, epsilon=epsilon,
+                          delta=delta, protocol=protocol, rng=rng, noise=noise,
+                          params=params, engine=engine, workers=workers, clip=clip)
     tasks: list[tuple[np.ndarray, int, float]] = []  # (records' mask, positive, weight)
     if multi_class == "ovr":
         for i in range(k):
-            tasks.append((np.ones(len(y_true), dtype=bool), i,
-                          float(np.mean(y_true == classes[i]))))
+            if present[i]:
+                tasks.append((np.ones(len(y_true), dtype=bool), i,
+                              float(np.mean(y_true == classes[i]))))
     else:
         n_pairs = k * (k - 1) // 2
         for i in range(k):
@@ -649,16 +544,33 @@ def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str
     weights = [w / total for _, _, w in tasks]
     share = len(tasks)
     eps = check_budget(epsilon, allow_inf=True)
+    dlt = check_delta(delta)
     stream = None if rng is None else as_rng(rng)  # one stream, drawn in turn
     kernel = kernels.auc_kernel()
     parts = []
     for mask, positive, _ in tasks:
         labels = (y_true[mask] == classes[positive]).astype(np.int8)
         parts.append(_release(kernel, kernel.pack(y_score[mask, positive], labels),
-                              epsilon=eps / share, delta=check_delta(delta) / share,
+                              epsilon=eps / share, delta=dlt / share,
                               protocol=protocol, rng=stream, noise=noise, batch_size=None,
                               caller=caller, params=params, engine=engine,
                               workers=workers, clip=False))
+    if average is None:
+        # scikit-learn's array of per-class AUCs: here each class's own release (at
+        # epsilon / m: together (epsilon, delta)-DP), NaN for a listed class not in y_true.
+        released = iter(parts)
+        out = []
+        for c, here in zip(classes.tolist(), present, strict=True):
+            if not here:
+                out.append(_nothing_released(f"auc ({c!r} vs rest)", protocol,
+                                             f"class {c!r} does not occur in y_true"))
+                continue
+            part = next(released)
+            out.append(_in_range(replace(part, quantity=f"auc ({c!r} vs rest)",
+                                         diagnostics={**part.diagnostics,
+                                                      "epsilon_total": eps,
+                                                      "releases": share}), kernel, clip))
+        return out
     raw = float(sum(w * p.raw_value for w, p in zip(weights, parts, strict=True)))
     errors = [p.error for p in parts]
     error = (error_sum([e.scaled(w) for w, e in zip(weights, errors, strict=True)])
@@ -675,7 +587,7 @@ def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str
                                for p, size in zip(parts, sizes, strict=True))
                    for f in dataclasses.fields(Cost)})
     first = parts[0]
-    privacy = replace(first.privacy, epsilon=eps, delta=check_delta(delta))
+    privacy = replace(first.privacy, epsilon=eps, delta=dlt)
     release = replace(first, value=raw, quantity=f"auc ({multi_class}, {average})",
                       privacy=privacy, std_error=std_error, error=error, cost=cost,
                       diagnostics={"multi_class": multi_class, "average": average,
@@ -686,238 +598,42 @@ def _multiclass_auc(y_true: np.ndarray, y_score: np.ndarray, *, multi_class: str
     return _in_range(release, kernel, clip)
 
 
-@dataclass(frozen=True, eq=False)
-class KendallTauResult(Estimate):
-    """A private Kendall's tau that unpacks like SciPy's result: ``tau, p = result``.
+def _micro_auc(y_true: np.ndarray, y_score: np.ndarray, classes: np.ndarray, *, caller: str,
+               epsilon: float, delta: float, protocol: str, rng: RandomLike, noise: Any,
+               params: dict[str, Any], engine: Any, workers: int | None,
+               clip: bool) -> Estimate:
+    """scikit-learn's ``average="micro"``: one AUC of the flattened one-vs-rest problem.
 
-    It is the full :class:`~fedustat.protocols.base.Estimate` (value, error bar, guarantee,
-    costs) plus ``pvalue``: the two-sided p-value of the test of tau = 0 computed from the
-    release and public quantities only (see :func:`kendall_tau_pvalue`).
-
-    Parameters
-    ----------
-    value, quantity, protocol, privacy, std_error, cost, diagnostics, error:
-        The fields of :class:`~fedustat.protocols.base.Estimate`, as are ``noise``,
-        ``clip_range`` and ``unclipped``.
-    pvalue:
-        Two-sided p-value of the test of tau = 0.
-
-    Examples
-    --------
-    >>> result = fedustat.kendalltau([1, 2, 3, 4, 5], [1, 3, 2, 5, 4], epsilon=math.inf)
-    >>> isinstance(result, fedustat.KendallTauResult), round(result.statistic, 4)
-    (True, 0.6)
+    The n x K indicator matrix of ``y_true`` against ``classes`` and ``y_score`` are
+    flattened into n K (score, label) rows (n positives, n (K - 1) negatives) and their
+    AUC released. The labels stay public, as for every AUC here. One person's record is
+    K of these rows, so the protocol runs at epsilon / K and delta / (K e^((K-1) epsilon
+    / K)): by group privacy (Dwork and Roth 2014, Sec. 2.3; Vadhan 2017, Lemma 2.2) a
+    change of one person's K rows is then (epsilon, delta)-DP. (For the central Laplace
+    release the group's effect on the AUC is (2n - 1) / n^2 against 1 / n for one row,
+    so the factor K is conservative there.)
     """
-
-    pvalue: float = math.nan
-
-    def __iter__(self) -> Iterator[float]:
-        return iter((float(self.statistic), float(self.pvalue)))
-
-    def __len__(self) -> int:
-        return 2
-
-    def __getitem__(self, index: int) -> float:
-        return (float(self.statistic), float(self.pvalue))[index]
-
-    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
-        """:meth:`Estimate.to_dict` with the p-value (computed from the release alone).
-
-        Parameters
-        ----------
-        confidence_level:
-            Level of the intervals, in (0, 1).
-
-        Returns
-        -------
-        dict
-            :meth:`Estimate.to_dict`'s entries plus ``pvalue``.
-
-        Examples
-        --------
-        >>> result = fedustat.kendalltau([1, 2, 3, 4, 5], [1, 3, 2, 5, 4], epsilon=math.inf)
-        >>> out = result.to_dict()
-        >>> out["value"], round(out["pvalue"], 4)
-        (0.6, 0.2333)
-        """
-        return {**super().to_dict(confidence_level), "pvalue": float(self.pvalue)}
+    k = len(classes)
+    indicator = (y_true[:, None] == classes[None, :]).astype(np.int8)
+    eps = check_budget(epsilon, allow_inf=True)
+    dlt = check_delta(delta)
+    delta_each = dlt / (k * math.exp((k - 1) * eps / k)) if dlt > 0 else 0.0
+    kernel = kernels.auc_kernel()
+    part = _release(kernel, kernel.pack(y_score.ravel(), indicator.ravel()),
+                    epsilon=eps / k, delta=delta_each, protocol=protocol, rng=rng,
+                    noise=noise, batch_size=None, caller=caller, params=params,
+                    engine=engine, workers=workers, clip=False)
+    # The relation stays the AUC's (budgets compare it); the rows are in the diagnostics.
+    privacy = replace(part.privacy, epsilon=eps, delta=dlt)
+    release = replace(part, quantity="auc (ovr, micro)", privacy=privacy,
+                      diagnostics={**part.diagnostics, "average": "micro", "rows": k,
+                                   "epsilon_each_row": eps / k,
+                                   "composition": "group privacy over a record's rows"})
+    return _in_range(release, kernel, clip)
 
 
-# Up to this many records the null law of tau-a is computed exactly (Kendall's permutation
-# law, O(n^3) flops, 0.2 s at 300); above it the normal law with a continuity correction,
-# which is conservative in the tails from n = 30 on (checked against the exact law for
-# n = 30-500 at z = 2-5: the exact tail is 0.42-0.99 times the normal one).
-_KENDALL_EXACT_MAX_N = 300
 
-
-@functools.lru_cache(maxsize=8)
-def _kendall_null_law(n: int) -> np.ndarray:
-    """``P(I = k)``, k = 0..n(n-1)/2, for the number I of inversions of a uniformly random
-    permutation of n items: the null law of tau-a without ties, ``tau = 1 - 4 I / (n(n-1))``.
-
-    Kendall's recursion (Kendall and Gibbons, Rank Correlation Methods, 1990, Sec. 5.3;
-    the Mahonian numbers): adding the m-th item adds a uniform number of inversions in
-    {0, ..., m-1}, so the law is the running mean of m consecutive entries of the previous
-    one. The law is symmetric; the lower half is computed by cumulative sums (sums of
-    comparable positive terms, so its small tail keeps relative accuracy) and mirrored.
-    """
-    law = np.ones(1)
-    for m in range(2, n + 1):
-        cumulative = np.concatenate(([0.0], np.cumsum(law)))
-        top = len(law) + m - 2
-        k = np.arange(top + 1)
-        law_next = (cumulative[np.minimum(k + 1, len(law))]
-                    - cumulative[np.maximum(k - m + 1, 0)]) / m
-        half = (top + 1) // 2
-        law_next[top + 1 - half:] = law_next[:half][::-1]
-        law = law_next
-    return law
-
-
-def _kendall_null_tail(t: np.ndarray, n: int, error: ErrorDistribution | None) -> np.ndarray:
-    """``P(T + Z >= t)`` for the null tau-a T of n records (no ties) plus an independent
-    release error Z of law ``error`` (None: no error), vectorised over ``t``.
-
-    T's law is exact for n <= ``_KENDALL_EXACT_MAX_N`` and then summed over its atoms:
-    ``sum_k P(T = tau_k) P(Z >= t - tau_k)``, a sum of positive terms that keeps the tail's
-    relative accuracy (no numerical integration to miss the narrow part of either law).
-    Above that n, T is ``N(0, 2(2n + 5) / (9n(n - 1)))`` (Kendall 1938, Biometrika 30,
-    81-93) taken at ``t - 1 / N`` (continuity correction, N = n(n - 1)/2 pairs) and
-    convolved with Z in closed form where there is one (normal, Laplace, normal-Laplace).
-    """
-    t = np.asarray(t, dtype=np.float64)
-    pairs = n * (n - 1) / 2.0
-    if n > _KENDALL_EXACT_MAX_N:
-        null_sd = math.sqrt(2.0 * (2 * n + 5) / (9.0 * n * (n - 1)))
-        total = error_sum([NormalError(null_sd)] + ([error] if error is not None else []))
-        return upper_tail(total, t - 1.0 / pairs)
-    law = _kendall_null_law(n)
-    if error is None or (error.variance == 0.0 and not isinstance(error, BoundedBias)):
-        # P(T >= t) = P(I <= (1 - t) N / 2); a point within rounding of an atom counts.
-        last = np.floor((1.0 - t) * pairs / 2.0 + 1e-9).astype(np.int64)
-        lower = np.concatenate(([0.0], np.cumsum(law)))
-        return np.clip(lower[np.clip(last + 1, 0, len(law))], 0.0, 1.0)
-    keep = law > 0.0
-    atoms = (1.0 - 2.0 * np.arange(len(law)) / pairs)[keep]
-    mass = law[keep]
-    if not has_closed_tail(error) and len(atoms) > 400:
-        # Each tail of such a law is a numerical inversion: merge T's atoms into 400 bins,
-        # each moved to its bin's top atom (T only grows, so the tail only grows).
-        edges = np.linspace(-1.0, 1.0, 401)
-        bins = np.clip(np.searchsorted(edges, atoms, side="left"), 1, 400)
-        mass = np.bincount(bins, weights=mass, minlength=401)[1:]
-        tops = np.full(400, -np.inf)
-        np.maximum.at(tops, bins - 1, atoms)
-        atoms, mass = tops[mass > 0], mass[mass > 0]
-    tails = upper_tail(error, t[..., None] - atoms)
-    return np.clip(tails @ mass, 0.0, 1.0)
-
-
-def kendall_tau_pvalue(release: Estimate, n: int) -> float:
-    """Two-sided p-value of tau = 0 from a private tau-a release of ``n`` (public) records.
-
-    The release is ``t = T + Z``: T the exact tau-a, Z its error, independent of the data,
-    of law ``release.error`` (a release with only a standard error gets a normal Z). Under
-    independence and without ties, T's law is Kendall's permutation law (exact up to
-    ``n = 300``, then normal with a continuity correction, conservative there); ties only
-    concentrate T, so with them the test is conservative. The p-value is
-    ``min(1, 2 P(T + Z >= |t|))`` at the unclipped release, the convolution summed over
-    T's atoms with Z's tail in closed form (see :func:`_kendall_null_tail`), so it is
-    accurate far in its tails and valid: under independence ``P(p <= a) <= a``.
-    Post-processing of the release and public n only: it costs no privacy. NaN for a
-    private release without an error law or standard error.
-    """
-    n = check_positive_int(n, "n", minimum=2)
-    t = abs(release.raw_value)
-    error = release.error
-    if error is None or (error.variance == 0.0 and not isinstance(error, BoundedBias)):
-        if release.std_error is None and release.noise != "none":
-            return math.nan  # a private release with no error bar: no valid test
-        error = NormalError(release.std_error) if release.std_error else None
-    if t == 0.0:
-        return 1.0
-    return float(min(1.0, 2.0 * float(_kendall_null_tail(np.array(t), n, error))))
-
-
-def kendalltau(x: Any, y: Any, *, epsilon: float, delta: float = 0.0, variant: str = "a",
-               data: Any = None, protocol: str | None = None, rng: RandomLike = None,
-               noise: str | NoiseSource | None = None, engine: Any = None,
-               workers: int | None = None, clip: bool = True,
-               budget: BudgetAccountant | None = None, **params: Any) -> KendallTauResult:
-    """Private Kendall rank correlation; mirrors ``scipy.stats.kendalltau``.
-
-    ``variant="a"`` (the U-statistic, 000 eq. 6) is the default because tau-b's
-    tie correction uses tie counts of the private data; ``variant="b"`` is available
-    exactly (``epsilon=math.inf``) and equals SciPy's default.
-
-    The result unpacks like SciPy's (``tau, p = fedustat.kendalltau(x, y, epsilon=1)``,
-    also ``.statistic`` and ``.pvalue``) and is the full release: a
-    :class:`KendallTauResult`, an :class:`~fedustat.protocols.base.Estimate`. The p-value
-    tests tau = 0 from the release alone (:func:`kendall_tau_pvalue`: Kendall's exact null
-    law convolved with the release's error law); with ties it uses the no-tie null law
-    (conservative), as the tie counts are private. The exact tau-b's p-value is SciPy's
-    (tie-corrected), since nothing there is private.
-    ``x`` and ``y`` may be pandas/polars Series or column names of ``data``.
-
-    Parameters
-    ----------
-    x, y:
-        The paired values, one pair per party (column names of ``data`` also work).
-    epsilon, delta:
-        The privacy budget; ``epsilon=math.inf`` gives the exact statistic.
-    variant:
-        ``"a"`` (tau-a, the U-statistic) or ``"b"`` (tau-b, exact only).
-    data:
-        A pandas/polars table whose columns ``x`` and ``y`` name.
-    protocol:
-        A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
-        ``"central-laplace"``).
-    rng, noise:
-        Seed or Generator for the simulation, and where the randomness comes from
-        (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
-    engine, workers:
-        Run on the distributed engine, as in :func:`estimate`.
-    clip:
-        Clip the release into the statistic's valid range (the raw release stays in
-        ``raw_value``), as in :func:`estimate`.
-    **params:
-        Protocol-specific parameters (docs/protocols/).
-
-    Returns
-    -------
-    KendallTauResult
-        The release, unpacking as ``(statistic, pvalue)``.
-
-    Examples
-    --------
-    >>> tau, p = fedustat.kendalltau([1, 2, 3, 4, 5], [1, 3, 2, 5, 4], epsilon=math.inf)
-    >>> round(tau, 4)
-    0.6
-    """
-    caller = "fedustat.kendalltau"
-    cols = column_inputs(caller, params, data, x=x, y=y)
-    kernel = kernels.kendall_tau_kernel(variant)
-    records = kernel.pack(cols["x"], cols["y"])
-    name = _protocol_for(epsilon, protocol)
-    _check_budget(budget, kernel, epsilon, delta, name, data=records, params=params)
-    release = _spend(budget, _release(kernel, records, epsilon=epsilon, delta=delta,
-                                      protocol=name, rng=rng, noise=noise, batch_size=None,
-                                      caller=caller, params=params, engine=engine,
-                                      workers=workers, clip=clip), name)
-    fields = {f.name: getattr(release, f.name) for f in dataclasses.fields(release)}
-    if variant == "b":
-        # tau-b is released exactly only (its tie counts are private), so its test may use
-        # them: SciPy's (exact law without ties at small n, else the tie-corrected normal
-        # variance of Kendall 1945). tau-a's no-tie null law would be anti-conservative
-        # here: ties make |tau-b| larger than |tau-a|.
-        pvalue = float(sps.kendalltau(np.asarray(cols["x"], dtype=np.float64),
-                                      np.asarray(cols["y"], dtype=np.float64),
-                                      variant="b").pvalue)
-    else:
-        pvalue = kendall_tau_pvalue(release, len(records))
-    return KendallTauResult(**fields, pvalue=pvalue)
-
-
+@accepts_random_state
 def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
                          delta: float = 0.0, data: Any = None, protocol: str | None = None,
                          rng: RandomLike = None,
@@ -943,7 +659,8 @@ def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
         A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
         ``"central-laplace"``).
     rng, noise:
-        Seed or Generator for the simulation, and where the randomness comes from
+        Seed or Generator for the simulation (``random_state=`` is the same argument,
+        scikit-learn's name), and where the randomness comes from
         (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
     engine, workers:
         Run on the distributed engine, as in :func:`estimate`.
@@ -975,6 +692,7 @@ def gini_mean_difference(x: Any, *, bounds: tuple[float, float], epsilon: float,
                                    engine=engine, workers=workers, clip=clip), name)
 
 
+@accepts_random_state
 def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
                          data: Any = None, protocol: str | None = None, rng: RandomLike = None,
                          noise: str | NoiseSource | None = None, engine: Any = None,
@@ -997,7 +715,8 @@ def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
         A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
         ``"central-laplace"``).
     rng, noise:
-        Seed or Generator for the simulation, and where the randomness comes from
+        Seed or Generator for the simulation (``random_state=`` is the same argument,
+        scikit-learn's name), and where the randomness comes from
         (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
     engine, workers:
         Run on the distributed engine, as in :func:`estimate`.
@@ -1028,6 +747,7 @@ def duplicate_pair_ratio(x: Any, *, epsilon: float, delta: float = 0.0,
                                    engine=engine, workers=workers, clip=clip), name)
 
 
+@accepts_random_state
 def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: float = 0.0,
                data: Any = None, protocol: str | None = None, rng: RandomLike = None,
                noise: str | NoiseSource | None = None, engine: Any = None,
@@ -1051,7 +771,8 @@ def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: flo
         A registered protocol name (None: ``"exact"`` for ``epsilon=math.inf``, else
         ``"central-laplace"``).
     rng, noise:
-        Seed or Generator for the simulation, and where the randomness comes from
+        Seed or Generator for the simulation (``random_state=`` is the same argument,
+        scikit-learn's name), and where the randomness comes from
         (``"simulation"`` or ``"deployment"``), as in :func:`estimate`.
     engine, workers:
         Run on the distributed engine, as in :func:`estimate`.
@@ -1087,6 +808,8 @@ def rand_score(labels_true: Any, labels_pred: Any, *, epsilon: float, delta: flo
                                    workers=workers, clip=clip), name)
 
 
-# KendallTauResult, kendall_tau_pvalue and statistic_range are reached as fedustat.api.*.
-__all__ = ["duplicate_pair_ratio", "estimate", "gini_mean_difference", "kendalltau",
+# statistic_range is reached as fedustat.api.statistic_range; Kendall's tau lives in
+# fedustat.kendall and is re-exported here.
+__all__ = ["KendallTauResult", "duplicate_pair_ratio", "estimate", "gini_mean_difference",
+           "kendall_tau_pvalue", "kendalltau",
            "rand_score", "roc_auc_score"]

@@ -31,7 +31,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fedustat._inputs import binary_score, binary_target, column_inputs, noise_source
+from fedustat._inputs import (
+    accepts_random_state,
+    binary_score,
+    binary_target,
+    column_inputs,
+    noise_source,
+)
 from fedustat._validation import (
     RandomLike,
     as_float_array,
@@ -462,6 +468,7 @@ class ECDFResult(CurveRelease):
         return np.asarray(step_at(self.thresholds, self.curve, t), dtype=np.float64)
 
 
+@accepts_random_state
 def ecdf(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
          thresholds: Any = None, grid_points: int = DEFAULT_GRID_POINTS,
          method: str | None = None, protocol: str | None = None, data: Any = None,
@@ -1360,6 +1367,7 @@ class QuantilesResult(CurveRelease):
                                   np.clip(self.levels + half, 0.0, 1.0))
 
 
+@accepts_random_state
 def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
              thresholds: Any = None, grid_points: int = DEFAULT_GRID_POINTS,
              method: str = "auto", interval_share: float = 0.0, data: Any = None,
@@ -1425,6 +1433,7 @@ def quantile(x: Any, q: Any, *, epsilon: float, bounds: tuple[float, float] | No
                      budget=budget, params=params)
 
 
+@accepts_random_state
 def median(x: Any, *, epsilon: float, bounds: tuple[float, float] | None = None,
            thresholds: Any = None, grid_points: int = DEFAULT_GRID_POINTS,
            method: str = "auto", interval_share: float = 0.0, data: Any = None,
@@ -1733,6 +1742,7 @@ def _rate_std_error(curve: PrivateECDF) -> np.ndarray:
     return np.concatenate([(sd + ratio * sd[0]) / top, [0.0]])
 
 
+@accepts_random_state
 def roc_curve(y_true: Any, y_score: Any, *, epsilon: float,
               bounds: tuple[float, float] | None = None, thresholds: Any = None,
               grid_points: int = 256, pos_label: Any = None, estimator: str | None = None,
@@ -1916,6 +1926,7 @@ class HosmerLemeshowResult(CurveRelease):
         return ConfidenceInterval(self.values - half, self.values + half)
 
 
+@accepts_random_state
 def hosmer_lemeshow(y_true: Any, y_prob: Any, *, epsilon: float, n_groups: int = 10,
                     pos_label: Any = None, gamma: float = 2.0**-10, data: Any = None,
                     rng: RandomLike = None, noise: str | NoiseSource | None = None,
@@ -2082,6 +2093,7 @@ class CumsumResult(CurveRelease):
         return ConfidenceInterval(self.sums - half, self.sums + half)
 
 
+@accepts_random_state
 def cumsum(x: Any, *, epsilon: float, bounds: tuple[float, float] = (0.0, 1.0),
            data: Any = None, rng: RandomLike = None, noise: str | NoiseSource | None = None,
            budget: BudgetAccountant | None = None, **params: Any) -> CumsumResult:

@@ -72,6 +72,7 @@ __all__ = [
     "duplicate_pair_kernel",
     "gini_kernel",
     "kendall_tau_kernel",
+    "kendall_tie_kernel",
     "mann_whitney_kernel",
     "rand_index_kernel",
     "renyi2_entropy_kernel",
@@ -692,6 +693,38 @@ def kendall_tau_kernel(variant: str = "b") -> Kernel:
         exact_only_statistic_fn=_kendall_b_statistic if variant == "b" else None,
         description=("tau-a = U" if variant == "a"
                      else "tau-b = U * C(n,2) / sqrt((C(n,2) - T_x) (C(n,2) - T_y))"),
+    )
+
+
+def _tie_func(column: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a[:, column] == b[:, column]).astype(np.float64)
+
+
+def _tie_exact(column: int, data: np.ndarray) -> float:
+    return duplicate_pair_ratio_unchecked(data[:, column])
+
+
+def _tie_rows(column: int, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return duplicate_row_sums(data[:, column])
+
+
+def kendall_tie_kernel(column: str) -> Kernel:
+    """Tie kernel ``I[x_i = x_j]`` (``column="x"``) or ``I[y_i = y_j]`` (``"y"``) on
+    Kendall's records (x, y).
+
+    Its U-statistic is the fraction ``T_x / C(n,2)`` (or ``T_y / C(n,2)``) of pairs tied
+    in that column: with tau-a's U, the three U-statistics tau-b is a function of,
+    ``tau_b = U / sqrt((1 - T_x/C(n,2)) (1 - T_y/C(n,2)))`` (Kendall 1945, Biometrika 33,
+    239-251; ``scipy.stats.kendalltau``). Output range [0, 1]: sensitivity 1.
+    """
+    if column not in ("x", "y"):
+        raise ValueError(f"column must be 'x' or 'y', got {column!r}")
+    index = ("x", "y").index(column)
+    return Kernel(
+        name=f"kendall_ties_{column}", degree=2, columns=("x", "y"), output_range=(0.0, 1.0),
+        func=partial(_tie_func, index), exact=partial(_tie_exact, index),
+        row_sums=partial(_tie_rows, index),
+        description=f"fraction of pairs tied in {column} = U",
     )
 
 

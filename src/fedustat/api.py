@@ -129,8 +129,9 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
         for this call (``workers`` processes, default 2) and closed after it; a scheduler
         address ``"tcp://host:port"``: that cluster; or a
         :class:`~fedustat.runtime.engine.DaskEngine` / ``distributed.Client`` you already
-        have (left open). Needs ``pip install 'fedustat[engine]'``. Protocols whose server
-        step the engine cannot split (see docs/engine.md) are refused with the reason.
+        have (left open). Needs the ``engine`` extra (``pip install '.[engine]'`` in the
+        checkout). Protocols whose server step the engine cannot split (see
+        docs/engine.md) are refused with the reason.
         With the same seed and the same split, the release equals the in-process one with
         ``batch_size=[partition sizes]``; ``diagnostics["engine"]`` says where it ran and
         on how many partitions. In-memory ``data`` are sliced and shipped to the workers,

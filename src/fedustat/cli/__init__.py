@@ -37,9 +37,8 @@ from fedustat.cli import (
 )
 from fedustat.cli._data import _all_protocols
 from fedustat.cli._messages import _warning_printer, did_you_mean, flag_hint
-from fedustat.cli.curve_release import CURVE_GRID_POINTS
 
-__all__ = ["CURVE_GRID_POINTS", "_all_protocols", "build_parser", "flag_hint", "main"]
+__all__ = ["_all_protocols", "build_parser", "flag_hint", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,15 +69,15 @@ def _options_in_use(parser: _Parser) -> list[str]:
 
 
 def _usage_suggestion(parser: _Parser, message: str) -> str:
-    """' (--epsilom; did you mean '--epsilon'?)' for argparse's "unrecognized arguments",
-    "; did you mean 'auc'?" for its "invalid choice", or ''."""
+    """"; did you mean '--epsilon'?" after argparse's "unrecognized arguments: --epsilom 1",
+    "; did you mean 'auc'?" after its "invalid choice: 'acu'", or ''."""
     if message.startswith("unrecognized arguments: "):
         options = _options_in_use(parser)
         for word in message.removeprefix("unrecognized arguments: ").split():
             hint = did_you_mean(word.partition("=")[0], options) if word.startswith("-") \
                 else ""
             if hint:
-                return f" ({word.partition('=')[0]}{hint})"
+                return hint
         return ""
     found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
     if found:

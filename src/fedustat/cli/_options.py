@@ -3,7 +3,8 @@
 Every default here is the library's own: read from the public function that answers the
 same question in Python (``fedustat.estimate``, ``fedustat.ecdf``, ...), so that the
 command line and a Python call give the same release for the same question. The
-help texts go through ``%``-formatting (argparse), so a literal percent sign is ``%%``.
+option help texts go through ``%``-formatting (argparse), so a literal percent sign there
+is ``%%``; descriptions are printed as written (``tests/test_cli_conventions.py`` checks both).
 """
 
 from __future__ import annotations
@@ -57,14 +58,11 @@ def curve_grid_points(curve: str) -> int:
     return int(library_default(_CURVE_FUNCTIONS[curve], "grid_points"))
 
 
-def add_epsilon(cmd: argparse.ArgumentParser, *, what: str = "privacy budget epsilon > 0",
-                required: bool = False) -> None:
+def add_epsilon(cmd: argparse.ArgumentParser, *, what: str = "privacy budget epsilon > 0"
+                ) -> None:
     """--epsilon: defaulted the same way in every subcommand that releases or predicts
     a release (docs/user-guide.md, "Command-line defaults")."""
-    if required:
-        cmd.add_argument("--epsilon", type=float, required=True, help=what)
-    else:
-        cmd.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=what)
+    cmd.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help=what)
 
 
 def add_delta(cmd: argparse.ArgumentParser, *, what: str = "privacy parameter delta in "

@@ -14,7 +14,7 @@ class _Progress:
     during a long one). Disabled, it prints the text it is given and nothing else.
     """
 
-    def __init__(self, total: int, show: bool) -> None:
+    def __init__(self, total: int, show: bool, unit: str = "experiment") -> None:
         self.show = show
         self.bar: Any = None
         self._stop: Any = None
@@ -24,7 +24,7 @@ class _Progress:
 
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, file=sys.stderr, unit="experiment",
+            self.bar = tqdm(total=total, file=sys.stderr, unit=unit,
                             dynamic_ncols=True)
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._tick, daemon=True)

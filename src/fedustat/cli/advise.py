@@ -84,7 +84,7 @@ def add_parser(sub: Any) -> None:
                      help="positives (public class size) for " + ", ".join(_TWO_CLASS))
     adv.add_argument("--n-neg", type=int, default=None,
                      help="negatives (public class size) for " + ", ".join(_TWO_CLASS))
-    add_epsilon(adv, what="privacy budget > 0", required=True)
+    add_epsilon(adv)
     add_delta(adv, what="delta; protocols that need delta > 0 are considered only with it")
     adv.add_argument("--trust", choices=["any", *TRUST_MODELS], default="any",
                      help="who may be trusted: local = nobody; secure = secure computation "

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedustat.cli._messages import did_you_mean
-from fedustat.cli._options import _HelpFormatter, add_delta, library_default
+from fedustat.cli._options import _HelpFormatter, library_default
 from fedustat.privacy.budget import (
     ADJACENCY_CLASSES,
     BudgetAccountant,
@@ -111,9 +111,10 @@ def _adjacency(text: str) -> str:
     if adjacency_class(text) is not None:
         return text
     raise argparse.ArgumentTypeError(
-        f"unknown adjacency {text!r}{did_you_mean(text, ADJACENCY_CLASSES)}; the classes are "
+        f"unknown adjacency {text!r}: give a class, "
         f"{', '.join(repr(c) for c in dict.fromkeys(ADJACENCY_CLASSES.values()))}, or a "
-        "relation as a protocol states it (docs/budget.md)")
+        "relation as a protocol states it (docs/budget.md)"
+        f"{did_you_mean(text, ADJACENCY_CLASSES)}")
 
 
 def add_parser(sub: Any) -> None:
@@ -128,8 +129,12 @@ def add_parser(sub: Any) -> None:
     # No default: without --epsilon the command shows FILE instead of creating it.
     bud.add_argument("--epsilon", type=float, default=None,
                      help="total epsilon of a new budget (without it: show FILE)")
-    add_delta(bud, what="total delta of a new budget")
-    bud.add_argument("--rule", choices=("basic", "advanced", "zcdp"), default="basic",
+    # The defaults of a new budget are BudgetAccountant's own.
+    bud.add_argument("--delta", type=float,
+                     default=library_default(BudgetAccountant, "delta"),
+                     help="total delta of a new budget")
+    bud.add_argument("--rule", choices=("basic", "advanced", "zcdp"),
+                     default=library_default(BudgetAccountant, "rule"),
                      help="composition rule of a new budget")
     bud.add_argument("--delta-slack", type=float, default=None,
                      help="delta' of advanced composition (needed with --rule advanced)")

@@ -11,6 +11,7 @@ from fedustat._validation import check_budget
 from fedustat.api import NOISE_CHOICES
 from fedustat.catalogue import STATISTICS
 from fedustat.cli._data import _simulation_only
+from fedustat.cli._messages import did_you_mean
 from fedustat.cli._options import _HelpFormatter
 from fedustat.cli._parsing import _parse_floats, _parse_pair
 from fedustat.compare import (
@@ -35,7 +36,8 @@ def _statistics_arg(items: Sequence[str] | None) -> list[str]:
     unknown = [s for s in names if s not in allowed]
     if unknown:
         raise SystemExit(f"error: unknown statistic(s) {', '.join(unknown)}; choose from "
-                         f"{', '.join(sorted(allowed))} or all")
+                         f"{', '.join(sorted(allowed))} or all"
+                         f"{did_you_mean(unknown[0], allowed)}")
     return list(dict.fromkeys(names))
 
 

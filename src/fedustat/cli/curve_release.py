@@ -18,6 +18,7 @@ from fedustat.cli._data import (
     _load_columns,
     _randomness_text,
 )
+from fedustat.cli._options import curve_grid_points
 from fedustat.cli._parsing import _parse_floats, _parse_pair, _parse_params
 from fedustat.curve_dispatch import release_curve
 from fedustat.curves import ROC_GRID_LIMIT
@@ -26,15 +27,8 @@ from fedustat.privacy.budget import (
     IncomparableGuaranteeError,
 )
 from fedustat.protocols.ecdf.federated import FEDERATED_GRID_LIMIT
-from fedustat.protocols.ecdf.private_quantiles import (
-    DEFAULT_GRID_POINTS as QUANTILE_GRID_POINTS,
-)
 from fedustat.protocols.ecdf.private_quantiles import QUANTILE_GRID_LIMIT
 from fedustat.protocols.ecdf.release import ECDF_GRID_LIMIT, GridLimit
-
-#: Grid points of a curve's public grid when --param thresholds=... is not given.
-CURVE_GRID_POINTS = 256
-
 
 #: Grid points shown in the table of an ECDF or ROC release (JSON has them all).
 SHOWN_POINTS = 9
@@ -53,6 +47,7 @@ def _curve_options(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
                 "curve releases (pure epsilon-DP; the grid is --bounds LO,HI or --param "
                 "thresholds=T1,T2,...)")
     params = _parse_params(args.param)
+    grid_flag = _grid_points_spelling(params, args)
     unknown = set(params) - {"thresholds", "levels", "grid_points"}
     if unknown:
         raise ProtocolRefusedError(
@@ -63,12 +58,15 @@ def _curve_options(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
     if "levels" in params:
         options["levels"] = _parse_floats(str(params["levels"]), "--param levels")
     if spec.curve == "hl":
-        if "thresholds" in params or "grid_points" in params or args.bounds:
+        if "thresholds" in params or grid_flag or args.bounds:
             raise ProtocolRefusedError(
                 "hl with protocol dp-ecdf-hl: its grid is fixed by 003 Alg. 2 (probabilities "
                 "in [0, 1]); it takes no --bounds, thresholds or grid_points")
         return options
     if "thresholds" in params:
+        if grid_flag:
+            raise SystemExit(f"error: {grid_flag} places points on --bounds; with --param "
+                             "thresholds=T1,T2,... the grid is given point by point (drop one)")
         options["thresholds"] = _parse_floats(str(params["thresholds"]), "--param thresholds")
         return options
     if args.bounds:
@@ -78,11 +76,14 @@ def _curve_options(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
                          "for the grid: --bounds LO,HI (or --param thresholds=T1,T2,...)")
     else:
         bounds = spec.default_bounds
-    points = params.get("grid_points", CURVE_GRID_POINTS)
+    # The default is the Python function's own (fedustat.ecdf, roc_curve, quantile,
+    # median), so the same question gets the same grid from both.
+    points = params.get("grid_points", curve_grid_points(spec.curve))
+    flag = grid_flag or "--grid-points"
     if isinstance(points, bool) or not isinstance(points, int) or points < 2:
-        raise SystemExit(f"error: --param grid_points must be an integer >= 2, got {points!r}")
+        raise SystemExit(f"error: {flag} must be an integer >= 2, got {points!r}")
     try:  # before the grid is built
-        _curve_grid_limit(spec, args.protocol).check(points, "--param grid_points")
+        _curve_grid_limit(spec, args.protocol).check(points, flag)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     if spec.curve in ("quantile", "median") and args.protocol == "dp-quantiles":
@@ -91,10 +92,23 @@ def _curve_options(spec: Statistic, args: argparse.Namespace) -> dict[str, Any]:
         # records, or JointExp on a fine grid); grid_points only places the error bar's
         # atoms (fedustat.quantile's default unless given).
         options["bounds"] = bounds
-        options["grid_points"] = params.get("grid_points", QUANTILE_GRID_POINTS)
+        options["grid_points"] = points
         return options
     options["thresholds"] = np.linspace(bounds[0], bounds[1], points)
     return options
+
+
+def _grid_points_spelling(params: dict[str, Any], args: argparse.Namespace) -> str | None:
+    """Move --grid-points N into ``params`` (as ``grid_points``) and say how the grid size
+    was spelled: "--grid-points", "--param grid_points" (its documented alias) or None."""
+    given = getattr(args, "grid_points", None)
+    if given is not None and "grid_points" in params:
+        raise SystemExit("error: give the grid's size once: --grid-points N (--param "
+                         "grid_points=N is the same option)")
+    if given is not None:
+        params["grid_points"] = given
+        return "--grid-points"
+    return "--param grid_points" if "grid_points" in params else None
 
 
 def _curve_grid_limit(spec: Statistic, protocol: str) -> GridLimit:

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from fedustat.cli._data import (
     _records,
     _resolve_randomness,
 )
-from fedustat.cli._messages import flag_hint
+from fedustat.cli._messages import did_you_mean, flag_hint
 from fedustat.cli._options import (
     _HelpFormatter,
     add_bounds,
@@ -33,11 +34,13 @@ from fedustat.cli._options import (
     add_delta,
     add_epsilon,
     add_format,
+    add_grid_points,
     add_noise,
     add_precision,
     add_protocol_parameters,
     add_seed,
 )
+from fedustat.cli._progress import _Progress
 from fedustat.cli.budget import _budget_file, _hold_budget
 from fedustat.cli.curve_release import _curve_row, _print_curve
 from fedustat.privacy.budget import (
@@ -218,7 +221,10 @@ def _checked_statistics(args: argparse.Namespace) -> list[str]:
     known = _all_protocols()
     if args.protocol not in known:
         raise SystemExit(f"error: unknown protocol {args.protocol!r}; available protocols: "
-                         f"{', '.join(known)}")
+                         f"{', '.join(known)}{did_you_mean(args.protocol, known)}")
+    if args.grid_points is not None and all(STATISTICS[n].kind != "curve" for n in names):
+        raise SystemExit("error: --grid-points sets the grid of ecdf, quantile, median and "
+                         "roc; the U-statistics have no grid")
     if args.file and len(names) > 1:
         raise SystemExit("error: with --file choose one --statistic")
     if args.engine is None and (args.workers is not None or args.partitions is not None):
@@ -254,9 +260,14 @@ def _release_rows(args: argparse.Namespace, names: list[str]
     # With --budget the file stays locked from here to the last commit: each release is
     # checked against the ledger as it is now, reserved in it before any party runs, and
     # committed after; a release that fails has its reservation removed (attempt()).
+    # Progress goes to stderr, on a terminal or with --progress only: stdout (a table or
+    # JSON) stays the release alone.
+    show = sys.stderr.isatty() if args.progress is None else args.progress
     with contextlib.ExitStack() as held:
         args.accountant = None if budget_file is None else _hold_budget(held, budget_file)
+        bar = held.enter_context(_Progress(len(names), show, unit="statistic"))
         for name in names:
+            bar.describe(name)
             try:
                 spec = STATISTICS[name]
                 # A U-statistic protocol refuses a kernel itself, after checking its
@@ -280,6 +291,7 @@ def _release_rows(args: argparse.Namespace, names: list[str]
                 if len(names) == 1:
                     raise SystemExit(f"error: {exc}") from None
                 refused.append(str(exc))
+            bar.advance()
     return rows, refused
 
 
@@ -321,7 +333,7 @@ def add_parser(sub: Any) -> None:
     est = sub.add_parser(
         "estimate", help="compute a statistic exactly and with a private protocol",
         description="Release a statistic of a CSV/Parquet file with a private protocol "
-                    "(the release, its 95%% interval and its guarantee; --evaluate adds the "
+                    "(the release, its 95% interval and its guarantee; --evaluate adds the "
                     "exact value), or of a bundled demo data set, where the exact value is "
                     "shown beside the release.",
         formatter_class=_HelpFormatter)
@@ -351,11 +363,15 @@ def add_parser(sub: Any) -> None:
                     "--data/--file/--columns are not given")
     add_bounds(est, what="public bounds LO,HI of the values for gini and variance, and of "
                          "the grid of ecdf, quantile, median and roc")
+    add_grid_points(est)
     add_precision(est, what="fixed-point precision, for protocols whose constructor takes "
                             "'precision' (an error for the others); default: the protocol's "
                             "own")
     _add_randomness_options(est)
     add_format(est)
+    est.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="a progress bar over the statistics on stderr (default: only when "
+                          "stderr is a terminal; never in the JSON on stdout)")
     _add_engine_options(est)
     est.set_defaults(func=cmd_estimate)
 

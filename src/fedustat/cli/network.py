@@ -15,6 +15,7 @@ import numpy as np
 from fedustat import catalogue, datasets
 from fedustat.catalogue import STATISTICS, Statistic
 from fedustat.cli._data import _kernel, _party_records, _protocol_params
+from fedustat.cli._messages import did_you_mean
 from fedustat.cli._options import (
     _HelpFormatter,
     add_bounds,
@@ -54,7 +55,8 @@ def _network_protocol(args: argparse.Namespace
     if args.protocol not in known:
         curves = [entry.name for entry in registry.available_curves()]
         raise SystemExit(f"error: unknown protocol {args.protocol!r}; available protocols: "
-                         f"{', '.join(known)}; curve releases: {', '.join(curves)}")
+                         f"{', '.join(known)}; curve releases: {', '.join(curves)}"
+                         f"{did_you_mean(args.protocol, known + curves)}")
     if args.statistic is None:
         raise SystemExit(f"error: protocol {args.protocol} needs --statistic (one of "
                          f"{', '.join(catalogue.names('u-statistic'))})")
@@ -365,7 +367,7 @@ def _add_protocol_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--statistic", choices=catalogue.names("u-statistic"), default=None,
                      help="which statistic (none for a curve release such as ecdf-fss)")
     cmd.add_argument("--protocol", required=True, help="protocol name (`fedustat protocols`)")
-    add_epsilon(cmd, required=True)
+    add_epsilon(cmd, what="privacy budget epsilon > 0 (every role gives the same)")
     add_delta(cmd, what="privacy parameter delta (every role gives the same)")
     add_protocol_parameters(cmd, what="a protocol parameter (repeatable)")
     add_column_domain(cmd, bounds_help="public bounds of a continuous kernel column "

@@ -81,7 +81,9 @@ def _usage_suggestion(parser: _Parser, message: str) -> str:
         return ""
     found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
     if found:
-        return did_you_mean(found.group(1), re.findall(r"'([^']*)'", found.group(2)))
+        # Choices are quoted up to Python 3.12 and bare after it; none holds a comma.
+        choices = [c.strip().strip("'") for c in found.group(2).split(",")]
+        return did_you_mean(found.group(1), choices)
     return ""
 
 

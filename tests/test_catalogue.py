@@ -21,6 +21,7 @@ from sklearn.metrics import rand_score
 import fedustat
 from fedustat import catalogue, compare, datasets
 from fedustat.cli import _all_protocols, build_parser, flag_hint, main
+from fedustat.cli._options import curve_grid_points
 from fedustat.protocols import registry
 
 STATISTICS = list(catalogue.STATISTICS)
@@ -69,7 +70,8 @@ def bundled_columns(name: str) -> list[np.ndarray]:
 
 def grid(name: str) -> np.ndarray:
     lo, hi = catalogue.get(name).default_bounds
-    return np.linspace(lo, hi, 256)  # the command line's default grid
+    # The command line's default grid: the Python function's (fedustat.ecdf, roc_curve).
+    return np.linspace(lo, hi, curve_grid_points(name))
 
 
 # ------------------------------------------------------------------ the catalogue itself

@@ -42,7 +42,8 @@ JSON_KEYS = {"statistic", "data", "n", "exact", "estimate", "std_error", "ci95_l
 OPTIONS = ["--statistic", "--data", "--file", "--evaluate", "--columns", "--epsilon", "--delta",
            "--column-bounds", "--column-values", "--precision", "--noise",
            "--protocol", "--param", "--bounds", "--seed", "--format",
-           "--engine", "--workers", "--partitions", "--budget"]
+           "--engine", "--workers", "--partitions", "--budget", "--grid-points",
+           "--progress", "--no-progress"]
 
 
 CsvFile = tuple[Path, np.ndarray, np.ndarray, np.ndarray]

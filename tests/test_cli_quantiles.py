@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 import fedustat
-from fedustat.cli import CURVE_GRID_POINTS, main
+from fedustat.cli import main
+from fedustat.cli._options import curve_grid_points
 from fedustat.curve_dispatch import release_curve
 
 BOUNDS = (0.0, 50.0)
@@ -40,8 +41,8 @@ def test_cli_median_with_bounds_is_the_python_default(capsys, skewed_file) -> No
     assert python.method == "continuous"
     assert row["values"] == [python.value]
     assert row["level_intervals"] == [list(python.level_interval(0.95))]
-    # Not a point of the command line's former 256-point grid of the bounds.
-    grid = np.linspace(*BOUNDS, CURVE_GRID_POINTS)
+    # Not a point of the even grid of the bounds (the continuous default answers anywhere).
+    grid = np.linspace(*BOUNDS, curve_grid_points("median"))
     assert np.min(np.abs(grid - row["values"][0])) > 0
 
 
@@ -66,7 +67,7 @@ def test_cli_quantiles_with_bounds_are_the_python_default(capsys, skewed_file) -
 def test_cli_other_quantile_releases_and_thresholds_keep_their_grid(capsys,
                                                                      skewed_file) -> None:
     path, _ = skewed_file
-    grid = np.linspace(*BOUNDS, CURVE_GRID_POINTS)
+    grid = np.linspace(*BOUNDS, curve_grid_points("median"))
     inverted = _row(capsys, "--statistic", "median", "--protocol", "dp-ecdf", "--file",
                     path, "--columns", "x", "--bounds", "0,50", "--seed", "7")
     assert np.min(np.abs(grid - inverted["values"][0])) < 1e-9

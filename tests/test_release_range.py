@@ -187,7 +187,7 @@ def test_the_command_line_never_prints_a_non_finite_release(monkeypatch, capsys)
         return Estimate(math.nan, "auc", "central-laplace", PrivacyGuarantee(1.0),
                         std_error=math.nan)
 
-    monkeypatch.setattr(cli, "estimate", nan_release)
+    monkeypatch.setattr("fedustat.cli.estimate.estimate", nan_release)
     for fmt in ("json", "table"):
         with pytest.raises(SystemExit) as stop:
             cli.main(["estimate", "--statistic", "auc", "--epsilon", "1", "--seed", "0",

@@ -397,6 +397,11 @@ DEFAULT_CURVE_RELEASE: dict[str, str] = {
     "ecdf": "dp-ecdf", "quantile": "dp-quantiles", "median": "dp-quantiles",
     "roc": "dp-roc", "hl": "dp-ecdf-hl"}
 
+#: The epsilon of a command-line release or prediction when --epsilon is not given (every
+#: subcommand that takes --epsilon uses it; the Python functions take epsilon= explicitly,
+#: as scikit-learn-style calls name their budget).
+DEFAULT_EPSILON = 1.0
+
 
 def curve_release(name: str) -> CurveRelease | None:
     """The central curve release ``name``, or None.

@@ -1,0 +1,7 @@
+"""``python -m fedustat.cli``."""
+
+import sys
+
+from fedustat.cli import main
+
+sys.exit(main())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import fedustat
 from fedustat import catalogue, datasets
 from fedustat.advisor import advise
 from fedustat.cli import build_parser, main
+from fedustat.curves import default_grid_points
 from fedustat.privacy.budget import BudgetAccountant
 
 
@@ -205,3 +207,22 @@ def test_every_help_text_renders_its_percent_signs(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["estimate", "--help"])
     assert "95% interval" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["ecdf", "roc"])
+def test_estimate_by_name_uses_the_one_call_functions_grid(name: str) -> None:
+    """fedustat.estimate(name, bounds=...) gets the grid fedustat.ecdf / roc_curve get
+    from the same bounds (one default, curves.default_grid_points)."""
+    rng = np.random.default_rng(5)
+    scores = rng.random(60)
+    labels = (rng.random(60) < 0.4).astype(float)
+    if name == "ecdf":
+        by_name = fedustat.estimate("ecdf", scores, epsilon=math.inf, bounds=(0.0, 1.0))
+        one_call = fedustat.ecdf(scores, epsilon=math.inf, bounds=(0.0, 1.0))
+    else:
+        by_name = fedustat.estimate("roc", np.column_stack([scores, labels]),
+                                    epsilon=math.inf, bounds=(0.0, 1.0))
+        one_call = fedustat.roc_curve(labels, scores, epsilon=math.inf, bounds=(0.0, 1.0))
+    # (The ROC curve's thresholds end with -inf, scikit-learn's start of the curve.)
+    assert np.isfinite(by_name.thresholds).sum() == default_grid_points(name)
+    np.testing.assert_array_equal(by_name.thresholds, one_call.thresholds)

@@ -61,6 +61,7 @@ from fedustat._validation import (
 )
 from fedustat.cost import Cost
 from fedustat.curve_dispatch import release_curve
+from fedustat.curves import default_grid_points
 from fedustat.kendall import KendallTauResult, kendall_tau_pvalue, kendalltau
 from fedustat.privacy.budget import BudgetAccountant
 from fedustat.privacy.errors import (
@@ -201,8 +202,6 @@ def estimate(kernel: Kernel | str, data: Any = None, *, epsilon: float, delta: f
     return release
 
 
-#: Points of the even grid a curve statistic gets from ``bounds=(lo, hi)``.
-CURVE_GRID_POINTS = 256
 def _estimate_by_name(name: str, data: Any, *, epsilon: float, delta: float,
                       protocol: str | None, rng: RandomLike, noise: Any, batch_size: Any,
                       engine: Any, workers: int | None, partitions: Any,
@@ -254,7 +253,7 @@ def _estimate_by_name(name: str, data: Any, *, epsilon: float, delta: float,
             # As fedustat.quantile: answers anywhere in the bounds (the continuous default).
             curve_bounds = (low, high)
         else:
-            thresholds = np.linspace(low, high, CURVE_GRID_POINTS)
+            thresholds = np.linspace(low, high, default_grid_points(statistic.curve))
     return release_curve(name, _curve_columns(statistic, data), epsilon=epsilon,
                          protocol=protocol, thresholds=thresholds, levels=levels, rng=rng,
                          noise=noise_source(noise, rng), budget=budget,

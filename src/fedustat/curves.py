@@ -95,6 +95,7 @@ __all__ = [
     "ROCCurveResult",
     "cumsum",
     "curve_quantiles",
+    "default_grid_points",
     "ecdf",
     "hosmer_lemeshow",
     "median",
@@ -112,6 +113,20 @@ ROC_GRID_LIMIT = GridLimit(
     2**16, "the ROC curve release",
     "its two class curves with private totals hold about 5 KiB per point (328 MiB and "
     "8.6 s measured at 2^16 points)")
+#: :func:`roc_curve`'s grid on ``bounds`` when no ``grid_points`` is given (its two class
+#: curves cost twice an ECDF's per point; see ROC_GRID_LIMIT).
+ROC_GRID_POINTS = 256
+
+
+def default_grid_points(curve: str) -> int:
+    """Points of the even grid a curve gets from ``bounds=(lo, hi)`` alone: the default of
+    the one-call function that releases it (:func:`ecdf`, :func:`quantile`,
+    :func:`median`: ``DEFAULT_GRID_POINTS``; :func:`roc_curve`: ``ROC_GRID_POINTS``).
+    ``fedustat.estimate``, the command line and ``compare`` take it from here, so the same
+    question gets the same grid everywhere."""
+    return ROC_GRID_POINTS if curve == "roc" else DEFAULT_GRID_POINTS
+
+
 #: The federated ECDF releases of the curve registry (by name) and the protocol-layer
 #: functions that run them in one process.
 _FEDERATED_ECDF: dict[str, Callable[..., FederatedECDF]] = {
@@ -1745,7 +1760,8 @@ def _rate_std_error(curve: PrivateECDF) -> np.ndarray:
 @accepts_random_state
 def roc_curve(y_true: Any, y_score: Any, *, epsilon: float,
               bounds: tuple[float, float] | None = None, thresholds: Any = None,
-              grid_points: int = 256, pos_label: Any = None, estimator: str | None = None,
+              grid_points: int = ROC_GRID_POINTS, pos_label: Any = None,
+              estimator: str | None = None,
               data: Any = None, rng: RandomLike = None,
               noise: str | NoiseSource | None = None, budget: BudgetAccountant | None = None,
               **params: Any) -> ROCCurveResult:

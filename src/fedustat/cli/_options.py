@@ -53,9 +53,9 @@ _CURVE_FUNCTIONS: dict[str, Callable[..., Any]] = {
 
 def curve_grid_points(curve: str) -> int:
     """Points of a curve's even grid on its bounds when --grid-points is not given: the
-    default of the Python function that releases the same curve (``fedustat.ecdf``,
-    ``fedustat.roc_curve``, ``fedustat.quantile``, ``fedustat.median``)."""
-    return int(library_default(_CURVE_FUNCTIONS[curve], "grid_points"))
+    library's one default for that curve (:func:`fedustat.curves.default_grid_points`,
+    the default of ``fedustat.ecdf``, ``roc_curve``, ``quantile`` and ``median``)."""
+    return curves.default_grid_points(curve)
 
 
 def add_epsilon(cmd: argparse.ArgumentParser, *, what: str = "privacy budget epsilon > 0"

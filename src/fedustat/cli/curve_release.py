@@ -204,13 +204,12 @@ def _level_intervals(release: Any) -> list[list[float]] | None:
     (``fedustat.curves.level_error_bound``); None for a release without one (also
     JointExp's, the default for several levels on bounds, which has no data-independent
     bound)."""
-    if hasattr(release, "level_interval"):  # one level
-        out = [list(map(float, release.level_interval(0.95)))]
-    elif hasattr(release, "level_error"):  # several levels, one bound for all
-        low, high = release.confidence_interval(0.95)
-        out = [[float(a), float(b)] for a, b in zip(low, high, strict=True)]
-    else:
+    if not hasattr(release, "level_interval"):
         return None
+    # One level (floats) or several (arrays, one bound for all).
+    low, high = release.level_interval(0.95)
+    out = [[float(a), float(b)]
+           for a, b in zip(np.atleast_1d(low), np.atleast_1d(high), strict=True)]
     return None if any(math.isnan(v) for pair in out for v in pair) else out
 
 

@@ -1047,6 +1047,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(result.tables())
     for line in result.skipped:
         print(f"not run: {line}")
+    for row in result.unresolved():
+        print(f"needs --full: {row.statistic} {row.protocol} eps={row.epsilon:g} (RMSE's "
+              f"Monte Carlo s.e. {100 * row.rmse_mc_relative:.0f}% after {row.repetitions} "
+              "repetitions)")
     print(f"wall time {result.wall_time:.1f} s"
           + (f"; report written to {report}" if report is not None else ""))
     return 0

@@ -58,7 +58,7 @@ from fedustat.api import estimate
 from fedustat.catalogue import PUBLIC_BOUNDS, PUBLIC_VALUES
 from fedustat.comparison_summary import summarize, summary_rows
 from fedustat.datasets.bundled import Dataset
-from fedustat.plotting import fit_axis, series_style
+from fedustat.plotting import fit_axis, protocol_style, series_style
 from fedustat.protocols import registry
 from fedustat.protocols.ecdf import (
     dp_ecdf,
@@ -499,7 +499,8 @@ class ComparisonResult:
 KIND_LEGEND = ("MC s.e.: the Monte Carlo standard error of the RMSE (delta method on the "
                "repetitions' squared errors) and its share of the RMSE; † = above the "
                "stopping rule's target after the most repetitions the preset allows "
-               "(`--full` resolves it); CI95 cover ± its binomial s.e.; reps = the "
+               "(`--full` resolves it); CI95 cover ± the binomial s.e. of a 95% coverage over "
+               "that many repetitions; reps = the "
                "repetitions the row ran. "
                "kind of prediction: exact = the protocol's exact MSE; bound = a proven upper "
                "bound; bound* = an upper bound on the randomization error only (the "
@@ -913,7 +914,9 @@ def _row(case: Case, pred: Prediction, eps: float, out: _Outcome, exact: float,
         note = (note + "; " if note else "") + (f"{out.failed} of {repetitions} releases "
                                                 "undefined (NaN)")
     coverage = float(np.mean(out.covered)) if out.covered else None
-    coverage_se = (math.sqrt(coverage * (1 - coverage) / len(out.covered))
+    # The binomial s.e. at the nominal 95%: what a coverage check is judged against (the
+    # plug-in p(1-p) would claim no error at all for a coverage of 1.00 from 5 runs).
+    coverage_se = (math.sqrt(0.95 * 0.05 / len(out.covered))
                    if coverage is not None else math.nan)
     return RunRow(
         statistic=case.statistic, protocol=pred.protocol, epsilon=eps, delta=out.delta,
@@ -1327,53 +1330,134 @@ _ERROR_AXIS: dict[str, str] = {
 }
 
 
+#: Panels of the error figure, one per privacy model, in this order (then any other).
+_PANEL_ORDER = ("local", "computational", "label", "central")
+#: Series per panel at most; a model with more protocols takes several panels.
+MAX_SERIES_PER_PANEL = 6
+
+
+def _error_ceiling(result: ComparisonResult, statistic: str) -> float | None:
+    """The largest RMSE a release can have: the width of the statistic's range (a
+    release is clipped into it), 1 for curves and levels (probabilities); None if
+    unknown. A prediction above it says nothing the axis needs to show."""
+    case = result.cases[statistic]
+    kernel = _kernel(case)
+    if kernel is None:
+        return None if statistic == "hl" else 1.0
+    bounds = kernel.statistic_range()
+    if bounds is None or not all(math.isfinite(v) for v in bounds):
+        return None
+    return float(bounds[1] - bounds[0])
+
+
+def _panels(rows: Sequence[RunRow]) -> list[tuple[str, list[str]]]:
+    """(title, protocols) per panel: one per privacy model, at most
+    :data:`MAX_SERIES_PER_PANEL` protocols each."""
+    by_model: dict[str, list[str]] = {}
+    for r in rows:
+        names = by_model.setdefault(r.model, [])
+        if r.protocol not in names:
+            names.append(r.protocol)
+    order = sorted(by_model, key=lambda m: (_PANEL_ORDER.index(m) if m in _PANEL_ORDER
+                                            else len(_PANEL_ORDER), m))
+    panels = []
+    for model in order:
+        names = by_model[model]
+        parts = [names[i:i + MAX_SERIES_PER_PANEL]
+                 for i in range(0, len(names), MAX_SERIES_PER_PANEL)]
+        for k, part in enumerate(parts):
+            suffix = f" ({k + 1}/{len(parts)})" if len(parts) > 1 else ""
+            panels.append((f"{model} DP{suffix}", part))
+    return panels
+
+
 def _error_figure(result: ComparisonResult, statistic: str) -> Any:
-    """Measured RMSE (solid) and predicted RMSE (dashed) against epsilon, one colour and
-    marker per protocol (:func:`fedustat.plotting.series_style`), axes fitted to the
-    plotted values (:func:`fedustat.plotting.fit_axis`)."""
+    """Measured RMSE (solid, with its Monte Carlo s.e. as error bars) and predicted RMSE
+    (dashed) against epsilon: one panel per privacy model (at most
+    :data:`MAX_SERIES_PER_PANEL` series each), one style per protocol in every figure
+    (:func:`fedustat.plotting.protocol_style`), a shared y axis fitted to the plotted
+    values and cut at the statistic's range: a prediction above it (a vacuous bound) is
+    drawn as an arrow at the top edge with its value, not by stretching the axis."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    fig = Figure(figsize=(8.0, 4.4))
-    ax = fig.add_subplot()
     rows = result.rows_for(statistic)
-    names = list(dict.fromkeys(r.protocol for r in rows))
-    handles = []
+    panels = _panels(rows)
+    ceiling = _error_ceiling(result, statistic)
+    fig = Figure(figsize=(3.4 * max(len(panels), 1) + 0.6, 4.2))
+    axes = fig.subplots(1, max(len(panels), 1), sharey=True, squeeze=False)[0]
     plotted: list[float] = []
-    for i, name in enumerate(names):
-        colour, marker = series_style(i)
-        mine = sorted((r for r in rows if r.protocol == name), key=lambda r: r.epsilon)
-        eps = [r.epsilon for r in mine]
-        measured = [r.rmse for r in mine]
-        predicted = [r.predicted_rmse for r in mine]
-        (line,) = ax.plot(eps, measured, marker=marker, color=colour, linewidth=1.6,
-                          markersize=6, label=name)
-        ax.plot(eps, predicted, linestyle="--", marker=marker, markerfacecolor="none",
-                color=colour, linewidth=1.2, markersize=6)
-        handles.append(line)
-        plotted += [v for v in measured + predicted if math.isfinite(v)]
+    over: list[tuple[Any, float, float, str]] = []  # (axes, eps, predicted, colour)
+    for r in rows:
+        plotted += [v for v in (r.rmse, r.rmse - r.rmse_mc_se, r.rmse + r.rmse_mc_se)
+                    if math.isfinite(v) and v > 0]
+        if math.isfinite(r.predicted_rmse) and r.predicted_rmse > 0 and (
+                ceiling is None or r.predicted_rmse <= ceiling):
+            plotted.append(r.predicted_rmse)
     eps_grid = result.settings["epsilons"]
     # A budget grid usually doubles: log spacing from a 4-fold spread keeps it even.
     x_fit = fit_axis(eps_grid, log_ratio=4.0)
-    ax.set_xscale(x_fit.scale)
-    ax.set_xlim(x_fit.lower, x_fit.upper)
-    ax.set_xticks(eps_grid)
-    ax.set_xticklabels([f"{e:g}" for e in eps_grid])
-    ax.minorticks_off()
-    if plotted:
-        y_fit = fit_axis(plotted)
-        ax.set_yscale(y_fit.scale)
-        ax.set_ylim(y_fit.lower, y_fit.upper)
-    ax.set_xlabel("privacy budget epsilon")
-    ax.set_ylabel(_ERROR_AXIS.get(statistic, "RMSE"))
+    y_fit = fit_axis(plotted) if plotted else None
+    if y_fit is not None and ceiling is not None and y_fit.upper > ceiling:
+        y_fit = type(y_fit)(y_fit.scale, y_fit.lower, ceiling)
+    for ax, (title, names) in zip(axes, panels, strict=False):
+        handles = []
+        for name in names:
+            colour, marker = protocol_style(name)
+            mine = sorted((r for r in rows if r.protocol == name), key=lambda r: r.epsilon)
+            eps = [r.epsilon for r in mine]
+            measured = [r.rmse for r in mine]
+            spread = [r.rmse_mc_se if math.isfinite(r.rmse_mc_se) else 0.0 for r in mine]
+            bars = ax.errorbar(eps, measured, yerr=spread, marker=marker, color=colour,
+                               linewidth=1.6, markersize=6, capsize=3, label=name)
+            handles.append(bars)
+            shown = [(r.epsilon, r.predicted_rmse) for r in mine
+                     if math.isfinite(r.predicted_rmse)]
+            inside = [(e, p) for e, p in shown if ceiling is None or p <= ceiling]
+            if inside:
+                ax.plot([e for e, _ in inside], [p for _, p in inside], linestyle="--",
+                        marker=marker, markerfacecolor="none", color=colour,
+                        linewidth=1.2, markersize=6)
+            over += [(ax, e, p, colour) for e, p in shown if ceiling is not None
+                     and p > ceiling]
+        ax.set_xscale(x_fit.scale)
+        ax.set_xlim(x_fit.lower, x_fit.upper)
+        ax.set_xticks(eps_grid)
+        ax.set_xticklabels([f"{e:g}" for e in eps_grid])
+        ax.minorticks_off()
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("privacy budget epsilon")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(handles=handles, fontsize=7, loc="best")
+    if y_fit is not None:
+        axes[0].set_yscale(y_fit.scale)
+        axes[0].set_ylim(y_fit.lower, y_fit.upper)
+        if y_fit.scale == "log":
+            from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+            # Plain numbers at 1, 2 and 5 of each decade: readable without exponents.
+            axes[0].yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0),
+                                                       numticks=30))
+            axes[0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axes[0].yaxis.set_minor_locator(NullLocator())
+    for ax, e, p, colour in over:
+        # A prediction above the statistic's range: an arrow at the top edge, its value.
+        top = ax.get_ylim()[1]
+        ax.annotate(f"pred. {p:.3g}", xy=(e, top), xytext=(0, -22),
+                    textcoords="offset points", ha="center", fontsize=6, color=colour,
+                    arrowprops={"arrowstyle": "->", "color": colour})
+    axes[0].set_ylabel(_ERROR_AXIS.get(statistic, "RMSE"))
     case = result.cases[statistic]
-    ax.set_title(f"{statistic}: error against epsilon ({case.source}, n={case.n}, "
-                 f"{result.settings['repetitions']} repetitions)", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    handles += [Line2D([], [], color="0.2", linestyle="-", label="solid: measured"),
-                Line2D([], [], color="0.2", linestyle="--", label="dashed: predicted")]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-              borderaxespad=0.0, title="protocol", title_fontsize=7)
+    keys = [Line2D([], [], color="0.2", linestyle="-", label="solid: measured (± MC s.e.)"),
+            Line2D([], [], color="0.2", linestyle="--", label="dashed: predicted")]
+    if over:
+        keys.append(Line2D([], [], color="0.2", marker=r"$\uparrow$", linestyle="none",
+                           label=f"arrow: predicted above {ceiling:g}, the range"))
+    fig.legend(handles=keys, fontsize=7, loc="lower center", ncol=len(keys),
+               frameon=False)
+    fig.suptitle(f"{statistic}: error against epsilon ({case.source}, n={case.n}; "
+                 f"{result.repetitions_text().split(' (')[0]})", fontsize=9)
+    fig.subplots_adjust(bottom=0.2, top=0.86, wspace=0.08)
     return fig
 
 

@@ -414,7 +414,6 @@ def plot_estimates(estimates: Sequence[Any], *, labels: Sequence[str] | None = N
     else:
         fit = fit_axis(ends, allow_log=False)
         ax.set_xlim(fit.lower, fit.upper)
-    ax.set_xlabel(f"released value with its {100 * confidence_level:g}% confidence "
-                  "interval")
+    ax.set_xlabel(f"release and its {100 * confidence_level:g}% interval")
     ax.grid(True, axis="x", alpha=0.3)
     return ax

@@ -131,8 +131,8 @@ class Preset:
 REPETITION_STEP = 10
 PRESETS: dict[str, Preset] = {
     # quick: a first look; a coarser curve grid than the library's (said in the report).
-    "quick": Preset("quick", 5, 10, 0.25, 256),
-    "default": Preset("default", 10, 50, 0.10, DEFAULT_GRID_POINTS),
+    "quick": Preset("quick", 5, 10, 0.30, 256),
+    "default": Preset("default", 10, 50, 0.15, DEFAULT_GRID_POINTS),
     "full": Preset("full", 50, 400, 0.05, DEFAULT_GRID_POINTS),
 }
 DEFAULT_PRESET = "default"

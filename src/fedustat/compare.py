@@ -1135,9 +1135,21 @@ _PACKED: dict[tuple[str, str], tuple[Kernel | None, np.ndarray | None]] = {}
 
 
 def _run_repetitions(cell: _Cell, indices: Sequence[int]
-                     ) -> tuple[list[tuple[int, _Outcome]], str | None]:
+                     ) -> tuple[list[tuple[int, _Outcome]], str | None,
+                                list[tuple[type[Warning], str]]]:
     """Run repetitions ``indices`` of a cell, each seeded by its own index (so a result
-    never depends on which process ran it). Runs in a worker process."""
+    never depends on which process ran it). Runs in a worker process; the library's
+    warnings come back to the caller (distinct ones, once each), which issues them where
+    the user sees them."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done, error = _run_indices(cell, indices)
+    distinct = list(dict.fromkeys((w.category, str(w.message)) for w in caught))
+    return done, error, distinct
+
+
+def _run_indices(cell: _Cell, indices: Sequence[int]
+                 ) -> tuple[list[tuple[int, _Outcome]], str | None]:
     case = cell.case
     key = (case.statistic, case.source)
     if key not in _PACKED:
@@ -1159,6 +1171,13 @@ def _run_repetitions(cell: _Cell, indices: Sequence[int]
             return done, str(exc)
         done.append((r, out))
     return done, None
+
+
+def _reissue(caught: Sequence[tuple[type[Warning], str]]) -> None:
+    """A worker's warnings, issued in this process (once per distinct message under the
+    default filter, and under the command line's one-line printer)."""
+    for category, message in caught:
+        warnings.warn(message, category, stacklevel=2)
 
 
 def _no_tick() -> None:
@@ -1237,7 +1256,8 @@ def _run_cells(cells: list[_Cell], rule: Preset, workers: int, progress: bool
         futures = {pool.submit(_run_repetitions, c, [0]): i for i, c in enumerate(cells)}
         for fut in as_completed(futures):
             i = futures[fut]
-            done, error = fut.result()
+            done, error, caught = fut.result()
+            _reissue(caught)
             results[i].update(done)
             if error is not None:
                 errors[i] = error
@@ -1277,7 +1297,8 @@ def _run_cells(cells: list[_Cell], rule: Preset, workers: int, progress: bool
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in finished:
                 i, t = pending.pop(fut)
-                done, error = fut.result()
+                done, error, caught = fut.result()
+                _reissue(caught)
                 results[i].update(done)
                 bar.update(round(cost[i] * len(t), 4))
                 if error is not None:

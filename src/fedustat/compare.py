@@ -128,11 +128,11 @@ class Preset:
 
 
 #: Repetitions added at a time once a cell's first ``min_repetitions`` are in.
-REPETITION_STEP = 10
+REPETITION_STEP = 5
 PRESETS: dict[str, Preset] = {
     # quick: a first look; a coarser curve grid than the library's (said in the report).
     "quick": Preset("quick", 5, 10, 0.30, 256),
-    "default": Preset("default", 10, 50, 0.15, DEFAULT_GRID_POINTS),
+    "default": Preset("default", 10, 50, 0.20, DEFAULT_GRID_POINTS),
     "full": Preset("full", 50, 400, 0.05, DEFAULT_GRID_POINTS),
 }
 DEFAULT_PRESET = "default"
@@ -1228,7 +1228,10 @@ def _planned(rule: Preset, statistic: str, rep_mse: Sequence[float] | None) -> i
     else:
         rel = rmse_mc_error(rep_mse) / math.sqrt(float(np.mean(rep_mse)))
         need = math.ceil(len(rep_mse) * (rel / rule.target) ** 2)
-    return int(min(max(need, lo), hi))
+        lo = len(rep_mse) + REPETITION_STEP  # the next batch runs whatever the estimate
+    # Batches come in steps of REPETITION_STEP after the minimum.
+    steps = max(0, math.ceil((need - rule.min_repetitions) / REPETITION_STEP))
+    return int(min(max(rule.min_repetitions + steps * REPETITION_STEP, lo), hi))
 
 
 def _chunks(indices: list[int], seconds_each: float) -> list[list[int]]:
@@ -1311,7 +1314,7 @@ def _run_cells(cells: list[_Cell], rule: Preset, workers: int, progress: bool
                 if m >= rule.max_repetitions or _resolved(rep_mse, rule.target):
                     continue
                 # Re-plan this cell from what it measured; the bar's total follows.
-                new_plan = max(_planned(rule, cells[i].case.statistic, rep_mse), m + 1)
+                new_plan = _planned(rule, cells[i].case.statistic, rep_mse)
                 bar.total = round(bar.total + cost[i] * (new_plan - plan[i]), 1)
                 plan[i] = new_plan
                 bar.refresh()

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 import time
 import warnings
 import zlib
@@ -1470,7 +1471,7 @@ def _error_figure(result: ComparisonResult, statistic: str) -> Any:
         ax.annotate(f"pred. {p:.3g}", xy=(e, top), xytext=(0, -22),
                     textcoords="offset points", ha="center", fontsize=6, color=colour,
                     arrowprops={"arrowstyle": "->", "color": colour})
-    axes[0].set_ylabel(_ERROR_AXIS.get(statistic, "RMSE"))
+    axes[0].set_ylabel("\n".join(textwrap.wrap(_ERROR_AXIS.get(statistic, "RMSE"), 42)))
     case = result.cases[statistic]
     keys = [Line2D([], [], color="0.2", linestyle="-", label="solid: measured (± MC s.e.)"),
             Line2D([], [], color="0.2", linestyle="--", label="dashed: predicted")]

@@ -308,7 +308,8 @@ def test_summary_ranks_rmse_zero_by_the_arithmetic_mean() -> None:
     from fedustat.comparison_summary import summarize
 
     def row(protocol: str, eps: float, rmse: float) -> SimpleNamespace:
-        return SimpleNamespace(protocol=protocol, epsilon=eps, rmse=rmse, bits_per_party=64.0)
+        return SimpleNamespace(protocol=protocol, epsilon=eps, rmse=rmse, bits_per_party=64.0,
+                               repetitions=3)
 
     rows = [row("dp-quantiles", 0.5, 0.004), row("dp-quantiles", 4.0, 0.0),
             row("dp-ecdf", 0.5, 0.002), row("dp-ecdf", 4.0, 0.0),
@@ -333,39 +334,84 @@ def test_summary_ranks_rmse_zero_by_the_arithmetic_mean() -> None:
 def test_error_figure_is_readable(small: ComparisonResult) -> None:
     from matplotlib.colors import to_hex
 
-    from fedustat.compare import _error_figure
-    from fedustat.plotting import PALETTE
+    from fedustat.compare import MAX_SERIES_PER_PANEL, _error_figure
+    from fedustat.plotting import protocol_style
 
     fig = _error_figure(small, "auc")
+    rows = small.rows_for("auc")
+    # One panel per privacy model, in a fixed order, each with its protocols only.
+    models = {r.protocol: r.model for r in rows}
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == [f"{m} DP" for m in ("local", "label", "central")
+                      if m in models.values()]
+    for ax in fig.axes:
+        names = [n for n, m in models.items() if f"{m} DP" == ax.get_title()]
+        assert 0 < len(names) <= MAX_SERIES_PER_PANEL
+        solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]
+        dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+        assert len(solid) == len(names) and len(dashed) <= len(names)
+        # Each protocol in its own fixed style, whatever else is in the figure.
+        assert [to_hex(ln.get_color()).upper() for ln in solid] == \
+            [protocol_style(n)[0].upper() for n in names]
+        assert [ln.get_marker() for ln in solid] == [protocol_style(n)[1] for n in names]
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == names
+        assert ax.collections  # the Monte Carlo error bars
     ax = fig.axes[0]
-    names = list(dict.fromkeys(r.protocol for r in small.rows_for("auc")))
-    solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]
-    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
-    assert len(solid) == len(dashed) == len(names)
-    colours = [to_hex(ln.get_color()) for ln in solid]
-    assert len(set(colours)) == len(names)  # distinct colours,
-    assert {c.upper() for c in colours} <= set(PALETTE)  # from the colour-blind-safe set
-    assert len({ln.get_marker() for ln in solid}) == len(names)  # and distinct markers
-    for s_line, d_line in zip(solid, dashed, strict=True):
-        assert to_hex(s_line.get_color()) == to_hex(d_line.get_color())
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend == [*names, "solid: measured", "dashed: predicted"]
-    # The y axis holds every plotted value with a margin of 8% of the span (log space):
-    # no value cut off, no empty band wider than the margin.
-    values = [v for r in small.rows_for("auc") for v in (r.rmse, r.predicted_rmse)]
-    lo, hi = math.log10(min(values)), math.log10(max(values))
-    assert ax.get_yscale() == "log" and hi - lo >= 1
-    y0, y1 = (math.log10(v) for v in ax.get_ylim())
-    margin = 0.08 * (hi - lo)
-    assert y0 == pytest.approx(lo - margin, abs=1e-9)
-    assert y1 == pytest.approx(hi + margin, abs=1e-9)
-    # x: the budgets 0.5 and 2 (a 4-fold spread, log spacing) with the same margin.
+    # ldp-tree's bound (> 1) is vacuous for an AUC: the axis stops at the AUC's range
+    # width and each such prediction is an arrow with its value, not a stretched axis.
+    tree = [r for r in rows if r.protocol == "ldp-tree"]
+    assert all(r.predicted_rmse > 1 for r in tree)
+    assert ax.get_ylim()[1] <= 1.0
+    notes = [t.get_text() for t in ax.texts]
+    assert sorted(notes) == sorted(f"pred. {r.predicted_rmse:.3g}" for r in tree)
+    # Every measured value and every in-range prediction is inside the axis.
+    y0, y1 = ax.get_ylim()
+    shown = [v for r in rows for v in (r.rmse, r.predicted_rmse) if v <= 1.0]
+    assert y0 <= min(shown) and max(shown) <= y1
+    assert ax.get_yscale() == "log"
+    ticks = [t for t in ax.get_yticks() if y0 <= t <= y1]
+    assert len(ticks) >= 3  # readable: several labelled values, plain numbers
+    # x: the budgets 0.5 and 2 (a 4-fold spread, log spacing) with 8% margins.
     x0, x1 = (math.log10(v) for v in ax.get_xlim())
     span = math.log10(4.0)
     assert x0 == pytest.approx(math.log10(0.5) - 0.08 * span, abs=1e-9)
     assert x1 == pytest.approx(math.log10(2.0) + 0.08 * span, abs=1e-9)
     assert "epsilon" in ax.get_xlabel() and "AUC units" in ax.get_ylabel()
-    assert "n=899" in ax.get_title()
+    assert "n=899" in fig._suptitle.get_text()
+
+
+def test_protocol_colour_does_not_depend_on_the_other_protocols(
+        small: ComparisonResult) -> None:
+    import dataclasses
+
+    from matplotlib.colors import to_hex
+
+    from fedustat.compare import _error_figure
+
+    def colours(result: ComparisonResult) -> dict[str, str]:
+        fig = _error_figure(result, "auc")
+        return {t.get_text(): to_hex(h.get_color()) for ax in fig.axes
+                for h, t in zip(ax.get_legend().legend_handles, ax.get_legend().get_texts(),
+                                strict=True)}
+
+    fewer = dataclasses.replace(small, rows=[r for r in small.rows
+                                             if r.protocol not in ("central-laplace",
+                                                                   "ldp-quantized")])
+    both, some = colours(small), colours(fewer)
+    assert set(some) < set(both)
+    assert all(some[name] == both[name] for name in some)
+
+
+def test_panels_hold_at_most_six_series() -> None:
+    from types import SimpleNamespace
+
+    from fedustat.compare import _panels
+
+    rows = [SimpleNamespace(model="label", protocol=f"p{i}") for i in range(8)]
+    rows += [SimpleNamespace(model="local", protocol="q")]
+    assert _panels(rows) == [("local DP", ["q"]),
+                             ("label DP (1/2)", [f"p{i}" for i in range(6)]),
+                             ("label DP (2/2)", ["p6", "p7"])]
 
 
 def test_ecdf_curve_figure_shows_where_the_data_are() -> None:

@@ -25,6 +25,7 @@ from fedustat.api import (
     roc_auc_score,
 )
 from fedustat.curves import cumsum, ecdf, hosmer_lemeshow, median, quantile, roc_curve
+from fedustat.plotting import plot_ecdf, plot_estimates, plot_roc
 from fedustat.privacy.budget import BudgetAccountant, BudgetExceededError
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.protocols.base import Cost, Estimate
@@ -56,6 +57,9 @@ __all__ = [
     "kendall_tau_pvalue",
     "kendalltau",
     "median",
+    "plot_ecdf",
+    "plot_estimates",
+    "plot_roc",
     "quantile",
     "rand_score",
     "roc_auc_score",

@@ -25,11 +25,14 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import os
 import sys
+import textwrap
 import time
 import warnings
 import zlib
 from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +59,7 @@ from fedustat.api import estimate
 from fedustat.catalogue import PUBLIC_BOUNDS, PUBLIC_VALUES
 from fedustat.comparison_summary import summarize, summary_rows
 from fedustat.datasets.bundled import Dataset
-from fedustat.plotting import fit_axis, series_style
+from fedustat.plotting import fit_axis, protocol_style, series_style
 from fedustat.protocols import registry
 from fedustat.protocols.ecdf import (
     dp_ecdf,
@@ -65,6 +68,9 @@ from fedustat.protocols.ecdf import (
     dp_roc_curve,
     roc_curve_on_grid,
     roc_l1_distance,
+)
+from fedustat.protocols.ecdf.private_quantiles import (
+    DEFAULT_GRID_POINTS as LIBRARY_GRID_POINTS,
 )
 from fedustat.protocols.ecdf.smoothing import smooth
 from fedustat.report import MarkdownReport
@@ -75,10 +81,14 @@ __all__ = [
     "COMPARED_STATISTICS",
     "DEFAULT_DELTA",
     "DEFAULT_EPSILONS",
+    "DEFAULT_GRID_POINTS",
+    "DEFAULT_PRESET",
     "DEFAULT_REPETITIONS",
+    "PRESETS",
     "PUBLIC_BOUNDS",
     "PUBLIC_VALUES",
     "ComparisonResult",
+    "Preset",
     "RunRow",
     "available_data",
     "level_errors",
@@ -88,11 +98,46 @@ __all__ = [
 ]
 
 DEFAULT_EPSILONS = (0.5, 1.0, 2.0, 4.0)
-DEFAULT_REPETITIONS = 50
-# Used only by protocols that need delta > 0 (Gaussian noise, advanced composition);
-# pure-DP protocols report delta = 0 in the table.
-DEFAULT_DELTA = 1e-6
-DEFAULT_GRID_POINTS = 256
+#: The library's defaults, read from where they are defined (never restated here): the
+#: delta of :func:`fedustat.estimate` (0: protocols that need delta > 0 are listed under
+#: "Not run" unless a delta is given) and the grid of the curve functions
+#: (:func:`fedustat.ecdf`, :func:`fedustat.roc_curve`, ...).
+DEFAULT_DELTA: float = inspect.signature(estimate).parameters["delta"].default
+DEFAULT_GRID_POINTS: int = LIBRARY_GRID_POINTS
+
+
+@dataclass(frozen=True)
+class Preset:
+    """How many repetitions a (statistic, protocol, epsilon) cell gets, and on which grid.
+
+    The sequential stopping rule: a cell runs ``min_repetitions`` repetitions, then more
+    in steps of :data:`REPETITION_STEP` until the Monte Carlo standard error of its RMSE
+    is at most ``target`` times the RMSE, or ``max_repetitions`` are done. A cell that
+    stops at the maximum above the target is reported as needing ``--full``.
+    """
+
+    name: str
+    min_repetitions: int
+    max_repetitions: int
+    target: float  # relative Monte Carlo standard error of the RMSE at which a cell stops
+    grid_points: int  # thresholds of the ECDF and ROC grids
+
+    def describe(self) -> str:
+        return (f"{self.name}: {self.min_repetitions}-{self.max_repetitions} repetitions per "
+                f"cell, stopping once the RMSE's Monte Carlo s.e. is <= "
+                f"{100 * self.target:g}% of it; grid of {self.grid_points} thresholds")
+
+
+#: Repetitions added at a time once a cell's first ``min_repetitions`` are in.
+REPETITION_STEP = 5
+PRESETS: dict[str, Preset] = {
+    # quick: a first look; a coarser curve grid than the library's (said in the report).
+    "quick": Preset("quick", 5, 10, 0.30, 256),
+    "default": Preset("default", 10, 50, 0.20, DEFAULT_GRID_POINTS),
+    "full": Preset("full", 50, 400, 0.05, DEFAULT_GRID_POINTS),
+}
+DEFAULT_PRESET = "default"
+DEFAULT_REPETITIONS = PRESETS[DEFAULT_PRESET].max_repetitions
 QUANTILE_LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
 #: The statistics compared when none are named: those the advisor predicts an error for
 #: (``fedustat compare`` takes every statistic of :mod:`fedustat.catalogue` by name).
@@ -305,6 +350,19 @@ class RunRow:
     failed: int = 0
     extra: Mapping[str, float] = field(default_factory=dict)
     note: str = ""
+    #: Monte Carlo standard error of ``rmse`` (delta method on the repetitions' squared
+    #: errors) and of ``coverage`` (binomial); nan when not estimable.
+    rmse_mc_se: float = math.nan
+    coverage_mc_se: float = math.nan
+    #: Whether the stopping rule's target was met (False: more repetitions, ``--full``).
+    resolved: bool = True
+
+    @property
+    def rmse_mc_relative(self) -> float:
+        """The RMSE's Monte Carlo standard error as a share of it."""
+        if not math.isfinite(self.rmse_mc_se) or not self.rmse > 0:
+            return math.nan
+        return self.rmse_mc_se / self.rmse
 
     @property
     def ratio(self) -> float:
@@ -323,7 +381,8 @@ class RunRow:
                 "ci95_coverage": self.coverage, "bits_per_party": self.bits_per_party,
                 "seconds_per_run": self.seconds_per_run, "repetitions": self.repetitions,
                 "failed": self.failed, **{f"extra_{k}": v for k, v in self.extra.items()},
-                "note": self.note}
+                "rmse_mc_se": self.rmse_mc_se, "ci95_coverage_mc_se": self.coverage_mc_se,
+                "resolved": self.resolved, "note": self.note}
 
 
 @dataclass
@@ -355,21 +414,44 @@ class ComparisonResult:
         if _two_classes(statistic):
             n_pos = int(np.sum(case.arrays[1] == 1))
             sizes += f"; n+={n_pos}, n-={case.n - n_pos}"
-        return (f"{statistic.upper()} ({STATISTICS[statistic]}) on {case.source} ({sizes}); "
-                f"{self.settings['repetitions']} repetitions per row. "
+        grid = ""
+        if case.grid is not None:
+            grid = f"; grid of {case.grid.size} thresholds"
+            if case.grid.size < self.settings.get("library_grid_points", case.grid.size):
+                grid += (f" (coarser than the library's default "
+                         f"{self.settings['library_grid_points']}, for speed)")
+        return (f"{statistic.upper()} ({STATISTICS[statistic]}) on {case.source} "
+                f"({sizes}{grid}); {self.repetitions_text()}. "
                 f"Metric: {_METRIC[statistic]}.")
+
+    def repetitions_text(self) -> str:
+        """How many repetitions each row had, and the rule that chose them."""
+        s = self.settings
+        lo, hi = s.get("min_repetitions", s["repetitions"]), s["repetitions"]
+        if lo == hi:
+            return f"{hi} repetitions per row"
+        return (f"{lo}-{hi} repetitions per row (column reps): a row stops once its RMSE's "
+                f"Monte Carlo s.e. is at most {100 * s['target']:g}% of the RMSE")
+
+    def unresolved(self) -> list[RunRow]:
+        """Rows whose RMSE's Monte Carlo error is above the stopping rule's target after
+        the preset's largest number of repetitions: those need ``--full``."""
+        return [r for r in self.rows if not r.resolved]
 
     def table_rows(self, statistic: str) -> tuple[list[str], list[list[str]]]:
         headers = ["protocol", "model", "eps", "delta", "exact", "mean est.", "RMSE",
-                   "pred. RMSE", "kind", "RMSE/pred", "CI95 cover", "bits/party", "ms/run"]
+                   "MC s.e.", "reps", "pred. RMSE", "kind", "RMSE/pred", "CI95 cover",
+                   "bits/party", "ms/run"]
         extra_keys = sorted({k for r in self.rows_for(statistic) for k in r.extra})
         headers += extra_keys
         rows = []
         for r in self.rows_for(statistic):
             line = [r.protocol, r.model, f"{r.epsilon:g}", f"{r.delta:g}", _num(r.exact),
-                    _num(r.mean_estimate), _num(r.rmse), _num(r.predicted_rmse),
+                    _num(r.mean_estimate), _num(r.rmse), _mc_text(r),
+                    str(r.repetitions), _num(r.predicted_rmse),
                     _KIND_CODE.get(r.prediction_kind, r.prediction_kind), _num(r.ratio, 2),
-                    "-" if r.coverage is None else f"{r.coverage:.2f}",
+                    "-" if r.coverage is None
+                    else f"{r.coverage:.2f}±{r.coverage_mc_se:.2f}",
                     _bits_text(r.bits_per_party),
                     f"{1000 * r.seconds_per_run:.2f}"]
             line += [_num(r.extra.get(k)) for k in extra_keys]
@@ -415,7 +497,13 @@ class ComparisonResult:
                 "rows": [r.to_dict() for r in self.rows], "skipped": self.skipped}
 
 
-KIND_LEGEND = ("kind of prediction: exact = the protocol's exact MSE; bound = a proven upper "
+KIND_LEGEND = ("MC s.e.: the Monte Carlo standard error of the RMSE (delta method on the "
+               "repetitions' squared errors) and its share of the RMSE; † = above the "
+               "stopping rule's target after the most repetitions the preset allows "
+               "(`--full` resolves it); CI95 cover ± the binomial s.e. of a 95% coverage over "
+               "that many repetitions; reps = the "
+               "repetitions the row ran. "
+               "kind of prediction: exact = the protocol's exact MSE; bound = a proven upper "
                "bound; bound* = an upper bound on the randomization error only (the "
                "quantization error of a non-Lipschitz kernel on continuous data is not "
                "covered); approx = first-order (delta-method) value. RMSE/pred < 1 is "
@@ -423,6 +511,15 @@ KIND_LEGEND = ("kind of prediction: exact = the protocol's exact MSE; bound = a 
                "interval (the release's own: its error law where it has one, else +- 1.96 "
                "s.e.) contains the exact value. none = no error formula: the protocol is "
                "run and measured.")
+
+
+def _mc_text(row: RunRow) -> str:
+    """The RMSE's Monte Carlo s.e., its share of the RMSE, and a mark when unresolved."""
+    if not math.isfinite(row.rmse_mc_se):
+        return "-"
+    rel = row.rmse_mc_relative
+    text = _num(row.rmse_mc_se, 2) + (f" ({100 * rel:.0f}%)" if math.isfinite(rel) else "")
+    return text if row.resolved else text + " †"
 
 
 def _bits_text(bits: float | None) -> str:
@@ -748,8 +845,64 @@ def _curve_exact(case: Case) -> float:
     return float(exact_ecdf(x, case.grid)[at])
 
 
+def rmse_mc_error(rep_mse: Sequence[float]) -> float:
+    """Monte Carlo standard error of an RMSE from the repetitions' own mean squared errors.
+
+    With ``m`` independent repetitions of mean squared errors ``s_r`` (a curve's pooled
+    over its grid), MSE = mean(s) has the standard error ``sd(s) / sqrt(m)`` and, by the
+    delta method (``d sqrt(x) = dx / (2 sqrt(x))``), RMSE = sqrt(MSE) has
+    ``sd(s) / (2 sqrt(m) RMSE)``. nan with fewer than two repetitions; 0 when every
+    repetition was exact.
+
+    Examples
+    --------
+    >>> round(rmse_mc_error([1.0, 1.0, 1.0]), 6)
+    0.0
+    >>> round(rmse_mc_error([0.0, 2.0]), 4)  # sd 1.414, m 2, RMSE 1
+    0.5
+    """
+    s = np.asarray(rep_mse, dtype=np.float64)
+    if s.size < 2:
+        return math.nan
+    mse = float(s.mean())
+    if mse == 0.0:
+        return 0.0
+    return float(s.std(ddof=1) / (2.0 * math.sqrt(s.size) * math.sqrt(mse)))
+
+
+def _resolved(rep_mse: Sequence[float], target: float) -> bool:
+    """The stopping rule: the RMSE's Monte Carlo s.e. is at most ``target`` of it."""
+    s = np.asarray(rep_mse, dtype=np.float64)
+    if s.size and float(s.mean()) == 0.0:
+        return True  # exact in every repetition: nothing left to resolve
+    se = rmse_mc_error(s)
+    return math.isfinite(se) and se <= target * math.sqrt(float(s.mean()))
+
+
+def _merge(outcomes: Sequence[_Outcome]) -> tuple[_Outcome, list[float]]:
+    """One cell's repetitions (in index order) as one outcome, and each one's MSE."""
+    out = _Outcome()
+    rep_mse: list[float] = []
+    for o in outcomes:
+        out.values += o.values
+        out.covered += o.covered
+        out.sq_errors += o.sq_errors
+        for k, v in o.extra.items():
+            out.extra.setdefault(k, []).extend(v)
+        out.failed += o.failed
+        out.bits += o.bits
+        out.seconds += o.seconds
+        out.model = o.model or out.model
+        out.delta = o.delta
+        out.note = o.note or out.note
+        if o.sq_errors:
+            rep_mse.append(float(np.mean(o.sq_errors)))
+    return out, rep_mse
+
+
 def _row(case: Case, pred: Prediction, eps: float, out: _Outcome, exact: float,
-         repetitions: int) -> RunRow:
+         repetitions: int, rep_mse: Sequence[float] | None = None,
+         resolved: bool = True) -> RunRow:
     sq = np.asarray(out.sq_errors, dtype=np.float64)
     rmse = float(math.sqrt(sq.mean())) if sq.size else math.nan
     extra = {}
@@ -761,16 +914,23 @@ def _row(case: Case, pred: Prediction, eps: float, out: _Outcome, exact: float,
     if out.failed:
         note = (note + "; " if note else "") + (f"{out.failed} of {repetitions} releases "
                                                 "undefined (NaN)")
+    coverage = float(np.mean(out.covered)) if out.covered else None
+    # The binomial s.e. at the nominal 95%: what a coverage check is judged against (the
+    # plug-in p(1-p) would claim no error at all for a coverage of 1.00 from 5 runs).
+    coverage_se = (math.sqrt(0.95 * 0.05 / len(out.covered))
+                   if coverage is not None else math.nan)
     return RunRow(
         statistic=case.statistic, protocol=pred.protocol, epsilon=eps, delta=out.delta,
         model=out.model or pred.model.value, exact=exact,
         mean_estimate=float(np.mean(out.values)) if out.values else None, rmse=rmse,
         predicted_rmse=pred.rmse, prediction_kind=pred.kind,
-        coverage=float(np.mean(out.covered)) if out.covered else None,
+        coverage=coverage,
         bits_per_party=float(np.nanmean(bits)) if bits.size and np.isfinite(bits).any()
         else None,
         seconds_per_run=out.seconds / max(repetitions, 1), repetitions=repetitions,
-        failed=out.failed, extra=extra, note=note)
+        failed=out.failed, extra=extra, note=note,
+        rmse_mc_se=rmse_mc_error(rep_mse) if rep_mse is not None else math.nan,
+        coverage_mc_se=coverage_se, resolved=resolved)
 
 
 def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None = None,
@@ -778,10 +938,11 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
                    bounds: Any = None, column_bounds: Mapping[str, Any] | None = None,
                    column_values: Mapping[str, Sequence[float]] | None = None,
                    epsilons: Sequence[float] = DEFAULT_EPSILONS,
-                   repetitions: int = DEFAULT_REPETITIONS, delta: float = DEFAULT_DELTA,
+                   repetitions: int | None = None, delta: float = DEFAULT_DELTA,
                    protocols: Sequence[str] | None = None,
-                   grid_points: int = DEFAULT_GRID_POINTS, seed: int = 0,
-                   progress: bool = True) -> ComparisonResult:
+                   grid_points: int | None = None, seed: int = 0,
+                   progress: bool = True, preset: str = DEFAULT_PRESET,
+                   workers: int | None = None) -> ComparisonResult:
     """Run every applicable protocol on each statistic over ``epsilons``.
 
     Parameters
@@ -797,14 +958,25 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
         column, or per statistic column (``{"x": (lo, hi)}``, ``{"x": [values...]}``).
         Bundled columns have declared defaults (:data:`PUBLIC_BOUNDS`,
         :data:`PUBLIC_VALUES`).
-    epsilons, repetitions, delta:
-        The grid of budgets, the runs per protocol and budget, and the delta of protocols
-        that need one (pure-DP protocols deliver delta = 0).
+    epsilons, delta:
+        The grid of budgets and the delta of protocols that need one (default: the
+        library's, 0; pure-DP protocols deliver delta = 0 whatever is given).
+    preset:
+        ``"quick"``, ``"default"`` or ``"full"`` (:data:`PRESETS`): the sequential stopping
+        rule (minimum and maximum repetitions per cell, target relative Monte Carlo
+        error of the RMSE) and the curve grid.
+    repetitions:
+        A fixed number of runs per protocol and budget instead of the stopping rule.
+    workers:
+        Processes running repetitions (default: the CPUs this process may use). Every
+        repetition's seed is fixed by its index, so the results do not depend on it.
     protocols:
         Run only these protocols (default: every one the advisor lists and this
         installation provides).
     grid_points:
-        Thresholds N of the ECDF and ROC grids (evenly spaced over the public bounds).
+        Thresholds N of the ECDF and ROC grids (evenly spaced over the public bounds);
+        default: the preset's (the library's :data:`DEFAULT_GRID_POINTS` except for
+        ``"quick"``).
     seed:
         Root seed; every (statistic, protocol, epsilon, repetition) has its own stream.
     progress:
@@ -838,9 +1010,20 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
     eps_grid = [check_epsilon(e, "epsilons") for e in epsilons]
     if not eps_grid:
         raise ValueError("epsilons must hold at least one budget")
-    repetitions = check_positive_int(repetitions, "repetitions")
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+    rule = PRESETS[preset]
+    if repetitions is not None:
+        repetitions = check_positive_int(repetitions, "repetitions")
+        rule = Preset(f"{preset}, fixed repetitions", repetitions, repetitions, rule.target,
+                      rule.grid_points)
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
+    workers = check_positive_int(workers, "workers")
     delta = check_delta(delta)
-    grid_points = check_positive_int(grid_points, "grid_points", minimum=2)
+    grid_points = check_positive_int(rule.grid_points if grid_points is None else grid_points,
+                                     "grid_points", minimum=2)
     seed = check_positive_int(seed, "seed", minimum=0)
     if file is not None and columns is not None:
         widths = {len(catalogue.get(st).columns) for st in names}
@@ -900,52 +1083,259 @@ def run_comparison(statistics: Sequence[str] | None = None, *, data: str | None 
             refusal = catalogue.protocol_refusal(st, name)
             if refusal is not None:
                 skipped.append(f"{st}: {name} ({refusal})")
-    total = repetitions * sum(len(r) for *_, r in plan)
-
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total, file=sys.stderr, disable=not progress, unit="run",
-               desc="fedustat compare", leave=False)
-    rows: list[RunRow] = []
     advice: dict[tuple[str, float], Advice] = {}
-    exact_cache: dict[str, tuple[Kernel | None, np.ndarray | None, float]] = {}
-    try:
-        for st, eps, adv, runnable in plan:
-            advice[(st, eps)] = adv
-            case = cases[st]
-            if st not in exact_cache:
-                kernel = _kernel(case)
-                if kernel is not None:
-                    packed = kernel.pack(*case.arrays)
-                    exact = estimate(kernel, packed, epsilon=math.inf, protocol="exact").value
-                    exact_cache[st] = (kernel, packed, exact)
-                else:
-                    exact_cache[st] = (None, None, _curve_exact(case))
-            kernel, packed, exact = exact_cache[st]
-            for pred in runnable:
-                bar.set_postfix_str(f"{st} {pred.protocol} eps={eps:g}", refresh=False)
-                seeds = [_seed(seed, st, pred.protocol, eps, r) for r in range(repetitions)]
-                out = _Outcome()
-                try:
-                    if kernel is not None:
-                        assert packed is not None
-                        _run_ustat(case, kernel, packed, exact, pred, eps, delta, seeds, out,
-                                   bar.update)
-                    else:
-                        _run_curve(case, pred, eps, seeds, out, bar.update)
-                except (ValueError, TypeError, OverflowError) as exc:
-                    bar.update(repetitions - len(out.bits))
-                    skipped.append(f"{st}: {pred.protocol} at eps={eps:g} failed: {exc}")
-                    continue
-                rows.append(_row(case, pred, eps, out, exact, repetitions))
-    finally:
-        bar.close()
-    settings = {"statistics": names, "epsilons": eps_grid, "repetitions": repetitions,
-                "delta": delta, "seed": seed, "grid_points": grid_points,
+    for st, eps, adv, _ in plan:
+        advice[(st, eps)] = adv
+    exact_of: dict[str, float] = {}
+    cells: list[_Cell] = []
+    for st, eps, _, runnable in plan:
+        if st not in exact_of:
+            exact_of[st] = _exact_value(cases[st])
+        cells += [_Cell(cases[st], pred, eps, delta, exact_of[st], seed) for pred in runnable]
+    rows, failures = _run_cells(cells, rule, workers, progress)
+    skipped += failures
+    settings = {"statistics": names, "epsilons": eps_grid, "preset": rule.name,
+                "repetitions": rule.max_repetitions,
+                "min_repetitions": rule.min_repetitions, "target": rule.target,
+                "workers": workers, "delta": delta, "seed": seed, "grid_points": grid_points,
+                "library_grid_points": DEFAULT_GRID_POINTS,
                 "protocols": sorted(wanted) if wanted is not None else "all applicable",
                 "data": data, "file": file}
     return ComparisonResult(rows, cases, advice, settings, time.perf_counter() - started,
                             skipped)
+
+
+# --------------------------------------------------------------------------- scheduling
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """One (statistic, protocol, epsilon): what a worker needs to run its repetitions."""
+
+    case: Case
+    pred: Prediction
+    epsilon: float
+    delta: float
+    exact: float
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.statistic} {self.pred.protocol} eps={self.epsilon:g}"
+
+
+def _exact_value(case: Case) -> float:
+    kernel = _kernel(case)
+    if kernel is None:
+        return _curve_exact(case)
+    packed = kernel.pack(*case.arrays)
+    return float(estimate(kernel, packed, epsilon=math.inf, protocol="exact").value)
+
+
+_PACKED: dict[tuple[str, str], tuple[Kernel | None, np.ndarray | None]] = {}
+
+
+def _run_repetitions(cell: _Cell, indices: Sequence[int]
+                     ) -> tuple[list[tuple[int, _Outcome]], str | None,
+                                list[tuple[type[Warning], str]]]:
+    """Run repetitions ``indices`` of a cell, each seeded by its own index (so a result
+    never depends on which process ran it). Runs in a worker process; the library's
+    warnings come back to the caller (distinct ones, once each), which issues them where
+    the user sees them."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done, error = _run_indices(cell, indices)
+    distinct = list(dict.fromkeys((w.category, str(w.message)) for w in caught))
+    return done, error, distinct
+
+
+def _run_indices(cell: _Cell, indices: Sequence[int]
+                 ) -> tuple[list[tuple[int, _Outcome]], str | None]:
+    case = cell.case
+    key = (case.statistic, case.source)
+    if key not in _PACKED:
+        kernel = _kernel(case)
+        _PACKED[key] = (kernel, None if kernel is None else kernel.pack(*case.arrays))
+    kernel, packed = _PACKED[key]
+    done: list[tuple[int, _Outcome]] = []
+    for r in indices:
+        ss = _seed(cell.seed, case.statistic, cell.pred.protocol, cell.epsilon, r)
+        out = _Outcome()
+        try:
+            if kernel is not None:
+                assert packed is not None
+                _run_ustat(case, kernel, packed, cell.exact, cell.pred, cell.epsilon,
+                           cell.delta, [ss], out, _no_tick)
+            else:
+                _run_curve(case, cell.pred, cell.epsilon, [ss], out, _no_tick)
+        except (ValueError, TypeError, OverflowError) as exc:
+            return done, str(exc)
+        done.append((r, out))
+    return done, None
+
+
+def _reissue(caught: Sequence[tuple[type[Warning], str]]) -> None:
+    """A worker's warnings, issued in this process (once per distinct message under the
+    default filter, and under the command line's one-line printer)."""
+    for category, message in caught:
+        warnings.warn(message, category, stacklevel=2)
+
+
+def _no_tick() -> None:
+    return None
+
+
+class _InProcess:
+    """The executor of one worker: runs each task when it is submitted."""
+
+    def submit(self, fn: Any, *args: Any) -> Future:
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as exc:  # handed to the caller as a pool would
+            fut.set_exception(exc)
+        return fut
+
+    def shutdown(self, **_: Any) -> None:
+        return None
+
+
+def _executor(workers: int) -> Any:
+    if workers == 1:
+        return _InProcess()
+    import multiprocessing
+
+    # fork: the workers inherit the imported library instead of importing it again
+    # (seconds per worker); elsewhere the platform's default start method.
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+
+
+def _planned(rule: Preset, statistic: str, rep_mse: Sequence[float] | None) -> int:
+    """Repetitions a cell is expected to take, for the time estimate only.
+
+    Before any result: a curve pools its grid (resolved at the minimum); a scalar's
+    squared error of a normal error has relative variance 2, so its RMSE's relative
+    s.e. is ``sqrt(2 / m) / 2`` and reaches the target at ``m = 1 / (2 target^2)``.
+    After a batch: the measured relative s.e. scaled by ``1 / sqrt(m)``."""
+    lo, hi = rule.min_repetitions, rule.max_repetitions
+    if rep_mse is None or len(rep_mse) < 2:
+        if catalogue.get(statistic).kind == "curve":
+            return lo
+        need = math.ceil(1.0 / (2.0 * rule.target**2))
+    elif _resolved(rep_mse, rule.target):
+        return len(rep_mse)
+    else:
+        rel = rmse_mc_error(rep_mse) / math.sqrt(float(np.mean(rep_mse)))
+        need = math.ceil(len(rep_mse) * (rel / rule.target) ** 2)
+        lo = len(rep_mse) + REPETITION_STEP  # the next batch runs whatever the estimate
+    # Batches come in steps of REPETITION_STEP after the minimum.
+    steps = max(0, math.ceil((need - rule.min_repetitions) / REPETITION_STEP))
+    return int(min(max(rule.min_repetitions + steps * REPETITION_STEP, lo), hi))
+
+
+def _chunks(indices: list[int], seconds_each: float) -> list[list[int]]:
+    """Repetitions in tasks of about half a second (fewer round trips for fast cells)."""
+    size = max(1, min(len(indices), int(0.5 / max(seconds_each, 1e-6))))
+    return [indices[i:i + size] for i in range(0, len(indices), size)]
+
+
+def _run_cells(cells: list[_Cell], rule: Preset, workers: int, progress: bool
+               ) -> tuple[list[RunRow], list[str]]:
+    """Run every cell under the stopping rule on ``workers`` processes.
+
+    First one repetition of every cell (the calibration: each cell's time per run), then
+    an estimate of the whole run printed once, then the cells' batches, largest first.
+    The stopping rule sees a cell's repetitions 0..m-1 only, so which repetitions run,
+    and every number, are the same for any number of workers."""
+    from tqdm.auto import tqdm
+
+    results: dict[int, dict[int, _Outcome]] = {i: {} for i in range(len(cells))}
+    errors: dict[int, str] = {}
+    started = time.perf_counter()
+    pool = _executor(workers)
+    try:
+        # 1. calibration: repetition 0 of every cell.
+        futures = {pool.submit(_run_repetitions, c, [0]): i for i, c in enumerate(cells)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            done, error, caught = fut.result()
+            _reissue(caught)
+            results[i].update(done)
+            if error is not None:
+                errors[i] = error
+        calibration = time.perf_counter() - started
+        cost = [max(results[i][0].seconds, 1e-4) if 0 in results[i] else 0.0
+                for i in range(len(cells))]
+        plan = {i: _planned(rule, cells[i].case.statistic, None)
+                for i in range(len(cells)) if i not in errors}
+        effective = max(1, min(workers, len(plan)))
+        estimate_s = sum(cost[i] * (plan[i] - 1) for i in plan) / effective
+        upper_s = sum(cost[i] * (rule.max_repetitions - 1) for i in plan) / effective
+        if progress:
+            print(f"fedustat compare: {len(cells)} cells (statistic, protocol, epsilon), "
+                  f"preset {rule.describe()}; {workers} worker(s); calibration "
+                  f"{calibration:.0f} s; estimated {estimate_s:.0f} s more (at most "
+                  f"{upper_s:.0f} s if no cell stops before {rule.max_repetitions})",
+                  file=sys.stderr, flush=True)
+        # 2. batches; the bar counts calibrated work-seconds, so its ETA is stable.
+        bar = tqdm(total=round(sum(cost[i] * (plan[i] - 1) for i in plan), 1),
+                   file=sys.stderr, disable=not progress, unit="s", unit_scale=False,
+                   desc="fedustat compare (work)", leave=False, smoothing=0.0,
+                   bar_format="{l_bar}{bar}| {elapsed}<{remaining}")
+        pending: dict[Future, tuple[int, list[int]]] = {}
+        waiting: dict[int, int] = {}  # cell -> tasks still out in its batch
+
+        def submit_batch(i: int, start: int, stop: int) -> None:
+            tasks = _chunks(list(range(start, stop)), cost[i])
+            waiting[i] = len(tasks)
+            for t in tasks:
+                pending[pool.submit(_run_repetitions, cells[i], t)] = (i, t)
+
+        first = min(rule.min_repetitions, rule.max_repetitions)
+        for i in sorted(plan, key=lambda i: -cost[i] * plan[i]):
+            if first > 1:
+                submit_batch(i, 1, first)
+        while pending:
+            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for fut in finished:
+                i, t = pending.pop(fut)
+                done, error, caught = fut.result()
+                _reissue(caught)
+                results[i].update(done)
+                bar.update(round(cost[i] * len(t), 4))
+                if error is not None:
+                    errors[i] = error
+                waiting[i] -= 1
+                if waiting[i] or i in errors:
+                    continue
+                m = len(results[i])
+                _, rep_mse = _merge([results[i][r] for r in sorted(results[i])])
+                if m >= rule.max_repetitions or _resolved(rep_mse, rule.target):
+                    continue
+                # Re-plan this cell from what it measured; the bar's total follows.
+                new_plan = _planned(rule, cells[i].case.statistic, rep_mse)
+                bar.total = round(bar.total + cost[i] * (new_plan - plan[i]), 1)
+                plan[i] = new_plan
+                bar.refresh()
+                submit_batch(i, m, min(m + REPETITION_STEP, rule.max_repetitions))
+        bar.close()
+    finally:
+        pool.shutdown(cancel_futures=True)
+    rows: list[RunRow] = []
+    failures: list[str] = []
+    for i, cell in enumerate(cells):
+        if i in errors:
+            failures.append(f"{cell.case.statistic}: {cell.pred.protocol} at "
+                            f"eps={cell.epsilon:g} failed: {errors[i]}")
+            continue
+        out, rep_mse = _merge([results[i][r] for r in sorted(results[i])])
+        m = len(results[i])
+        resolved = _resolved(rep_mse, rule.target)
+        rows.append(_row(cell.case, cell.pred, cell.epsilon, out, cell.exact, m, rep_mse,
+                         resolved))
+    return rows, failures
 
 
 # --------------------------------------------------------------------------- report
@@ -965,53 +1355,134 @@ _ERROR_AXIS: dict[str, str] = {
 }
 
 
+#: Panels of the error figure, one per privacy model, in this order (then any other).
+_PANEL_ORDER = ("local", "computational", "label", "central")
+#: Series per panel at most; a model with more protocols takes several panels.
+MAX_SERIES_PER_PANEL = 6
+
+
+def _error_ceiling(result: ComparisonResult, statistic: str) -> float | None:
+    """The largest RMSE a release can have: the width of the statistic's range (a
+    release is clipped into it), 1 for curves and levels (probabilities); None if
+    unknown. A prediction above it says nothing the axis needs to show."""
+    case = result.cases[statistic]
+    kernel = _kernel(case)
+    if kernel is None:
+        return None if statistic == "hl" else 1.0
+    bounds = kernel.statistic_range()
+    if bounds is None or not all(math.isfinite(v) for v in bounds):
+        return None
+    return float(bounds[1] - bounds[0])
+
+
+def _panels(rows: Sequence[RunRow]) -> list[tuple[str, list[str]]]:
+    """(title, protocols) per panel: one per privacy model, at most
+    :data:`MAX_SERIES_PER_PANEL` protocols each."""
+    by_model: dict[str, list[str]] = {}
+    for r in rows:
+        names = by_model.setdefault(r.model, [])
+        if r.protocol not in names:
+            names.append(r.protocol)
+    order = sorted(by_model, key=lambda m: (_PANEL_ORDER.index(m) if m in _PANEL_ORDER
+                                            else len(_PANEL_ORDER), m))
+    panels = []
+    for model in order:
+        names = by_model[model]
+        parts = [names[i:i + MAX_SERIES_PER_PANEL]
+                 for i in range(0, len(names), MAX_SERIES_PER_PANEL)]
+        for k, part in enumerate(parts):
+            suffix = f" ({k + 1}/{len(parts)})" if len(parts) > 1 else ""
+            panels.append((f"{model} DP{suffix}", part))
+    return panels
+
+
 def _error_figure(result: ComparisonResult, statistic: str) -> Any:
-    """Measured RMSE (solid) and predicted RMSE (dashed) against epsilon, one colour and
-    marker per protocol (:func:`fedustat.plotting.series_style`), axes fitted to the
-    plotted values (:func:`fedustat.plotting.fit_axis`)."""
+    """Measured RMSE (solid, with its Monte Carlo s.e. as error bars) and predicted RMSE
+    (dashed) against epsilon: one panel per privacy model (at most
+    :data:`MAX_SERIES_PER_PANEL` series each), one style per protocol in every figure
+    (:func:`fedustat.plotting.protocol_style`), a shared y axis fitted to the plotted
+    values and cut at the statistic's range: a prediction above it (a vacuous bound) is
+    drawn as an arrow at the top edge with its value, not by stretching the axis."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    fig = Figure(figsize=(8.0, 4.4))
-    ax = fig.add_subplot()
     rows = result.rows_for(statistic)
-    names = list(dict.fromkeys(r.protocol for r in rows))
-    handles = []
+    panels = _panels(rows)
+    ceiling = _error_ceiling(result, statistic)
+    fig = Figure(figsize=(3.4 * max(len(panels), 1) + 0.6, 4.2))
+    axes = fig.subplots(1, max(len(panels), 1), sharey=True, squeeze=False)[0]
     plotted: list[float] = []
-    for i, name in enumerate(names):
-        colour, marker = series_style(i)
-        mine = sorted((r for r in rows if r.protocol == name), key=lambda r: r.epsilon)
-        eps = [r.epsilon for r in mine]
-        measured = [r.rmse for r in mine]
-        predicted = [r.predicted_rmse for r in mine]
-        (line,) = ax.plot(eps, measured, marker=marker, color=colour, linewidth=1.6,
-                          markersize=6, label=name)
-        ax.plot(eps, predicted, linestyle="--", marker=marker, markerfacecolor="none",
-                color=colour, linewidth=1.2, markersize=6)
-        handles.append(line)
-        plotted += [v for v in measured + predicted if math.isfinite(v)]
+    over: list[tuple[Any, float, float, str]] = []  # (axes, eps, predicted, colour)
+    for r in rows:
+        plotted += [v for v in (r.rmse, r.rmse - r.rmse_mc_se, r.rmse + r.rmse_mc_se)
+                    if math.isfinite(v) and v > 0]
+        if math.isfinite(r.predicted_rmse) and r.predicted_rmse > 0 and (
+                ceiling is None or r.predicted_rmse <= ceiling):
+            plotted.append(r.predicted_rmse)
     eps_grid = result.settings["epsilons"]
     # A budget grid usually doubles: log spacing from a 4-fold spread keeps it even.
     x_fit = fit_axis(eps_grid, log_ratio=4.0)
-    ax.set_xscale(x_fit.scale)
-    ax.set_xlim(x_fit.lower, x_fit.upper)
-    ax.set_xticks(eps_grid)
-    ax.set_xticklabels([f"{e:g}" for e in eps_grid])
-    ax.minorticks_off()
-    if plotted:
-        y_fit = fit_axis(plotted)
-        ax.set_yscale(y_fit.scale)
-        ax.set_ylim(y_fit.lower, y_fit.upper)
-    ax.set_xlabel("privacy budget epsilon")
-    ax.set_ylabel(_ERROR_AXIS.get(statistic, "RMSE"))
+    y_fit = fit_axis(plotted) if plotted else None
+    if y_fit is not None and ceiling is not None and y_fit.upper > ceiling:
+        y_fit = type(y_fit)(y_fit.scale, y_fit.lower, ceiling)
+    for ax, (title, names) in zip(axes, panels, strict=False):
+        handles = []
+        for name in names:
+            colour, marker = protocol_style(name)
+            mine = sorted((r for r in rows if r.protocol == name), key=lambda r: r.epsilon)
+            eps = [r.epsilon for r in mine]
+            measured = [r.rmse for r in mine]
+            spread = [r.rmse_mc_se if math.isfinite(r.rmse_mc_se) else 0.0 for r in mine]
+            bars = ax.errorbar(eps, measured, yerr=spread, marker=marker, color=colour,
+                               linewidth=1.6, markersize=6, capsize=3, label=name)
+            handles.append(bars)
+            shown = [(r.epsilon, r.predicted_rmse) for r in mine
+                     if math.isfinite(r.predicted_rmse)]
+            inside = [(e, p) for e, p in shown if ceiling is None or p <= ceiling]
+            if inside:
+                ax.plot([e for e, _ in inside], [p for _, p in inside], linestyle="--",
+                        marker=marker, markerfacecolor="none", color=colour,
+                        linewidth=1.2, markersize=6)
+            over += [(ax, e, p, colour) for e, p in shown if ceiling is not None
+                     and p > ceiling]
+        ax.set_xscale(x_fit.scale)
+        ax.set_xlim(x_fit.lower, x_fit.upper)
+        ax.set_xticks(eps_grid)
+        ax.set_xticklabels([f"{e:g}" for e in eps_grid])
+        ax.minorticks_off()
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("privacy budget epsilon")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(handles=handles, fontsize=7, loc="best")
+    if y_fit is not None:
+        axes[0].set_yscale(y_fit.scale)
+        axes[0].set_ylim(y_fit.lower, y_fit.upper)
+        if y_fit.scale == "log":
+            from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+            # Plain numbers at 1, 2 and 5 of each decade: readable without exponents.
+            axes[0].yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0),
+                                                       numticks=30))
+            axes[0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axes[0].yaxis.set_minor_locator(NullLocator())
+    for ax, e, p, colour in over:
+        # A prediction above the statistic's range: an arrow at the top edge, its value.
+        top = ax.get_ylim()[1]
+        ax.annotate(f"pred. {p:.3g}", xy=(e, top), xytext=(0, -22),
+                    textcoords="offset points", ha="center", fontsize=6, color=colour,
+                    arrowprops={"arrowstyle": "->", "color": colour})
+    axes[0].set_ylabel("\n".join(textwrap.wrap(_ERROR_AXIS.get(statistic, "RMSE"), 42)))
     case = result.cases[statistic]
-    ax.set_title(f"{statistic}: error against epsilon ({case.source}, n={case.n}, "
-                 f"{result.settings['repetitions']} repetitions)", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    handles += [Line2D([], [], color="0.2", linestyle="-", label="solid: measured"),
-                Line2D([], [], color="0.2", linestyle="--", label="dashed: predicted")]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-              borderaxespad=0.0, title="protocol", title_fontsize=7)
+    keys = [Line2D([], [], color="0.2", linestyle="-", label="solid: measured (± MC s.e.)"),
+            Line2D([], [], color="0.2", linestyle="--", label="dashed: predicted")]
+    if over:
+        keys.append(Line2D([], [], color="0.2", marker=r"$\uparrow$", linestyle="none",
+                           label=f"arrow: predicted above {ceiling:g}, the range"))
+    fig.legend(handles=keys, fontsize=7, loc="lower center", ncol=len(keys),
+               frameon=False)
+    fig.suptitle(f"{statistic}: error against epsilon ({case.source}, n={case.n}; "
+                 f"{result.repetitions_text().split(' (')[0]})", fontsize=9)
+    fig.subplots_adjust(bottom=0.2, top=0.86, wspace=0.08)
     return fig
 
 
@@ -1090,16 +1561,34 @@ def write_report(result: ComparisonResult, out_dir: str | Path) -> Path:
         "curator). '-': no protocol meeting the trust model computes the statistic or ran.")
     headers, rows = summary_rows(summarize(result))
     rep.table(headers, rows)
+    grid_note = ""
+    if s["grid_points"] < s.get("library_grid_points", s["grid_points"]):
+        grid_note = (f" Curves on a grid of {s['grid_points']} thresholds, coarser than the "
+                     f"library's default {s['library_grid_points']}, for speed.")
     rep.paragraph(
-        f"Budgets epsilon = {', '.join(f'{e:g}' for e in s['epsilons'])}; "
-        f"{s['repetitions']} repetitions per protocol and budget; delta = {s['delta']:g} for "
-        f"protocols that need one; seed {s['seed']}. Total wall time "
-        f"{result.wall_time:.1f} s. Every protocol runs with the parameters the advisor "
+        f"Preset {s.get('preset', 'default')}: {result.repetitions_text()}. Budgets epsilon "
+        f"= {', '.join(f'{e:g}' for e in s['epsilons'])}; delta = {s['delta']:g} for "
+        f"protocols that need one; seed {s['seed']}; {s.get('workers', 1)} worker "
+        f"process(es) (the numbers do not depend on it). Total wall time "
+        f"{result.wall_time:.1f} s.{grid_note} Every protocol runs with the parameters the "
+        "advisor "
         "(`fedustat advise`) chose, so each row's predicted RMSE belongs to that exact "
         "run. Errors are against the exact statistic of the data (the error the protocol "
         "adds), not against a population value. How to read the tables and which formula "
         "each prediction uses: docs/compare.md.")
     rep.paragraph(KIND_LEGEND)
+    unresolved = result.unresolved()
+    if unresolved:
+        rep.heading("Figures that need `--full`")
+        rep.paragraph(
+            "These rows' RMSE has a Monte Carlo s.e. above the target after this preset's "
+            "largest number of repetitions (marked † in the tables); their points in the "
+            "figures of these statistics carry error bars that wide. `fedustat compare "
+            "--full` runs them until the target or 400 repetitions.")
+        rep.bullets([f"{r.statistic} ({r.statistic}_error.png): {r.protocol} at eps = "
+                     f"{r.epsilon:g}: RMSE {_num(r.rmse)} ± {_num(r.rmse_mc_se, 2)} "
+                     f"({100 * r.rmse_mc_relative:.0f}%, {r.repetitions} repetitions)"
+                     for r in unresolved])
     for st in result.statistics:
         rep.heading(f"{st}: {STATISTICS[st]}")
         rep.paragraph(result.header(st))

@@ -86,7 +86,8 @@ class TrustChoice:
     resolvable_ratio
         The smallest ratio of scores the run resolves: two standard errors of the log
         ratio of two geometric-mean RMSEs, ``exp(2 / sqrt(R E))`` for R repetitions at E
-        budgets (an RMSE from R near-Gaussian errors has relative s.e. ``1/sqrt(2R)``;
+        budgets, R the fewest repetitions of a row (an RMSE from R near-Gaussian errors
+        has relative s.e. ``1/sqrt(2R)``;
         the mean of E independent logs divides it by ``sqrt(E)``, a difference of two
         multiplies it by ``sqrt(2)``). 1 when unknown.
     """
@@ -198,10 +199,13 @@ def summarize(result: ComparisonResult) -> list[TrustChoice]:
     label None
     """
     grid = [float(e) for e in result.settings["epsilons"]]
-    resolvable = math.exp(2.0 / math.sqrt(result.settings["repetitions"] * len(grid)))
     choices = []
     for st in result.statistics:
         rows = result.rows_for(st)
+        # Repetitions vary by row under the stopping rule: the fewest a row of this
+        # statistic had sets what the run resolves (conservative).
+        fewest = min((r.repetitions for r in rows), default=result.settings["repetitions"])
+        resolvable = math.exp(2.0 / math.sqrt(fewest * len(grid)))
         advice = result.advice.get((st, grid[0]))
         by_protocol: dict[str, list[RunRow]] = {}
         for r in rows:

@@ -18,8 +18,8 @@ from fedustat.compare import (
     COMPARED_STATISTICS,
     DEFAULT_DELTA,
     DEFAULT_EPSILONS,
-    DEFAULT_GRID_POINTS,
-    DEFAULT_REPETITIONS,
+    DEFAULT_PRESET,
+    PRESETS,
     run_comparison,
     write_report,
 )
@@ -43,7 +43,8 @@ def _statistics_arg(items: Sequence[str] | None) -> list[str]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     _simulation_only(args, "compare")
-    if args.grid_points > FEDERATED_GRID_LIMIT.points:
+    preset = args.preset or DEFAULT_PRESET
+    if args.grid_points is not None and args.grid_points > FEDERATED_GRID_LIMIT.points:
         # The curve statistics run every release on this grid, the federated ones too.
         raise SystemExit(f"error: --grid-points {args.grid_points} is above "
                          f"{FEDERATED_GRID_LIMIT.points}, the largest grid every curve "
@@ -75,7 +76,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             column_bounds=column_bounds or None, column_values=column_values or None,
             epsilons=epsilons, repetitions=args.repetitions, delta=args.delta,
             protocols=args.protocols.split(",") if args.protocols else None,
-            grid_points=args.grid_points, seed=args.seed, progress=not args.no_progress)
+            grid_points=args.grid_points, seed=args.seed, progress=not args.no_progress,
+            preset=preset, workers=args.workers)
     except (OSError, TypeError, ValueError, ImportError) as exc:
         raise SystemExit(f"error: {exc}") from None
     report = None
@@ -93,6 +95,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(result.tables())
     for line in result.skipped:
         print(f"not run: {line}")
+    for row in result.unresolved():
+        print(f"needs --full: {row.statistic} {row.protocol} eps={row.epsilon:g} (RMSE's "
+              f"Monte Carlo s.e. {100 * row.rmse_mc_relative:.0f}% after {row.repetitions} "
+              "repetitions)")
     print(f"wall time {result.wall_time:.1f} s"
           + (f"; report written to {report}" if report is not None else ""))
     return 0
@@ -106,7 +112,8 @@ def add_parser(sub: Any) -> None:
         description="Run every protocol the advisor lists for each statistic over a grid of "
                     "epsilon with repetitions, on a bundled real data set (or a CSV/Parquet "
                     "file), print one table per statistic and write a self-contained report "
-                    "(report.md, figures, results.csv/json) to --out.",
+                    "(report.md, figures, results.csv/json) to --out. Without --quick "
+                    f"or --full: preset {PRESETS[DEFAULT_PRESET].describe()}.",
         formatter_class=_HelpFormatter)
     cmp_.add_argument("--statistic", action="append", metavar="NAME",
                       help="statistic(s) to compare, repeatable or comma-separated: "
@@ -128,14 +135,24 @@ def add_parser(sub: Any) -> None:
                       help="public values of a discrete statistic column, repeatable")
     cmp_.add_argument("--epsilons", default=",".join(f"{e:g}" for e in DEFAULT_EPSILONS),
                       help="comma-separated grid of epsilon")
-    cmp_.add_argument("--repetitions", type=int, default=DEFAULT_REPETITIONS,
-                      help="runs per protocol and epsilon")
+    speed = cmp_.add_mutually_exclusive_group()
+    for name in ("quick", "full"):
+        speed.add_argument(f"--{name}", dest="preset", action="store_const", const=name,
+                           help=f"preset {PRESETS[name].describe()}".replace("%", "%%"))
+    cmp_.add_argument("--repetitions", type=int, default=None,
+                      help="a fixed number of runs per protocol and epsilon instead of the "
+                           "preset's stopping rule")
+    cmp_.add_argument("--workers", type=int, default=None,
+                      help="processes running repetitions (default: the CPU count; the "
+                           "results do not depend on it)")
     cmp_.add_argument("--delta", type=float, default=DEFAULT_DELTA,
-                      help="delta for the protocols that need one (the others deliver 0)")
+                      help="delta for the protocols that need one (the others deliver 0; "
+                           "with 0, those are listed as not run)")
     cmp_.add_argument("--protocols", default=None,
                       help="comma-separated protocols to run (default: all applicable)")
-    cmp_.add_argument("--grid-points", type=int, default=DEFAULT_GRID_POINTS,
-                      help="thresholds of the ECDF and ROC grids")
+    cmp_.add_argument("--grid-points", type=int, default=None,
+                      help="thresholds of the ECDF and ROC grids (default: the preset's, "
+                           "the library's for the default and --full)")
     cmp_.add_argument("--seed", type=int, default=0, help="root seed of every run")
     cmp_.add_argument("--noise", choices=list(NOISE_CHOICES), default="simulation",
                       help="only simulation: a comparison is a seeded study (use `fedustat "

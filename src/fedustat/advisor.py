@@ -43,6 +43,7 @@ from fedustat._validation import (
     check_positive_int,
     check_probability,
 )
+from fedustat.curves import default_grid_points
 from fedustat.privacy.accounting import per_step_budget_advanced
 from fedustat.privacy.guarantee import PrivacyModel
 from fedustat.protocols import registry
@@ -94,7 +95,6 @@ PARTIAL = "upper bound (randomization only)"
 APPROX = "approximate"
 
 FLOAT_BITS = 64  # a record column or a statistic sent as an IEEE double
-DEFAULT_GRID_POINTS = 256  # thresholds of an ECDF / ROC grid when none is given
 DEFAULT_SCORE_BOUNDS = (0.0, 1.0)  # classifier scores are probabilities by default
 RING_BITS = 40  # 002 Sec. 6.1: l = 40-bit fixed-point ring elements
 
@@ -1598,7 +1598,8 @@ def advise(statistic: str, *, n: int | None = None, n_pos: int | None = None,
         for c in ("x", "y"):
             if c not in bnds and c not in dom:
                 bnds[c] = (0.0, 1.0)  # Thm 1 and the sign kernel ignore the scale
-    grid_points = DEFAULT_GRID_POINTS
+    # The grid the release would get from its bounds (the one-call functions' default).
+    grid_points = default_grid_points(statistic)
     if statistic in _CURVES and domain_size is not None:
         grid_points = check_positive_int(domain_size, "domain_size", minimum=2)
     query = Query(statistic, total, p, m, eps, dlt, bnds, dom, _check_zeta(zeta),

@@ -23,17 +23,22 @@ def _run_directories(tmp_path_factory):
     yield
 
 
-def _uses_a_module_fixture(item: pytest.Item) -> bool:
-    """Whether the test uses a fixture of module (or wider) scope of its own file."""
+def _module_fixtures(item: pytest.Item) -> list[str]:
+    """The fixtures of module (or wider) scope of the test's own file that it uses."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
-        return False
-    for name, definitions in info.name2fixturedefs.items():
-        if name in _SHARED_EVERYWHERE:
-            continue
-        if any(d.scope in ("module", "package", "session") for d in definitions):
-            return True
-    return False
+        return []
+    return [name for name, definitions in info.name2fixturedefs.items()
+            if name not in _SHARED_EVERYWHERE
+            and any(d.scope in ("module", "package", "session") for d in definitions)]
+
+
+def _group(item: pytest.Item) -> str:
+    """One group per file, or per instance of a parametrized module fixture (each instance
+    is built once per worker anyway, and pytest runs a file's tests instance by instance)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    instance = [f"{name}={params[name]}" for name in _module_fixtures(item) if name in params]
+    return ":".join([f"file:{item.path.name}", *instance])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -45,10 +50,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     idles. Runs before pytest-xdist reads the marks (``tryfirst``)."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers
         return
-    grouped = {item.path for item in items if _uses_a_module_fixture(item)}
+    grouped = {item.path for item in items if _module_fixtures(item)}
     for item in items:
         if item.path in grouped:
-            item.add_marker(pytest.mark.xdist_group(f"file:{item.path.name}"))
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
 
 
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")

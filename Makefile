@@ -21,11 +21,12 @@ $(STAMP_TEST): pyproject.toml | $(BIN)/python
 run: $(STAMP_RUN)
 	$(BIN)/fedustat compare
 
-# Two workers, each test file on one worker (a file's module fixtures, such as a Flower
-# deployment, then start once).
+# Two workers. A file whose tests share a module fixture (a Flower deployment, a Dask
+# cluster, a comparison) runs on one worker, so the fixture starts once; every other test
+# goes to whichever worker is free (tests/conftest.py marks the groups).
 test: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks

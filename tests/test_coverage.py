@@ -32,7 +32,12 @@ def _load() -> ModuleType:
 
 bench = _load()
 EPSILONS = (0.5, 4.0)
-RUNS = 1500
+# Runs from what the check must catch: an interval that misses twice as often as it
+# should (true coverage 0.90). At R runs the check fails below 0.95 - 4 sqrt(0.0475 / R);
+# a 0.90 interval stays under that with probability 0.99 when
+# 0.05 >= (4 sqrt(0.95 * 0.05) + 2.33 sqrt(0.90 * 0.10)) / sqrt(R), i.e. R >= 987.
+# (A correct interval still fails with probability below 4e-5 at any R: coverage_check.)
+RUNS = 1000
 # A run of the shuffle protocol splits, shuffles and sums every coordinate (10 ms).
 SLOW = {"ghazi-shuffle": 600}
 

@@ -30,6 +30,9 @@ from network_deployment import run_deployment
 
 SEED = 5
 TIMEOUT = 10.0
+# The stage timeout of a run that ends before any stage can time out (it completes, or a
+# party's error stops it at once): only a hang guard, long enough for a loaded machine.
+HANG_GUARD = 30.0
 
 
 def labelled(n: int, seed: int = 0, integer: bool = False) -> np.ndarray:
@@ -105,7 +108,7 @@ def test_a_party_outside_the_run_is_refused_and_the_missing_one_named(certs):
     silos = np.array_split(labelled(30), 3)
     server, parties = run_deployment(
         certs, lambda: registry.make("central-laplace", auc_kernel(), epsilon=1.0), silos,
-        n_silos=2, timeout=2.0)
+        n_silos=2, timeout=HANG_GUARD)
     assert "party-2 is not one of this run's parties" in str(parties[2])
     assert server.parties == ["party-0", "party-1"]
     assert [p.release["value"] for p in parties[:2]] == [server.estimate.value] * 2
@@ -305,7 +308,7 @@ class SpeaksForOthers(Protocol):
 
 def test_a_forged_message_is_refused_naming_the_sender_and_field(certs):
     silos = np.array_split(labelled(30), 2)
-    server, _parties = run_deployment(certs, SpeaksForOthers, silos, timeout=3.0)
+    server, _parties = run_deployment(certs, SpeaksForOthers, silos, timeout=HANG_GUARD)
     assert isinstance(server, NetworkRunError)
     assert "party 'party-1': parties: speaks for party 0" in str(server)
     assert "no release" in str(server)
@@ -453,7 +456,7 @@ def test_a_tampered_relayed_payload_is_refused_naming_its_sender(certs, monkeypa
 
     monkeypatch.setattr(server_module, "_forward", tamper)
     silos = np.array_split(integers(12), 2)
-    server, parties = run_deployment(certs, MaskedSum, silos, timeout=2.0)
+    server, parties = run_deployment(certs, MaskedSum, silos, timeout=HANG_GUARD)
     assert isinstance(parties[1], NetworkRunError)
     assert ("party-1, round 0: message from party 'party-0': relayed payload: fails "
             "authentication in round 0") in str(parties[1])
@@ -489,7 +492,7 @@ def test_a_payload_replayed_from_another_run_is_refused(certs, monkeypatch):
             == (0, 1) else payload
 
     monkeypatch.setattr(server_module, "_forward", replay)
-    server, parties = run_deployment(certs, MaskedSum, silos, timeout=2.0)
+    server, parties = run_deployment(certs, MaskedSum, silos, timeout=HANG_GUARD)
     assert "message from party 'party-0': relayed payload: fails authentication" \
         in str(parties[1])
     assert isinstance(server, NetworkRunError) and "party-1 stopped the run" in str(server)
@@ -616,7 +619,7 @@ def test_unseeded_networked_pairs_2pc_computes_its_design_exactly(certs):
 
 def test_a_networked_round_mixing_relay_and_upload_stops_the_run(certs):
     silos = np.array_split(integers(12), 3)
-    server, parties = run_deployment(certs, HalfRelay, silos, timeout=3.0)
+    server, parties = run_deployment(certs, HalfRelay, silos, timeout=HANG_GUARD)
     assert isinstance(server, NetworkRunError)
     assert str(server) == ("round 0: party-1 sent rows to parties and party-0 a message to "
                            "the server; every party of a round must do the same; no release")

@@ -489,7 +489,8 @@ def test_read_table_parquet_without_pyarrow(tmp_path: Path,
     path.write_bytes(b"PAR1")
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(ImportError, match=r"needs pyarrow; install it with "
-                                          r"`pip install fedustat\[parquet\]`"):
+                                          r"`pip install '\.\[parquet\]'` in the fedustat "
+                                          r"checkout"):
         read_table(path)
 
 

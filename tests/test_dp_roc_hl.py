@@ -138,7 +138,7 @@ def test_plot_needs_matplotlib(monkeypatch, scores):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     y, s = scores
     res = dp_roc_curve(y, s, epsilon=math.inf, thresholds=absolute_grid(-4.0, 6.0, 0.5))
-    with pytest.raises(ImportError, match=r"pip install fedustat\[plot\]"):
+    with pytest.raises(ImportError, match=r"pip install '\.\[plot\]'` in the fedustat checkout"):
         ecdf_plots.plot_roc(res)
 
 

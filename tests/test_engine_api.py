@@ -203,7 +203,8 @@ def test_inconsistent_engine_arguments_are_refused(cluster, tmp_path):
 def test_missing_dask_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if it were not installed
     x = np.random.default_rng(0).beta(2.0, 5.0, 50)
-    with pytest.raises(ImportError, match=r"pip install 'fedustat\[engine\]'"):
+    with pytest.raises(ImportError, match=r"engine extra \(pip install '\.\[engine\]' in "
+                                          r"the fedustat checkout\)"):
         fedustat.estimate(gini_kernel((0, 1)), x, epsilon=1.0, rng=0, engine="local", **GINI)
 
 

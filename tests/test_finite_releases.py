@@ -187,9 +187,14 @@ def _curve_numbers(result: Any) -> dict[str, np.ndarray]:
            and isinstance(value, (int, float, np.ndarray, np.number))
            and not isinstance(value, bool)
            and np.asarray(value).dtype.kind in "fiu"}
+    # A quantile release read from no private curve (the default exponential and
+    # continuous mechanisms without interval_share) has no error bar in the data's units:
+    # its std_error is NaN by design (curves.QuantilesResult.std_error), not a failure.
+    no_error_bar = getattr(result, "interval_curve", False) is None \
+        and getattr(result, "noise", "none") != "none"
     for name in ("std_error",):
         value = getattr(result, name, None)
-        if value is not None and not callable(value):
+        if value is not None and not callable(value) and not no_error_bar:
             out[name] = np.asarray(value, dtype=float)
     return out
 

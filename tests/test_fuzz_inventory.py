@@ -665,6 +665,31 @@ def other_function_cases() -> list[Case]:
     e = "fedustat.smooth"
     out += cases_for(e, "curve", [Bad("array", release.curve), Bad("none", None)],
                      lambda v: fedustat.smooth(v), ("curve",))
+    out += _plotting_cases(release)
+    return out
+
+
+def _plotting_cases(ecdf_release: Any) -> list[Case]:
+    """The plotting helpers (the ``plot`` extra): a value that is not the release they
+    draw is refused naming the argument; no figure is a release, so none may end so."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    auc = fedustat.roc_auc_score(LABELS, SCORES, epsilon=1.0, rng=0)
+    not_releases = [Bad("array", np.linspace(0.0, 1.0, 5)), Bad("none", None),
+                    Bad("string", "roc"), Bad("estimate", auc)]
+    out = cases_for("fedustat.plot_roc", "curve", not_releases,
+                    lambda v: fedustat.plot_roc(v))
+    out += cases_for("fedustat.plot_ecdf", "result", not_releases[:3],
+                     lambda v: fedustat.plot_ecdf(v))
+    out += cases_for("fedustat.plot_ecdf", "confidence_level", _numbers()[:6],
+                     lambda v: fedustat.plot_ecdf(ecdf_release, confidence_level=v))
+    out += cases_for("fedustat.plot_estimates", "estimates",
+                     [Bad("empty", []), Bad("floats", [0.5, 0.6]), Bad("none", [None])],
+                     lambda v: fedustat.plot_estimates(v))
+    out += cases_for("fedustat.plot_estimates", "labels",
+                     [Bad("too-few", []), Bad("too-many", ["a", "b"])],
+                     lambda v: fedustat.plot_estimates([auc], labels=v))
     return out
 
 

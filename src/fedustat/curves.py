@@ -119,11 +119,29 @@ ROC_GRID_POINTS = 256
 
 
 def default_grid_points(curve: str) -> int:
-    """Points of the even grid a curve gets from ``bounds=(lo, hi)`` alone: the default of
-    the one-call function that releases it (:func:`ecdf`, :func:`quantile`,
-    :func:`median`: ``DEFAULT_GRID_POINTS``; :func:`roc_curve`: ``ROC_GRID_POINTS``).
-    ``fedustat.estimate``, the command line and ``compare`` take it from here, so the same
-    question gets the same grid everywhere."""
+    """Points of the even grid a curve gets from ``bounds=(lo, hi)`` alone.
+
+    The default of the one-call function that releases it (:func:`ecdf`,
+    :func:`quantile`, :func:`median`: ``DEFAULT_GRID_POINTS``; :func:`roc_curve`:
+    ``ROC_GRID_POINTS``). ``fedustat.estimate``, the command line, ``advise`` and
+    ``compare`` take it from here, so the same question gets the same grid everywhere.
+
+    Parameters
+    ----------
+    curve:
+        The curve statistic's name: ``"ecdf"``, ``"quantile"``, ``"median"`` or ``"roc"``.
+
+    Returns
+    -------
+    int
+        The number of evenly spaced grid points.
+
+    Examples
+    --------
+    >>> from fedustat.curves import default_grid_points
+    >>> default_grid_points("ecdf"), default_grid_points("roc")
+    (1024, 256)
+    """
     return ROC_GRID_POINTS if curve == "roc" else DEFAULT_GRID_POINTS
 
 

@@ -2,7 +2,7 @@
 
 Layers, bottom to top (docs/architecture.md):
 
-    foundation    _validation, cost, datasets
+    foundation    _lazy, _validation, cost, datasets
     stats/privacy statistics and privacy primitives (one layer; they may use each other)
     secure        secret sharing, dealer, FSS, distributed noise
     protocols     the contract and registry, then one subpackage per protocol family
@@ -24,7 +24,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("fedustat._validation", "fedustat.cost", "fedustat.datasets"),
+    ("fedustat._lazy", "fedustat._validation", "fedustat.cost", "fedustat.datasets"),
     ("fedustat.stats", "fedustat.privacy"),
     ("fedustat.secure",),
     ("fedustat.protocols",),

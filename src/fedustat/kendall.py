@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from fedustat._inputs import accepts_random_state, column_inputs
+from fedustat._lazy import lazy_module
 from fedustat._one_call import (
     _check_budget,
     _check_params,
@@ -44,6 +44,8 @@ from fedustat.protocols import registry
 from fedustat.protocols.base import Estimate
 from fedustat.stats import kernels
 from fedustat.stats.exact import kendall_counts
+
+sps = lazy_module("scipy.stats")
 
 __all__ = ["ALTERNATIVES", "KENDALL_METHODS", "NAN_POLICIES", "TAU_B_BUDGET_SPLIT",
            "VARIANTS", "KendallTauResult", "kendall_tau_pvalue", "kendalltau"]

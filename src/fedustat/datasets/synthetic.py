@@ -19,8 +19,8 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtri
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import (
     RandomLike,
     as_rng,
@@ -29,6 +29,8 @@ from fedustat._validation import (
     check_probability,
 )
 from fedustat.datasets.bundled import Dataset
+
+_special = lazy_module("scipy.special")
 
 __all__ = [
     "auc_one",
@@ -319,7 +321,7 @@ def classifier_scores(n_pos: int, n_neg: int, auc: float, rng: RandomLike = None
     n_neg = check_positive_int(n_neg, "n_neg")
     auc = check_probability(auc, "auc", open_left=True, open_right=True)
     gen = as_rng(rng)
-    mu = math.sqrt(2.0) * float(ndtri(auc))
+    mu = math.sqrt(2.0) * float(_special.ndtri(auc))
     pos = gen.normal(mu, 1.0, size=n_pos)
     neg = gen.normal(0.0, 1.0, size=n_neg)
     return Dataset(

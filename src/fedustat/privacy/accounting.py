@@ -18,10 +18,12 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import optimize
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import as_float_array, check_delta, check_epsilon, check_positive_int
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
+
+optimize = lazy_module("scipy.optimize")
 
 __all__ = [
     "advanced_composition",

@@ -78,12 +78,13 @@ try:  # POSIX file locks; budget files need them (BudgetFile refuses to work wit
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-from scipy import optimize
-
+from fedustat._lazy import lazy_module
 from fedustat._validation import check_delta, check_epsilon
 from fedustat.privacy.accounting import basic_composition
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.mechanisms import GaussianMechanism, gaussian_delta
+
+optimize = lazy_module("scipy.optimize")
 
 __all__ = [
     "ADJACENCY_CLASSES",

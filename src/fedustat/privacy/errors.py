@@ -39,8 +39,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import integrate, optimize, signal, special
-from scipy import stats as sps
+
+from fedustat._lazy import lazy_module
+
+integrate = lazy_module("scipy.integrate")
+optimize = lazy_module("scipy.optimize")
+signal = lazy_module("scipy.signal")
+special = lazy_module("scipy.special")
+sps = lazy_module("scipy.stats")
+
 
 __all__ = [
     "BoundedBias",

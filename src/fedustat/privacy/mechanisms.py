@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from scipy import optimize, special
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import (
     RandomLike,
     as_float_array,
@@ -34,6 +34,9 @@ from fedustat._validation import (
 )
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import NoiseSource, Size, _shape, as_noise, resolve_noise
+
+optimize = lazy_module("scipy.optimize")
+special = lazy_module("scipy.special")
 
 __all__ = [
     "DiscreteLaplaceMechanism",

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import (
     RandomLike,
     as_int_array,
@@ -35,6 +35,8 @@ from fedustat._validation import (
 )
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import NoiseSource, as_noise
+
+special = lazy_module("scipy.special")
 
 __all__ = [
     "BinaryRandomizedResponse",

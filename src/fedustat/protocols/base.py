@@ -43,8 +43,8 @@ from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
-from scipy import stats as sps
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import (
     RecordCheck,
     as_float_array,
@@ -57,6 +57,8 @@ from fedustat.privacy.errors import ErrorDistribution
 from fedustat.privacy.guarantee import PrivacyGuarantee, PrivacyModel
 from fedustat.privacy.noise import DeploymentNoise
 from fedustat.stats.kernels import Kernel, PublicData
+
+sps = lazy_module("scipy.stats")
 
 NOISE_KINDS = ("simulation", "deployment", "none")
 

@@ -52,9 +52,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import integrate, optimize
-from scipy import stats as sps
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import (
     InputRangeError,
     RandomLike,
@@ -69,6 +68,10 @@ from fedustat.privacy.noise import DeploymentNoise, NoiseSource, SimulationNoise
 from fedustat.secure.fixedpoint import FixedPoint
 from fedustat.secure.ring import DEFAULT_RING, Ring, as_share_rng
 from fedustat.secure.transcript import Transcript
+
+integrate = lazy_module("scipy.integrate")
+optimize = lazy_module("scipy.optimize")
+sps = lazy_module("scipy.stats")
 
 __all__ = ["NoiseShares", "PolyaDifferenceError", "contributor_noise", "distributed_noise",
            "local_noise",

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import as_float_array, check_positive_float, check_positive_int
+
+sp = lazy_module("scipy.sparse")
 
 __all__ = [
     "MAX_GRID_POINTS",

@@ -53,10 +53,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import check_positive_int
 from fedustat.privacy.noise import NoiseSource
+
+_optimize = lazy_module("scipy.optimize")
 
 __all__ = [
     "MAX_COVARIANCE_POINTS",
@@ -419,7 +421,7 @@ def _tuned_top(n_points: int, b: int) -> HierarchicalPlan:
     """The top level's budget ratio minimizing the exact mean prefix variance."""
     if _height(n_points, b) <= 1:
         return _top_weighted(n_points, b, 1.0)
-    res = minimize_scalar(lambda r: _top_weighted(n_points, b, r).mean_variance(),
+    res = _optimize.minimize_scalar(lambda r: _top_weighted(n_points, b, r).mean_variance(),
                           bounds=(0.05, 2.0), method="bounded", options={"xatol": 1e-2})
     plan = _top_weighted(n_points, b, float(res.x))
     flat = _top_weighted(n_points, b, 1.0)
@@ -462,7 +464,7 @@ def _tuned_root(n_points: int, b: int) -> HierarchicalPlan:
     scores = [_with_root(n_points, b, r).mean_variance() for r in grid]
     k = int(np.argmin(scores))
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
-    res = minimize_scalar(lambda r: _with_root(n_points, b, r).mean_variance(),
+    res = _optimize.minimize_scalar(lambda r: _with_root(n_points, b, r).mean_variance(),
                           bounds=(lo, hi), method="bounded", options={"xatol": 1e-4})
     best = float(res.x) if res.fun < scores[k] else grid[k]
     return _with_root(n_points, b, best)

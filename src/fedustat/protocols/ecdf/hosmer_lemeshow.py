@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import stats as sps
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import (
     RandomLike,
     as_binary_labels,
@@ -40,6 +40,8 @@ from fedustat.stats.ecdf import (
     DyadicTree,
     absolute_grid,
 )
+
+sps = lazy_module("scipy.stats")
 
 __all__ = [
     "HL_ADJACENCY",

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import isotonic_regression
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import (
     RandomLike,
     as_binary_labels,
@@ -47,6 +46,9 @@ from fedustat.stats.ecdf import (
     ecdf_counts,
 )
 from fedustat.stats.kernels import auc_kernel
+
+sp = lazy_module("scipy.sparse")
+_optimize = lazy_module("scipy.optimize")
 
 __all__ = [
     "DEFAULT_ROC_CURVE_METHOD",
@@ -635,8 +637,8 @@ def _isotonic_pair(pos: np.ndarray, neg: np.ndarray, n: int
     kept in ``[1/n, 1 - 1/n]`` (both classes present). Each curve is capped at its total
     and ends there, so the ROC curve runs from (0, 0) to (1, 1)."""
     lo = 1.0 / n
-    fit_pos = np.clip(isotonic_regression(pos).x, 0.0, 1.0)
-    fit_neg = np.clip(isotonic_regression(neg).x, 0.0, 1.0)
+    fit_pos = np.clip(_optimize.isotonic_regression(pos).x, 0.0, 1.0)
+    fit_neg = np.clip(_optimize.isotonic_regression(neg).x, 0.0, 1.0)
     total = min(max(0.5 * (fit_pos[-1] + 1.0 - fit_neg[-1]), lo), 1.0 - lo)
     fit_pos = np.minimum(fit_pos, total)
     fit_neg = np.minimum(fit_neg, 1.0 - total)

@@ -61,14 +61,16 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import isotonic_regression, linprog
-from scipy.sparse.linalg import splu
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import check_positive_int
 from fedustat.privacy.guarantee import PrivacyGuarantee
 from fedustat.protocols.ecdf.release import PrivateECDF
 from fedustat.stats.ecdf import DyadicTree, step_at
+
+sp = lazy_module("scipy.sparse")
+_optimize = lazy_module("scipy.optimize")
+_sparse_linalg = lazy_module("scipy.sparse.linalg")
 
 __all__ = [
     "SmoothedECDF",
@@ -278,7 +280,7 @@ def _solve_qp_active_set(problem: _FlowProblem) -> tuple[np.ndarray, int]:
             mu = _dyadic_solve(n_vertices - 1, active, -q, degree)
         else:
             sub = lap[idx][:, idx].tocsc()
-            lu = splu(sub, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+            lu = _sparse_linalg.splu(sub, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                       options={"SymmetricMode": True})
             mu = np.zeros(n_vertices)
             mu[idx] = lu.solve(-q[idx])
@@ -644,7 +646,7 @@ def _solve_lp_highs(problem: _FlowProblem) -> tuple[np.ndarray, int]:
     incidence = problem.incidence()
     n_edges = incidence.shape[1]
     a_ub = sp.hstack([-incidence, incidence], format="csr")
-    res = linprog(np.ones(2 * n_edges), A_ub=a_ub, b_ub=problem.d_hat, bounds=(0, None),
+    res = _optimize.linprog(np.ones(2 * n_edges), A_ub=a_ub, b_ub=problem.d_hat, bounds=(0, None),
                   method="highs-ds")
     if res.status != 0:
         raise RuntimeError(f"HiGHS failed on the p = 1 smoothing LP: {res.message}")
@@ -879,7 +881,7 @@ def project_to_cdf(values: Any) -> np.ndarray:
         raise ValueError(f"values must be a 1-d curve, got shape {raw.shape}")
     if raw.size == 0:
         return raw.copy()
-    return np.clip(isotonic_regression(raw).x, 0.0, 1.0)
+    return np.clip(_optimize.isotonic_regression(raw).x, 0.0, 1.0)
 
 
 def isotonic_projection(curve: PrivateECDF, subset: Any = None) -> SmoothedECDF:

@@ -87,8 +87,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import (
     RandomLike,
     RecordCheck,
@@ -131,6 +131,8 @@ from fedustat.protocols.local.hierarchical import (
 from fedustat.protocols.local.quantization import ColumnGrid
 from fedustat.protocols.registry import register
 from fedustat.stats.kernels import Kernel
+
+optimize = lazy_module("scipy.optimize")
 
 __all__ = [
     "DEFAULT_MAX_REPORT_BITS",

@@ -83,9 +83,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
-from scipy.spatial import distance
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import check_epsilon, check_positive_int
 from fedustat.privacy.errors import NormalError
 from fedustat.privacy.guarantee import PrivacyModel
@@ -99,6 +98,9 @@ from fedustat.protocols.local.quantization import (
 from fedustat.protocols.local.quantized_rr import QuantizedLocalProtocol
 from fedustat.protocols.registry import register
 from fedustat.stats.kernels import Kernel
+
+special = lazy_module("scipy.special")
+distance = lazy_module("scipy.spatial.distance")
 
 __all__ = [
     "Factorization",

@@ -111,8 +111,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.spatial import distance
 
+from fedustat._lazy import lazy_module
 from fedustat._validation import (
     InputRangeError,
     RandomLike,
@@ -167,6 +167,8 @@ from fedustat.protocols.registry import register
 from fedustat.secure.ring import MAX_RING_BITS, Ring, random_words
 from fedustat.secure.sharing import share
 from fedustat.stats.kernels import Kernel
+
+distance = lazy_module("scipy.spatial.distance")
 
 __all__ = [
     "DEFAULT_FRAC_BITS",

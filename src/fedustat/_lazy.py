@@ -9,13 +9,22 @@ is read.
 
 The import itself is ``importlib.import_module``, which holds Python's import lock, so
 threads (the gRPC server's) that reach a lazy module together import it once.
+
+A long-lived process with deadlines (a networked server or party) calls
+:func:`warm_up` when it starts: the modules are imported in a background thread while it
+waits for the others to join, so the first release does not pay for them inside a stage
+timeout.
 """
 
 from __future__ import annotations
 
 import importlib
+import threading
 from types import ModuleType
 from typing import Any
+
+#: Every module named to :func:`lazy_module`, in the order first named.
+_DECLARED: dict[str, None] = {}
 
 
 class LazyModule:
@@ -32,6 +41,7 @@ class LazyModule:
 
     def __init__(self, name: str) -> None:
         self.__dict__["_lazy_name"] = name
+        _DECLARED.setdefault(name, None)
 
     def _module(self) -> ModuleType:
         return importlib.import_module(self.__dict__["_lazy_name"])
@@ -72,3 +82,31 @@ def lazy_module(name: str) -> Any:
     0.5
     """
     return LazyModule(name)
+
+
+def warm_up() -> threading.Thread:
+    """Import every lazily declared module in a background (daemon) thread.
+
+    For processes that live through several exchanges with deadlines: the imports
+    happen while the process waits for its peers instead of inside a stage the others
+    time. One-shot processes (a device's single report, a Flower ClientApp per message)
+    should not call it: they would import what they never use.
+
+    Returns
+    -------
+    threading.Thread
+        The started thread (joining it is optional).
+
+    Examples
+    --------
+    >>> warm_up().join()
+    """
+    names = list(_DECLARED)
+
+    def import_all() -> None:
+        for name in names:
+            importlib.import_module(name)
+
+    thread = threading.Thread(target=import_all, name="fedustat-warm-up", daemon=True)
+    thread.start()
+    return thread

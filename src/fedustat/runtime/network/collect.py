@@ -70,6 +70,7 @@ from typing import Any
 
 import numpy as np
 
+from fedustat._lazy import warm_up
 from fedustat._validation import RandomLike, RecordCheckError, as_float_array, as_seed_sequence
 from fedustat.protocols.base import Estimate, Message, Protocol, Role
 from fedustat.runtime import report_store
@@ -689,6 +690,7 @@ def collect(protocol: Protocol, credentials: Credentials, window: Window, *,
     if not rule.proceed:
         raise ValueError(f"{protocol.name} cannot collect one-shot reports in a window: "
                          f"{rule.reason}")
+    warm_up()  # SciPy's modules import while the window is open, not at its close
     if not isinstance(window, Window):
         raise TypeError(f"window must be a Window, got {type(window).__name__}")
     if not durable and (run_dir is not None or partitions):

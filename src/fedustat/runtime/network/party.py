@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from fedustat._lazy import warm_up
 from fedustat._validation import (
     RandomLike,
     RecordCheckError,
@@ -802,6 +803,7 @@ def run_party(protocol: Protocol, records: Any, credentials: Credentials, server
         connection drops, up to the stage timeout instead of stopping at once. A
         finished run's release is read back from it. ``None`` (default): no journal.
     """
+    warm_up()  # SciPy's modules import while this party waits for the others to join
     protocol, rows = _party_rows(protocol, records, rng)
     link = _Link(credentials, server, timeout, resend=True)
     try:
@@ -883,6 +885,7 @@ def run_service(protocol: Protocol, role: str, credentials: Credentials, server:
     if credentials.identity != role:
         raise ValueError(f"the {role} service needs the certificate named {role!r}, got "
                          f"{credentials.identity!r}")
+    warm_up()
     link = _Link(credentials, server, timeout, resend=True)
     try:
         link.connect()

@@ -66,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from fedustat._lazy import warm_up
 from fedustat._validation import (
     RandomLike,
     RecordCheckError,
@@ -1153,6 +1154,7 @@ def serve(protocol: Protocol, n_silos: int, credentials: Credentials, *,
     """
     n_silos = check_positive_int(n_silos, "n_silos")
     _grpc()  # the optional dependency, named if missing
+    warm_up()  # SciPy's modules import while the parties join, not inside a stage
     protocol, grade = resolve_randomness(protocol, rng)
     least = n_silos if min_silos is None else check_positive_int(min_silos, "min_silos")
     if least > n_silos:

@@ -164,7 +164,7 @@ def test_the_window_closes_at_its_deadline_and_names_the_late_devices(certs):
 
     rows = _records(8)
     # No quorum: the deadline closes it. The on-time devices report as soon as it listens.
-    server = CollectionServer(make(), certs, Window(6.0, linger=30.0))
+    server = CollectionServer(make(), certs, Window(6.0, linger=15.0))
     _devices(make, rows[:5], certs, server.address)
 
     async def late() -> list[Any]:

@@ -326,6 +326,14 @@ GATHERED_CASES = {
     # Edges join parties of different batches: relay rows (dealt material, shares,
     # openings, noise shares) move between workers.
     "umpc": (lambda: _umpc("fss", threat_model="hf"), small_values, [5, 2, 8, 4]),
+    # Public labels: the check-in routes each label to the batches that need it.
+    "umpc-auc-fss": (lambda: make("umpc", auc_kernel(), epsilon=1.0, comparison="fss",
+                                  bounds=(0.0, 1.0), precision=1 / 64), labelled,
+                     [7, 3, 9, 6]),
+    "umpc-auc-circuit": (lambda: make("umpc", auc_kernel(), epsilon=1.0,
+                                      comparison="circuit", threat_model="dis",
+                                      bounds=(0.0, 1.0), precision=1 / 64), labelled,
+                         [7, 3, 9, 6]),
     # The computing parties 0..m-1 receive one relay row from every party.
     "ecdf-pointwise-secagg": (lambda: PointwiseECDF(GRID, epsilon=1.0), small_values,
                               [6, 5, 9]),
@@ -365,23 +373,38 @@ def test_gathered_mode_refusals(engine):
         engine.run(protocol, parts, rng=3, server_steps="local")
 
 
-def test_umpc_aggregation_is_reduced_on_the_cluster(engine, monkeypatch):
-    # Only the check-in round's rows reach the driver; the aggregation (a ring sum of the
-    # parties' output shares, 002 Lemma C.1) is combined by tasks (gathered_reduction).
+@pytest.mark.parametrize("case", ["umpc", "umpc-auc-fss"])
+def test_umpc_rows_never_reach_the_driver(engine, monkeypatch, case):
+    # No round's per-party rows reach the driver: the check-in (labels or check-ins) is
+    # summarized and routed between workers, the aggregation (a ring sum of the parties'
+    # output shares, 002 Lemma C.1) combined by tasks (gathered_reduction). The driver's
+    # server state holds no per-party array and no design tuples.
     from fedustat.protocols.mpc.umpc import UMPC
 
     seen: list[int] = []
     original = UMPC.server_step
+    finish = UMPC.check_in_done
+    states: list = []
 
     def spy(self, state, inbox, rng):
         seen.append(len(inbox.parties))
         return original(self, state, inbox, rng)
 
+    def keep(self, state, design, active):
+        finish(self, state, design, active)
+        states.append(state)
+
     monkeypatch.setattr(UMPC, "server_step", spy)
-    build, generator, sizes = GATHERED_CASES["umpc"]
+    monkeypatch.setattr(UMPC, "check_in_done", keep)
+    build, generator, sizes = GATHERED_CASES[case]
     parts = generated_partitions(generator, sizes, seed=31)
     got = engine.run(build(), parts, rng=6, server_steps="gathered")
-    assert seen == [sum(sizes)]
+    assert seen == []
+    (state,) = states
+    assert state.public is None and not hasattr(state.design, "tuples")
+    if case == "umpc-auc-fss":
+        assert state.class_counts.sum() == sum(sizes)
     monkeypatch.setattr(UMPC, "server_step", original)
+    monkeypatch.setattr(UMPC, "check_in_done", finish)
     local = simulate(build(), load_all(parts), rng=6, batch_size=sizes)
     _same_release(local, got)

@@ -37,7 +37,7 @@ from fedustat.runtime.engine import (  # noqa: E402
     pointwise_ecdf_distributed,
 )
 from fedustat.runtime.simulate import simulate  # noqa: E402
-from fedustat.stats.kernels import auc_kernel, gini_kernel  # noqa: E402
+from fedustat.stats.kernels import auc_kernel, gini_kernel, vus_kernel  # noqa: E402
 
 # Workers import fedustat but not this test module: ship its generators by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -316,6 +316,11 @@ def unit_values(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.random(n)
 
 
+def three_classes(n: int, rng: np.random.Generator) -> np.ndarray:
+    y = rng.integers(0, 3, n)
+    return np.column_stack([np.clip(rng.normal(0.3 + 0.2 * y, 0.2, n), 0, 1), y])
+
+
 def _umpc(comparison: str, **params):
     return make("umpc", gini_kernel((0.0, 4.0)), epsilon=1.0, comparison=comparison,
                 bounds=(0.0, 4.0), precision=1 / 8, **params)
@@ -344,6 +349,10 @@ GATHERED_CASES = {
                                    delta=1e-6), unit_values, [30, 20]),
     "central-laplace": (lambda: make("central-laplace", auc_kernel(), epsilon=1.0), labelled,
                         [30, 20]),
+    # Degree 3, three public classes (2-bit labels), a batch of one party.
+    "umpc-vus-circuit": (lambda: make("umpc", vus_kernel(), epsilon=1.0, comparison="circuit",
+                                      bounds=(0.0, 1.0), precision=1 / 64), three_classes,
+                         [1, 12, 9, 8]),
 }
 
 
@@ -373,7 +382,7 @@ def test_gathered_mode_refusals(engine):
         engine.run(protocol, parts, rng=3, server_steps="local")
 
 
-@pytest.mark.parametrize("case", ["umpc", "umpc-auc-fss"])
+@pytest.mark.parametrize("case", ["umpc", "umpc-auc-fss", "umpc-vus-circuit"])
 def test_umpc_rows_never_reach_the_driver(engine, monkeypatch, case):
     # No round's per-party rows reach the driver: the check-in (labels or check-ins) is
     # summarized and routed between workers, the aggregation (a ring sum of the parties'
@@ -402,7 +411,7 @@ def test_umpc_rows_never_reach_the_driver(engine, monkeypatch, case):
     assert seen == []
     (state,) = states
     assert state.public is None and not hasattr(state.design, "tuples")
-    if case == "umpc-auc-fss":
+    if case != "umpc":
         assert state.class_counts.sum() == sum(sizes)
     monkeypatch.setattr(UMPC, "server_step", original)
     monkeypatch.setattr(UMPC, "check_in_done", finish)

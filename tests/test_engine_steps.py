@@ -417,3 +417,21 @@ def test_umpc_rows_never_reach_the_driver(engine, monkeypatch, case):
     monkeypatch.setattr(UMPC, "check_in_done", finish)
     local = simulate(build(), load_all(parts), rng=6, batch_size=sizes)
     _same_release(local, got)
+
+
+def test_serializability_check_keeps_no_copy_of_the_state(monkeypatch):
+    # The gathered mode checks that a batch's state can move between workers by pickling
+    # it into a sink that keeps nothing, not into bytes (a second copy of the state).
+    import cloudpickle as cp
+
+    from fedustat.runtime.engine import driver
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the check built a pickled copy of the state")
+
+    monkeypatch.setattr(cp, "dumps", refuse)
+    parts = generated_partitions(small_values, [6], seed=3)
+    protocol = _umpc("fss").configure(6)
+    batch = driver._init_batch(protocol, parts[0], 0, np.random.SeedSequence(1))
+    stepped = driver._party_round_relay(protocol, batch)
+    assert stepped.outbox.fields["ready"].size == 6

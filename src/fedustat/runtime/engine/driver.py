@@ -487,7 +487,9 @@ class DaskEngine:
         each other (relay rounds) move between the batches' workers, and each server
         step runs as in process on the driver with all the round's messages gathered
         there (the driver then holds O(n) per round: use it where the server's input is
-        small per party).
+        small per party), except the rounds a protocol splits: a reduction
+        (``gathered_reduction``) or U-MPC's check-in routed between the batches
+        (``routed_check_in``), which never reach the driver.
         """
         if server_steps not in ("distributed", "gathered"):
             raise ValueError(f"server_steps must be 'distributed' or 'gathered', got "

@@ -780,7 +780,7 @@ class _ServerState:
     n_parties: int
     stage: int = 0
     coin: np.ndarray | None = None
-    design: Design | None = None
+    design: Design | _DesignFacts | None = None   # _DesignFacts: the engine's check-in
     public: np.ndarray | None = None
     seating: _Seating | None = None
     # Set instead of ``public`` when the distributed engine routed the check-in (the

@@ -194,7 +194,13 @@ def main(argv: list[str] | None = None) -> int:
                              "used only to project the time of larger runs; the projection "
                              "says so")
     parser.add_argument("--one", nargs=3, metavar=("JOB", "MODE", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--umpc", nargs="+", default=None, choices=sorted(UMPC_JOBS),
+                        help="run only these U-MPC jobs (their own table; see umpc_main)")
+    parser.add_argument("--umpc-batches", type=int, default=4,
+                        help="batches of a U-MPC run (in process and on the engine)")
     args = parser.parse_args(argv)
+    if args.umpc or (args.one and args.one[0] in UMPC_JOBS):
+        return umpc_main(args)
     if args.one:
         job, mode, n = args.one
         run = run_ray if mode == "ray" else (
@@ -302,6 +308,115 @@ def _print_projection(job: str, n: int, label: str, timings: list[tuple[int, flo
     notes.append(f"PROJECTED ({job}, {n:.0e}): t = {t2:.1f} s x ({n:.0e} / {n2:.0e})^{b:.2f} "
                  f"= {projected:.0f} s, the exponent fitted on the measured {n1:.0e} "
                  f"({t1:.1f} s) and {n2:.0e} ({t2:.1f} s) engine runs; not measured.")
+
+
+# ------------------------------------------------------------------ U-MPC (issue 28)
+#
+#     PYTHONPATH=src .venv/bin/python benchmarks/bench_engine.py --umpc umpc-auc-fss \
+#         umpc-auc-circuit umpc-gini-fss umpc-gini-circuit --parties 1e4 1e5 [--modes ...]
+#
+# U-MPC (002 Protocol 3.1) with |E| = 2n BalancedSamp edges, epsilon = 1, noise under M_HF
+# (the subgroup Z, 002 Sec. 4), on the engine's gathered mode (party steps on the workers,
+# relay rows between them, the check-in routed and the aggregation reduced) and in
+# process with the same batches: wall seconds, peak MiB per worker, driver MiB, whether
+# the releases are equal, and the busiest party's bits (a noise contributor: its n - 1
+# Protocol B.1 shares, (n - 1) l bits, dominate) beside that (n - 1) l.
+
+#: job -> (kernel, comparison)
+UMPC_JOBS = {"umpc-auc-fss": ("auc", "fss"), "umpc-auc-circuit": ("auc", "circuit"),
+             "umpc-gini-fss": ("gini", "fss"), "umpc-gini-circuit": ("gini", "circuit")}
+
+
+def umpc_auc_rows(n: int, rng: np.random.Generator) -> np.ndarray:
+    y = rng.integers(0, 2, n).astype(np.float64)
+    return np.column_stack([np.clip(rng.normal(0.45 + 0.15 * y, 0.2, n), 0.0, 1.0), y])
+
+
+def umpc_protocol(job: str) -> Any:
+    from fedustat.protocols.registry import make
+    from fedustat.stats.kernels import auc_kernel, gini_kernel
+
+    kernel, comparison = UMPC_JOBS[job]
+    built = auc_kernel() if kernel == "auc" else gini_kernel((0.0, 1.0))
+    return make("umpc", built, epsilon=1.0, comparison=comparison, threat_model="hf",
+                bounds=(0.0, 1.0), precision=2.0**-10)
+
+
+def umpc_run_one(job: str, mode: str, n: int, workers: int, batches: int) -> dict[str, Any]:
+    from fedustat.runtime.engine import DaskEngine, generated_partitions, load_all
+    from fedustat.runtime.simulate import simulate
+
+    sizes = _sizes(n, math.ceil(n / batches))
+    gen = umpc_auc_rows if UMPC_JOBS[job][0] == "auc" else gini_rows
+    parts = generated_partitions(gen, sizes, seed=2026)
+    out: dict[str, Any] = {"job": job, "mode": mode, "parties": n, "batches": len(sizes)}
+    if mode == "local":
+        start = time.perf_counter()
+        est = simulate(umpc_protocol(job), load_all(parts), rng=1, batch_size=sizes)
+        out["seconds"] = time.perf_counter() - start
+        out["peak_mib"] = _peak_mib()
+    else:
+        with DaskEngine(n_workers=workers) as engine:
+            engine.client.run(_warm_up_umpc)
+            start = time.perf_counter()
+            est = engine.run(umpc_protocol(job), parts, rng=1, server_steps="gathered")
+            out["seconds"] = time.perf_counter() - start
+            out["worker_peaks_mib"] = sorted(engine.client.run(_peak_mib).values())
+        out["workers"] = workers
+        out["peak_mib"] = max(out["worker_peaks_mib"])
+        out["driver_peak_mib"] = _peak_mib()
+    out["value"], out["std_error"] = est.value, est.std_error
+    out["max_bits"] = int(est.cost.max_bits_per_party)
+    out["ring_bits"] = int(est.diagnostics["fixed_point"]["bits"])
+    return out
+
+
+def _warm_up_umpc() -> None:
+    import fedustat.protocols.mpc.umpc  # noqa: F401
+
+
+def umpc_main(args: argparse.Namespace) -> int:
+    if args.one:
+        job, mode, n = args.one
+        print(json.dumps(umpc_run_one(job, mode, int(float(n)), args.workers,
+                                      args.umpc_batches)))
+        return 0
+    print(f"available memory at start: {_gib(_available_mib())}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print("| job | parties | runtime | wall s | peak MiB per worker (or process) | "
+          "driver peak MiB | same release | busiest party's bits | (n - 1) l | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for job in args.umpc:
+        for n in sorted(int(p) for p in args.parties):
+            results: dict[str, dict[str, Any]] = {}
+            for mode in args.modes:
+                cmd = [sys.executable, __file__, "--workers", str(args.workers),
+                       "--umpc-batches", str(args.umpc_batches), "--one", job, mode, str(n)]
+                proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                load = f"{os.getloadavg()[0]:.1f}"
+                if proc.returncode != 0:
+                    tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+                    print(f"| {job} | {n:.0e} | {mode} | failed: {tail} | | | | | | {load} |",
+                          flush=True)
+                    continue
+                r = json.loads(proc.stdout.strip().splitlines()[-1])
+                r["load"] = load
+                results[mode] = r
+            for mode, r in results.items():
+                same = ""
+                if len(results) == 2:
+                    a, b = results["engine"], results["local"]
+                    same = "yes" if (a["value"], a["std_error"], a["max_bits"]) == (
+                        b["value"], b["std_error"], b["max_bits"]) else "NO"
+                label = (f"engine, {r['workers']} workers, {r['batches']} batches"
+                         if mode == "engine" else f"in-process, {r['batches']} batches")
+                peaks = " / ".join(f"{p:.0f}" for p in r.get("worker_peaks_mib",
+                                                             [r["peak_mib"]]))
+                driver = f"{r['driver_peak_mib']:.0f}" if "driver_peak_mib" in r else "-"
+                print(f"| {job} | {n:.0e} | {label} | {r['seconds']:.1f} | {peaks} | {driver} "
+                      f"| {same} | {r['max_bits']} | {(n - 1) * r['ring_bits']} | "
+                      f"{r['load']} |", flush=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from fedustat.runtime.engine import (  # noqa: E402
     pointwise_ecdf_distributed,
 )
 from fedustat.runtime.simulate import simulate  # noqa: E402
-from fedustat.stats.kernels import auc_kernel, gini_kernel  # noqa: E402
+from fedustat.stats.kernels import auc_kernel, gini_kernel, vus_kernel  # noqa: E402
 
 # Workers import fedustat but not this test module: ship its generators by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -316,6 +316,11 @@ def unit_values(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.random(n)
 
 
+def three_classes(n: int, rng: np.random.Generator) -> np.ndarray:
+    y = rng.integers(0, 3, n)
+    return np.column_stack([np.clip(rng.normal(0.3 + 0.2 * y, 0.2, n), 0, 1), y])
+
+
 def _umpc(comparison: str, **params):
     return make("umpc", gini_kernel((0.0, 4.0)), epsilon=1.0, comparison=comparison,
                 bounds=(0.0, 4.0), precision=1 / 8, **params)
@@ -326,6 +331,14 @@ GATHERED_CASES = {
     # Edges join parties of different batches: relay rows (dealt material, shares,
     # openings, noise shares) move between workers.
     "umpc": (lambda: _umpc("fss", threat_model="hf"), small_values, [5, 2, 8, 4]),
+    # Public labels: the check-in routes each label to the batches that need it.
+    "umpc-auc-fss": (lambda: make("umpc", auc_kernel(), epsilon=1.0, comparison="fss",
+                                  bounds=(0.0, 1.0), precision=1 / 64), labelled,
+                     [7, 3, 9, 6]),
+    "umpc-auc-circuit": (lambda: make("umpc", auc_kernel(), epsilon=1.0,
+                                      comparison="circuit", threat_model="dis",
+                                      bounds=(0.0, 1.0), precision=1 / 64), labelled,
+                         [7, 3, 9, 6]),
     # The computing parties 0..m-1 receive one relay row from every party.
     "ecdf-pointwise-secagg": (lambda: PointwiseECDF(GRID, epsilon=1.0), small_values,
                               [6, 5, 9]),
@@ -336,6 +349,10 @@ GATHERED_CASES = {
                                    delta=1e-6), unit_values, [30, 20]),
     "central-laplace": (lambda: make("central-laplace", auc_kernel(), epsilon=1.0), labelled,
                         [30, 20]),
+    # Degree 3, three public classes (2-bit labels), a batch of one party.
+    "umpc-vus-circuit": (lambda: make("umpc", vus_kernel(), epsilon=1.0, comparison="circuit",
+                                      bounds=(0.0, 1.0), precision=1 / 64), three_classes,
+                         [1, 12, 9, 8]),
 }
 
 
@@ -365,23 +382,56 @@ def test_gathered_mode_refusals(engine):
         engine.run(protocol, parts, rng=3, server_steps="local")
 
 
-def test_umpc_aggregation_is_reduced_on_the_cluster(engine, monkeypatch):
-    # Only the check-in round's rows reach the driver; the aggregation (a ring sum of the
-    # parties' output shares, 002 Lemma C.1) is combined by tasks (gathered_reduction).
+@pytest.mark.parametrize("case", ["umpc", "umpc-auc-fss", "umpc-vus-circuit"])
+def test_umpc_rows_never_reach_the_driver(engine, monkeypatch, case):
+    # No round's per-party rows reach the driver: the check-in (labels or check-ins) is
+    # summarized and routed between workers, the aggregation (a ring sum of the parties'
+    # output shares, 002 Lemma C.1) combined by tasks (gathered_reduction). The driver's
+    # server state holds no per-party array and no design tuples.
     from fedustat.protocols.mpc.umpc import UMPC
 
     seen: list[int] = []
     original = UMPC.server_step
+    finish = UMPC.check_in_done
+    states: list = []
 
     def spy(self, state, inbox, rng):
         seen.append(len(inbox.parties))
         return original(self, state, inbox, rng)
 
+    def keep(self, state, design, active):
+        finish(self, state, design, active)
+        states.append(state)
+
     monkeypatch.setattr(UMPC, "server_step", spy)
-    build, generator, sizes = GATHERED_CASES["umpc"]
+    monkeypatch.setattr(UMPC, "check_in_done", keep)
+    build, generator, sizes = GATHERED_CASES[case]
     parts = generated_partitions(generator, sizes, seed=31)
     got = engine.run(build(), parts, rng=6, server_steps="gathered")
-    assert seen == [sum(sizes)]
+    assert seen == []
+    (state,) = states
+    assert state.public is None and not hasattr(state.design, "tuples")
+    if case != "umpc":
+        assert state.class_counts.sum() == sum(sizes)
     monkeypatch.setattr(UMPC, "server_step", original)
+    monkeypatch.setattr(UMPC, "check_in_done", finish)
     local = simulate(build(), load_all(parts), rng=6, batch_size=sizes)
     _same_release(local, got)
+
+
+def test_serializability_check_keeps_no_copy_of_the_state(monkeypatch):
+    # The gathered mode checks that a batch's state can move between workers by pickling
+    # it into a sink that keeps nothing, not into bytes (a second copy of the state).
+    import cloudpickle as cp
+
+    from fedustat.runtime.engine import driver
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the check built a pickled copy of the state")
+
+    monkeypatch.setattr(cp, "dumps", refuse)
+    parts = generated_partitions(small_values, [6], seed=3)
+    protocol = _umpc("fss").configure(6)
+    batch = driver._init_batch(protocol, parts[0], 0, np.random.SeedSequence(1))
+    stepped = driver._party_round_relay(protocol, batch)
+    assert stepped.outbox.fields["ready"].size == 6

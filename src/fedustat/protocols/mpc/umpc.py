@@ -780,9 +780,25 @@ class _ServerState:
     n_parties: int
     stage: int = 0
     coin: np.ndarray | None = None
-    design: Design | None = None
+    design: Design | _DesignFacts | None = None   # _DesignFacts: the engine's check-in
     public: np.ndarray | None = None
     seating: _Seating | None = None
+    # Set instead of ``public`` when the distributed engine routed the check-in (the
+    # labels never reach the aggregator): the class sizes, all the release needs.
+    class_counts: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class _DesignFacts:
+    """A design's public numbers without its tuples: what the aggregator's release reads
+    (size, largest degree, name) when the engine routed the check-in, with the number of
+    active edges and the width of the label rows counted on the workers."""
+
+    name: str
+    size: int
+    max_degree: int
+    active: int
+    label_row_width: int
 
 
 @dataclass(frozen=True)
@@ -1081,6 +1097,8 @@ class UMPC(Protocol):
         return units / float(self.scale() * design.size) ** 2
 
     def active_edges(self, design: Design, public: np.ndarray | None) -> int:
+        if isinstance(design, _DesignFacts):  # counted on the engine's workers
+            return design.active
         mask = None if public is None else self.circuit.active(public[design.tuples])
         return design.size if mask is None else int(np.count_nonzero(mask))
 
@@ -1113,6 +1131,7 @@ class UMPC(Protocol):
             per_party = 64 + 128                 # n and the coin
             if self.circuit.public_column is not None:
                 width = n_parties if self.dealer == "service" \
+                    else design.label_row_width if isinstance(design, _DesignFacts) \
                     else self.label_row_width(n_parties, coin)
                 per_party += 64 + width * self.circuit.public_bits()
             out["download_bits"] = n_parties * per_party
@@ -1785,6 +1804,123 @@ class UMPC(Protocol):
                              f"{state.n_parties} parties, got {summary['rows']}")
         return state, self._release(state, int(summary["z"]))
 
+    # The distributed engine's routed check-in (fedustat.runtime.engine, gathered mode):
+    # round 0's server work split so that the labels never reach the driver. Each batch's
+    # check-in is summarized (rows, class sizes), the driver draws the coin as
+    # server_step does, each batch routes its parties' labels to the batches whose
+    # parties need them (_label_sets), and each batch writes its own parties' round-1
+    # rows: the message _address_labels would address them, so the same release.
+    def routed_check_in(self, state: _ServerState) -> bool:
+        """Whether the next server step is a check-in the engine may route (round 0
+        with a dealing party; the dealer service needs every label in one broadcast)."""
+        return state.stage == 0 and state.seating is None and self.dealer == "party"
+
+    def check_in_summary(self, message: Message) -> dict[str, Any]:
+        """A batch's check-ins: how many, and the size of each public class."""
+        out: dict[str, Any] = {"rows": int(np.asarray(message.parties).size)}
+        if "public" in message.fields:
+            out["counts"] = np.bincount(np.asarray(message.fields["public"], dtype=np.int64),
+                                        minlength=self.kernel.degree)
+        return out
+
+    def check_in_coin(self, state: _ServerState, summaries: list[dict[str, Any]],
+                      rng: np.random.Generator) -> np.ndarray:
+        """server_step's round 0 on the batches' summaries: every party checked in; the
+        public coin, drawn from the server's stream as in process."""
+        rows = sum(part["rows"] for part in summaries)
+        if rows != state.n_parties:
+            raise ValueError("every party must check in before the public coin is drawn")
+        state.stage = 1
+        if "counts" in summaries[0]:
+            state.class_counts = np.sum([part["counts"] for part in summaries], axis=0)
+        state.coin = rng.integers(0, 2**64, size=2, dtype=np.uint64)
+        return state.coin
+
+    def design_summary(self, n: int, coin: np.ndarray) -> dict[str, Any]:
+        """The design's public numbers, drawn from the coin (on a worker: O(|E|))."""
+        facts = self._coin_facts(n, coin)
+        width = 0 if facts.label_ptr is None or not n else int(np.diff(facts.label_ptr).max())
+        return {"name": facts.design.name, "size": facts.design.size,
+                "max_degree": facts.design.max_degree, "label_row_width": width}
+
+    def route_labels(self, message: Message, n: int, coin: np.ndarray,
+                     starts: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """A batch's labels split by the batch whose parties need them (``starts``: each
+        batch's first party): for each batch, (party ids, labels), ids sorted."""
+        facts = self._coin_facts(n, coin)
+        assert facts.label_ptr is not None and facts.label_of is not None
+        ids = np.asarray(message.parties, dtype=np.int64)
+        labels = np.asarray(message.fields["public"], dtype=np.int64)
+        order = np.argsort(ids)
+        ids, labels = ids[order], labels[order]
+        at = np.clip(np.searchsorted(ids, facts.label_of), 0, ids.size - 1)
+        ours = np.flatnonzero(ids[at] == facts.label_of)
+        receiver = np.searchsorted(facts.label_ptr, ours, side="right") - 1
+        dest = np.searchsorted(starts, receiver, side="right") - 1
+        key = np.unique(dest * n + facts.label_of[ours])
+        dest, of = np.divmod(key, n)
+        got = labels[np.searchsorted(ids, of)]
+        return tuple((of[dest == d], got[dest == d]) for d in range(starts.size))
+
+    def labels_known(self, message: Message,
+                     *pieces: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """What a batch knows after the routing: its own labels and those routed to it
+        (party ids sorted, labels)."""
+        ids = np.concatenate([np.asarray(message.parties, dtype=np.int64),
+                              *[p[0] for p in pieces]])
+        labels = np.concatenate([np.asarray(message.fields["public"], dtype=np.int64),
+                                 *[p[1] for p in pieces]])
+        ids, first = np.unique(ids, return_index=True)
+        return ids, labels[first]
+
+    def count_active(self, known: tuple[np.ndarray, np.ndarray], n: int, coin: np.ndarray,
+                     first: int, stop: int) -> int:
+        """Active edges whose first member is one of parties ``first..stop-1`` (each edge
+        counted by one batch; the batch knows its edges' co-members' labels)."""
+        tuples = self._coin_facts(n, coin).design.tuples
+        edges = tuples[(tuples[:, 0] >= first) & (tuples[:, 0] < stop)]
+        ids, labels = known
+        at = np.minimum(np.searchsorted(ids, edges), ids.size - 1)
+        if np.any(ids[at] != edges):
+            raise ValueError("U-MPC: a batch was not routed the label of every member of "
+                             "the groups it leads")
+        mask = self.circuit.active(labels[at])
+        assert mask is not None
+        return int(np.count_nonzero(mask))
+
+    def check_in_done(self, state: _ServerState, design: dict[str, Any], active: int) -> None:
+        """The aggregator's state after the routed check-in: the design's numbers (no
+        tuples) and the number of active edges."""
+        state.design = _DesignFacts(design["name"], int(design["size"]),
+                                    int(design["max_degree"]), int(active),
+                                    int(design["label_row_width"]))
+
+    def check_in_reply(self, n: int, coin: np.ndarray, active: int, width: int,
+                       first: int, stop: int,
+                       known: tuple[np.ndarray, np.ndarray] | None) -> Message:
+        """Round 1's message to parties ``first..stop-1``: the broadcast of n and the coin,
+        or (public labels) their rows of _address_labels."""
+        fields: dict[str, np.ndarray] = {"coin": coin,
+                                         "n_parties": np.array([n], dtype=np.int64)}
+        bits = {"coin": 64, "n_parties": 64}
+        if known is None:
+            return Message(Role.SERVER, Role.PARTY, fields, bits)
+        facts = self._coin_facts(n, coin)
+        assert facts.label_ptr is not None and facts.label_of is not None
+        size = stop - first
+        lo, hi = int(facts.label_ptr[first]), int(facts.label_ptr[stop])
+        counts = np.diff(facts.label_ptr[first:stop + 1])
+        party = np.repeat(np.arange(size), counts)
+        slot = np.arange(hi - lo) - (facts.label_ptr[first:stop][party] - lo)
+        ids, labels = known
+        rows = np.zeros((size, width), dtype=np.int64)
+        rows[party, slot] = labels[np.searchsorted(ids, facts.label_of[lo:hi])]
+        out = {"coin": np.tile(coin, (size, 1)), "n_parties": np.full(size, n, np.int64),
+               "active": np.full(size, active, np.int64), "public": rows}
+        bits |= {"active": 64, "public": self.circuit.public_bits()}
+        return Message(Role.SERVER, Role.PARTY, out, bits,
+                       np.arange(first, stop, dtype=np.int64))
+
     def _address_labels(self, state: _ServerState, bits: dict[str, int]) -> Message:
         """Round 1 with public labels: one row per party with n, the coin, the number of
         active edges and only the labels it needs (:func:`_label_sets`: its edges'
@@ -1828,16 +1964,23 @@ class UMPC(Protocol):
         # scales by the public share p of active k-subsets (a ratio estimator; with every
         # active edge ordered alike it returns the exact AUC at epsilon = inf).
         p_active, pool, m = 1.0, math.comb(n, self.kernel.degree), design.size
-        if state.public is not None:
+        if state.public is not None or state.class_counts is not None:
             assert self.circuit.public_column is not None
-            public_columns[self.kernel.columns[self.circuit.public_column]] = state.public
+            label_name = self.kernel.columns[self.circuit.public_column]
+            if state.public is not None:
+                public_columns[label_name] = state.public
+                counts = np.bincount(state.public, minlength=self.kernel.degree)
+            else:  # the engine's routed check-in: the class sizes only
+                counts = state.class_counts
             m_active = self.active_edges(design, state.public)
             if m_active > 0:
-                counts = np.bincount(state.public, minlength=self.kernel.degree)
                 pool = int(np.prod(counts[: self.kernel.degree], dtype=object))
                 p_active, m = pool / math.comb(n, self.kernel.degree), m_active
         u = total / (self.scale() * m) * p_active
         public_data = PublicData(n, public_columns)
+        if state.public is None and state.class_counts is not None:
+            public_data = PublicData(n, grouped={label_name: np.arange(counts.size)},
+                                     weights=counts)
         noise_var = self.noise_variance(n, design)
         # The release estimates the complete U-statistic of the parties' data, so its error
         # bar adds the edge-sampling variance of 002 Claim D.1 (m of the pool's tuples):

@@ -269,13 +269,22 @@ def _party_round_relay(protocol: Protocol, batch: _Batch) -> _Batch:
     import cloudpickle  # comes with distributed
 
     try:  # Dask moves batch states between workers; fail clearly rather than retry
-        cloudpickle.dumps(state)
+        # Into a sink that keeps nothing: the check costs no copy of the state (arrays are
+        # written from their own buffers).
+        cloudpickle.dump(state, _Discard())
     except (TypeError, AttributeError, cloudpickle.pickle.PicklingError) as exc:
         raise EngineError(f"{protocol.name}: a batch's party state cannot be serialized "
                           f"({exc}), so it cannot move between workers; the engine needs "
                           "picklable states (e.g. circuits replayed from the openings "
                           "received rather than suspended Python generators)") from None
     return replace(batch, state=state, rng=rng, bits=bits, outbox=message, inbox=None)
+
+
+class _Discard:
+    """A binary file that drops what is written to it."""
+
+    def write(self, data: Any) -> int:
+        return len(memoryview(data).cast("B"))
 
 
 def _is_relay(batch: _Batch) -> bool:
@@ -312,6 +321,39 @@ def _deliver(batch: _Batch, *pieces: Message) -> _Batch:
     delivered = deliver_peer_rows(merge_party_messages(list(pieces)))
     return replace(batch, bits=batch.bits.record_relay_received(delivered, batch.offset),
                    outbox=None, inbox=delivered)
+
+
+# ---- U-MPC's check-in routed between workers (the labels never reach the driver)
+
+
+def _check_in_summary(protocol: Any, batch: _Batch) -> dict[str, Any]:
+    return protocol.check_in_summary(batch.outbox)
+
+
+def _design_summary(protocol: Any, n: int, coin: np.ndarray) -> dict[str, Any]:
+    return protocol.design_summary(n, coin)
+
+
+def _route_labels(protocol: Any, batch: _Batch, n: int, coin: np.ndarray,
+                  starts: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    return protocol.route_labels(batch.outbox, n, coin, starts)
+
+
+def _labels_known(protocol: Any, batch: _Batch,
+                  *pieces: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return protocol.labels_known(batch.outbox, *pieces)
+
+
+def _count_active(protocol: Any, known: tuple[np.ndarray, np.ndarray], n: int,
+                  coin: np.ndarray, first: int, stop: int) -> int:
+    return protocol.count_active(known, n, coin, first, stop)
+
+
+def _check_in_reply(protocol: Any, batch: _Batch, n: int, coin: np.ndarray, active: int,
+                    width: int, first: int, stop: int,
+                    known: tuple[np.ndarray, np.ndarray] | None) -> _Batch:
+    return _receive(batch, protocol.check_in_reply(n, coin, active, width, first, stop,
+                                                   known))
 
 
 def _add_costs(*parts: dict[str, int]) -> dict[str, int]:
@@ -445,7 +487,9 @@ class DaskEngine:
         each other (relay rounds) move between the batches' workers, and each server
         step runs as in process on the driver with all the round's messages gathered
         there (the driver then holds O(n) per round: use it where the server's input is
-        small per party).
+        small per party), except the rounds a protocol splits: a reduction
+        (``gathered_reduction``) or U-MPC's check-in routed between the batches
+        (``routed_check_in``), which never reach the driver.
         """
         if server_steps not in ("distributed", "gathered"):
             raise ValueError(f"server_steps must be 'distributed' or 'gathered', got "
@@ -575,6 +619,12 @@ class DaskEngine:
                                   f"sent its message to parties and batch "
                                   f"{relay.index(False)} to the server")
             rounds += 1
+            routed = getattr(protocol, "routed_check_in", None)
+            if routed is not None and routed(server_state):
+                batches = self._routed_check_in(protocol, shared, batches, server_state,
+                                                server_rng, n, offsets, sizes)
+                rounds += 1
+                continue
             # A protocol may declare this round's server work a reduction (U-MPC's
             # aggregation, a ring sum): the batches' summaries are combined by a tree of
             # tasks and the driver never holds the round's per-party rows.
@@ -598,6 +648,33 @@ class DaskEngine:
                 for b, o, size in zip(batches, offsets, sizes, strict=True)]
         raise EngineError(f"protocol {protocol.name!r} did not finish within {MAX_ROUNDS} "
                           "rounds")
+
+    def _routed_check_in(self, protocol: Any, shared: Any, batches: list[Any],
+                         server_state: Any, server_rng: np.random.Generator, n: int,
+                         offsets: np.ndarray, sizes: list[int]) -> list[Any]:
+        """U-MPC's round 0 without the parties' labels on the driver: it holds the
+        batches' counts and the public coin; each batch routes its labels to the batches
+        whose parties need them (a shuffle keyed by edge, like the relay rounds), counts
+        the active edges it leads and writes its own parties' round-1 rows."""
+        summaries = self._gather([self._submit(_check_in_summary, shared, b)
+                                  for b in batches])
+        coin = protocol.check_in_coin(server_state, summaries, server_rng)
+        design = self._gather(self._submit(_design_summary, shared, n, coin))
+        bounds = [(int(o), int(o) + int(size)) for o, size in zip(offsets, sizes, strict=True)]
+        known: list[Any] = [None] * len(batches)
+        active = int(design["size"])
+        if "counts" in summaries[0]:  # public labels: route them, count the active edges
+            routed = [self._submit(_route_labels, shared, b, n, coin, offsets)
+                      for b in batches]
+            known = [self._submit(_labels_known, shared, b,
+                                  *[self._submit(_piece_for, r, d) for r in routed])
+                     for d, b in enumerate(batches)]
+            active = sum(self._gather([self._submit(_count_active, shared, kn, n, coin, lo, hi)
+                                       for kn, (lo, hi) in zip(known, bounds, strict=True)]))
+        protocol.check_in_done(server_state, design, active)
+        width = int(design["label_row_width"])
+        return [self._submit(_check_in_reply, shared, b, n, coin, active, width, lo, hi, kn)
+                for b, kn, (lo, hi) in zip(batches, known, bounds, strict=True)]
 
     def _rank_round(self, protocol: Any, shared: Any, batches: list[Any], server_state: Any,
                     field: str, server_rng: np.random.Generator, n_buckets: int | None

@@ -15,7 +15,9 @@ and per round:
   goes to every batch. ``"rank"``: the engine computes every row's mid-rank across all
   batches (:mod:`fedustat.runtime.engine.ranks`), the driver runs
   ``server_step_ranked`` on totals, and every batch writes its own addressed reply
-  (``rank_reply``).
+  (``rank_reply``). Without kept states (the default) a batch is rebuilt by each
+  round's task and the ranking's intermediate arrays go to files of a per-run spill
+  directory, so a worker holds one batch or one bucket at a time.
 
 Every task is a pure function of its inputs (states are copied, never changed in place,
 the random generator is copied before it draws), so when a worker dies Dask recomputes

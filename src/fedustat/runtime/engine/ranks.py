@@ -12,7 +12,10 @@ doubled mid-rank of x (0-based positions start..end of its tie group, doubled
 being the number of values in the buckets below (prefix sums of the bucket counts).
 
 These functions are the pure pieces; :mod:`fedustat.runtime.engine.driver` runs them as
-tasks. Each holds one batch or one bucket: O(M / B + M / J) values per task.
+tasks. Each holds one batch or one bucket: O(M / B + M / J) values per task. Without
+kept batch states the driver's tasks pass the sorted batches and the bucket ranks on in
+files (``_spill_*`` in the driver), so :func:`cut_positions` and :func:`sorted_ranks`
+take positions and memory-mapped arrays rather than the pieces themselves.
 """
 
 from __future__ import annotations

@@ -80,7 +80,8 @@ def run_one(job: str, mode: str, n: int, workers: int, batch: int) -> dict[str, 
     gen = gini_rows if job == "gini" else auc_rows
     parts = generated_partitions(gen, _sizes(n, batch), seed=2026)
     protocol = _protocol(job)
-    out: dict[str, Any] = {"job": job, "mode": mode, "parties": n, "batches": len(parts)}
+    out: dict[str, Any] = {"job": job, "mode": mode, "parties": n, "batches": len(parts),
+                           "load": os.getloadavg()[0]}  # 1-minute load average at the start
     if mode == "local":
         start = time.perf_counter()
         data = load_all(parts)
@@ -273,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
                 peaks = " / ".join(f"{p:.0f}" for p in r.get("worker_peaks_mib",
                                                              [r["peak_mib"]]))
                 driver = f"{r['driver_peak_mib']:.0f}" if "driver_peak_mib" in r else "-"
-                print(f"| {job} | {n:.0e} | {label} | {r['seconds']:.1f} | {peaks} | "
+                load = f" (load {r['load']:.1f})" if "load" in r else ""
+                print(f"| {job} | {n:.0e} | {label} | {r['seconds']:.1f}{load} | {peaks} | "
                       f"{driver} | {same} |", flush=True)
         if job == "gini" and args.scaling_at:
             n = int(args.scaling_at)

@@ -15,7 +15,9 @@ and per round:
   goes to every batch. ``"rank"``: the engine computes every row's mid-rank across all
   batches (:mod:`fedustat.runtime.engine.ranks`), the driver runs
   ``server_step_ranked`` on totals, and every batch writes its own addressed reply
-  (``rank_reply``).
+  (``rank_reply``). Without kept states (the default) a batch is rebuilt by each
+  round's task and the ranking's intermediate arrays go to files of a per-run spill
+  directory, so a worker holds one batch or one bucket at a time.
 
 Every task is a pure function of its inputs (states are copied, never changed in place,
 the random generator is copied before it draws), so when a worker dies Dask recomputes
@@ -27,10 +29,14 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import reduce
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -157,18 +163,22 @@ def _party_round(protocol: Protocol, batch: _Batch) -> _Batch:
 
 
 def _replay(protocol: Protocol, partition: Partition, offset: int,
-            seed: np.random.SeedSequence, replies: tuple[Message, ...]) -> _Batch:
+            seed: np.random.SeedSequence, replies: tuple[Any, ...]) -> _Batch:
     """The batch after this round's party step, rebuilt from its partition, its seed and
-    the server's broadcast replies so far: the party steps draw from the batch's own
-    stream in the same order, so the state is the one a kept batch would have."""
+    the server's replies so far (broadcasts, or a ranking's reply that each batch
+    writes from its ranks on disk, :class:`_SpilledRanks`): the party steps draw from
+    the batch's own stream in the same order, so the state is the one a kept batch
+    would have."""
     batch = _init_batch(protocol, partition, offset, seed)
     for reply in replies:
-        batch = _receive(_party_round(protocol, batch), reply)
+        batch = _party_round(protocol, batch)
+        batch = (_receive_spilled(protocol, batch, reply) if isinstance(reply, _SpilledRanks)
+                 else _receive(batch, reply))
     return _party_round(protocol, batch)
 
 
 def _replay_summary(protocol: Any, partition: Partition, offset: int,
-                    seed: np.random.SeedSequence, replies: tuple[Message, ...],
+                    seed: np.random.SeedSequence, replies: tuple[Any, ...],
                     context: Any) -> tuple[Any, dict[str, int]]:
     """A replayed batch's summary for this round and its bit counts so far; the batch
     itself is dropped when the task ends, so a worker holds one batch at a time."""
@@ -249,6 +259,112 @@ def _batch_costs(batch: _Batch) -> dict[str, int]:
             "received": int(b.received.sum()) + int(b.peer_received.sum())
             + b.broadcast_received * int(b.sent.size),
             "server_sent": int(b.server_sent), "peer_sent": int(b.peer_sent.sum())}
+
+
+# ---- a ranking without kept batch states: sorted runs and ranks spilled to disk
+#
+# Each task below holds one batch or one bucket and leaves what later tasks need in
+# files of the run's spill directory (written under a temporary name, then renamed, so
+# a reader never sees half a file and a recomputed task rewrites the same bytes); it
+# returns only O(J) numbers. The driver removes the files once they are no longer read
+# and the directory when the run ends.
+
+
+@dataclass(frozen=True)
+class _SpilledRanks:
+    """A ranking round's reply as a replayed batch rebuilds it: the batch's doubled
+    mid-ranks in its message order (``ranks-<offset>.npy`` in ``directory``) and the
+    ranking's public facts for :meth:`rank_reply`."""
+
+    directory: str
+    public: dict[str, Any]
+
+    def path(self, offset: int) -> str:
+        return _spill_path(self.directory, "ranks", offset)
+
+
+def _spill_path(directory: str, kind: str, key: int) -> str:
+    return str(Path(directory) / f"{kind}-{key}.npy")
+
+
+def _spill_save(path: str, values: np.ndarray) -> None:
+    directory = Path(path).parent
+    if not directory.is_dir():
+        raise EngineError(f"the ranking's spill directory {directory} does not exist on "
+                          "this worker: give DaskEngine(spill_dir=...) a directory every "
+                          "worker shares (one machine, or a shared file system), or "
+                          "keep_states=True")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as fh:
+        np.save(fh, values)
+    os.replace(tmp, path)
+
+
+def _spill_load(path: str) -> np.ndarray:
+    return np.load(path, mmap_mode="r")
+
+
+def _receive_spilled(protocol: Any, batch: _Batch, reply: _SpilledRanks) -> _Batch:
+    doubled = np.asarray(_spill_load(reply.path(batch.offset)))
+    return _rank_reply(protocol, batch, doubled, reply.public)
+
+
+def _spill_sort(protocol: Protocol, partition: Partition, offset: int,
+                seed: np.random.SeedSequence, replies: tuple[Any, ...], field: str,
+                directory: str) -> int:
+    """Replays the batch to this round's message, sorts the field to rank and writes the
+    sorted values and their order; returns the number of values."""
+    batch = _replay(protocol, partition, offset, seed, replies)
+    ordered = rk.sort_batch(np.asarray(batch.outbox.fields[field]))
+    del batch
+    _spill_save(_spill_path(directory, "sorted", offset), ordered.values)
+    _spill_save(_spill_path(directory, "order", offset), ordered.order)
+    return int(ordered.values.size)
+
+
+def _spill_sample(directory: str, offset: int, size: int) -> np.ndarray:
+    values = _spill_load(_spill_path(directory, "sorted", offset))
+    return rk.batch_sample(rk.SortedBatch(values, np.empty(0, np.int64)), size)
+
+
+def _spill_cut(directory: str, offset: int, splitters: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The batch's cut positions at the splitters (``left``, ``right``)."""
+    return rk.cut_positions(_spill_load(_spill_path(directory, "sorted", offset)), splitters)
+
+
+def _spill_rank_bucket(directory: str, bucket: int, offsets: list[int], starts: np.ndarray,
+                       stops: np.ndarray) -> bool:
+    """Open bucket ``bucket``: every batch's piece (``starts[i]:stops[i]`` of its sorted
+    values), ranked together; their ranks written one after the other in batch order.
+    Returns whether any two values tie."""
+    pieces = [np.array(_spill_load(_spill_path(directory, "sorted", o))[a:b])
+              for o, a, b in zip(offsets, starts.tolist(), stops.tolist(), strict=True)]
+    ranked, ties = rk.rank_bucket(pieces)
+    del pieces
+    _spill_save(_spill_path(directory, "bucket", bucket),
+                np.concatenate(ranked) if ranked else np.empty(0, np.int64))
+    return ties
+
+
+def _spill_assemble(directory: str, offset: int, n: int, left: np.ndarray,
+                    right: np.ndarray, bucket_starts: np.ndarray, open_offsets: np.ndarray,
+                    point_offsets: np.ndarray, point_totals: np.ndarray) -> dict[str, int]:
+    """The batch's global doubled mid-ranks in its message order, written for its replay
+    (:class:`_SpilledRanks`); returns their exact totals. ``bucket_starts[k]``: where the
+    batch's piece begins in bucket k's file."""
+    piece_sizes = np.concatenate((left, [n])) - np.concatenate(([0], right))
+    bucket_ranks = [np.asarray(_spill_load(_spill_path(directory, "bucket", k))[a:a + size])
+                    for k, (a, size) in enumerate(zip(bucket_starts.tolist(),
+                                                      piece_sizes.tolist(), strict=True))]
+    ranks = rk.sorted_ranks(n, left, right, bucket_ranks, open_offsets, point_offsets,
+                            point_totals)
+    del bucket_ranks
+    doubled = np.empty_like(ranks)
+    doubled[_spill_load(_spill_path(directory, "order", offset))] = ranks
+    del ranks
+    _spill_save(_spill_path(directory, "ranks", offset), doubled)
+    return _rank_totals(doubled)
 
 
 # ---- gathered server steps and relay rounds (DaskEngine.run(..., server_steps="gathered"))
@@ -391,16 +507,24 @@ class DaskEngine:
         drops it, so a worker's memory is one batch's working set whatever the number of
         parties (the cost: earlier party steps run again, and the partition is read once
         per round). True keeps every batch's state on the workers (one party step per
-        round; memory O(n / workers)). A ranking round (FedAUC) keeps the states from
-        then on either way (its replies are addressed to each party), and so does a
-        protocol whose parties draw from a noise source other than the batch's seeded
-        stream (deployment noise: a replay would draw anew).
+        round; memory O(n / workers)). A ranking round (FedAUC) is replayed too: each
+        batch's sorted values, the buckets' ranks and the batch's ranks in its message
+        order go to files in ``spill_dir`` (about 32 B per value on disk, removed once
+        read), and the next round's replay writes the batch's reply from its ranks, so
+        a worker holds one batch or one bucket at a time. A protocol whose parties draw
+        from a noise source other than the batch's seeded stream (deployment noise: a
+        replay would draw anew) keeps its states.
+    spill_dir:
+        Where a replayed ranking writes its files: a new directory made inside it for
+        each run and removed when the run ends (default: the system's temporary
+        directory). Every worker must see it: one machine, or a shared file system.
     timeout:
         Seconds to wait for the scheduler at ``address``.
     """
 
     def __init__(self, client: Any = None, *, address: str | None = None, n_workers: int = 2,
                  fan_in: int = 8, retries: int = 1, keep_states: bool = False,
+                 spill_dir: str | os.PathLike[str] | None = None,
                  timeout: float = 10.0) -> None:
         try:
             from distributed import Client, LocalCluster  # the engine extra
@@ -410,6 +534,10 @@ class DaskEngine:
                               "checkout)") from exc
 
         self.keep_states = bool(keep_states)
+        if spill_dir is not None and not Path(spill_dir).is_dir():
+            raise ValueError(f"spill_dir must be an existing directory (every worker's "
+                             f"files of a ranking go there), got {str(spill_dir)!r}")
+        self.spill_dir = None if spill_dir is None else str(Path(spill_dir).resolve())
         self.fan_in = check_positive_int(fan_in, "fan_in", minimum=2)
         self.retries = check_positive_int(retries, "retries", minimum=0)
         self._own: list[Any] = []
@@ -527,12 +655,24 @@ class DaskEngine:
         # The protocol (public kernel matrices: megabytes at k = 256) travels once, as a
         # task result that every batch task reads and Dask can recompute if it is lost.
         shared = self._submit(_same, protocol)
-        server_state = protocol.init_server(n)
         # Replaying a batch redraws its party steps: the same draws only when they come
         # from the batch's seeded stream, so a protocol drawing from another source (OS
         # entropy: deployment noise) keeps its states.
         replay = not self.keep_states and protocol.randomness_grade != "deployment"
-        replies: list[Message] = []  # broadcasts so far, while no batch state is kept
+        spill: list[str] = []  # a replayed ranking's directory, removed however the run ends
+        try:
+            return self._rounds(protocol, parts, offsets, seeds, server_rng, n, shared,
+                                replay, n_buckets, spill)
+        finally:
+            for directory in spill:
+                shutil.rmtree(directory, ignore_errors=True)
+
+    def _rounds(self, protocol: Any, parts: list[Partition], offsets: list[int],
+                seeds: list[np.random.SeedSequence], server_rng: np.random.Generator,
+                n: int, shared: Any, replay: bool, n_buckets: int | None,
+                spill: list[str]) -> Estimate:
+        server_state = protocol.init_server(n)
+        replies: list[Any] = []  # replies so far, while no batch state is kept
         batches: list[Any] | None = None  # futures of the kept batch states, once kept
         rounds = 0
         for _ in range(MAX_ROUNDS):
@@ -548,12 +688,25 @@ class DaskEngine:
                                       context)
                          for p, o, s in zip(parts, offsets, seeds[1:], strict=True)]
                 summary = self._tree(shared, [self._submit(_item, r, 0) for r in pairs])
-                server_state, out = protocol.server_step_reduced(server_state, summary,
-                                                                 server_rng)
+                try:
+                    server_state, out = protocol.server_step_reduced(server_state, summary,
+                                                                     server_rng)
+                except NotImplementedError as exc:  # a release the totals cannot give
+                    raise EngineError(str(exc)) from None
                 if isinstance(out, Estimate):
                     costs = self._gather([self._submit(_item, r, 1) for r in pairs])
                     return out.with_cost(_cost_of(costs, rounds, out))
                 replies.append(_broadcast(protocol, out))
+                rounds += 1
+                continue
+            if batches is None and kind == "rank" and replay:
+                if not spill:
+                    spill.append(tempfile.mkdtemp(prefix="fedustat-ranks-",
+                                                  dir=self.spill_dir))
+                server_state, reply = self._spilled_rank_round(
+                    protocol, shared, parts, offsets, seeds[1:], tuple(replies),
+                    server_state, context, server_rng, n_buckets, spill[0])
+                replies.append(reply)
                 rounds += 1
                 continue
             if batches is None:
@@ -675,6 +828,53 @@ class DaskEngine:
         width = int(design["label_row_width"])
         return [self._submit(_check_in_reply, shared, b, n, coin, active, width, lo, hi, kn)
                 for b, kn, (lo, hi) in zip(batches, known, bounds, strict=True)]
+
+    def _spilled_rank_round(self, protocol: Any, shared: Any, parts: list[Partition],
+                            offsets: list[int], seeds: list[np.random.SeedSequence],
+                            replies: tuple[Any, ...], server_state: Any, field: str,
+                            server_rng: np.random.Generator, n_buckets: int | None,
+                            directory: str) -> tuple[Any, _SpilledRanks]:
+        """:meth:`_rank_round` without kept batch states: the same splitters, buckets and
+        exact ranks, each task holding one batch or one bucket and passing the rest on
+        in files (the tasks above); the ranks stay on disk for the next round's replay."""
+        sizes = self._gather([self._submit(_spill_sort, shared, p, o, s, replies, field,
+                                           directory)
+                              for p, o, s in zip(parts, offsets, seeds, strict=True)])
+        m = int(sum(sizes))
+        j = n_buckets if n_buckets is not None else max(
+            self.n_workers, math.ceil(m / BUCKET_TARGET))
+        j = check_positive_int(j, "n_buckets")
+        samples = self._gather([self._submit(_spill_sample, directory, o, 16 * j + 1)
+                                for o in offsets])
+        splitters = rk.choose_splitters(samples, sizes, j)
+        cuts = self._gather([self._submit(_spill_cut, directory, o, splitters)
+                             for o in offsets])
+        left = np.array([c[0] for c in cuts], dtype=np.int64).reshape(len(offsets), -1)
+        right = np.array([c[1] for c in cuts], dtype=np.int64).reshape(len(offsets), -1)
+        size_col = np.array(sizes, dtype=np.int64)[:, None]
+        starts = np.hstack([np.zeros_like(size_col), right])  # (B, J + 1) open pieces
+        stops = np.hstack([left, size_col])
+        open_totals = (stops - starts).sum(axis=0)
+        point_totals = (right - left).sum(axis=0).astype(np.int64)
+        ties = self._gather([self._submit(_spill_rank_bucket, directory, k, offsets,
+                                          starts[:, k], stops[:, k])
+                             for k in range(open_totals.size)])
+        for o in offsets:
+            os.remove(_spill_path(directory, "sorted", o))
+        open_off, point_off = rk.bucket_offsets(open_totals, point_totals)
+        # Where each batch's piece begins in each bucket's file (batch order).
+        bucket_starts = np.cumsum(stops - starts, axis=0) - (stops - starts)
+        totals = _add_rank_totals(self._gather([
+            self._submit(_spill_assemble, directory, o, size, left[i], right[i],
+                         bucket_starts[i], open_off, point_off, point_totals)
+            for i, (o, size) in enumerate(zip(offsets, sizes, strict=True))]))
+        for o in offsets:
+            os.remove(_spill_path(directory, "order", o))
+        for k in range(open_totals.size):
+            os.remove(_spill_path(directory, "bucket", k))
+        totals["ties"] = bool(np.any(point_totals > 1)) or any(ties)
+        server_state, public = protocol.server_step_ranked(server_state, totals, server_rng)
+        return server_state, _SpilledRanks(directory, dict(public))
 
     def _rank_round(self, protocol: Any, shared: Any, batches: list[Any], server_state: Any,
                     field: str, server_rng: np.random.Generator, n_buckets: int | None

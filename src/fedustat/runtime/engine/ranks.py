@@ -12,7 +12,10 @@ doubled mid-rank of x (0-based positions start..end of its tie group, doubled
 being the number of values in the buckets below (prefix sums of the bucket counts).
 
 These functions are the pure pieces; :mod:`fedustat.runtime.engine.driver` runs them as
-tasks. Each holds one batch or one bucket: O(M / B + M / J) values per task.
+tasks. Each holds one batch or one bucket: O(M / B + M / J) values per task. Without
+kept batch states the driver's tasks pass the sorted batches and the bucket ranks on in
+files (``_spill_*`` in the driver), so :func:`cut_positions` and :func:`sorted_ranks`
+take positions and memory-mapped arrays rather than the pieces themselves.
 """
 
 from __future__ import annotations
@@ -76,8 +79,7 @@ class BatchPieces:
 
 
 def cut_batch(batch: SortedBatch, splitters: np.ndarray) -> BatchPieces:
-    left = np.searchsorted(batch.values, splitters, side="left")
-    right = np.searchsorted(batch.values, splitters, side="right")
+    left, right = cut_positions(batch.values, splitters)
     starts = np.concatenate(([0], right))
     stops = np.concatenate((left, [batch.values.size]))
     pieces = [batch.values[a:b] for a, b in zip(starts, stops, strict=True)]
@@ -108,19 +110,38 @@ def bucket_offsets(open_counts: np.ndarray, point_counts: np.ndarray
     return below[0::2], below[1::2]
 
 
+def cut_positions(sorted_values: np.ndarray, splitters: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Where the splitters cut a sorted batch: ``left[j]:right[j]`` holds the copies of
+    splitter j, ``right[j-1]:left[j]`` the values of open bucket j (O(J log n): a
+    memory-mapped batch is read only at the probed positions)."""
+    return (np.searchsorted(sorted_values, splitters, side="left"),
+            np.searchsorted(sorted_values, splitters, side="right"))
+
+
+def sorted_ranks(n: int, left: np.ndarray, right: np.ndarray,
+                 bucket_ranks: list[np.ndarray], open_offsets: np.ndarray,
+                 point_offsets: np.ndarray, point_totals: np.ndarray) -> np.ndarray:
+    """A batch's global doubled mid-ranks in its sorted order, from its cut positions
+    (:func:`cut_positions`) and the ranks its open pieces got in their buckets."""
+    out = np.empty(n, dtype=np.int64)
+    starts = np.concatenate(([0], right))
+    for j, local in enumerate(bucket_ranks):
+        out[starts[j]:starts[j] + local.size] = 2 * open_offsets[j] + local
+    for j in range(point_totals.size):
+        # Every copy of splitter j: positions point_offsets[j] .. + total - 1.
+        out[left[j]:right[j]] = 2 * point_offsets[j] + point_totals[j] - 1
+    return out
+
+
 def assemble_ranks(batch: SortedBatch, pieces: BatchPieces, bucket_ranks: list[np.ndarray],
                    open_offsets: np.ndarray, point_offsets: np.ndarray,
                    point_totals: np.ndarray) -> np.ndarray:
     """The batch's global doubled mid-ranks, in its original (message) order."""
-    sorted_ranks = np.empty(batch.values.size, dtype=np.int64)
-    starts = np.concatenate(([0], pieces.right))
-    for j, local in enumerate(bucket_ranks):
-        sorted_ranks[starts[j]:starts[j] + local.size] = 2 * open_offsets[j] + local
-    for j in range(point_totals.size):
-        # Every copy of splitter j: positions point_offsets[j] .. + total - 1.
-        sorted_ranks[pieces.left[j]:pieces.right[j]] = 2 * point_offsets[j] + point_totals[j] - 1
-    out = np.empty_like(sorted_ranks)
-    out[batch.order] = sorted_ranks
+    ranks = sorted_ranks(batch.values.size, pieces.left, pieces.right, bucket_ranks,
+                         open_offsets, point_offsets, point_totals)
+    out = np.empty_like(ranks)
+    out[batch.order] = ranks
     return out
 
 

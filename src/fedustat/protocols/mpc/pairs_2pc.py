@@ -1303,7 +1303,16 @@ class _MemberRun:
     in) are in canonical order: by party, partner, pair id; ``package`` holds each slot's
     offline material once received; ``programs`` each member slot's running side of the
     2PC (:func:`_member_program`), ``pending`` what they open next, ``sent`` this batch's
-    shares of the openings in flight."""
+    shares of the openings in flight.
+
+    ``coin_bits`` (the members' randomized-response coins, drawn once at the launch) and
+    ``opened`` (every round's opened values, in order) are what the programs consumed:
+    the programs are deterministic in them, the records and the packages. A copy or a
+    pickle (a state moving between engine workers, a retried task, a party's journal)
+    leaves the suspended generators behind, which cannot be serialized; the copy's
+    programs are started again and replayed on ``opened`` when they next run
+    (:meth:`PairsTwoParty._live_programs`), which brings them to the same point with the
+    same values."""
 
     fp: FixedPoint
     pair_epsilon: float
@@ -1320,6 +1329,12 @@ class _MemberRun:
     pending: dict[int, Openings] = field(default_factory=dict)
     sent: Openings = field(default_factory=list)
     output: np.ndarray | None = None
+    coin_bits: np.ndarray | None = None
+    opened: list[list[np.ndarray]] = field(default_factory=list)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Suspended generators cannot be copied or pickled; ``opened`` rebuilds them.
+        return {**self.__dict__, "programs": {}}
 
 
 @dataclass
@@ -1814,19 +1829,44 @@ class PairsTwoParty(Protocol):
     def _launch(self, run: _MemberRun) -> None:
         """Start each member slot's program (both run the same circuit, so they open the
         same things in the same rounds)."""
-        lay = _layout(self.spec, self.comparison)
         coins = np.zeros(run.member.size, dtype=np.uint64)
         if self.spec.kind == "equal":
             # Each member's own randomized-response coin for each of its pairs.
             q_coin, _ = _rr_flip(run.pair_epsilon, self.noise_split)
             coins = np.asarray(run.coins.noise.bernoulli(q_coin, run.member.size),
                                dtype=np.uint64)
+        run.coin_bits = coins
+        run.opened = []
+        for b in (0, 1):
+            run.programs[b] = self._member_side(run, b)
+            run.pending[b] = next(run.programs[b])
+
+    def _member_side(self, run: _MemberRun, b: int) -> Program:
+        """Member slot ``b``'s program, not yet started."""
+        assert run.coin_bits is not None
+        sel = run.member == b
+        return _member_program(self.spec, _layout(self.spec, self.comparison), run.fp, b,
+                               run.own[sel], {k: v[sel] for k, v in run.package.items()},
+                               run.coin_bits[sel])
+
+    def _live_programs(self, run: _MemberRun) -> dict[int, Program]:
+        """The members' running programs; in a copied or unpickled run (which has none),
+        started again and sent the openings received so far, in order: they are
+        deterministic in their inputs, so each stops where the original stood, about to
+        be sent the next round's openings. The replay repeats the members' local work
+        of the rounds before (at most R (R - 1) / 2 rounds' worth over a run of R rounds
+        copied at every step)."""
+        if len(run.programs) == 2:
+            return run.programs
         for b in (0, 1):
             sel = run.member == b
-            program = _member_program(self.spec, lay, run.fp, b, run.own[sel],
-                                      {k: v[sel] for k, v in run.package.items()}, coins[sel])
+            program = self._member_side(run, b)
+            pending = next(program)
+            for opened in run.opened:
+                pending = program.send([o[sel] for o in opened])
             run.programs[b] = program
-            run.pending[b] = next(program)
+            run.pending[b] = pending
+        return run.programs
 
     def _openings(self, run: _MemberRun) -> Message:
         """This round's openings of every slot, to the slot's partner: field ``open{i}``
@@ -1861,10 +1901,11 @@ class PairsTwoParty(Protocol):
         """Send each member program its opened values; collect the output shares once
         both have returned."""
         results: dict[int, np.ndarray] = {}
+        programs = self._live_programs(run)
         for b in (0, 1):
             sel = run.member == b
             try:
-                run.pending[b] = run.programs[b].send([o[sel] for o in opened])
+                run.pending[b] = programs[b].send([o[sel] for o in opened])
             except StopIteration as stop:
                 results[b] = stop.value
         if len(results) == 1:
@@ -1874,6 +1915,10 @@ class PairsTwoParty(Protocol):
             for b, values in results.items():
                 out[run.member == b] = values
             run.output = out
+            # Finished: nothing is replayed any more.
+            run.programs, run.pending, run.opened = {}, {}, []
+        else:
+            run.opened.append(opened)
 
     def _upload(self, run: _MemberRun, out: np.ndarray) -> Message:
         """Each member adds its own noise part to its output share and uploads it, rows by

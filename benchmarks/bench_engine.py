@@ -18,6 +18,10 @@ and of the largest worker. Data come from one generator per partition
 full data in one process; the in-process run concatenates the same partitions, with
 ``batch_size`` = the partition sizes, and must give the same release (checked).
 
+Job ``pairs`` (issue 28): ``pairs-2pc`` AUC (epsilon = 1, P = 2 permutations, FSS
+comparisons) on the fedauc job's scores, its server steps gathered on the driver and its
+relay rounds between workers (``--jobs pairs --parties 1e5 4e5 --batch 100000``).
+
 A run is not started when the smaller runs say it cannot finish here: the in-process
 simulator (or a worker) when its peak, projected from the bytes per party measured at the
 largest smaller n, exceeds 80 % of the available memory ("does not fit", with that
@@ -57,6 +61,8 @@ def _protocol(job: str) -> Any:
     if job == "gini":
         return make("ldp-quantized", gini_kernel((0.0, 1.0)), epsilon=1.0, k=256,
                     bounds=(0.0, 1.0))
+    if job == "pairs":  # 000 Sec. 5: P = 2 permutations, each pair's AUC term by 2PC (FSS)
+        return make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2)
     return make("fedauc-rr", auc_kernel(), epsilon=1.0)
 
 
@@ -92,7 +98,9 @@ def run_one(job: str, mode: str, n: int, workers: int, batch: int) -> dict[str, 
             # Workers import fedustat once (about 2 s); a long-lived cluster pays it once.
             engine.client.run(_warm_up)
             start = time.perf_counter()
-            est = engine.run(protocol, parts, rng=1)
+            # pairs-2pc: party steps and relay rounds on the workers, server steps gathered.
+            est = engine.run(protocol, parts, rng=1,
+                             server_steps="gathered" if job == "pairs" else "distributed")
             out["seconds"] = time.perf_counter() - start
             worker_peaks = engine.client.run(_peak_mib)
         out["workers"] = workers
@@ -177,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parties", type=float, nargs="+", default=[1e7, 1e8, 1e9])
     parser.add_argument("--jobs", nargs="+", default=["gini", "fedauc"],
-                        choices=["gini", "fedauc"])
+                        choices=["gini", "fedauc", "pairs"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=2_500_000)
     parser.add_argument("--max-minutes", type=float, default=30.0,

@@ -981,26 +981,50 @@ def _package_fields(lay: _Layout, fp: FixedPoint) -> dict[str, tuple[tuple[int, 
     return out
 
 
+def _and_triple_masks(lay: _Layout, ring_bits: int) -> dict[str, int]:
+    """The circuit's AND-triple fields and the active bits of each (what travels)."""
+    if lay.method == "fss":
+        return {}
+    out = {}
+    for i, level in enumerate(_tree(lay, ring_bits)):
+        out[f"and{i}"] = level.combine
+        if lay.gate == "msb" and level.keep_p:
+            out[f"and{i}_p"] = level.keep_p
+    return out
+
+
 def _active_positions(active: int) -> list[int]:
     return [i for i in range(64) if (active >> i) & 1]
 
 
+def _move_bits(words: np.ndarray, moves: list[tuple[int, int]]) -> np.ndarray:
+    """Bit ``src`` of each word to bit ``dst`` of the result, for each (src, dst) move.
+
+    In place on two buffers: a temporary array per bit moved (up to 64 per call, each the
+    size of the input) costs a page-faulting allocation each under an allocator that
+    returns freed memory to the system at once (a Dask worker sets
+    ``MALLOC_TRIM_THRESHOLD_``), which made the members' steps several times slower there.
+    """
+    words = np.asarray(words, dtype=np.uint64)
+    out = np.zeros(words.shape, dtype=np.uint64)
+    bit = np.empty_like(out)
+    one = np.uint64(1)
+    for src, dst in moves:
+        np.right_shift(words, np.uint64(src), out=bit)
+        np.bitwise_and(bit, one, out=bit)
+        np.left_shift(bit, np.uint64(dst), out=bit)
+        np.bitwise_or(out, bit, out=out)
+    return out
+
+
 def _compress(words: np.ndarray, active: int) -> np.ndarray:
     """The ``active`` bits of each word, packed into the low bits (what travels)."""
-    out = np.zeros(np.shape(words), dtype=np.uint64)
-    for k, pos in enumerate(_active_positions(active)):
-        bit = np.bitwise_and(np.right_shift(words, np.uint64(pos)), np.uint64(1))
-        out = np.bitwise_or(out, np.left_shift(bit, np.uint64(k)))
-    return out
+    return _move_bits(words, [(pos, k) for k, pos in enumerate(_active_positions(active))])
 
 
 def _expand(packed: np.ndarray, active: int) -> np.ndarray:
     """Inverse of :func:`_compress`: the packed bits back at their ``active`` positions."""
-    out = np.zeros(np.shape(packed), dtype=np.uint64)
-    for k, pos in enumerate(_active_positions(active)):
-        bit = np.bitwise_and(np.right_shift(packed, np.uint64(k)), np.uint64(1))
-        out = np.bitwise_or(out, np.left_shift(bit, np.uint64(pos)))
-    return out
+    return _move_bits(packed, [(k, pos) for k, pos in enumerate(_active_positions(active))])
 
 
 def _deal_packages(lay: _Layout, fp: FixedPoint, n_deals: int, source: Any
@@ -1113,15 +1137,13 @@ def _and_gates(member: int, gates: list[tuple[np.ndarray, np.ndarray, np.ndarray
     open ``x ^ a`` and ``y ^ b`` on the active bits, ``z = c ^ d b ^ e a (^ d e)``."""
     items: Openings = []
     for x, y, tri, active in gates:
-        items += [("xor", _compress(np.bitwise_xor(x, _expand(tri[..., 0], active)), active),
-                   popcount(active)),
-                  ("xor", _compress(np.bitwise_xor(y, _expand(tri[..., 1], active)), active),
-                   popcount(active))]
+        items += [("xor", _compress(np.bitwise_xor(x, tri[..., 0]), active), popcount(active)),
+                  ("xor", _compress(np.bitwise_xor(y, tri[..., 1]), active), popcount(active))]
     opened = yield items
     outs = []
     for k, (_, _, tri, active) in enumerate(gates):
         d, e = _expand(opened[2 * k], active), _expand(opened[2 * k + 1], active)
-        a, b, c = (_expand(tri[..., i], active) for i in range(3))
+        a, b, c = (tri[..., i] for i in range(3))
         z = np.bitwise_xor(c, np.bitwise_xor(np.bitwise_and(d, b), np.bitwise_and(e, a)))
         outs.append(np.bitwise_xor(z, np.bitwise_and(d, e)) if member == 0 else z)
     return outs
@@ -1820,11 +1842,15 @@ class PairsTwoParty(Protocol):
 
     def _receive_packages(self, run: _MemberRun, inbox: Message) -> None:
         order = self._canonical(run, inbox, run.dealer, "its dealer")
-        for name in _package_fields(_layout(self.spec, self.comparison), run.fp):
+        lay = _layout(self.spec, self.comparison)
+        triples = _and_triple_masks(lay, run.fp.bits)
+        for name in _package_fields(lay, run.fp):
             values = np.asarray(inbox.fields[name])
             canonical = np.empty_like(values)
             canonical[order] = values
-            run.package[name] = canonical
+            # AND triples travel as their active bits; kept at their positions, once.
+            run.package[name] = (_expand(canonical, triples[name]) if name in triples
+                                 else canonical)
 
     def _launch(self, run: _MemberRun) -> None:
         """Start each member slot's program (both run the same circuit, so they open the

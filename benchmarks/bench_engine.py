@@ -20,7 +20,8 @@ full data in one process; the in-process run concatenates the same partitions, w
 
 Job ``pairs`` (issue 28): ``pairs-2pc`` AUC (epsilon = 1, P = 2 permutations, FSS
 comparisons) on the fedauc job's scores, its server steps gathered on the driver and its
-relay rounds between workers (``--jobs pairs --parties 1e5 4e5 --batch 100000``); job
+relay rounds between workers (``--jobs pairs pairs-kendall --parties 1e5 4e5 --batch
+100000``); job
 ``pairs-kendall``: Kendall's tau-a (P = 2, the boolean circuit, 8 rounds of openings) on
 correlated normal pairs, where every step on the engine replays the rounds before it.
 

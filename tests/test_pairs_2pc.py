@@ -7,6 +7,7 @@ variance of the squared errors), never guessed.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import pickle
@@ -558,6 +559,40 @@ def test_a_pickled_and_restored_party_state_continues_identically(kernel_name, a
     # and the Beaver products take more than one round of openings).
     if comparison == "circuit" or kernel_name != "auc":
         assert max(replayed) >= 1
+
+
+@pytest.mark.parametrize("comparison", ["fss", "circuit"])
+def test_a_copied_state_and_its_original_both_continue_identically(comparison):
+    # The engine copies a state before each step (a retried task starts from its input):
+    # the copy takes over the running programs, and the original, run again as a retry
+    # would, replays them from its openings. Both must send the same message; the run
+    # goes on from the copy and releases the numbers of a run without copies.
+    kernel, data = _data("kendall", 21, 7)
+
+    def protocol() -> PairsTwoParty:
+        return PairsTwoParty(kernel, 2.0, P=2, comparison=comparison)
+
+    kept = simulate(protocol(), data, rng=4, batch_size=[8, 13])
+    copied_proto, retried = protocol(), []
+    step = copied_proto.party_step
+
+    def copy_then_retry(state, inbox, rng):
+        retry_rng = copy.deepcopy(rng)
+        new_state, message = step(copy.deepcopy(state), inbox, rng)
+        if state.run is not None and state.phase == 3:
+            assert state.run.programs == {}  # handed over to the copy
+            _, again = step(state, inbox, retry_rng)
+            assert again.parties.tolist() == message.parties.tolist()
+            assert again.fields.keys() == message.fields.keys()
+            for name, values in message.fields.items():
+                np.testing.assert_array_equal(again.fields[name], values)
+            retried.append(len(state.run.opened))
+        return new_state, message
+
+    copied_proto.party_step = copy_then_retry  # instrumentation, not configuration
+    got = simulate(copied_proto, data, rng=4, batch_size=[8, 13])
+    assert (got.value, got.std_error, got.cost) == (kept.value, kept.std_error, kept.cost)
+    assert retried and max(retried) >= 1
 
 
 def test_relayed_steps_need_a_third_party_to_deal():

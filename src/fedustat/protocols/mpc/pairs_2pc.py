@@ -138,6 +138,7 @@ analyses with their own pairs) still computes both members side by side with an 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
@@ -1357,6 +1358,23 @@ class _MemberRun:
     def __getstate__(self) -> dict[str, Any]:
         # Suspended generators cannot be copied or pickled; ``opened`` rebuilds them.
         return {**self.__dict__, "programs": {}}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _MemberRun:
+        # A copy in the same process (the engine copies a state before each step, so
+        # that a retried task starts from its input) takes the running programs over
+        # instead of replaying them; the original keeps its ``opened`` and replays them
+        # if it ever runs again. Only a pickle (a state moving to another worker, a
+        # journal) then costs a replay.
+        programs, self.programs = self.programs, {}
+        try:
+            copied = copy.deepcopy(self.__getstate__(), memo)
+        except BaseException:
+            self.programs = programs
+            raise
+        clone = object.__new__(type(self))
+        clone.__dict__.update(copied)
+        clone.programs = programs
+        return clone
 
 
 @dataclass

@@ -1330,12 +1330,12 @@ class _MemberRun:
 
     ``coin_bits`` (the members' randomized-response coins, drawn once at the launch) and
     ``opened`` (every round's opened values, in order) are what the programs consumed:
-    the programs are deterministic in them, the records and the packages. A copy or a
-    pickle (a state moving between engine workers, a retried task, a party's journal)
-    leaves the suspended generators behind, which cannot be serialized; the copy's
-    programs are started again and replayed on ``opened`` when they next run
-    (:meth:`PairsTwoParty._live_programs`), which brings them to the same point with the
-    same values."""
+    the programs are deterministic in them, the records and the packages. A pickle (a
+    state moving between engine workers, a party's journal) leaves the suspended
+    generators behind, which cannot be serialized; its programs are started again and
+    replayed on ``opened`` when they next run (:meth:`PairsTwoParty._live_programs`),
+    which brings them to the same point with the same values. A deep copy in the same
+    process takes them over (:meth:`__deepcopy__`)."""
 
     fp: FixedPoint
     pair_epsilon: float

@@ -18,6 +18,13 @@ and of the largest worker. Data come from one generator per partition
 full data in one process; the in-process run concatenates the same partitions, with
 ``batch_size`` = the partition sizes, and must give the same release (checked).
 
+Job ``pairs`` (issue 28): ``pairs-2pc`` AUC (epsilon = 1, P = 2 permutations, FSS
+comparisons) on the fedauc job's scores, its server steps gathered on the driver and its
+relay rounds between workers (``--jobs pairs pairs-kendall --parties 1e5 4e5 --batch
+100000``); job
+``pairs-kendall``: Kendall's tau-a (P = 2, the boolean circuit, 8 rounds of openings) on
+correlated normal pairs, where every step on the engine replays the rounds before it.
+
 A run is not started when the smaller runs say it cannot finish here: the in-process
 simulator (or a worker) when its peak, projected from the bytes per party measured at the
 largest smaller n, exceeds 80 % of the available memory ("does not fit", with that
@@ -50,13 +57,23 @@ def auc_rows(n: int, rng: np.random.Generator) -> np.ndarray:
     return np.column_stack([s, y])
 
 
+def kendall_rows(n: int, rng: np.random.Generator) -> np.ndarray:
+    x = rng.normal(0.0, 1.0, n)
+    return np.column_stack([x, 0.6 * x + 0.8 * rng.normal(0.0, 1.0, n)])
+
+
 def _protocol(job: str) -> Any:
     from fedustat.protocols.registry import make
-    from fedustat.stats.kernels import auc_kernel, gini_kernel
+    from fedustat.stats.kernels import auc_kernel, gini_kernel, kendall_tau_kernel
 
     if job == "gini":
         return make("ldp-quantized", gini_kernel((0.0, 1.0)), epsilon=1.0, k=256,
                     bounds=(0.0, 1.0))
+    if job == "pairs":  # 000 Sec. 5: P = 2 permutations, each pair's AUC term by 2PC (FSS)
+        return make("pairs-2pc", auc_kernel(), epsilon=1.0, P=2)
+    if job == "pairs-kendall":  # Kendall's tau-a by the boolean circuit: 8 opening rounds
+        return make("pairs-2pc", kendall_tau_kernel("a"), epsilon=1.0, P=2,
+                    comparison="circuit")
     return make("fedauc-rr", auc_kernel(), epsilon=1.0)
 
 
@@ -78,6 +95,8 @@ def run_one(job: str, mode: str, n: int, workers: int, batch: int) -> dict[str, 
     from fedustat.runtime.simulate import simulate
 
     gen = gini_rows if job == "gini" else auc_rows
+    if job == "pairs-kendall":
+        gen = kendall_rows
     parts = generated_partitions(gen, _sizes(n, batch), seed=2026)
     protocol = _protocol(job)
     out: dict[str, Any] = {"job": job, "mode": mode, "parties": n, "batches": len(parts),
@@ -93,7 +112,10 @@ def run_one(job: str, mode: str, n: int, workers: int, batch: int) -> dict[str, 
             # Workers import fedustat once (about 2 s); a long-lived cluster pays it once.
             engine.client.run(_warm_up)
             start = time.perf_counter()
-            est = engine.run(protocol, parts, rng=1)
+            # pairs-2pc: party steps and relay rounds on the workers, server steps gathered.
+            est = engine.run(protocol, parts, rng=1,
+                             server_steps="gathered" if job.startswith("pairs")
+                             else "distributed")
             out["seconds"] = time.perf_counter() - start
             worker_peaks = engine.client.run(_peak_mib)
         out["workers"] = workers
@@ -178,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parties", type=float, nargs="+", default=[1e7, 1e8, 1e9])
     parser.add_argument("--jobs", nargs="+", default=["gini", "fedauc"],
-                        choices=["gini", "fedauc"])
+                        choices=["gini", "fedauc", "pairs", "pairs-kendall"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=2_500_000)
     parser.add_argument("--max-minutes", type=float, default=30.0,

@@ -289,8 +289,8 @@ def test_a_party_killed_mid_run_resumes_from_its_state_directory(processes, depl
                                                                  held_round):
     # party-1 (a process with its own state directory) sends its frame of round
     # `held_round` (the report round of ldp-quantized; for pairs-2pc a round after which
-    # its state holds a running circuit, which cannot be saved as it is and is rebuilt
-    # by replaying its steps) and is SIGKILLed while the run waits for party-2, whose
+    # its state holds a circuit in flight, saved as the openings it received and replayed
+    # on them when it goes on) and is SIGKILLed while the run waits for party-2, whose
     # step is held; restarted with the same directory it rejoins as party-1, resends
     # the same bytes, goes on from its state and gets the release, which is the
     # simulator's (its frame counted once).
@@ -330,8 +330,8 @@ def test_a_party_killed_mid_run_resumes_from_its_state_directory(processes, depl
              "party-1's held round")
     written = journal.round()
     sent = written["frame"]
-    # pairs-2pc's state is rebuilt from the history (not saved); ldp-quantized's is saved.
-    assert (written["state"] is None) == (held_round == 2)
+    # Both states are saved (pairs-2pc's without its suspended member programs).
+    assert written["state"] is not None
     processes.kill(first)
     again = party(1, state)
     time.sleep(0.5)

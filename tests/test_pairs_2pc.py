@@ -7,8 +7,10 @@ variance of the squared errors), never guessed.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -516,6 +518,81 @@ def test_relayed_release_does_not_depend_on_batching(kernel_name, all_pairs, com
                                     comparison=comparison), data, rng=2, batch_size=b)
              for b in (None, 5)]
     assert noisy[0].cost == noisy[1].cost
+
+
+@pytest.mark.parametrize("kernel_name", ["kendall", "auc", "gini", "duplicate"])
+@pytest.mark.parametrize(("all_pairs", "comparison"),
+                         [(False, "fss"), (False, "circuit"), (True, "circuit")])
+def test_a_pickled_and_restored_party_state_continues_identically(kernel_name, all_pairs,
+                                                                  comparison):
+    # A state that moves between engine workers or into a party's journal is pickled:
+    # the members' suspended programs are left behind and rebuilt from the openings
+    # received so far. Every step here starts from such a copy; the run must release
+    # exactly the numbers of a run whose states never left memory.
+    kernel, data = _data(kernel_name, 21, 6)
+    P = 1 if all_pairs else 3
+
+    def protocol() -> PairsTwoParty:
+        return PairsTwoParty(kernel, 2.0, P=P, all_pairs=all_pairs, comparison=comparison)
+
+    batches = [4, 9, 8]
+    kept = simulate(protocol(), data, rng=5, batch_size=batches)
+    restored_proto, replayed = protocol(), []
+    step = restored_proto.party_step
+
+    def from_a_pickle(state, inbox, rng):
+        copy = pickle.loads(pickle.dumps(state))
+        if copy.run is not None:
+            assert copy.run.programs == {}  # nothing suspended travels
+            replayed.append(len(copy.run.opened))
+        return step(copy, inbox, rng)
+
+    restored_proto.party_step = from_a_pickle  # instrumentation, not configuration
+    restored = simulate(restored_proto, data, rng=5, batch_size=batches)
+    assert restored.value == kept.value
+    assert restored.std_error == kept.std_error
+    assert restored.error == kept.error
+    assert restored.cost == kept.cost
+    np.testing.assert_array_equal(restored.diagnostics["design"].tuples,
+                                  kept.diagnostics["design"].tuples)
+    # The copies were taken mid-circuit, after openings had been received (the circuit
+    # and the Beaver products take more than one round of openings).
+    if comparison == "circuit" or kernel_name != "auc":
+        assert max(replayed) >= 1
+
+
+@pytest.mark.parametrize("comparison", ["fss", "circuit"])
+def test_a_copied_state_and_its_original_both_continue_identically(comparison):
+    # The engine copies a state before each step (a retried task starts from its input):
+    # the copy takes over the running programs, and the original, run again as a retry
+    # would, replays them from its openings. Both must send the same message; the run
+    # goes on from the copy and releases the numbers of a run without copies.
+    kernel, data = _data("kendall", 21, 7)
+
+    def protocol() -> PairsTwoParty:
+        return PairsTwoParty(kernel, 2.0, P=2, comparison=comparison)
+
+    kept = simulate(protocol(), data, rng=4, batch_size=[8, 13])
+    copied_proto, retried = protocol(), []
+    step = copied_proto.party_step
+
+    def copy_then_retry(state, inbox, rng):
+        retry_rng = copy.deepcopy(rng)
+        new_state, message = step(copy.deepcopy(state), inbox, rng)
+        if state.run is not None and state.phase == 3:
+            assert state.run.programs == {}  # handed over to the copy
+            _, again = step(state, inbox, retry_rng)
+            assert again.parties.tolist() == message.parties.tolist()
+            assert again.fields.keys() == message.fields.keys()
+            for name, values in message.fields.items():
+                np.testing.assert_array_equal(again.fields[name], values)
+            retried.append(len(state.run.opened))
+        return new_state, message
+
+    copied_proto.party_step = copy_then_retry  # instrumentation, not configuration
+    got = simulate(copied_proto, data, rng=4, batch_size=[8, 13])
+    assert (got.value, got.std_error, got.cost) == (kept.value, kept.std_error, kept.cost)
+    assert retried and max(retried) >= 1
 
 
 def test_relayed_steps_need_a_third_party_to_deal():

@@ -138,6 +138,7 @@ analyses with their own pairs) still computes both members side by side with an 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
@@ -981,26 +982,50 @@ def _package_fields(lay: _Layout, fp: FixedPoint) -> dict[str, tuple[tuple[int, 
     return out
 
 
+def _and_triple_masks(lay: _Layout, ring_bits: int) -> dict[str, int]:
+    """The circuit's AND-triple fields and the active bits of each (what travels)."""
+    if lay.method == "fss":
+        return {}
+    out = {}
+    for i, level in enumerate(_tree(lay, ring_bits)):
+        out[f"and{i}"] = level.combine
+        if lay.gate == "msb" and level.keep_p:
+            out[f"and{i}_p"] = level.keep_p
+    return out
+
+
 def _active_positions(active: int) -> list[int]:
     return [i for i in range(64) if (active >> i) & 1]
 
 
+def _move_bits(words: np.ndarray, moves: list[tuple[int, int]]) -> np.ndarray:
+    """Bit ``src`` of each word to bit ``dst`` of the result, for each (src, dst) move.
+
+    In place on two buffers: a temporary array per bit moved (up to 64 per call, each the
+    size of the input) costs a page-faulting allocation each under an allocator that
+    returns freed memory to the system at once (a Dask worker sets
+    ``MALLOC_TRIM_THRESHOLD_``), which made the members' steps several times slower there.
+    """
+    words = np.asarray(words, dtype=np.uint64)
+    out = np.zeros(words.shape, dtype=np.uint64)
+    bit = np.empty_like(out)
+    one = np.uint64(1)
+    for src, dst in moves:
+        np.right_shift(words, np.uint64(src), out=bit)
+        np.bitwise_and(bit, one, out=bit)
+        np.left_shift(bit, np.uint64(dst), out=bit)
+        np.bitwise_or(out, bit, out=out)
+    return out
+
+
 def _compress(words: np.ndarray, active: int) -> np.ndarray:
     """The ``active`` bits of each word, packed into the low bits (what travels)."""
-    out = np.zeros(np.shape(words), dtype=np.uint64)
-    for k, pos in enumerate(_active_positions(active)):
-        bit = np.bitwise_and(np.right_shift(words, np.uint64(pos)), np.uint64(1))
-        out = np.bitwise_or(out, np.left_shift(bit, np.uint64(k)))
-    return out
+    return _move_bits(words, [(pos, k) for k, pos in enumerate(_active_positions(active))])
 
 
 def _expand(packed: np.ndarray, active: int) -> np.ndarray:
     """Inverse of :func:`_compress`: the packed bits back at their ``active`` positions."""
-    out = np.zeros(np.shape(packed), dtype=np.uint64)
-    for k, pos in enumerate(_active_positions(active)):
-        bit = np.bitwise_and(np.right_shift(packed, np.uint64(k)), np.uint64(1))
-        out = np.bitwise_or(out, np.left_shift(bit, np.uint64(pos)))
-    return out
+    return _move_bits(packed, [(k, pos) for k, pos in enumerate(_active_positions(active))])
 
 
 def _deal_packages(lay: _Layout, fp: FixedPoint, n_deals: int, source: Any
@@ -1113,15 +1138,13 @@ def _and_gates(member: int, gates: list[tuple[np.ndarray, np.ndarray, np.ndarray
     open ``x ^ a`` and ``y ^ b`` on the active bits, ``z = c ^ d b ^ e a (^ d e)``."""
     items: Openings = []
     for x, y, tri, active in gates:
-        items += [("xor", _compress(np.bitwise_xor(x, _expand(tri[..., 0], active)), active),
-                   popcount(active)),
-                  ("xor", _compress(np.bitwise_xor(y, _expand(tri[..., 1], active)), active),
-                   popcount(active))]
+        items += [("xor", _compress(np.bitwise_xor(x, tri[..., 0]), active), popcount(active)),
+                  ("xor", _compress(np.bitwise_xor(y, tri[..., 1]), active), popcount(active))]
     opened = yield items
     outs = []
     for k, (_, _, tri, active) in enumerate(gates):
         d, e = _expand(opened[2 * k], active), _expand(opened[2 * k + 1], active)
-        a, b, c = (_expand(tri[..., i], active) for i in range(3))
+        a, b, c = (tri[..., i] for i in range(3))
         z = np.bitwise_xor(c, np.bitwise_xor(np.bitwise_and(d, b), np.bitwise_and(e, a)))
         outs.append(np.bitwise_xor(z, np.bitwise_and(d, e)) if member == 0 else z)
     return outs
@@ -1303,7 +1326,16 @@ class _MemberRun:
     in) are in canonical order: by party, partner, pair id; ``package`` holds each slot's
     offline material once received; ``programs`` each member slot's running side of the
     2PC (:func:`_member_program`), ``pending`` what they open next, ``sent`` this batch's
-    shares of the openings in flight."""
+    shares of the openings in flight.
+
+    ``coin_bits`` (the members' randomized-response coins, drawn once at the launch) and
+    ``opened`` (every round's opened values, in order) are what the programs consumed:
+    the programs are deterministic in them, the records and the packages. A pickle (a
+    state moving between engine workers, a party's journal) leaves the suspended
+    generators behind, which cannot be serialized; its programs are started again and
+    replayed on ``opened`` when they next run (:meth:`PairsTwoParty._live_programs`),
+    which brings them to the same point with the same values. A deep copy in the same
+    process takes them over (:meth:`__deepcopy__`)."""
 
     fp: FixedPoint
     pair_epsilon: float
@@ -1320,6 +1352,29 @@ class _MemberRun:
     pending: dict[int, Openings] = field(default_factory=dict)
     sent: Openings = field(default_factory=list)
     output: np.ndarray | None = None
+    coin_bits: np.ndarray | None = None
+    opened: list[list[np.ndarray]] = field(default_factory=list)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Suspended generators cannot be copied or pickled; ``opened`` rebuilds them.
+        return {**self.__dict__, "programs": {}}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _MemberRun:
+        # A copy in the same process (the engine copies a state before each step, so
+        # that a retried task starts from its input) takes the running programs over
+        # instead of replaying them; the original keeps its ``opened`` and replays them
+        # if it ever runs again. Only a pickle (a state moving to another worker, a
+        # journal) then costs a replay.
+        programs, self.programs = self.programs, {}
+        try:
+            copied = copy.deepcopy(self.__getstate__(), memo)
+        except BaseException:
+            self.programs = programs
+            raise
+        clone = object.__new__(type(self))
+        clone.__dict__.update(copied)
+        clone.programs = programs
+        return clone
 
 
 @dataclass
@@ -1805,28 +1860,57 @@ class PairsTwoParty(Protocol):
 
     def _receive_packages(self, run: _MemberRun, inbox: Message) -> None:
         order = self._canonical(run, inbox, run.dealer, "its dealer")
-        for name in _package_fields(_layout(self.spec, self.comparison), run.fp):
+        lay = _layout(self.spec, self.comparison)
+        triples = _and_triple_masks(lay, run.fp.bits)
+        for name in _package_fields(lay, run.fp):
             values = np.asarray(inbox.fields[name])
             canonical = np.empty_like(values)
             canonical[order] = values
-            run.package[name] = canonical
+            # AND triples travel as their active bits; kept at their positions, once.
+            run.package[name] = (_expand(canonical, triples[name]) if name in triples
+                                 else canonical)
 
     def _launch(self, run: _MemberRun) -> None:
         """Start each member slot's program (both run the same circuit, so they open the
         same things in the same rounds)."""
-        lay = _layout(self.spec, self.comparison)
         coins = np.zeros(run.member.size, dtype=np.uint64)
         if self.spec.kind == "equal":
             # Each member's own randomized-response coin for each of its pairs.
             q_coin, _ = _rr_flip(run.pair_epsilon, self.noise_split)
             coins = np.asarray(run.coins.noise.bernoulli(q_coin, run.member.size),
                                dtype=np.uint64)
+        run.coin_bits = coins
+        run.opened = []
+        for b in (0, 1):
+            run.programs[b] = self._member_side(run, b)
+            run.pending[b] = next(run.programs[b])
+
+    def _member_side(self, run: _MemberRun, b: int) -> Program:
+        """Member slot ``b``'s program, not yet started."""
+        assert run.coin_bits is not None
+        sel = run.member == b
+        return _member_program(self.spec, _layout(self.spec, self.comparison), run.fp, b,
+                               run.own[sel], {k: v[sel] for k, v in run.package.items()},
+                               run.coin_bits[sel])
+
+    def _live_programs(self, run: _MemberRun) -> dict[int, Program]:
+        """The members' running programs; in a copied or unpickled run (which has none),
+        started again and sent the openings received so far, in order: they are
+        deterministic in their inputs, so each stops where the original stood, about to
+        be sent the next round's openings. The replay repeats the members' local work
+        of the rounds before (at most R (R - 1) / 2 rounds' worth over a run of R rounds
+        copied at every step)."""
+        if len(run.programs) == 2:
+            return run.programs
         for b in (0, 1):
             sel = run.member == b
-            program = _member_program(self.spec, lay, run.fp, b, run.own[sel],
-                                      {k: v[sel] for k, v in run.package.items()}, coins[sel])
+            program = self._member_side(run, b)
+            pending = next(program)
+            for opened in run.opened:
+                pending = program.send([o[sel] for o in opened])
             run.programs[b] = program
-            run.pending[b] = next(program)
+            run.pending[b] = pending
+        return run.programs
 
     def _openings(self, run: _MemberRun) -> Message:
         """This round's openings of every slot, to the slot's partner: field ``open{i}``
@@ -1861,10 +1945,11 @@ class PairsTwoParty(Protocol):
         """Send each member program its opened values; collect the output shares once
         both have returned."""
         results: dict[int, np.ndarray] = {}
+        programs = self._live_programs(run)
         for b in (0, 1):
             sel = run.member == b
             try:
-                run.pending[b] = run.programs[b].send([o[sel] for o in opened])
+                run.pending[b] = programs[b].send([o[sel] for o in opened])
             except StopIteration as stop:
                 results[b] = stop.value
         if len(results) == 1:
@@ -1874,6 +1959,10 @@ class PairsTwoParty(Protocol):
             for b, values in results.items():
                 out[run.member == b] = values
             run.output = out
+            # Finished: nothing is replayed any more.
+            run.programs, run.pending, run.opened = {}, {}, []
+        else:
+            run.opened.append(opened)
 
     def _upload(self, run: _MemberRun, out: np.ndarray) -> Message:
         """Each member adds its own noise part to its output share and uploads it, rows by

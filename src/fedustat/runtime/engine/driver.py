@@ -749,6 +749,14 @@ class DaskEngine:
                              "a party")
         n = int(sum(sizes))
         protocol = protocol.configure(n)
+        roles = list(protocol.service_roles())
+        if roles:
+            # The simulator steps record-less services after the parties each round; the
+            # engine does not (yet): their rows would have nowhere to go.
+            raise EngineError(f"{protocol.name}: the service roles {roles} do not run on "
+                              "the engine; run it in process or over the network, or with "
+                              "the parties in those roles (dealer='party', "
+                              "shuffler='server')")
         seeds = as_seed_sequence(rng).spawn(len(parts) + 1)
         server_rng = np.random.default_rng(seeds[0])
         offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)

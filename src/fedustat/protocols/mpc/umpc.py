@@ -809,6 +809,9 @@ class _Run:
     history: dict[int, list[list[np.ndarray]]] = dataclasses.field(default_factory=dict)
     circuits: dict[int, _MemberCircuit] = dataclasses.field(default_factory=dict)
     sent: list[tuple[str, np.ndarray, int]] = dataclasses.field(default_factory=list)
+    # The rows to co-members (sharing, every opening) and those expected from them: the
+    # same in every round, computed once (_co_member_routes).
+    routes: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     noise: np.ndarray | None = None       # each own party's share of the noise
     output: np.ndarray | None = None      # (slots,) shares of D f(x_e)
     stage: str = "deal"
@@ -1599,13 +1602,28 @@ class UMPC(Protocol):
         run.inputs = np.zeros((run.slot_edge.size, k, run.own.shape[1]), dtype=np.uint64)
         run.inputs[np.arange(run.slot_edge.size), run.slot_member] = \
             shares[run.slot_member, np.arange(run.slot_edge.size)]
-        slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
-        targets = plan.edges[run.slot_edge[slot], member]
-        senders = run.slot_owner[slot]
-        order = np.lexsort((run.slot_edge[slot], senders, targets))   # delivery order
-        x = shares[member, slot][order]
-        return Message(Role.PARTY, Role.PARTY, {"x": x, PEER_TO: targets[order]},
-                       {"x": ring.bits, PEER_TO: 32}, senders[order])
+        route = self._co_member_routes(run)
+        x = shares[route["member"], route["slot"]]
+        return Message(Role.PARTY, Role.PARTY, {"x": x, PEER_TO: route["to"]},
+                       {"x": ring.bits, PEER_TO: 32}, route["sender"])
+
+    def _co_member_routes(self, run: _Run) -> dict[str, np.ndarray]:
+        """Each slot's rows to its ``k - 1`` co-members, in delivery order (recipient,
+        sender, edge): ``slot``, co-``member``, ``to``, ``sender``; and the rows the batch
+        expects from its co-members, in the order the transport delivers them:
+        ``in_slot``, ``in_party``, ``in_from``."""
+        if not run.routes:
+            k, edges = self.kernel.degree, run.plan.edges
+            slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
+            targets = edges[run.slot_edge[slot], member]
+            senders = run.slot_owner[slot]
+            order = np.lexsort((run.slot_edge[slot], senders, targets))
+            into = np.lexsort((run.slot_edge[slot], targets, senders))
+            run.routes = {"slot": slot[order], "member": member[order],
+                          "to": targets[order], "sender": senders[order],
+                          "in_slot": slot[into], "in_party": senders[into],
+                          "in_from": targets[into]}
+        return run.routes
 
     def _noise(self, run: _Run, parties: np.ndarray) -> Message:
         """Noise phase (002 Protocol B.1): each contributor draws its Pólya difference and
@@ -1685,7 +1703,6 @@ class UMPC(Protocol):
     def _openings(self, run: _Run) -> Message | None:
         """The members' next openings to their co-members (every member of an edge sends
         its row to the k - 1 others), or None once every group's circuit has returned."""
-        k = self.kernel.degree
         pending: dict[int, list[tuple[str, np.ndarray, int]]] = {}
         outputs: dict[int, np.ndarray] = {}
         for g in range(len(run.groups)):
@@ -1722,45 +1739,45 @@ class UMPC(Protocol):
                     rows[run.groups[g][1]] = got[i][1]
             items.append((op, rows, width))
         run.sent = items
-        slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
-        targets = run.plan.edges[run.slot_edge[slot], member]
-        senders = run.slot_owner[slot]
-        order = np.lexsort((run.slot_edge[slot], senders, targets))   # delivery order
+        route = self._co_member_routes(run)
         fields: dict[str, np.ndarray] = {}
         bits: dict[str, int] = {}
         for i, (op, rows, width) in enumerate(items):
-            sent = rows[slot][order]
+            sent = rows[route["slot"]]
             if op == "xor":
                 sent = _compress(sent, width)
                 bits[f"o{i}"] = popcount(width)
             else:
                 bits[f"o{i}"] = width
             fields[f"o{i}"] = sent
-        fields[PEER_TO], bits[PEER_TO] = targets[order], 32
-        return Message(Role.PARTY, Role.PARTY, fields, bits, senders[order])
+        fields[PEER_TO], bits[PEER_TO] = route["to"], 32
+        return Message(Role.PARTY, Role.PARTY, fields, bits, route["sender"])
 
-    def _expected(self, run: _Run, origin_of: np.ndarray, what: str, inbox: Message
-                  ) -> np.ndarray:
+    def _expected(self, run: _Run, origin_of: tuple[np.ndarray, np.ndarray] | None,
+                  what: str, inbox: Message) -> np.ndarray:
         """Checks that the rows received are one per (slot, origin) in the order the
         transport delivers them (recipient, origin, edge); returns each row's slot."""
         if not inbox.is_peer:
             raise ValueError(f"U-MPC: expected {what} from parties, got a message from the "
                              f"{inbox.sender}")
-        slot, origin = origin_of
-        order = np.lexsort((run.slot_edge[slot], origin, run.slot_owner[slot]))
+        if origin_of is None:           # from the co-members: the routes computed once
+            route = self._co_member_routes(run)
+            slot, party, origin = route["in_slot"], route["in_party"], route["in_from"]
+        else:
+            slot, origin = origin_of
+            order = np.lexsort((run.slot_edge[slot], origin, run.slot_owner[slot]))
+            slot, party, origin = slot[order], run.slot_owner[slot[order]], origin[order]
         got_from = np.asarray(inbox.fields[PEER_FROM], dtype=np.int64)
-        if not (np.array_equal(np.asarray(inbox.parties), run.slot_owner[slot][order])
-                and np.array_equal(got_from, origin[order])):
+        if not (np.array_equal(np.asarray(inbox.parties), party)
+                and np.array_equal(got_from, origin)):
             raise ValueError(f"U-MPC: each party must receive exactly one row of {what} per "
                              "group it is in and sender; the rows received do not match the "
                              "design")
-        return slot[order]
+        return slot
 
     def _receive(self, run: _Run, inbox: Message) -> None:
         plan, k = run.plan, self.kernel.degree
         ring = plan.fp.ring
-        others = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
-        co_members = (others[0], plan.edges[run.slot_edge[others[0]], others[1]])
         if run.stage == "share":      # the material has arrived
             slot = np.arange(run.slot_edge.size)
             rows = self._expected(run, (slot, plan.dealers[run.slot_edge]),
@@ -1774,7 +1791,7 @@ class UMPC(Protocol):
                 run.material[g] = _unpack(self._template(plan), parts, slots.shape[1])
                 run.reusable[g] = _materials(run.material[g])
         elif run.stage == "noise":    # the input shares have arrived
-            rows = self._expected(run, co_members, "input shares", inbox)
+            rows = self._expected(run, None, "input shares", inbox)
             assert run.inputs is not None
             sender_member = self._member_of(plan, run.slot_edge[rows],
                                             np.asarray(inbox.fields[PEER_FROM]))
@@ -1782,7 +1799,7 @@ class UMPC(Protocol):
         elif "eta" in inbox.fields:
             self._receive_noise(run, inbox)
         else:
-            rows = self._expected(run, co_members, "openings", inbox)
+            rows = self._expected(run, None, "openings", inbox)
             # Every slot receives exactly k - 1 rows (checked above): grouped by slot they
             # reduce in one vectorized pass (ufunc.at is element by element).
             by_slot = np.argsort(rows, kind="stable")

@@ -1623,6 +1623,7 @@ class UMPC(Protocol):
                           "to": targets[order], "sender": senders[order],
                           "in_slot": slot[into], "in_party": senders[into],
                           "in_from": targets[into]}
+            run.routes["by_slot"] = np.argsort(run.routes["in_slot"], kind="stable")
         return run.routes
 
     def _noise(self, run: _Run, parties: np.ndarray) -> Message:
@@ -1641,12 +1642,11 @@ class UMPC(Protocol):
         run.noise = np.zeros(parties.size, dtype=np.uint64)
         where = np.argsort(parties)[np.searchsorted(parties, mine, sorter=np.argsort(parties))]
         run.noise[where] = shares[rows, mine]
-        src, dst = np.nonzero(np.arange(plan.n)[None, :] != mine[:, None])
-        senders, targets = mine[src], dst
-        order = np.lexsort((senders, targets))      # delivery order: the relay keeps it
+        # Rows recipient-major (``mine`` is sorted): the delivery order, kept by the relay.
+        dst, src = np.nonzero(mine[None, :] != np.arange(plan.n)[:, None])
         return Message(Role.PARTY, Role.PARTY,
-                       {"eta": shares[src, dst][order], PEER_TO: targets[order]},
-                       {"eta": ring.bits, PEER_TO: 32}, senders[order])
+                       {"eta": shares[src, dst], PEER_TO: dst},
+                       {"eta": ring.bits, PEER_TO: 32}, mine[src])
 
     def _evaluate(self, run: _Run, group: int) -> np.ndarray:
         """Group ``group``'s circuit (:func:`_slot_groups`) on its members' own shares and
@@ -1802,7 +1802,7 @@ class UMPC(Protocol):
             rows = self._expected(run, None, "openings", inbox)
             # Every slot receives exactly k - 1 rows (checked above): grouped by slot they
             # reduce in one vectorized pass (ufunc.at is element by element).
-            by_slot = np.argsort(rows, kind="stable")
+            by_slot = self._co_member_routes(run)["by_slot"]
             opened = []
             for i, (op, mine, width) in enumerate(run.sent):
                 got = np.asarray(inbox.fields[f"o{i}"], dtype=np.uint64)[by_slot]

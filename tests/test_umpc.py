@@ -747,8 +747,18 @@ def test_each_member_circuit_runs_once_across_the_relay_rounds(monkeypatch) -> N
     monkeypatch.setattr(type(protocol.circuit), "evaluate", counting)
     est = simulate(protocol, data, rng=2, batch_size=1)
     assert est.cost.peer_rounds == 2 + 8      # dealing, sharing, 8 circuit rounds
-    assert len(calls) == kernel.degree * 12
+    # A batch of one party runs one circuit per member position it holds on some edge.
+    coin = np.array(est.diagnostics["public_coin"], dtype=np.uint64)
+    tuples = protocol._coin_facts(12, coin).design.tuples
+    labels = data[:, 1].astype(np.int64)
+    active = tuples[protocol.circuit.active(labels[tuples])]
+    held = {(int(party), j) for edge in active for j, party in enumerate(edge)}
+    assert len(calls) == len(held)
+    calls.clear()
     assert est.value == simulate(protocol, data, rng=2).value
+    # One batch holding every member of its edges: one vectorized circuit (rows =
+    # members), evaluated once.
+    assert len(calls) == 1
 
 
 def test_an_aborted_run_ends_its_waiting_member_circuits() -> None:

@@ -172,6 +172,30 @@ def test_member_openings_hand_each_opening_to_the_hook() -> None:
     assert tuple(evaluating_members(3)) == (0, 1, 2)
 
 
+def test_a_hook_holding_several_members_evaluates_their_rows() -> None:
+    """A batch holding members 0 and 2 of its groups runs their rows side by side: the
+    local steps compute both rows (and only them); the hook gets every row and answers
+    with the opened values."""
+    ring = Ring(16)
+    shares = share(np.array([5, 7], dtype=np.uint64), 3, 1, ring=ring)
+
+    class Hook:
+        members = (0, 2)
+
+        def __call__(self, op, arrays, active, ring_):
+            return [ring.sum(a, axis=0) for a in arrays]
+
+    with member_openings(Hook()):
+        assert tuple(evaluating_members(3)) == (0, 2)
+        np.testing.assert_array_equal(open_shares(shares, ring=ring)[0], [5, 7])
+
+    class All:
+        members = (0, 1, 2)
+
+    with member_openings(All()):
+        assert tuple(evaluating_members(3)) == (0, 1, 2)
+
+
 def test_contributor_noise_checks_its_parameters() -> None:
     ring = Ring(32)
     with pytest.raises(ValueError, match=r"min_honest \(5\) cannot exceed the number of "

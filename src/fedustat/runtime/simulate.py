@@ -230,13 +230,19 @@ def deliver_peer_rows(message: Message) -> Message:
                          "to parties) can be delivered to parties")
     origin = np.asarray(message.parties, dtype=np.int64)
     target = np.asarray(message.fields[PEER_TO], dtype=np.int64)
-    order = np.lexsort((origin, target))
-    fields = {name: np.asarray(v)[order] for name, v in message.fields.items()
-              if name != PEER_TO}
-    fields[PEER_FROM] = origin[order]
+    step, same = np.diff(target), np.diff(origin)
+    if np.all((step > 0) | ((step == 0) & (same >= 0))):
+        # Already in delivery order (senders may write it so): no sort, no copy of the rows.
+        fields = {name: np.asarray(v) for name, v in message.fields.items() if name != PEER_TO}
+        fields[PEER_FROM] = origin
+    else:
+        order = np.lexsort((origin, target))
+        fields = {name: np.asarray(v)[order] for name, v in message.fields.items()
+                  if name != PEER_TO}
+        fields[PEER_FROM], target = origin[order], target[order]
     bits = {name: b for name, b in message.bits_per_value.items() if name != PEER_TO}
     bits[PEER_FROM] = message.bits_per_value[PEER_TO]
-    return Message(Role.PARTY, Role.PARTY, fields, bits, target[order])
+    return Message(Role.PARTY, Role.PARTY, fields, bits, target)
 
 
 def _message_for_batch(message: Message | None, group: slice) -> Message | None:
@@ -245,6 +251,8 @@ def _message_for_batch(message: Message | None, group: slice) -> Message | None:
         return message
     addressed = np.asarray(message.parties)
     mine = (addressed >= group.start) & (addressed < group.stop)
+    if mine.all():
+        return message                  # all of it (one batch): no copy of the rows
     fields = {name: np.asarray(v)[mine] for name, v in message.fields.items()}
     return Message(message.sender, message.receiver, fields, message.bits_per_value,
                    addressed[mine])

@@ -133,7 +133,8 @@ def _leaf_convert(prg: _Prg, seeds: np.ndarray, ring: Ring) -> np.ndarray:
 class FssKey:
     """One server's keys for ``N`` functions (DCF or DPF), arrays over the key axis.
 
-    Correction words are stored level-major (level first, then key). They are the same
+    Correction words are indexed level-major (level first, then key); freshly generated
+    ones are views of key-major storage (:func:`_gen`). They are the same
     in both servers' keys (the arrays are shared between the two :class:`FssKey`
     objects of a pair); only ``seed`` differs.
     """
@@ -198,9 +199,11 @@ def _gen(kind: Literal["dcf", "dpf"], alpha: Any, beta: Any, domain_bits: int, r
         raise ValueError(f"beta must be a scalar or have one value per alpha ({N}), "
                          f"got shape {np.shape(beta)}")
     seeds = np.bitwise_and(random_words((2, N, 2), rng), _CLEAR_LSB)
-    cw_seed = np.empty((n, N, 2), dtype=np.uint64)
-    cw_t = np.empty((n, N, 2), dtype=bool)
-    cw_value = np.empty((n, N), dtype=np.uint64) if kind == "dcf" else None
+    # Stored key-major (one key's levels together, as a key travels: a dealer sends each
+    # key whole) and handed out level-major as views: a key's rows need no transposed copy.
+    cw_seed = np.empty((N, n, 2), dtype=np.uint64).transpose(1, 0, 2)
+    cw_t = np.empty((N, n, 2), dtype=bool).transpose(1, 0, 2)
+    cw_value = np.empty((N, n), dtype=np.uint64).T if kind == "dcf" else None
     cw_out = np.empty(N, dtype=np.uint64)
     prg = _Prg(2 * 3 * min(N, _CHUNK))
     # Keys are independent: build them in cache-sized chunks.

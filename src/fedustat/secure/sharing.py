@@ -214,11 +214,17 @@ def member_openings(hook: Any) -> Iterator[None]:
 
 def evaluating_members(p: int) -> range | tuple[int, ...]:
     """The members whose rows a local step must compute: all ``p``, or under
-    :func:`member_openings` only the hook's ``member`` (the other rows are placeholders;
-    skipping them spares e.g. the evaluation of FSS keys the party does not hold)."""
+    :func:`member_openings` only the hook's ``members`` (the rows a batch holds) or its
+    one ``member`` (the other rows are placeholders: skipping them spares e.g. the
+    evaluation of FSS keys the batch does not hold)."""
     hook = _OPENINGS.get()
-    member = None if hook is None else getattr(hook, "member", None)
-    return range(p) if member is None else (int(member),)
+    members = None if hook is None else getattr(hook, "members", None)
+    if members is None and hook is not None and getattr(hook, "member", None) is not None:
+        members = (hook.member,)
+    if members is None:
+        return range(p)
+    held = tuple(int(r) for r in members)
+    return range(p) if held == tuple(range(p)) else held
 
 
 def open_shares(*shares: np.ndarray, ring: Ring = DEFAULT_RING,

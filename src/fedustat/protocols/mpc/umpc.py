@@ -48,14 +48,18 @@ encrypted by the networked server, ``docs/network.md``):
 3. *relay*: sharing phase: member ``j`` of each edge sends member ``q`` its share ``q``;
 4. *relay* (with noise): each noise contributor sends every other party a share of its
    Pólya difference (Protocol B.1);
-5. *relay rounds*: each member runs the edge's circuit on its own row of the shares and
-   of the material (the other rows are placeholders it never fills): the circuits of
-   :mod:`fedustat.protocols.mpc.kernel_circuits` are written lockstep (row ``r`` = member
-   ``r``, the only cross-row operation an opening), so under
-   :func:`fedustat.secure.member_openings` every opening becomes the member's row sent to
-   its ``k - 1`` co-members, and the opened value is its own row plus (or xor) theirs.
-   A member's circuit runs once, waiting at each opening for the next relay round
-   (:class:`_MemberCircuit`) until it returns;
+5. *relay rounds*: the circuits of :mod:`fedustat.protocols.mpc.kernel_circuits` are
+   written lockstep (row ``r`` = member ``r``, the only cross-row operation an opening).
+   A batch groups its edges by the members it holds in them and runs each group as one
+   vectorized circuit, rows = those members (the other rows are placeholders it never
+   fills): one circuit per member position for a batch of one party (a networked silo),
+   one circuit with every row filled for a batch holding whole edges (the simulator's
+   default batch, the lockstep evaluation). Under :func:`fedustat.secure.member_openings`
+   every opening becomes each held member's row sent to its ``k - 1`` co-members (also
+   those in the same batch, so the traffic is the same in every batching), and the
+   opened value is the member's own row plus (or xor) theirs. A group's circuit runs
+   once, waiting at each opening for the next relay round (:class:`_MemberCircuit`)
+   until it returns;
 6. upload ``z_i`` (one ring element); the aggregator reconstructs and releases.
 
 A party silent in step 0 (a networked run with ``min_silos``, :meth:`UMPC.dropout_rule`)
@@ -436,24 +440,28 @@ class _CircuitClosedError(Exception):
 
 
 class _MemberCircuit:
-    """Member ``r``'s circuit, run once and suspended at each opening.
+    """The circuit of the members ``members`` a batch holds on some edges (rows =
+    members, columns = those edges), run once and suspended at each opening.
 
     The circuit code (:mod:`fedustat.protocols.mpc.kernel_circuits`) is straight-line
-    and calls the opening hook of :func:`fedustat.secure.member_openings`; the member
-    cannot compute past an opening before its co-members' rows arrive (the next relay
-    round). Earlier versions replayed the circuit from the start each round with the
-    openings so far, about ``C_f^R / 2`` evaluations in all; here the circuit runs in a
-    worker thread that waits at the hook for the opened values, so every local step runs
-    once. The thread only hands values over (the caller waits for it), so the result is
-    the replay's, bit for bit. :meth:`close` ends a waiting thread.
+    and calls the opening hook of :func:`fedustat.secure.member_openings`; the members
+    cannot compute past an opening before their co-members' rows arrive (the next relay
+    round). A batch of one party (a networked silo) holds one member per edge: one
+    circuit per member; a batch holding every member of its edges (the simulator's
+    usual batch) runs them as one vectorized circuit, the lockstep evaluation, with the
+    same openings sent as rows. Earlier versions replayed the circuit from the start each
+    round with the openings so far, about ``C_f^R / 2`` evaluations in all; here the
+    circuit runs in a worker thread that waits at the hook for the opened values, so
+    every local step runs once. The thread only hands values over (the caller waits for
+    it), so the result is the replay's, bit for bit. :meth:`close` ends a waiting thread.
     """
 
-    def __init__(self, member: int, evaluate: Any) -> None:
-        self.member = member            # read by fedustat.secure.evaluating_members
+    def __init__(self, members: tuple[int, ...], evaluate: Any) -> None:
+        self.members = members          # read by fedustat.secure.evaluating_members
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._outbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._main, args=(evaluate,), daemon=True,
-                                        name=f"umpc-member-{member}")
+                                        name=f"umpc-members-{members}")
         self._thread.start()
 
     def _main(self, evaluate: Any) -> None:
@@ -467,11 +475,13 @@ class _MemberCircuit:
 
     def __call__(self, op: str, arrays: list[np.ndarray], active: list[int | None],
                  ring: Ring | None) -> list[np.ndarray]:
-        """The opening hook (worker thread): hand this member's rows over, wait for the
-        opened values."""
+        """The opening hook (worker thread): hand the held members' rows over (member
+        axis first), wait for the opened values."""
         items = []
+        held = list(self.members)
         for a, mask in zip(arrays, active, strict=True):
-            mine = np.asarray(a[self.member], dtype=np.uint64)
+            # Every row held (the simulator's batch): the array itself, no copy.
+            mine = np.asarray(a if len(held) == a.shape[0] else a[held], dtype=np.uint64)
             if op == "add":
                 assert ring is not None
                 items.append(("add", mine, ring.bits))
@@ -590,55 +600,94 @@ def _leaf_name(leaf: _Leaf) -> str:
 
 
 def _package(material: CircuitMaterial, member: int, edges: int) -> dict[str, np.ndarray]:
-    """Member ``member``'s part of the material of ``edges`` edges, one row per edge."""
+    """Member ``member``'s part of the material of ``edges`` edges, one row per edge
+    (shape ``(edges, ...)``: a view of the dealt arrays where it can be, so the caller
+    copies each value once, into its message rows)."""
     out = {}
     for leaf in _material_leaves(material):
         *parent, name = leaf.path
         if leaf.kind == "rows":
             value = np.asarray(_get(material, leaf.path))[member]
+            rows = value.reshape(edges, *value.shape[1:]) if value.ndim else value
         else:
             key = _get(material, tuple(parent))[member]
+            per = int(np.prod(_get(material, tuple(parent[:-1])).shape[1:], dtype=np.int64))
             value = np.moveaxis(np.asarray(getattr(key, name)), leaf.axis, 0)
-        width = int(np.prod(value.shape[1:], dtype=np.int64)) * (
-            1 if leaf.kind == "rows" else
-            int(np.prod(_get(material, tuple(parent[:-1])).shape[1:], dtype=np.int64)))
-        rows = value.reshape(edges, width).astype(np.uint64)
-        out[_leaf_name(leaf)] = _compress(rows, leaf.mask) if leaf.mask else rows
+            # (edges * per, *rest) key-major -> (edges, per, *rest): still a view.
+            rows = value.reshape(edges, per, *value.shape[1:])
+        # Native dtypes (a key's control bits stay booleans: 1 byte, not 8); the wire
+        # size is the leaf's declared bits either way.
+        out[_leaf_name(leaf)] = _compress(
+            rows.reshape(edges, int(np.prod(rows.shape[1:], dtype=np.int64))).astype(
+                np.uint64, copy=False), leaf.mask) \
+            if leaf.mask else rows
     return out
 
 
-def _unpack(template: CircuitMaterial, member: int, edges: int,
-            package: Mapping[str, np.ndarray]) -> CircuitMaterial:
-    """Member ``member``'s material for ``edges`` edges: ``template`` (dealt for one edge
-    from public randomness, for its structure) resized, with this member's rows and key
-    the received ones and every other member's parts zero: the member holds only what its
-    dealer sent."""
+def _unpack(template: CircuitMaterial, parts: Mapping[int, Mapping[str, np.ndarray]],
+            edges: int) -> CircuitMaterial:
+    """The material of the members ``parts`` holds (member -> its received package) for
+    ``edges`` edges: ``template`` (dealt for one edge from public randomness, for its
+    structure) resized, with those members' rows and keys the received ones and every
+    other member's parts zero: the batch holds only what its dealers sent."""
+    held = sorted(parts)
     for leaf in _material_leaves(template):
-        rows = np.asarray(package[_leaf_name(leaf)], dtype=np.uint64)
-        if leaf.mask:
-            rows = _expand(rows, leaf.mask)
         *parent, name = leaf.path
         holder = _get(template, tuple(parent))
         if leaf.kind == "rows":
             one = np.asarray(getattr(holder, name))          # (k, 1, ...)
             new = np.zeros((one.shape[0], edges, *one.shape[2:]), dtype=one.dtype)
-            new[member] = rows.reshape(edges, *one.shape[2:]).astype(one.dtype)
+            for member in held:
+                new[member] = _received(parts[member], leaf).reshape(
+                    edges, *one.shape[2:]).astype(one.dtype, copy=False)
             object.__setattr__(holder, name, new)
         else:
             keys = list(holder)
             for b, key in enumerate(keys):
-                one = np.moveaxis(np.asarray(getattr(key, name)), leaf.axis, 0)  # (per, ...)
-                shape = (edges * one.shape[0], *one.shape[1:])
-                mine = rows.reshape(shape).astype(one.dtype) if b == member else \
-                    np.zeros(shape, dtype=one.dtype)
-                keys[b] = dataclasses.replace(
-                    key, **{name: np.ascontiguousarray(np.moveaxis(mine, 0, leaf.axis))})
+                one = np.asarray(getattr(key, name))
+                shape = list(one.shape)
+                shape[leaf.axis] *= edges
+                if b in parts:
+                    per = np.moveaxis(one, leaf.axis, 0).shape
+                    mine = _received(parts[b], leaf).reshape(
+                        (edges * per[0], *per[1:])).astype(one.dtype, copy=False)
+                    # The key's level-major layout as a view of the received rows
+                    # (edge-major): evaluation reads one level of a chunk of keys at a
+                    # time, which a strided view serves without a transposed copy.
+                    value = np.moveaxis(mine, 0, leaf.axis)
+                else:
+                    # A key this batch does not hold: never evaluated (evaluating_members),
+                    # zeros the allocator need not touch.
+                    value = np.zeros(shape, dtype=one.dtype)
+                keys[b] = dataclasses.replace(key, **{name: value})
             object.__setattr__(_get(template, tuple(parent[:-1])) if len(parent) > 1
                                else template, parent[-1], tuple(keys))
     for part in _materials(template):
         # Every material is dealt edge-major: its secret shape starts with the edges.
         object.__setattr__(part, "shape", (edges, *tuple(part.shape)[1:]))
     return template
+
+
+class _Rows(Mapping[str, np.ndarray]):
+    """A member's package: the rows ``rows`` of each received field, taken when asked
+    for (one field at a time, so the batch never holds a second copy of all of them)."""
+
+    def __init__(self, fields: Mapping[str, np.ndarray], rows: np.ndarray) -> None:
+        self._fields, self._rows = fields, rows
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._fields[name][self._rows]
+
+    def __iter__(self) -> Any:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+
+def _received(package: Mapping[str, np.ndarray], leaf: _Leaf) -> np.ndarray:
+    rows = np.asarray(package[_leaf_name(leaf)])
+    return _expand(rows.astype(np.uint64, copy=False), leaf.mask) if leaf.mask else rows
 
 
 def _materials(obj: Any) -> list[Material]:
@@ -686,6 +735,13 @@ class _CoinFacts:
     label_of: np.ndarray | None = None
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of integers by a sort (NumPy 2.4's hash-based unique took 3.6 s on
+    the 8 * 10^5 label pairs of 10^5 parties, the sort 0.3 s)."""
+    out = np.sort(values)
+    return out[np.r_[True, out[1:] != out[:-1]]] if out.size else out
+
+
 def _label_sets(tuples: np.ndarray, dealers: np.ndarray, n: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Whose public label each party needs: the co-members of its edges (to know which of
@@ -696,13 +752,41 @@ def _label_sets(tuples: np.ndarray, dealers: np.ndarray, n: int
     about = [tuples[:, b] for a in range(k) for b in range(k) if a != b]
     recv += [dealers] * k
     about += [tuples[:, b] for b in range(k)]
-    pair = np.unique(np.concatenate(recv).astype(np.int64) * n
-                     + np.concatenate(about).astype(np.int64)) if m else np.zeros(0, np.int64)
+    pair = _sorted_unique(np.concatenate(recv).astype(np.int64) * n
+                          + np.concatenate(about).astype(np.int64)) if m \
+        else np.zeros(0, np.int64)
     receiver, of = np.divmod(pair, n)
     keep = receiver != of
     receiver, of = receiver[keep], of[keep]
     ptr = np.concatenate([[0], np.cumsum(np.bincount(receiver, minlength=n))])
     return ptr.astype(np.int64), of.astype(np.int64)
+
+
+def _slot_groups(slot_edge: np.ndarray, slot_member: np.ndarray, k: int
+                 ) -> list[tuple[tuple[int, ...], np.ndarray]]:
+    """The batch's edges grouped by the members it holds in them; each group runs as one
+    vectorized circuit (rows = those members, columns = its edges): ``(members, slots)``
+    with ``slots[i, c]`` the slot of member ``members[i]`` on the group's edge ``c``.
+    Slots are in (edge, member) order, so an edge's slots are consecutive. A batch with
+    no slot runs one empty circuit: it takes the same relay rounds as every batch."""
+    if not slot_edge.size:
+        return [((), np.zeros((0, 0), dtype=np.int64))]
+    starts = np.flatnonzero(np.r_[True, slot_edge[1:] != slot_edge[:-1]])
+    held = np.bitwise_or.reduceat(np.left_shift(1, slot_member.astype(np.int64)), starts)
+    counts = np.diff(np.r_[starts, slot_edge.size])
+    out = []
+    for pattern in np.unique(held):
+        members = tuple(r for r in range(k) if int(pattern) >> r & 1)
+        first = starts[held == pattern]
+        slots = first[None, :] + np.arange(len(members))[:, None]
+        assert np.all(counts[held == pattern] == len(members))
+        out.append((members, slots.astype(np.int64)))
+    return out
+
+
+def _lead(slots: np.ndarray) -> np.ndarray:
+    """A group's first held member's slot on each of its edges (none: no edge)."""
+    return slots[0] if slots.shape[0] else np.zeros(slots.shape[1], dtype=np.int64)
 
 
 @dataclass
@@ -716,12 +800,18 @@ class _Run:
     slot_owner: np.ndarray
     own: np.ndarray               # (slots, d) the owner's encoded secret columns
     coins: tuple[Any, Any, Any]   # share, dealer and noise randomness
+    # The batch's circuits: for each set of members it holds on some edges, those
+    # members and their slots (members x edges), see _slot_groups.
+    groups: list[tuple[tuple[int, ...], np.ndarray]] = dataclasses.field(default_factory=list)
     inputs: np.ndarray | None = None      # (slots, k, d): shares of each member's record
     material: dict[int, CircuitMaterial] = dataclasses.field(default_factory=dict)
     reusable: dict[int, list[Material]] = dataclasses.field(default_factory=dict)
     history: dict[int, list[list[np.ndarray]]] = dataclasses.field(default_factory=dict)
     circuits: dict[int, _MemberCircuit] = dataclasses.field(default_factory=dict)
     sent: list[tuple[str, np.ndarray, int]] = dataclasses.field(default_factory=list)
+    # The rows to co-members (sharing, every opening) and those expected from them: the
+    # same in every round, computed once (_co_member_routes).
+    routes: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     noise: np.ndarray | None = None       # each own party's share of the noise
     output: np.ndarray | None = None      # (slots,) shares of D f(x_e)
     stage: str = "deal"
@@ -1327,12 +1417,18 @@ class UMPC(Protocol):
         if not np.array_equal(np.sort(got), np.sort(state.parties)):
             raise ValueError("U-MPC: the aggregator must address one row of public labels to "
                              "each party of this batch")
-        for party, row in zip(got, rows, strict=True):
-            of = facts.label_of[facts.label_ptr[party]:facts.label_ptr[party + 1]]
-            known = labels[of]
-            if np.any((known >= 0) & (known != row[:of.size])):
-                raise ValueError("U-MPC: the aggregator sent conflicting public labels")
-            labels[of] = row[:of.size]
+        # Row i holds the labels of label_of[label_ptr[p]:label_ptr[p + 1]], p = got[i].
+        counts = facts.label_ptr[got + 1] - facts.label_ptr[got]
+        row = np.repeat(np.arange(got.size), counts)
+        within = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        of = facts.label_of[facts.label_ptr[got[row]] + within]
+        values = rows[row, within] if row.size else np.zeros(0, dtype=np.int64)
+        known = labels[of]
+        if np.any((known >= 0) & (known != values)):
+            raise ValueError("U-MPC: the aggregator sent conflicting public labels")
+        labels[of] = values
+        if not np.array_equal(labels[of], values):     # two rows disagree on a label
+            raise ValueError("U-MPC: the aggregator sent conflicting public labels")
         return labels
 
     def _start(self, state: _PartyState, inbox: Message, rng: np.random.Generator) -> _Run:
@@ -1362,7 +1458,8 @@ class UMPC(Protocol):
         else:
             share_rng, dealer_rng, noise_rng = rng.spawn(3)
             coins = (share_rng, dealer_rng, self.noise if self.noise is not None else noise_rng)
-        run = _Run(plan, state.parties, slot_edge, slot_member, slot_owner, own, coins)
+        run = _Run(plan, state.parties, slot_edge, slot_member, slot_owner, own, coins,
+                   groups=_slot_groups(slot_edge, slot_member, self.kernel.degree))
         # A run dropped mid-circuit (an abort, a failed peer) ends its members' waiting
         # threads when it is collected.
         weakref.finalize(run, _close_circuits, run.circuits)
@@ -1487,15 +1584,31 @@ class UMPC(Protocol):
         dealer = Dealer(k, ring=plan.fp.ring, rng=source)
         material = self.circuit.deal(dealer, dealt.size, method=self.method,
                                      full_range=self.full_range)
-        parts = [_package(material, r, dealt.size) for r in range(k)]
-        fields = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
         edge = np.tile(dealt, k)
         senders = np.tile(plan.dealers[dealt], k)
         targets = plan.edges[edge, np.repeat(np.arange(k), dealt.size)]
-        order = np.lexsort((edge, targets, senders))
-        fields = {name: v[order] for name, v in fields.items()}
-        bits = {leaf_name: leaf.bits for leaf in _material_leaves(material)
-                for leaf_name in [_leaf_name(leaf)]}
+        # In delivery order (recipient, sender, edge): the transport sorts by recipient
+        # and origin, keeping each origin's order, so it need not move the rows.
+        order = np.lexsort((edge, senders, targets))
+        # Row i of the message is member order[i] // m's part of edge order[i] % m:
+        # each member's package is scattered straight to its rows (one pass).
+        position = np.empty(order.size, dtype=np.int64)
+        position[order] = np.arange(order.size)
+        fields: dict[str, np.ndarray] = {}
+        for r in range(k):
+            part = _package(material, r, dealt.size)
+            mine = position[r * dealt.size:(r + 1) * dealt.size]
+            for name, rows in part.items():
+                width = int(np.prod(rows.shape[1:], dtype=np.int64))
+                if name not in fields:
+                    fields[name] = np.empty((order.size, width), dtype=rows.dtype)
+                # A contiguous copy first (a key's level-major arrays transposed to rows):
+                # scattering whole rows is a memory copy, element-wise from a strided view
+                # was ten times slower.
+                fields[name][mine] = np.ascontiguousarray(rows).reshape(dealt.size, width)
+            del part
+        del material
+        bits = {_leaf_name(leaf): leaf.bits for leaf in _material_leaves(self._template(plan))}
         fields[PEER_TO], bits[PEER_TO] = targets[order], 32
         return Message(Role.PARTY, Role.PARTY, fields, bits, senders[order])
 
@@ -1508,13 +1621,29 @@ class UMPC(Protocol):
         run.inputs = np.zeros((run.slot_edge.size, k, run.own.shape[1]), dtype=np.uint64)
         run.inputs[np.arange(run.slot_edge.size), run.slot_member] = \
             shares[run.slot_member, np.arange(run.slot_edge.size)]
-        slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
-        targets = plan.edges[run.slot_edge[slot], member]
-        senders = run.slot_owner[slot]
-        order = np.lexsort((run.slot_edge[slot], targets, senders))
-        x = shares[member, slot][order]
-        return Message(Role.PARTY, Role.PARTY, {"x": x, PEER_TO: targets[order]},
-                       {"x": ring.bits, PEER_TO: 32}, senders[order])
+        route = self._co_member_routes(run)
+        x = shares[route["member"], route["slot"]]
+        return Message(Role.PARTY, Role.PARTY, {"x": x, PEER_TO: route["to"]},
+                       {"x": ring.bits, PEER_TO: 32}, route["sender"])
+
+    def _co_member_routes(self, run: _Run) -> dict[str, np.ndarray]:
+        """Each slot's rows to its ``k - 1`` co-members, in delivery order (recipient,
+        sender, edge): ``slot``, co-``member``, ``to``, ``sender``; and the rows the batch
+        expects from its co-members, in the order the transport delivers them:
+        ``in_slot``, ``in_party``, ``in_from``."""
+        if not run.routes:
+            k, edges = self.kernel.degree, run.plan.edges
+            slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
+            targets = edges[run.slot_edge[slot], member]
+            senders = run.slot_owner[slot]
+            order = np.lexsort((run.slot_edge[slot], senders, targets))
+            into = np.lexsort((run.slot_edge[slot], targets, senders))
+            run.routes = {"slot": slot[order], "member": member[order],
+                          "to": targets[order], "sender": senders[order],
+                          "in_slot": slot[into], "in_party": senders[into],
+                          "in_from": targets[into]}
+            run.routes["by_slot"] = np.argsort(run.routes["in_slot"], kind="stable")
+        return run.routes
 
     def _noise(self, run: _Run, parties: np.ndarray) -> Message:
         """Noise phase (002 Protocol B.1): each contributor draws its Pólya difference and
@@ -1532,145 +1661,156 @@ class UMPC(Protocol):
         run.noise = np.zeros(parties.size, dtype=np.uint64)
         where = np.argsort(parties)[np.searchsorted(parties, mine, sorter=np.argsort(parties))]
         run.noise[where] = shares[rows, mine]
-        src, dst = np.nonzero(np.arange(plan.n)[None, :] != mine[:, None])
-        senders, targets = mine[src], dst
-        order = np.lexsort((targets, senders))
+        # Rows recipient-major (``mine`` is sorted): the delivery order, kept by the relay.
+        dst, src = np.nonzero(mine[None, :] != np.arange(plan.n)[:, None])
         return Message(Role.PARTY, Role.PARTY,
-                       {"eta": shares[src, dst][order], PEER_TO: targets[order]},
-                       {"eta": ring.bits, PEER_TO: 32}, senders[order])
+                       {"eta": shares[src, dst], PEER_TO: dst},
+                       {"eta": ring.bits, PEER_TO: 32}, mine[src])
 
-    def _evaluate(self, run: _Run, member: int) -> np.ndarray:
-        """Member ``member``'s circuit on its own shares and material, resumed with the
-        openings received since its last step (:class:`_MemberCircuit`); its output
-        share, or :class:`_OpeningNeededError` with its next opening."""
-        live = run.circuits.get(member)
+    def _evaluate(self, run: _Run, group: int) -> np.ndarray:
+        """Group ``group``'s circuit (:func:`_slot_groups`) on its members' own shares and
+        material, resumed with the openings received since its last step
+        (:class:`_MemberCircuit`); its members' output shares, or
+        :class:`_OpeningNeededError` with its next opening."""
+        live = run.circuits.get(group)
         if live is None:
-            live = run.circuits[member] = _MemberCircuit(member, self._member_program(run,
-                                                                                     member))
+            members = run.groups[group][0]
+            live = run.circuits[group] = _MemberCircuit(members,
+                                                        self._member_program(run, group))
             kind, value = live.resume()
             # A state copied or unpickled has no live circuit: replaying the openings it
             # received so far brings the new one to the same point (same values).
-            for opened in run.history.get(member, []):
+            for opened in run.history.get(group, []):
                 if kind != "open":
                     break
                 kind, value = live.resume(opened)
         else:
-            kind, value = live.resume(run.history[member][-1])
+            kind, value = live.resume(run.history[group][-1])
         if kind == "open":
             raise _OpeningNeededError(value)
-        del run.circuits[member]            # finished: its thread has ended
+        del run.circuits[group]             # finished: its thread has ended
         return value
 
-    def _member_program(self, run: _Run, member: int) -> Any:
-        """The evaluation of member ``member``'s circuit, to run under its opening hook."""
+    def _member_program(self, run: _Run, group: int) -> Any:
+        """The evaluation of group ``group``'s circuit, to run under its opening hook."""
         plan, k = run.plan, self.kernel.degree
-        sel = run.slot_member == member
+        members, slots = run.groups[group]
         assert run.inputs is not None
         d = run.inputs.shape[2]
+        held = list(members)
         shares = []
         for j in range(k):
-            s = np.zeros((k, int(sel.sum()), d), dtype=np.uint64)
-            s[member] = run.inputs[sel, j]
+            if len(held) == k:
+                s = run.inputs[slots, j]            # (k, edges, d), a copy
+            else:
+                s = np.zeros((k, slots.shape[1], d), dtype=np.uint64)
+                s[held] = run.inputs[slots, j]
             shares.append(s)
-        material = run.material[member]
-        for part in run.reusable.get(member, []):
+        material = run.material[group]
+        for part in run.reusable.get(group, []):
             part._spent = False
-        order = None if plan.order is None else plan.order[run.slot_edge[sel]]
+        order = None if plan.order is None else plan.order[run.slot_edge[_lead(slots)]]
         ring, circuit, method, full_range = plan.fp.ring, self.circuit, self.method, \
             self.full_range
 
         def program() -> np.ndarray:
             out = circuit.evaluate(shares, material, ring=ring, method=method,
                                    full_range=full_range, order=order)
-            return np.asarray(out[member], dtype=np.uint64)
+            return np.asarray(np.asarray(out)[held], dtype=np.uint64)
         return program
 
     def _openings(self, run: _Run) -> Message | None:
         """The members' next openings to their co-members (every member of an edge sends
-        its row to the k - 1 others), or None once every member's circuit has returned."""
-        k = self.kernel.degree
+        its row to the k - 1 others), or None once every group's circuit has returned."""
         pending: dict[int, list[tuple[str, np.ndarray, int]]] = {}
         outputs: dict[int, np.ndarray] = {}
-        for r in range(k):
+        for g in range(len(run.groups)):
             try:
-                outputs[r] = self._evaluate(run, r)
+                outputs[g] = self._evaluate(run, g)
             except _OpeningNeededError as stop:
-                pending[r] = stop.items
+                pending[g] = stop.items
         if not pending:
             run.output = np.zeros(run.slot_edge.size, dtype=np.uint64)
-            for r, out in outputs.items():
-                run.output[run.slot_member == r] = out
+            for g, out in outputs.items():
+                run.output[run.groups[g][1]] = out
+            # The circuit is over: its material and openings are spent.
+            run.material.clear()
+            run.reusable.clear()
+            run.history.clear()
+            run.inputs = None
+            run.sent = []
             return None
         if outputs:
             _close_circuits(run.circuits)
             raise RuntimeError("U-MPC: the members' circuits opened different values")
         items = []
-        for i, (op, first, width) in enumerate(pending[0]):
-            rows = np.zeros((run.slot_edge.size, *first.shape[1:]), dtype=np.uint64)
-            for r in range(k):
-                rows[run.slot_member == r] = pending[r][i][1]
+        for i, (op, first, width) in enumerate(next(iter(pending.values()))):
+            if len(pending) == 1 and run.groups[0][1].size == run.slot_edge.size \
+                    and np.array_equal(run.groups[0][1].T.ravel(),
+                                       np.arange(run.slot_edge.size)):
+                # One group holding every slot in (edge, member) order: the rows are its
+                # values transposed.
+                rows = np.ascontiguousarray(np.swapaxes(first, 0, 1)).reshape(
+                    run.slot_edge.size, *first.shape[2:])
+            else:
+                rows = np.zeros((run.slot_edge.size, *first.shape[2:]), dtype=np.uint64)
+                for g, got in pending.items():
+                    rows[run.groups[g][1]] = got[i][1]
             items.append((op, rows, width))
         run.sent = items
-        slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
-        targets = run.plan.edges[run.slot_edge[slot], member]
-        senders = run.slot_owner[slot]
-        order = np.lexsort((run.slot_edge[slot], targets, senders))
+        route = self._co_member_routes(run)
         fields: dict[str, np.ndarray] = {}
         bits: dict[str, int] = {}
         for i, (op, rows, width) in enumerate(items):
-            sent = rows[slot][order]
+            sent = rows[route["slot"]]
             if op == "xor":
                 sent = _compress(sent, width)
                 bits[f"o{i}"] = popcount(width)
             else:
                 bits[f"o{i}"] = width
             fields[f"o{i}"] = sent
-        fields[PEER_TO], bits[PEER_TO] = targets[order], 32
-        return Message(Role.PARTY, Role.PARTY, fields, bits, senders[order])
+        fields[PEER_TO], bits[PEER_TO] = route["to"], 32
+        return Message(Role.PARTY, Role.PARTY, fields, bits, route["sender"])
 
-    def _expected(self, run: _Run, origin_of: np.ndarray, what: str, inbox: Message
-                  ) -> np.ndarray:
+    def _expected(self, run: _Run, origin_of: tuple[np.ndarray, np.ndarray] | None,
+                  what: str, inbox: Message) -> np.ndarray:
         """Checks that the rows received are one per (slot, origin) in the order the
         transport delivers them (recipient, origin, edge); returns each row's slot."""
         if not inbox.is_peer:
             raise ValueError(f"U-MPC: expected {what} from parties, got a message from the "
                              f"{inbox.sender}")
-        slot, origin = origin_of
-        order = np.lexsort((run.slot_edge[slot], origin, run.slot_owner[slot]))
+        if origin_of is None:           # from the co-members: the routes computed once
+            route = self._co_member_routes(run)
+            slot, party, origin = route["in_slot"], route["in_party"], route["in_from"]
+        else:
+            slot, origin = origin_of
+            order = np.lexsort((run.slot_edge[slot], origin, run.slot_owner[slot]))
+            slot, party, origin = slot[order], run.slot_owner[slot[order]], origin[order]
         got_from = np.asarray(inbox.fields[PEER_FROM], dtype=np.int64)
-        if not (np.array_equal(np.asarray(inbox.parties), run.slot_owner[slot][order])
-                and np.array_equal(got_from, origin[order])):
+        if not (np.array_equal(np.asarray(inbox.parties), party)
+                and np.array_equal(got_from, origin)):
             raise ValueError(f"U-MPC: each party must receive exactly one row of {what} per "
                              "group it is in and sender; the rows received do not match the "
                              "design")
-        return slot[order]
+        return slot
 
     def _receive(self, run: _Run, inbox: Message) -> None:
         plan, k = run.plan, self.kernel.degree
         ring = plan.fp.ring
-        others = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
-        co_members = (others[0], plan.edges[run.slot_edge[others[0]], others[1]])
         if run.stage == "share":      # the material has arrived
             slot = np.arange(run.slot_edge.size)
             rows = self._expected(run, (slot, plan.dealers[run.slot_edge]),
                                   "dealt material", inbox)
-            for r in range(k):
-                group = np.flatnonzero(run.slot_member == r)
-                pos = np.zeros(run.slot_edge.size, dtype=np.int64)
-                pos[group] = np.arange(group.size)
-                pick = np.flatnonzero(run.slot_member[rows] == r)
-                package = {}
-                for name, v in inbox.fields.items():
-                    if name.startswith("m_"):
-                        values = np.asarray(v)
-                        placed = np.empty((group.size, *values.shape[1:]), dtype=values.dtype)
-                        placed[pos[rows[pick]]] = values[pick]
-                        package[name] = placed
-                run.material[r] = _unpack(self._template(plan), r, group.size,
-                                          package)
-                run.reusable[r] = _materials(run.material[r])
+            row_of_slot = np.empty(rows.size, dtype=np.int64)
+            row_of_slot[rows] = np.arange(rows.size)
+            dealt = {name: np.asarray(v) for name, v in inbox.fields.items()
+                     if name.startswith("m_")}
+            for g, (members, slots) in enumerate(run.groups):
+                parts = {r: _Rows(dealt, row_of_slot[slots[i]]) for i, r in enumerate(members)}
+                run.material[g] = _unpack(self._template(plan), parts, slots.shape[1])
+                run.reusable[g] = _materials(run.material[g])
         elif run.stage == "noise":    # the input shares have arrived
-            rows = self._expected(run, co_members, "input shares", inbox)
+            rows = self._expected(run, None, "input shares", inbox)
             assert run.inputs is not None
             sender_member = self._member_of(plan, run.slot_edge[rows],
                                             np.asarray(inbox.fields[PEER_FROM]))
@@ -1678,20 +1818,23 @@ class UMPC(Protocol):
         elif "eta" in inbox.fields:
             self._receive_noise(run, inbox)
         else:
-            rows = self._expected(run, co_members, "openings", inbox)
+            rows = self._expected(run, None, "openings", inbox)
+            # Every slot receives exactly k - 1 rows (checked above): grouped by slot they
+            # reduce in one vectorized pass (ufunc.at is element by element).
+            by_slot = self._co_member_routes(run)["by_slot"]
             opened = []
             for i, (op, mine, width) in enumerate(run.sent):
-                got = np.asarray(inbox.fields[f"o{i}"], dtype=np.uint64)
-                total = mine.copy()
+                got = np.asarray(inbox.fields[f"o{i}"], dtype=np.uint64)[by_slot]
+                got = got.reshape(mine.shape[0], k - 1, *mine.shape[1:])
                 if op == "xor":
-                    np.bitwise_xor.at(total, rows, _expand(got, width))
+                    total = np.bitwise_xor(mine, np.bitwise_xor.reduce(_expand(got, width),
+                                                                       axis=1))
                 else:
-                    np.add.at(total, rows, got)
-                    total = np.bitwise_and(total, ring.mask)
+                    total = np.bitwise_and(mine + got.sum(axis=1, dtype=np.uint64), ring.mask)
                 opened.append(total)
-            for r in range(k):
-                sel = run.slot_member == r
-                run.history.setdefault(r, []).append([o[sel] for o in opened])
+            for g, (_, slots) in enumerate(run.groups):
+                # Every held member of an edge opens the same value: take the first's.
+                run.history.setdefault(g, []).append([o[_lead(slots)] for o in opened])
 
     @staticmethod
     def _member_of(plan: _Plan, edge: np.ndarray, party: np.ndarray) -> np.ndarray:
@@ -1701,22 +1844,23 @@ class UMPC(Protocol):
         parties = run.parties
         plan = run.plan
         ring = plan.fp.ring
-        expected_to, expected_from = [], []
-        for p in np.sort(parties):
-            src = plan.contributors[plan.contributors != p]
-            expected_to.append(np.full(src.size, p))
-            expected_from.append(src)
-        to = np.concatenate(expected_to) if expected_to else np.zeros(0, np.int64)
-        frm = np.concatenate(expected_from) if expected_from else np.zeros(0, np.int64)
+        # Each party (in id order) hears from every contributor but itself.
+        to = np.repeat(np.sort(parties), plan.contributors.size)
+        frm = np.tile(plan.contributors, parties.size)
+        to, frm = to[to != frm], frm[to != frm]
         if not (np.array_equal(np.asarray(inbox.parties), to)
                 and np.array_equal(np.asarray(inbox.fields[PEER_FROM]), frm)):
             raise ValueError("U-MPC: each party must receive one noise share from every "
                              "other noise contributor; the rows received do not match")
         if run.noise is None:
             run.noise = np.zeros(parties.size, dtype=np.uint64)
-        sorter = np.argsort(parties)
-        where = sorter[np.searchsorted(parties, to, sorter=sorter)]
-        np.add.at(run.noise, where, np.asarray(inbox.fields["eta"], dtype=np.uint64))
+        eta = np.asarray(inbox.fields["eta"], dtype=np.uint64)
+        if to.size:
+            # Rows arrive grouped by recipient (checked above): one sum per recipient.
+            starts = np.flatnonzero(np.r_[True, to[1:] != to[:-1]])
+            sorter = np.argsort(parties)
+            where = sorter[np.searchsorted(parties, to[starts], sorter=sorter)]
+            run.noise[where] += np.add.reduceat(eta, starts)
         run.noise = np.bitwise_and(run.noise, ring.mask)
 
     def _check_sum_fits(self, active: int, fp: FixedPoint) -> None:
@@ -1737,7 +1881,7 @@ class UMPC(Protocol):
         order = np.argsort(inbox.parties, kind="stable")
         if state.stage == 0:
             state.stage = 1
-            who = np.unique(np.asarray(inbox.parties, dtype=np.int64))
+            who = _sorted_unique(np.asarray(inbox.parties, dtype=np.int64))
             if 0 < who.size == np.asarray(inbox.parties).size < state.n_parties and \
                     who[0] >= 0 and who[-1] < state.n_parties:
                 # Some parties fell silent in round 0 (a transport goes on only where

@@ -21,12 +21,15 @@ $(STAMP_TEST): pyproject.toml | $(BIN)/python
 run: $(STAMP_RUN)
 	$(BIN)/fedustat compare
 
-# Two workers. A file whose tests share a module fixture (a Flower deployment, a Dask
-# cluster, a comparison) runs on one worker, so the fixture starts once; every other test
-# goes to whichever worker is free (tests/conftest.py marks the groups).
+# Three workers on two cores: a third of the suite's time is spent waiting (processes
+# starting, servers waiting out a silent party's stage timeout), which a third worker
+# fills. A file whose tests share a module fixture (a Flower deployment, a Dask cluster,
+# a comparison) runs on one worker, so the fixture starts once; every other test goes to
+# whichever worker is free (tests/conftest.py marks the groups).
+TEST_WORKERS ?= 3
 test: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks

@@ -3,9 +3,9 @@
     python benchmarks/bench_suite.py tests/test_coverage.py tests/test_network.py
     python benchmarks/bench_suite.py --from-xml suite.xml      # a run's --junitxml
 
-Runs pytest the way ``make test`` does (two workers, ``--dist loadgroup``) on the given
+Runs pytest the way ``make test`` does (three workers, ``--dist loadgroup``) on the given
 files, or reads a JUnit XML file of an earlier run, and prints the slowest tests and each
-file's total (worker seconds: setup, call and teardown of its tests, summed over both
+file's total (worker seconds: setup, call and teardown of its tests, summed over the
 workers), with the 1-minute load average before and after. Timings on a shared machine
 move with its load; compare files measured at similar loads.
 """
@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("files", nargs="*", help="test files to run (pytest node ids)")
     parser.add_argument("--from-xml", type=Path, help="read this JUnit XML instead of running")
     parser.add_argument("--top", type=int, default=30, help="slowest tests to list (30)")
+    parser.add_argument("--workers", type=int, default=3,
+                        help="pytest-xdist workers, as make test's TEST_WORKERS (3)")
     args = parser.parse_args(argv)
     if args.from_xml is not None:
         print(report(read_times(args.from_xml), args.top))
@@ -67,9 +69,10 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         xml_path = Path(scratch) / "run.xml"
         before, start = _load(), time.perf_counter()
-        code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist",
-                                "loadgroup", "-p", "no:cacheprovider", f"--junitxml={xml_path}",
-                                *args.files], cwd=ROOT, stdout=subprocess.DEVNULL)
+        code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-n", str(args.workers),
+                                "--dist", "loadgroup", "-p", "no:cacheprovider",
+                                f"--junitxml={xml_path}", *args.files], cwd=ROOT,
+                               stdout=subprocess.DEVNULL)
         wall, after = time.perf_counter() - start, _load()
         print(report(read_times(xml_path), args.top))
     print(f"\nwall {wall:.1f} s; load average (1 min) {before:.2f} before, {after:.2f} after; "

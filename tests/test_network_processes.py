@@ -483,9 +483,14 @@ def test_a_killed_party_is_named_when_its_connection_drops(processes, deployment
     assert held.stdout.readline().strip() == "stepping", held.stderr.read()
     os.killpg(held.pid, signal.SIGKILL)
     code, _, err = finish(server, 4 * LONG_STAGE)  # a hang guard only
-    reason = ("round 0: the connection of party-1 dropped (its process ended or its "
-              "network failed); no release")
-    assert code == 1 and err.strip() == f"error: {reason}", err
+    # On a loaded machine an honest party may still be computing its round-0 answer when
+    # the drop stops the run: it is then named as not having answered yet, never as
+    # silent for the stage timeout (which was not waited).
+    pattern = (r"round 0: the connection of party-1 dropped \(its process ended or its "
+               r"network failed\)(; no answer yet from party-[02](, party-[02])?)?; "
+               r"no release")
+    assert code == 1 and re.fullmatch(f"error: {pattern}", err.strip()), err
+    reason = err.strip().removeprefix("error: ")
     for party in honest:
         code, _, err = finish(party)
         assert code == 1 and reason in err, err

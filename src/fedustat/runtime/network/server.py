@@ -366,7 +366,8 @@ class _Coordinator:
                 # Every round needs every service (its rows, or its pass): no round
                 # goes on without one.
                 if stalled or any(self._lost(i) for i in services):
-                    self._fail(self._silence(f"round {self.round}", [*services, *silent]))
+                    self._fail(self._silence(f"round {self.round}", [*services, *silent],
+                                             waited=stalled))
                 return
             # Every silent silo's connection closed: no need to wait out the timeout.
             # (A resumable member that dropped may come back within the stage.)
@@ -374,7 +375,7 @@ class _Coordinator:
             # Without min_silos every silo is needed: one that is gone ends the run now.
             needed = self.min_silos >= self.n_silos and any(self._lost(i) for i in silent)
             if stalled or closed or needed:
-                self._round_without(silent, stop=True)
+                self._round_without(silent, stop=True, waited=stalled)
             return
         waiting = [i for i in range(self.n_silos + len(self.roles)) if self._member(i) is None]
         # Every missing silo had joined and left: no need to wait out the timeout.
@@ -402,19 +403,27 @@ class _Coordinator:
         member = self._member(slot)
         return member is None or not member.resumable
 
-    def _silence(self, stage: str, slots: list[int], why: str = "") -> str:
-        """Why a stage stopped: whose connection dropped, who did not answer in time."""
+    def _silence(self, stage: str, slots: list[int], why: str = "",
+                 waited: bool = True) -> str:
+        """Why a stage stopped: whose connection dropped, who did not answer in time.
+
+        ``waited``: the stage timed out. When a dropped connection stopped it before,
+        the members still busy are named as not having answered *yet* (on a loaded
+        machine a slow member's answer may simply not have arrived), never as silent
+        for the whole timeout."""
         dropped = [self._name(i) for i in slots if i in self.gone]
         quiet = [self._name(i) for i in slots if i not in self.gone]
         parts = []
         if dropped:
             parts.append(f"the connection of {_listed(dropped)} dropped (its process "
                          "ended or its network failed)")
-        if quiet:
+        if quiet and waited:
             parts.append(f"no answer within {self.timeout:g} s from {_listed(quiet)}")
+        elif quiet:
+            parts.append(f"no answer yet from {_listed(quiet)}")
         return f"{stage}: {'; '.join(parts)}{'; ' + why if why else ''}; no release"
 
-    def _round_without(self, silent: list[int], stop: bool) -> None:
+    def _round_without(self, silent: list[int], stop: bool, waited: bool = True) -> None:
         """Run this round's server step without the silent silos, or stop the run.
 
         It goes on only with ``min_silos`` below ``n_silos``, at least ``min_silos`` silos
@@ -447,7 +456,7 @@ class _Coordinator:
                     return
                 why = f"{self.protocol.name} cannot go on without it: {rule.reason}"
         if stop:
-            self._fail(self._silence(f"round {current}", silent, why))
+            self._fail(self._silence(f"round {current}", silent, why, waited))
 
     # ---------------------------------------------------------------- presence
     async def presence(self, request: bytes, context: Any) -> bytes:

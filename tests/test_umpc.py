@@ -798,3 +798,55 @@ def test_an_aborted_run_ends_its_waiting_member_circuits() -> None:
     while time.monotonic() < deadline and waiting():
         time.sleep(0.05)
     assert not waiting()
+
+
+@pytest.mark.parametrize("comparison", ["fss", "circuit"])
+@pytest.mark.parametrize("batch_size", [None, 1])
+def test_a_step_on_the_copied_state_leaves_the_original_able_to_take_it_again(
+        monkeypatch, comparison, batch_size):
+    # The engine steps copy_party_state(state) so that a retried task starts from its
+    # input. U-MPC's copy shares the dealt material (no second copy of it) and takes the
+    # live circuits: stepping the original again (a retry) must replay to the very same
+    # message, and the run must release what it releases without copies.
+    import copy
+    import dataclasses
+
+    def arrays(obj):
+        if isinstance(obj, np.ndarray):
+            return [obj]
+        if isinstance(obj, dict):
+            obj = list(obj.values())
+        if isinstance(obj, list | tuple):
+            return [a for item in obj for a in arrays(item)]
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            return [a for f in dataclasses.fields(obj) for a in arrays(getattr(obj, f.name))]
+        return []
+
+    rng = np.random.default_rng(12)
+    data = rng.uniform(0.0, 1.0, size=(10, 1))
+    build = lambda: registry.make("umpc", gini_kernel((0.0, 1.0)), epsilon=1.0,  # noqa: E731
+                                  comparison=comparison, bounds=(0.0, 1.0), precision=1 / 16)
+    plain = simulate(build(), data, rng=4, batch_size=batch_size)
+    original_step = UMPC.party_step
+    shared = []
+
+    def step_a_copy_then_retry(self, state, inbox, step_rng):
+        retry_rng = copy.deepcopy(step_rng)
+        copied = self.copy_party_state(state)
+        if state.run is not None and state.run.material:
+            pairs = list(zip(arrays(state.run.material), arrays(copied.run.material),
+                             strict=True))
+            shared.append(bool(pairs) and all(np.shares_memory(a, b) for a, b in pairs
+                                              if a.size))
+        new_state, message = original_step(self, copied, inbox, step_rng)
+        _, again = original_step(self, state, inbox, retry_rng)
+        assert sorted(again.fields) == sorted(message.fields)
+        for name in message.fields:
+            np.testing.assert_array_equal(np.asarray(again.fields[name]),
+                                          np.asarray(message.fields[name]))
+        return new_state, message
+
+    monkeypatch.setattr(UMPC, "party_step", step_a_copy_then_retry)
+    got = simulate(build(), data, rng=4, batch_size=batch_size)
+    assert got.same_release(plain)
+    assert shared and all(shared)

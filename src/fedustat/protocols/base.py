@@ -1226,6 +1226,15 @@ class Protocol(ABC):
                    rng: np.random.Generator) -> tuple[Any, Message]:
         """One round of the parties in a batch."""
 
+    def copy_party_state(self, state: Any) -> Any:
+        """A copy of a batch's state that :meth:`party_step` may change without changing
+        ``state``: a transport that must be able to run a step again from its input (the
+        distributed engine, whose tasks may be retried) steps the copy. Default: a deep
+        copy. A protocol whose states hold large arrays that its steps never write in
+        place may share them (U-MPC's dealt material).
+        """
+        return copy.deepcopy(state)
+
     @abstractmethod
     def server_step(self, state: Any, inbox: Message,
                     rng: np.random.Generator) -> tuple[Any, Message | Estimate]:

@@ -1325,6 +1325,32 @@ class UMPC(Protocol):
             state.stage = 3
         return state, msg if state.seating is None else state.seating.outgoing(msg)
 
+    def copy_party_state(self, state: _PartyState) -> _PartyState:
+        """A copy the next step may change, sharing the arrays the steps never write in
+        place (records, plan, slots, dealt material, openings received): only the
+        containers the steps change, the two arrays they add into (``inputs``,
+        ``noise``) and the seeded streams are copied, so a copy costs a few bytes per
+        party, not a second set of material. The live circuits move to the copy (they
+        are stepped from there); the original keeps its history and replays it if it is
+        stepped again."""
+        copied = dataclasses.replace(state)
+        run = state.run
+        if run is None:
+            return copied
+        fresh = dataclasses.replace(
+            run, material=dict(run.material),
+            reusable={g: list(parts) for g, parts in run.reusable.items()},
+            history={g: list(opened) for g, opened in run.history.items()},
+            circuits=dict(run.circuits), sent=list(run.sent), routes=dict(run.routes),
+            inputs=None if run.inputs is None else run.inputs.copy(),
+            noise=None if run.noise is None else run.noise.copy(),
+            # The seeded streams advance as they are drawn from (a few hundred bytes).
+            coins=copy.deepcopy(run.coins))
+        run.circuits.clear()
+        weakref.finalize(fresh, _close_circuits, fresh.circuits)
+        copied.run = fresh
+        return copied
+
     # -- the secure phases, one party's side (module docstring, "Transport") ------------
     def _coin_facts(self, n: int, coin: np.ndarray) -> _CoinFacts:
         """The public facts of the coin (:class:`_CoinFacts`), memoized per process: every

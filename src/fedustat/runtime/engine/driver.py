@@ -376,7 +376,8 @@ def _party_round_relay(protocol: Protocol, batch: _Batch) -> _Batch:
     rng = copy.deepcopy(batch.rng)
     # Some steps change their state in place: copy it, so that a retried task starts
     # from the same input.
-    state, message = protocol.party_step(copy.deepcopy(batch.state), batch.inbox, rng)
+    state, message = protocol.party_step(protocol.copy_party_state(batch.state), batch.inbox,
+                                         rng)
     if message.peer is not None:
         raise EngineError(f"{protocol.name}: peer traffic measured inside a party step "
                           "(PeerTraffic) is not carried by the distributed engine")

@@ -14,6 +14,7 @@ from scipy import stats
 
 from fedustat.secure.dcf import (
     LAMBDA,
+    FssKey,
     FssMsbMaterial,
     dcf_eval,
     dcf_gen,
@@ -181,3 +182,37 @@ def test_validation() -> None:
     assert isinstance(mat, FssMsbMaterial)
     with pytest.raises(TypeError, match="FssZeroMaterial or a Dealer"):
         fss_is_zero(share(np.arange(2), 2, 0, ring=ring), mat)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["dcf", "dpf"])
+def test_an_indexed_key_is_its_rows_without_a_copy(kind: str) -> None:
+    # A receiver may keep every row it was sent and name its keys by index (U-MPC's
+    # members): evaluation, dcf_sum_at, copies and pickles see exactly those keys.
+    import copy
+    import dataclasses
+    import pickle
+
+    from fedustat.secure.dcf import dcf_sum_at
+
+    ring = Ring(16)
+    gen, ev = (dcf_gen, dcf_eval) if kind == "dcf" else (dpf_gen, dpf_eval)
+    alphas = np.random.default_rng(3).integers(0, 2**10, 40).astype(np.uint64)
+    k0, k1 = gen(alphas, 5, domain_bits=10, ring=ring, rng=4)
+    index = np.array([31, 2, 2, 17, 39, 0], dtype=np.int64)
+    x = np.random.default_rng(5).integers(0, 2**10, (index.size, 3)).astype(np.uint64)
+    for party, key in enumerate((k0, k1)):
+        indexed = dataclasses.replace(key, index=index)
+        plain = FssKey(party, key.kind, key.domain_bits, ring, key.seed[index],
+                       key.cw_seed[:, index], key.cw_t[:, index],
+                       None if key.cw_value is None else key.cw_value[:, index],
+                       key.cw_out[index])
+        assert len(indexed) == index.size and np.shares_memory(indexed.seed, key.seed)
+        np.testing.assert_array_equal(ev(party, indexed, x), ev(party, plain, x))
+        for moved in (copy.deepcopy(indexed), pickle.loads(pickle.dumps(indexed))):
+            assert moved.index is None and moved.seed.shape[0] == index.size
+            np.testing.assert_array_equal(ev(party, moved, x), ev(party, plain, x))
+        assert len(pickle.dumps(indexed)) < len(pickle.dumps(key))
+        if kind == "dcf":
+            points = np.arange(0, 2**10, 37, dtype=np.uint64)
+            np.testing.assert_array_equal(dcf_sum_at(party, indexed, points),
+                                          dcf_sum_at(party, plain, points))

@@ -850,3 +850,65 @@ def test_a_step_on_the_copied_state_leaves_the_original_able_to_take_it_again(
     got = simulate(build(), data, rng=4, batch_size=batch_size)
     assert got.same_release(plain)
     assert shared and all(shared)
+
+
+def test_dealing_in_chunks_of_edges_releases_the_same(monkeypatch):
+    # A dealing party deals a chunk of its edges at a time into its message rows: rows
+    # written to the wrong place would break the circuits and change the release.
+    from fedustat.protocols.mpc import umpc as umpc_module
+
+    rng = np.random.default_rng(8)
+    y = rng.integers(0, 2, 60)
+    data = np.c_[rng.normal(size=60) + y, y]
+
+    def release():
+        return fedustat.estimate(auc_kernel(), data, protocol="umpc", epsilon=1.0, rng=3,
+                                 comparison="fss", bounds=(-6.0, 7.0), batch_size=25)
+
+    whole = release()
+    monkeypatch.setattr(umpc_module, "_DEAL_CHUNK", 3)
+    assert release().same_release(whole)
+
+
+@pytest.mark.parametrize("comparison", ["fss", "circuit"])
+def test_a_batch_never_holds_the_material_and_the_noise_shares_at_once(monkeypatch,
+                                                                        comparison):
+    # The two largest receipts of a party: the dealt material (kept until the circuit
+    # ends) and the noise shares (Protocol B.1, |Z| rows per party). The noise round
+    # comes after the circuit; FSS keys stay views of the rows received.
+    receive = UMPC._receive
+    seen: list[tuple[str, bool]] = []
+
+    def spy(self, run, inbox):
+        receive(self, run, inbox)
+        kind = ("noise" if "eta" in inbox.fields else
+                "material" if any(name.startswith("m_") for name in inbox.fields) else
+                "other")
+        seen.append((kind, bool(run.material)))
+        if kind == "material" and comparison == "fss":
+            keys = [key for material in run.material.values()
+                    for key in _fss_keys(material)]
+            assert keys and all(key.index is not None for key in keys)
+            fields = [np.asarray(v) for v in inbox.fields.values()]
+            assert all(any(np.shares_memory(key.seed, f) for f in fields) for key in keys)
+
+    monkeypatch.setattr(UMPC, "_receive", spy)
+    rng = np.random.default_rng(9)
+    fedustat.estimate(gini_kernel((0.0, 1.0)), rng.uniform(size=(30, 1)), protocol="umpc",
+                      epsilon=1.0, rng=5, comparison=comparison, threat_model="hf")
+    kinds = [kind for kind, _ in seen]
+    assert kinds[0] == "material" and kinds[-1] == "noise" and kinds.count("noise") == 1
+    assert seen[-1] == ("noise", False)
+
+
+def _fss_keys(obj):
+    from fedustat.secure.dcf import FssKey
+
+    if isinstance(obj, FssKey):
+        return [obj]
+    if isinstance(obj, list | tuple):
+        return [key for item in obj for key in _fss_keys(item)]
+    import dataclasses
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [key for f in dataclasses.fields(obj) for key in _fss_keys(getattr(obj, f.name))]
+    return []

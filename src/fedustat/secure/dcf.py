@@ -137,6 +137,11 @@ class FssKey:
     ones are views of key-major storage (:func:`_gen`). They are the same
     in both servers' keys (the arrays are shared between the two :class:`FssKey`
     objects of a pair); only ``seed`` differs.
+
+    ``index``, when given, says which entries of the key axis of the arrays are the
+    keys: key ``i`` is entry ``index[i]``. A receiver then keeps the rows it was sent as
+    they arrived, without gathering a copy of its keys; evaluation gathers a chunk at a
+    time. A copy or a pickle holds only the keys (:meth:`compact`).
     """
 
     party: int
@@ -148,9 +153,32 @@ class FssKey:
     cw_t: np.ndarray                # (n, N, 2) bool: (t_CW^L, t_CW^R) per level
     cw_value: np.ndarray | None     # (n, N) uint64: V_CW per level (DCF only)
     cw_out: np.ndarray              # (N,) uint64: CW^(n+1)
+    index: np.ndarray | None = None  # (N,) int64: the keys' entries of the arrays
 
     def __len__(self) -> int:
-        return int(self.seed.shape[0])
+        return int(self.seed.shape[0] if self.index is None else self.index.size)
+
+    def take(self, arr: np.ndarray, rows: slice | np.ndarray) -> np.ndarray:
+        """Keys ``rows`` of one of the key's arrays (``arr`` with the key axis first)."""
+        return arr[rows] if self.index is None else arr[self.index[rows]]
+
+    def compact(self) -> FssKey:
+        """The same keys with their own arrays (no ``index``)."""
+        if self.index is None:
+            return self
+        i = self.index
+        return FssKey(self.party, self.kind, self.domain_bits, self.ring, self.seed[i],
+                      np.ascontiguousarray(self.cw_seed[:, i]),
+                      np.ascontiguousarray(self.cw_t[:, i]),
+                      None if self.cw_value is None
+                      else np.ascontiguousarray(self.cw_value[:, i]), self.cw_out[i])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # An indexed key's arrays are views of every row its holder received: a copy or
+        # a pickle carries only its own keys.
+        k = self.compact()
+        return (FssKey, (k.party, k.kind, k.domain_bits, k.ring, k.seed, k.cw_seed, k.cw_t,
+                         k.cw_value, k.cw_out))
 
     @property
     def bits_per_key(self) -> int:
@@ -315,7 +343,7 @@ def _eval_chunk(party: int, key: FssKey, pts: np.ndarray, rows: slice | np.ndarr
     M = pts.size
 
     def take(arr: np.ndarray) -> np.ndarray:
-        return arr[rows]
+        return key.take(arr, rows)
 
     dcf = key.kind == "dcf"
     child_in = prg.inbuf[:M]
@@ -496,6 +524,7 @@ def dcf_sum_at(party: int, key: FssKey, points: Any, *,
         raise TypeError("key must be a DCF FssKey (from dcf_gen)")
     if key.party != party:
         raise ValueError(f"key belongs to party {key.party}, not {party}")
+    key = key.compact()
     d, ring = key.domain_bits, key.ring
     pts = np.asarray(points)
     if pts.ndim != 1 or pts.size == 0 or pts.dtype.kind not in "iu":

@@ -46,9 +46,7 @@ encrypted by the networked server, ``docs/network.md``):
    ``dealer`` service role (its own process in a networked run, public id n) deals every
    edge instead, from its own coins, on the same broadcast;
 3. *relay*: sharing phase: member ``j`` of each edge sends member ``q`` its share ``q``;
-4. *relay* (with noise): each noise contributor sends every other party a share of its
-   Pólya difference (Protocol B.1);
-5. *relay rounds*: the circuits of :mod:`fedustat.protocols.mpc.kernel_circuits` are
+4. *relay rounds*: the circuits of :mod:`fedustat.protocols.mpc.kernel_circuits` are
    written lockstep (row ``r`` = member ``r``, the only cross-row operation an opening).
    A batch groups its edges by the members it holds in them and runs each group as one
    vectorized circuit, rows = those members (the other rows are placeholders it never
@@ -60,6 +58,10 @@ encrypted by the networked server, ``docs/network.md``):
    opened value is the member's own row plus (or xor) theirs. A group's circuit runs
    once, waiting at each opening for the next relay round (:class:`_MemberCircuit`)
    until it returns;
+5. *relay* (with noise): each noise contributor sends every other party a share of its
+   Pólya difference (Protocol B.1). It comes after the circuit, whose material is then
+   spent, so that a party never holds both (its two largest receipts); the noise
+   shares are drawn from their own stream, so the order changes no number;
 6. upload ``z_i`` (one ring element); the aggregator reconstructs and releases.
 
 A party silent in step 0 (a networked run with ``min_silos``, :meth:`UMPC.dropout_rule`)
@@ -537,6 +539,8 @@ def _expand(packed: np.ndarray, mask: int) -> np.ndarray:
     return out
 
 
+_DEAL_CHUNK = 1 << 15  # edges a dealing party deals at a time (memory only)
+
 _KEY_FIELDS = {"seed": 0, "cw_seed": 1, "cw_t": 1, "cw_value": 1, "cw_out": 0}
 
 
@@ -631,6 +635,7 @@ def _unpack(template: CircuitMaterial, parts: Mapping[int, Mapping[str, np.ndarr
     structure) resized, with those members' rows and keys the received ones and every
     other member's parts zero: the batch holds only what its dealers sent."""
     held = sorted(parts)
+    indexes: dict[int, np.ndarray] = {}   # member -> its keys' rows among those received
     for leaf in _material_leaves(template):
         *parent, name = leaf.path
         holder = _get(template, tuple(parent))
@@ -647,19 +652,27 @@ def _unpack(template: CircuitMaterial, parts: Mapping[int, Mapping[str, np.ndarr
                 one = np.asarray(getattr(key, name))
                 shape = list(one.shape)
                 shape[leaf.axis] *= edges
-                if b in parts:
+                if b in parts and isinstance(parts[b], _Rows):
+                    # The key's level-major layout as a view of every received row
+                    # (edge-major) and, in ``index``, which of them are this member's
+                    # keys: evaluation gathers one level of a chunk of keys at a time,
+                    # so the batch never holds a second copy of its keys.
+                    per = np.moveaxis(one, leaf.axis, 0).shape
+                    whole = np.asarray(parts[b].field(_leaf_name(leaf)))
+                    value = np.moveaxis(whole.reshape((whole.shape[0] * per[0], *per[1:]))
+                                        .astype(one.dtype, copy=False), 0, leaf.axis)
+                    indexes[b] = (parts[b].rows[:, None] * per[0]
+                                  + np.arange(per[0])).ravel()
+                elif b in parts:
                     per = np.moveaxis(one, leaf.axis, 0).shape
                     mine = _received(parts[b], leaf).reshape(
                         (edges * per[0], *per[1:])).astype(one.dtype, copy=False)
-                    # The key's level-major layout as a view of the received rows
-                    # (edge-major): evaluation reads one level of a chunk of keys at a
-                    # time, which a strided view serves without a transposed copy.
                     value = np.moveaxis(mine, 0, leaf.axis)
                 else:
                     # A key this batch does not hold: never evaluated (evaluating_members),
                     # zeros the allocator need not touch.
                     value = np.zeros(shape, dtype=one.dtype)
-                keys[b] = dataclasses.replace(key, **{name: value})
+                keys[b] = dataclasses.replace(key, **{name: value}, index=indexes.get(b))
             object.__setattr__(_get(template, tuple(parent[:-1])) if len(parent) > 1
                                else template, parent[-1], tuple(keys))
     for part in _materials(template):
@@ -677,6 +690,14 @@ class _Rows(Mapping[str, np.ndarray]):
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self._fields[name][self._rows]
+
+    @property
+    def rows(self) -> np.ndarray:
+        return self._rows
+
+    def field(self, name: str) -> np.ndarray:
+        """Every received row of field ``name`` (no copy)."""
+        return self._fields[name]
 
     def __iter__(self) -> Any:
         return iter(self._fields)
@@ -1516,17 +1537,21 @@ class UMPC(Protocol):
             if computes:
                 return self._deal(run)
         if run.stage == "share":
-            run.stage = "noise"
+            run.stage = "inputs"
             if computes:
                 return self._share(run)
-        if run.stage == "noise":
+        if run.stage == "inputs":       # the co-members' input shares are in
             run.stage = "circuit"
+        if run.stage == "circuit":
+            if computes:
+                msg = self._openings(run)
+                if msg is not None:
+                    return msg
+            # The noise shares travel after the circuit, when its material is spent: a
+            # batch never holds both (the two largest things it receives).
+            run.stage = "noise"
             if plan.contributors.size:
                 return self._noise(run, state.parties)
-        if run.stage == "circuit" and computes:
-            msg = self._openings(run)
-            if msg is not None:
-                return msg
         run.stage = "done"
         ring = plan.fp.ring
         parties = state.parties
@@ -1608,8 +1633,6 @@ class UMPC(Protocol):
         """The rows dealing edges ``dealt`` from ``source``: each member its part."""
         k = self.kernel.degree
         dealer = Dealer(k, ring=plan.fp.ring, rng=source)
-        material = self.circuit.deal(dealer, dealt.size, method=self.method,
-                                     full_range=self.full_range)
         edge = np.tile(dealt, k)
         senders = np.tile(plan.dealers[dealt], k)
         targets = plan.edges[edge, np.repeat(np.arange(k), dealt.size)]
@@ -1621,19 +1644,29 @@ class UMPC(Protocol):
         position = np.empty(order.size, dtype=np.int64)
         position[order] = np.arange(order.size)
         fields: dict[str, np.ndarray] = {}
-        for r in range(k):
-            part = _package(material, r, dealt.size)
-            mine = position[r * dealt.size:(r + 1) * dealt.size]
-            for name, rows in part.items():
+        # Dealt a chunk of edges at a time, each chunk written to its rows and dropped:
+        # the dealer holds its message and one chunk, not the material twice.
+        for lo in range(0, dealt.size, _DEAL_CHUNK):
+            hi = min(lo + _DEAL_CHUNK, dealt.size)
+            material = self.circuit.deal(dealer, hi - lo, method=self.method,
+                                         full_range=self.full_range)
+            for r in range(k):
+                part = _package(material, r, hi - lo)
+                mine = position[r * dealt.size + lo:r * dealt.size + hi]
+                for name, rows in part.items():
+                    width = int(np.prod(rows.shape[1:], dtype=np.int64))
+                    if name not in fields:
+                        fields[name] = np.empty((order.size, width), dtype=rows.dtype)
+                    # A contiguous copy first (a key's level-major arrays transposed to
+                    # rows): scattering whole rows is a memory copy, element-wise from a
+                    # strided view was ten times slower.
+                    fields[name][mine] = np.ascontiguousarray(rows).reshape(hi - lo, width)
+                del part
+            del material
+        if not fields:   # nothing to deal: the fields' layout from the template
+            for name, rows in _package(self._template(plan), 0, 1).items():
                 width = int(np.prod(rows.shape[1:], dtype=np.int64))
-                if name not in fields:
-                    fields[name] = np.empty((order.size, width), dtype=rows.dtype)
-                # A contiguous copy first (a key's level-major arrays transposed to rows):
-                # scattering whole rows is a memory copy, element-wise from a strided view
-                # was ten times slower.
-                fields[name][mine] = np.ascontiguousarray(rows).reshape(dealt.size, width)
-            del part
-        del material
+                fields[name] = np.empty((0, width), dtype=rows.dtype)
         bits = {_leaf_name(leaf): leaf.bits for leaf in _material_leaves(self._template(plan))}
         fields[PEER_TO], bits[PEER_TO] = targets[order], 32
         return Message(Role.PARTY, Role.PARTY, fields, bits, senders[order])
@@ -1823,7 +1856,9 @@ class UMPC(Protocol):
     def _receive(self, run: _Run, inbox: Message) -> None:
         plan, k = run.plan, self.kernel.degree
         ring = plan.fp.ring
-        if run.stage == "share":      # the material has arrived
+        if "eta" in inbox.fields:
+            self._receive_noise(run, inbox)
+        elif run.stage == "share":      # the material has arrived
             slot = np.arange(run.slot_edge.size)
             rows = self._expected(run, (slot, plan.dealers[run.slot_edge]),
                                   "dealt material", inbox)
@@ -1835,14 +1870,12 @@ class UMPC(Protocol):
                 parts = {r: _Rows(dealt, row_of_slot[slots[i]]) for i, r in enumerate(members)}
                 run.material[g] = _unpack(self._template(plan), parts, slots.shape[1])
                 run.reusable[g] = _materials(run.material[g])
-        elif run.stage == "noise":    # the input shares have arrived
+        elif run.stage == "inputs":     # the input shares have arrived
             rows = self._expected(run, None, "input shares", inbox)
             assert run.inputs is not None
             sender_member = self._member_of(plan, run.slot_edge[rows],
                                             np.asarray(inbox.fields[PEER_FROM]))
             run.inputs[rows, sender_member] = np.asarray(inbox.fields["x"], dtype=np.uint64)
-        elif "eta" in inbox.fields:
-            self._receive_noise(run, inbox)
         else:
             rows = self._expected(run, None, "openings", inbox)
             # Every slot receives exactly k - 1 rows (checked above): grouped by slot they

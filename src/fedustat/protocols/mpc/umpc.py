@@ -540,6 +540,12 @@ def _expand(packed: np.ndarray, mask: int) -> np.ndarray:
 
 
 _DEAL_CHUNK = 1 << 15  # edges a dealing party deals at a time (memory only)
+_CHECK_BLOCK = 1 << 14  # recipients whose noise rows are checked together (memory only)
+
+
+def _broadcast_rows(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``values[i]`` once for every kept column of row ``i`` of ``keep`` (row-major)."""
+    return np.broadcast_to(values[:, None], keep.shape)[keep]
 
 _KEY_FIELDS = {"seed": 0, "cw_seed": 1, "cw_t": 1, "cw_value": 1, "cw_out": 0}
 
@@ -1721,10 +1727,15 @@ class UMPC(Protocol):
         where = np.argsort(parties)[np.searchsorted(parties, mine, sorter=np.argsort(parties))]
         run.noise[where] = shares[rows, mine]
         # Rows recipient-major (``mine`` is sorted): the delivery order, kept by the relay.
-        dst, src = np.nonzero(mine[None, :] != np.arange(plan.n)[:, None])
+        # Each array is written once from broadcast views (|Z| n rows: no index arrays
+        # beside the message's own).
+        sent = mine[None, :] != np.arange(plan.n)[:, None]          # (recipient, mine)
+        eta = shares.T[sent]
+        del shares
         return Message(Role.PARTY, Role.PARTY,
-                       {"eta": shares[src, dst], PEER_TO: dst},
-                       {"eta": ring.bits, PEER_TO: 32}, mine[src])
+                       {"eta": eta, PEER_TO: _broadcast_rows(np.arange(plan.n), sent)},
+                       {"eta": ring.bits, PEER_TO: 32},
+                       np.broadcast_to(mine, sent.shape)[sent])
 
     def _evaluate(self, run: _Run, group: int) -> np.ndarray:
         """Group ``group``'s circuit (:func:`_slot_groups`) on its members' own shares and
@@ -1903,23 +1914,37 @@ class UMPC(Protocol):
         parties = run.parties
         plan = run.plan
         ring = plan.fp.ring
-        # Each party (in id order) hears from every contributor but itself.
-        to = np.repeat(np.sort(parties), plan.contributors.size)
-        frm = np.tile(plan.contributors, parties.size)
-        to, frm = to[to != frm], frm[to != frm]
-        if not (np.array_equal(np.asarray(inbox.parties), to)
-                and np.array_equal(np.asarray(inbox.fields[PEER_FROM]), frm)):
+        # Each party (in id order) hears from every contributor but itself, in
+        # contributor order; checked a block of recipients at a time (|Z| rows each), so
+        # the check holds no second copy of the rows.
+        sorter = np.argsort(parties)
+        ordered, contributors = parties[sorter], plan.contributors
+        heard = contributors[None, :] != ordered[:, None]          # (recipient, from)
+        counts = heard.sum(axis=1)
+        ends = np.cumsum(counts)
+        got_to = np.asarray(inbox.parties)
+        got_from = np.asarray(inbox.fields[PEER_FROM])
+        matches = got_to.shape == got_from.shape == (int(ends[-1]) if ends.size else 0,)
+        for lo in range(0, ordered.size if matches else 0, _CHECK_BLOCK):
+            hi = min(lo + _CHECK_BLOCK, ordered.size)
+            a, b = int(ends[lo] - counts[lo]), int(ends[hi - 1])
+            block = heard[lo:hi]
+            matches = (np.array_equal(got_to[a:b], _broadcast_rows(ordered[lo:hi], block))
+                       and np.array_equal(got_from[a:b],
+                                          np.broadcast_to(contributors, block.shape)[block]))
+            if not matches:
+                break
+        if not matches:
             raise ValueError("U-MPC: each party must receive one noise share from every "
                              "other noise contributor; the rows received do not match")
         if run.noise is None:
             run.noise = np.zeros(parties.size, dtype=np.uint64)
         eta = np.asarray(inbox.fields["eta"], dtype=np.uint64)
-        if to.size:
+        hearing = counts > 0
+        if hearing.any():
             # Rows arrive grouped by recipient (checked above): one sum per recipient.
-            starts = np.flatnonzero(np.r_[True, to[1:] != to[:-1]])
-            sorter = np.argsort(parties)
-            where = sorter[np.searchsorted(parties, to[starts], sorter=sorter)]
-            run.noise[where] += np.add.reduceat(eta, starts)
+            starts = (ends - counts)[hearing]
+            run.noise[sorter[hearing]] += np.add.reduceat(eta, starts)
         run.noise = np.bitwise_and(run.noise, ring.mask)
 
     def _check_sum_fits(self, active: int, fp: FixedPoint) -> None:

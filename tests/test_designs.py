@@ -230,3 +230,20 @@ def test_design_validation():
         Design(np.array([[0.0, 1.0]]), 3)
     with pytest.raises(ValueError, match="read-only"):
         d.tuples[0, 0] = 2
+
+
+@pytest.mark.parametrize("n,m", [(7, 21), (10, 40), (12, 66), (50, 1225), (1000, 2000)])
+@pytest.mark.parametrize("distinct", [True, False])
+def test_balanced_pairs_path_draws_the_general_paths_design(n, m, distinct):
+    # k = 2 has its own, faster loop; for a seed it must be the same design, or
+    # the same restart, as the loop for any k.
+    from fedustat.stats.designs import _balanced_attempt_any, _balanced_attempt_pairs
+
+    capacity = -(-2 * m // n)
+    for seed in range(4):
+        pairs = _balanced_attempt_pairs(m, n, capacity, np.random.default_rng(seed), distinct)
+        general = _balanced_attempt_any(m, 2, n, capacity, np.random.default_rng(seed),
+                                        distinct)
+        assert (pairs is None) == (general is None)
+        if pairs is not None:
+            np.testing.assert_array_equal(pairs, general)

@@ -912,3 +912,32 @@ def _fss_keys(obj):
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return [key for f in dataclasses.fields(obj) for key in _fss_keys(getattr(obj, f.name))]
     return []
+
+
+@pytest.mark.parametrize("mask", [0x0, 0x1, 0x10000, 0x101010101, 0x1555555555,
+                                  0x8000000000000001, 0xFFFFFFFFFFFFFFFF])
+def test_and_triple_words_pack_to_their_active_bits_and_back(mask):
+    # Only an AND triple's active bits travel: _compress packs them to the low bits
+    # (one table lookup per byte of the mask), _expand puts them back.
+    from fedustat.protocols.mpc.umpc import _compress, _expand
+
+    words = np.random.default_rng(mask % 1000).integers(0, 2**63, (50, 7), dtype=np.uint64)
+    words = words * np.uint64(2) + np.uint64(1)
+    expected = np.zeros_like(words)
+    for j, position in enumerate(i for i in range(64) if mask >> i & 1):
+        expected |= ((words >> np.uint64(position)) & np.uint64(1)) << np.uint64(j)
+    packed = _compress(words, mask)
+    np.testing.assert_array_equal(packed, expected)
+    np.testing.assert_array_equal(_expand(packed, mask), words & np.uint64(mask))
+
+
+def test_lexsort_of_the_relay_rows_is_numpys():
+    from fedustat.protocols.mpc.umpc import _lexsort
+
+    rng = np.random.default_rng(14)
+    for rows in (0, 1, 7, 2000):
+        for high in (1, 3, 1000, 10**7):
+            keys = tuple(rng.integers(0, high, rows) for _ in range(3))
+            np.testing.assert_array_equal(_lexsort(keys), np.lexsort(keys))
+    wide = (rng.integers(0, 2**40, 300), rng.integers(0, 2**40, 300))   # past int64
+    np.testing.assert_array_equal(_lexsort(wide), np.lexsort(wide))

@@ -185,6 +185,14 @@ def balanced_sample(
 def _balanced_attempt(m: int, k: int, n: int, capacity: int, gen: np.random.Generator,
                       distinct: bool) -> np.ndarray | None:
     """One run of Alg. 1; None when it must restart (fewer than k parties with capacity)."""
+    if k == 2:
+        return _balanced_attempt_pairs(m, n, capacity, gen, distinct)
+    return _balanced_attempt_any(m, k, n, capacity, gen, distinct)
+
+
+def _balanced_attempt_any(m: int, k: int, n: int, capacity: int, gen: np.random.Generator,
+                          distinct: bool) -> np.ndarray | None:
+    """:func:`_balanced_attempt` for any k."""
     slots: list[int] = np.repeat(np.arange(n), capacity).tolist()
     cap = [capacity] * n
     live = n * capacity
@@ -231,6 +239,67 @@ def _balanced_attempt(m: int, k: int, n: int, capacity: int, gen: np.random.Gene
                 live_parties -= 1
         flat.extend(chosen)
     return np.asarray(flat, dtype=np.int64).reshape(m, k)
+
+
+def _balanced_attempt_pairs(m: int, n: int, capacity: int, gen: np.random.Generator,
+                            distinct: bool) -> np.ndarray | None:
+    """:func:`_balanced_attempt_any` for k = 2 (the degree of AUC, Kendall's tau, Gini,
+    ...), written out for two draws per edge: the same draws from the same uniforms in
+    the same order, so the same design for a seed, in about 0.8 of the time."""
+    slots: list[int] = np.repeat(np.arange(n), capacity).tolist()
+    cap = [capacity] * n
+    live = n * capacity
+    live_parties = n
+    flat: list[int] = []
+    seen: set[int] = set()
+    batch = max(1024, 4 * m)
+    uniforms: list[float] = gen.random(batch).tolist()
+    pos = 0
+    rejected = 0
+    made = 0
+    while made < m:
+        if live_parties < 2:  # Alg. 1 lines 5-6
+            return None
+        if pos == len(uniforms):
+            uniforms = gen.random(batch).tolist()
+            pos = 0
+        s0 = int(uniforms[pos] * live)
+        pos += 1
+        v0 = slots[s0]
+        while True:     # the second member: redrawn until it is not the first
+            if pos == len(uniforms):
+                uniforms = gen.random(batch).tolist()
+                pos = 0
+            s1 = int(uniforms[pos] * live)
+            pos += 1
+            v1 = slots[s1]
+            if v1 != v0:
+                break
+        if distinct:
+            key = v0 * n + v1 if v0 < v1 else v1 * n + v0
+            if key in seen:
+                rejected += 1
+                if rejected % 32 == 0 and not _free_edge_exists(flat, cap, 2, live_parties):
+                    return None
+                continue
+            seen.add(key)
+        rejected = 0
+        # The used slots leave, the higher one first (as sorted(..., reverse=True)).
+        hi, lo = (s0, s1) if s0 > s1 else (s1, s0)
+        live -= 1
+        slots[hi] = slots[live]
+        live -= 1
+        slots[lo] = slots[live]
+        cap[v0] -= 1
+        if cap[v0] == 0:
+            live_parties -= 1
+        cap[v1] -= 1
+        if cap[v1] == 0:
+            live_parties -= 1
+        flat.append(v0)
+        flat.append(v1)
+        made += 1
+    return np.asarray(flat, dtype=np.int64).reshape(m, 2)
 
 
 def _edge_key(chosen: list[int], n: int, k: int) -> int | tuple[int, ...]:

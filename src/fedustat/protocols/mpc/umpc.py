@@ -517,26 +517,63 @@ def _close_circuits(circuits: dict[int, _MemberCircuit]) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _positions(mask: int) -> np.ndarray:
-    # Few distinct masks (one per AND-triple width) and many calls: computed once each.
-    out = np.array([i for i in range(64) if mask >> i & 1], dtype=np.uint64)
-    out.flags.writeable = False
-    return out
+def _byte_tables(mask_byte: int) -> tuple[np.ndarray, np.ndarray]:
+    """For one byte of a mask: every byte value's masked bits packed low (compress), and
+    every packed value's bits put back at the mask's positions (expand)."""
+    positions = [i for i in range(8) if mask_byte >> i & 1]
+    compress = np.zeros(256, dtype=np.uint64)
+    expand = np.zeros(1 << len(positions), dtype=np.uint64)
+    for value in range(256):
+        compress[value] = sum((value >> p & 1) << j for j, p in enumerate(positions))
+    for value in range(expand.size):
+        expand[value] = sum((value >> j & 1) << p for j, p in enumerate(positions))
+    compress.flags.writeable = expand.flags.writeable = False
+    return compress, expand
+
+
+def _mask_bytes(mask: int) -> list[tuple[int, int, int]]:
+    """(byte index, mask byte, bits of the mask below it) for every non-zero byte."""
+    return [(b, mask >> 8 * b & 0xFF, popcount(mask & ((1 << 8 * b) - 1)))
+            for b in range(8) if mask >> 8 * b & 0xFF]
 
 
 def _compress(words: np.ndarray, mask: int) -> np.ndarray:
-    """The active bits of ``words`` packed to the low bits (only they travel)."""
+    """The active bits of ``words`` packed to the low bits (only they travel): one table
+    lookup per non-zero byte of the mask, not one pass per bit."""
+    words = np.asarray(words, dtype=np.uint64)
     out = np.zeros(words.shape, dtype=np.uint64)
-    for i, pos in enumerate(_positions(mask)):
-        out |= ((words >> pos) & np.uint64(1)) << np.uint64(i)
+    for b, mask_byte, below in _mask_bytes(mask):
+        byte = ((words >> np.uint64(8 * b)) & np.uint64(0xFF)).astype(np.intp)
+        out |= _byte_tables(mask_byte)[0][byte] << np.uint64(below)
     return out
 
 
 def _expand(packed: np.ndarray, mask: int) -> np.ndarray:
+    """The inverse of :func:`_compress`: packed bits back at the mask's positions."""
+    packed = np.asarray(packed, dtype=np.uint64)
     out = np.zeros(packed.shape, dtype=np.uint64)
-    for i, pos in enumerate(_positions(mask)):
-        out |= ((packed >> np.uint64(i)) & np.uint64(1)) << pos
+    for b, mask_byte, below in _mask_bytes(mask):
+        width = popcount(mask_byte)
+        part = ((packed >> np.uint64(below)) & np.uint64((1 << width) - 1)).astype(np.intp)
+        out |= _byte_tables(mask_byte)[1][part] << np.uint64(8 * b)
     return out
+
+
+def _lexsort(keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    """``np.lexsort(keys)`` (the last key primary) for non-negative integer keys: one
+    stable argsort of the keys combined into one int64 when their ranges allow it (about
+    three times faster on the relay's rows), else ``np.lexsort`` itself."""
+    arrays = [np.asarray(key, dtype=np.int64) for key in keys]
+    if not arrays[0].size:
+        return np.zeros(0, dtype=np.intp)
+    spans = [int(key.max()) + 1 for key in arrays]
+    if min(int(key.min()) for key in arrays) < 0 or math.prod(spans) >= 1 << 62:
+        return np.lexsort(arrays)
+    combined = np.zeros(arrays[0].shape, dtype=np.int64)
+    for key, span in zip(reversed(arrays), reversed(spans), strict=True):
+        combined *= span
+        combined += key
+    return np.argsort(combined, kind="stable")
 
 
 _DEAL_CHUNK = 1 << 15  # edges a dealing party deals at a time (memory only)
@@ -1498,7 +1535,7 @@ class UMPC(Protocol):
         mine = np.isin(plan.edges, state.parties)
         slot_edge, slot_member = np.nonzero(mine)
         slot_owner = plan.edges[slot_edge, slot_member]
-        order = np.lexsort((slot_member, slot_edge))
+        order = _lexsort((slot_member, slot_edge))
         slot_edge, slot_member, slot_owner = slot_edge[order], slot_member[order], \
             slot_owner[order]
         sorter = np.argsort(state.parties, kind="stable")
@@ -1644,7 +1681,7 @@ class UMPC(Protocol):
         targets = plan.edges[edge, np.repeat(np.arange(k), dealt.size)]
         # In delivery order (recipient, sender, edge): the transport sorts by recipient
         # and origin, keeping each origin's order, so it need not move the rows.
-        order = np.lexsort((edge, senders, targets))
+        order = _lexsort((edge, senders, targets))
         # Row i of the message is member order[i] // m's part of edge order[i] % m:
         # each member's package is scattered straight to its rows (one pass).
         position = np.empty(order.size, dtype=np.int64)
@@ -1701,8 +1738,8 @@ class UMPC(Protocol):
             slot, member = np.nonzero(np.arange(k)[None, :] != run.slot_member[:, None])
             targets = edges[run.slot_edge[slot], member]
             senders = run.slot_owner[slot]
-            order = np.lexsort((run.slot_edge[slot], senders, targets))
-            into = np.lexsort((run.slot_edge[slot], targets, senders))
+            order = _lexsort((run.slot_edge[slot], senders, targets))
+            into = _lexsort((run.slot_edge[slot], targets, senders))
             run.routes = {"slot": slot[order], "member": member[order],
                           "to": targets[order], "sender": senders[order],
                           "in_slot": slot[into], "in_party": senders[into],
@@ -1854,7 +1891,7 @@ class UMPC(Protocol):
             slot, party, origin = route["in_slot"], route["in_party"], route["in_from"]
         else:
             slot, origin = origin_of
-            order = np.lexsort((run.slot_edge[slot], origin, run.slot_owner[slot]))
+            order = _lexsort((run.slot_edge[slot], origin, run.slot_owner[slot]))
             slot, party, origin = slot[order], run.slot_owner[slot[order]], origin[order]
         got_from = np.asarray(inbox.fields[PEER_FROM], dtype=np.int64)
         if not (np.array_equal(np.asarray(inbox.parties), party)

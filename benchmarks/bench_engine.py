@@ -10,7 +10,8 @@ Usage::
 
 Jobs (issue 14): ``ldp-quantized`` Gini mean difference with k = 256 cells on Beta(2, 5)
 values, and ``fedauc-rr`` (epsilon = 1, one client per sample) on normal scores with
-logistic labels. Each configuration runs in its own process (a fresh local cluster for
+logistic labels (``fedauc-laplace`` and ``fedauc-gaussian``, delta = 1e-6: its noisy
+variants, the same ranking). Each configuration runs in its own process (a fresh local cluster for
 the engine) so that peak memory is its own: the resident-set high-water mark of the
 process (``ru_maxrss``) for the in-process simulator; for the engine that of the driver
 and of the largest worker. Data come from one generator per partition
@@ -74,6 +75,10 @@ def _protocol(job: str) -> Any:
     if job == "pairs-kendall":  # Kendall's tau-a by the boolean circuit: 8 opening rounds
         return make("pairs-2pc", kendall_tau_kernel("a"), epsilon=1.0, P=2,
                     comparison="circuit")
+    if job == "fedauc-laplace":   # Laplace on each client's rank statistic (local DP)
+        return make("fedauc-laplace", auc_kernel(), epsilon=1.0)
+    if job == "fedauc-gaussian":
+        return make("fedauc-gaussian", auc_kernel(), epsilon=1.0, delta=1e-6)
     return make("fedauc-rr", auc_kernel(), epsilon=1.0)
 
 
@@ -200,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parties", type=float, nargs="+", default=[1e7, 1e8, 1e9])
     parser.add_argument("--jobs", nargs="+", default=["gini", "fedauc"],
-                        choices=["gini", "fedauc", "pairs", "pairs-kendall"])
+                        choices=["gini", "fedauc", "fedauc-laplace", "fedauc-gaussian",
+                                 "pairs", "pairs-kendall"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=2_500_000)
     parser.add_argument("--max-minutes", type=float, default=30.0,

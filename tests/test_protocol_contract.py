@@ -575,3 +575,28 @@ def test_bad_party_assignments_are_refused(owners: np.ndarray, match: str) -> No
 def test_simulate_refuses_something_that_is_not_a_protocol() -> None:
     with pytest.raises(TypeError, match="protocol must be a fedustat Protocol"):
         simulate("central-laplace", np.zeros(4))  # type: ignore[arg-type]
+
+
+def test_a_batch_takes_its_rows_of_a_delivered_round_as_views():
+    # Rows in recipient order (every relay round's delivery): each batch's part is one
+    # range of the rows, taken without a copy, and equal to the rows addressed to it.
+    from fedustat.protocols.base import Message, Role
+    from fedustat.runtime.simulate import _message_for_batch
+
+    rng = np.random.default_rng(21)
+    to = np.sort(rng.integers(0, 30, 200))
+    values = rng.integers(0, 2**40, (200, 3)).astype(np.uint64)
+    origin = rng.integers(0, 30, 200)
+    delivered = Message(Role.PARTY, Role.PARTY, {"x": values, "from": origin},
+                        {"x": 40, "from": 32}, to)
+    shuffled = rng.permutation(200)
+    unordered = Message(Role.SERVER, Role.PARTY, {"x": values[shuffled]}, {"x": 40},
+                        to[shuffled])
+    for start, stop in ((0, 10), (10, 25), (25, 30), (0, 30), (40, 50)):
+        part = _message_for_batch(delivered, slice(start, stop))
+        mine = (to >= start) & (to < stop)
+        np.testing.assert_array_equal(part.parties, to[mine])
+        np.testing.assert_array_equal(part.fields["x"], values[mine])
+        assert part.fields["x"].size == 0 or np.shares_memory(part.fields["x"], values)
+        other = _message_for_batch(unordered, slice(start, stop))
+        assert sorted(other.parties.tolist()) == to[mine].tolist()

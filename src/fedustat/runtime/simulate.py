@@ -250,6 +250,15 @@ def _message_for_batch(message: Message | None, group: slice) -> Message | None:
     if message is None or message.parties is None:
         return message
     addressed = np.asarray(message.parties)
+    if addressed.size and np.all(addressed[1:] >= addressed[:-1]):
+        # Rows in recipient order (every relay round's delivery): the batch's rows are one
+        # range, taken as views, so the batches together hold the rows once.
+        a, b = np.searchsorted(addressed, [group.start, group.stop])
+        if a == 0 and b == addressed.size:
+            return message              # all of it (one batch)
+        fields = {name: np.asarray(v)[a:b] for name, v in message.fields.items()}
+        return Message(message.sender, message.receiver, fields, message.bits_per_value,
+                       addressed[a:b])
     mine = (addressed >= group.start) & (addressed < group.stop)
     if mine.all():
         return message                  # all of it (one batch): no copy of the rows
@@ -515,13 +524,18 @@ def simulate_run(protocol: Protocol, data: Any, *, rng: RandomLike = None,
             from_services = [relay(msg) for msg in from_services]
         if not outgoing and not from_services:
             raise ValueError(f"round {round_index}: every party fell silent; no release")
+        # Every batch has taken this round's inbox: drop it, so that a round's rows are
+        # held at most twice (as sent and merged, or merged and delivered), never more.
+        to_parties = None
         names = [f"the batch of parties {b.start}..{b.stop - 1}" for b in stepped] \
             + [f"service {msg.parties[0]}" for msg in from_services]
         if check_round_kind([*outgoing, *from_services], names.__getitem__):
             # A relay round: the transport routes the rows; no server step runs.
             relayed = merge_round(outgoing, from_services)
+            outgoing = from_services = []
             log.record_relay(relayed)
             to_parties = deliver_peer_rows(relayed)
+            del relayed
             if relay is not None:
                 to_parties = relay(to_parties)
             continue

@@ -158,20 +158,22 @@ class FssKey:
     def __len__(self) -> int:
         return int(self.seed.shape[0] if self.index is None else self.index.size)
 
-    def take(self, arr: np.ndarray, rows: slice | np.ndarray) -> np.ndarray:
-        """Keys ``rows`` of one of the key's arrays (``arr`` with the key axis first)."""
-        return arr[rows] if self.index is None else arr[self.index[rows]]
-
     def compact(self) -> FssKey:
         """The same keys with their own arrays (no ``index``)."""
-        if self.index is None:
-            return self
-        i = self.index
-        return FssKey(self.party, self.kind, self.domain_bits, self.ring, self.seed[i],
-                      np.ascontiguousarray(self.cw_seed[:, i]),
-                      np.ascontiguousarray(self.cw_t[:, i]),
-                      None if self.cw_value is None
-                      else np.ascontiguousarray(self.cw_value[:, i]), self.cw_out[i])
+        return self if self.index is None else self.entries(self.index)
+
+    def entries(self, which: np.ndarray) -> FssKey:
+        """Entries ``which`` of the key axis of the arrays as keys with their own
+        contiguous level-major arrays. Taken as whole key rows (each key's levels lie
+        together in the rows a receiver keeps), then laid out level by level."""
+
+        def rows(arr: np.ndarray) -> np.ndarray:   # arr: (levels, keys, ...)
+            return np.ascontiguousarray(np.moveaxis(np.moveaxis(arr, 1, 0)[which], 0, 1))
+
+        return FssKey(self.party, self.kind, self.domain_bits, self.ring, self.seed[which],
+                      rows(self.cw_seed), rows(self.cw_t),
+                      None if self.cw_value is None else rows(self.cw_value),
+                      self.cw_out[which])
 
     def __reduce__(self) -> tuple[Any, ...]:
         # An indexed key's arrays are views of every row its holder received: a copy or
@@ -342,8 +344,13 @@ def _eval_chunk(party: int, key: FssKey, pts: np.ndarray, rows: slice | np.ndarr
     n, ring = key.domain_bits, key.ring
     M = pts.size
 
+    if key.index is not None:
+        # This chunk's keys gathered as whole rows first: each level is then read in
+        # sequence, not one scattered entry per key and level.
+        key, rows = key.entries(key.index[rows]), slice(None)
+
     def take(arr: np.ndarray) -> np.ndarray:
-        return key.take(arr, rows)
+        return arr[rows]
 
     dcf = key.kind == "dcf"
     child_in = prg.inbuf[:M]

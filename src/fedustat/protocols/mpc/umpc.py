@@ -671,7 +671,7 @@ def _package(material: CircuitMaterial, member: int, edges: int) -> dict[str, np
     return out
 
 
-def _unpack(template: CircuitMaterial, parts: Mapping[int, Mapping[str, np.ndarray]],
+def _unpack(template: CircuitMaterial, parts: Mapping[int, _Rows],
             edges: int) -> CircuitMaterial:
     """The material of the members ``parts`` holds (member -> its received package) for
     ``edges`` edges: ``template`` (dealt for one edge from public randomness, for its
@@ -695,7 +695,7 @@ def _unpack(template: CircuitMaterial, parts: Mapping[int, Mapping[str, np.ndarr
                 one = np.asarray(getattr(key, name))
                 shape = list(one.shape)
                 shape[leaf.axis] *= edges
-                if b in parts and isinstance(parts[b], _Rows):
+                if b in parts:
                     # The key's level-major layout as a view of every received row
                     # (edge-major) and, in ``index``, which of them are this member's
                     # keys: evaluation gathers one level of a chunk of keys at a time,
@@ -706,11 +706,6 @@ def _unpack(template: CircuitMaterial, parts: Mapping[int, Mapping[str, np.ndarr
                                         .astype(one.dtype, copy=False), 0, leaf.axis)
                     indexes[b] = (parts[b].rows[:, None] * per[0]
                                   + np.arange(per[0])).ravel()
-                elif b in parts:
-                    per = np.moveaxis(one, leaf.axis, 0).shape
-                    mine = _received(parts[b], leaf).reshape(
-                        (edges * per[0], *per[1:])).astype(one.dtype, copy=False)
-                    value = np.moveaxis(mine, 0, leaf.axis)
                 else:
                     # A key this batch does not hold: never evaluated (evaluating_members),
                     # zeros the allocator need not touch.
